@@ -1,0 +1,346 @@
+/*
+ * record.c -- byte encodings of log records and state values.
+ *
+ * docs/format.md is the normative description; this is a summary.  Every
+ * integer is little-endian.
+ *
+ * Log record (version 1), 37 fixed bytes, the strings, then the checksum:
+ *
+ *    0 version u8   1 type u8        2 flags u16       4 lsn u64
+ *   12 time_ms i64 20 generation u64 28 key_len u16   30 sid_len u8
+ *   31 other_len u8 32 reason_len u8 33 origin_len u32
+ *   37 key | sid | other | reason | origin
+ *   len-8  XXH3-64 (seed 0) of bytes [0, len-8), u64
+ *
+ * Binding value (version 1), 26 fixed bytes then the session id:
+ *    0 version u8  1 sid_len u8  2 generation u64  10 lsn u64
+ *   18 updated_ms i64  26 sid
+ *
+ * Session value (version 1), 42 fixed bytes then the strings:
+ *    0 version u8  1 flags u8 (0)  2 key_len u16  4 parent_len u8
+ *    5 reason_len u8  6 origin_len u32  10 created_lsn u64
+ *   18 ended_lsn u64  26 created_ms i64  34 ended_ms i64
+ *   42 key | parent | reason | origin
+ *
+ * Records carry their own checksum because they travel alone (iteration,
+ * replay, export streams); state values do not, because the state digest
+ * covers all of them at once and a per-value checksum would only cost space.
+ *
+ * The only assumptions a decoder makes about a record of any version are that
+ * byte 0 is the version and the last 8 bytes are the checksum of the rest.
+ * It verifies that checksum before it looks at any other field, so damage is
+ * always BINDLOG_ECORRUPT and a version byte is believed (BINDLOG_EVERSION)
+ * only once the bytes around it are known to be intact.
+ *
+ * Encoders refuse (return 0) anything their decoder would refuse, so every
+ * byte string this file produces decodes again: a bug upstream shows up at
+ * write time, not when the log is replayed years later.
+ */
+#include "record.h"
+
+#include <string.h>
+#include <xxhash.h>
+
+#define BL_BVAL_VERSION 1
+#define BL_BVAL_FIXED 26
+#define BL_SVAL_VERSION 1
+#define BL_SVAL_FIXED 42
+/* Smallest input whose checksum and version can be examined at all. */
+#define BL_RECORD_MIN (1 + BL_RECORD_CHECKSUM)
+
+/* ---- validation -------------------------------------------------------- */
+
+static int is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
+int bl_valid_key(const char *p, size_t n)
+{
+    if (p == NULL || n == 0 || n > BINDLOG_KEY_MAX)
+        return 0;
+    return memchr(p, '\0', n) == NULL;
+}
+
+/* Ids and reasons share the "no control bytes" rule; they differ in limits. */
+static int no_controls(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (is_control((unsigned char)p[i]))
+            return 0;
+    return 1;
+}
+
+int bl_valid_id(const char *p, size_t n)
+{
+    if (p == NULL || n == 0 || n > BINDLOG_ID_MAX)
+        return 0;
+    return no_controls(p, n);
+}
+
+int bl_valid_reason(const char *p, size_t n)
+{
+    if (n == 0)
+        return 1;
+    if (p == NULL || n > BINDLOG_REASON_MAX)
+        return 0;
+    return no_controls(p, n);
+}
+
+/* An optional id: empty is fine, otherwise it must be a valid id. */
+static int valid_opt_id(const char *p, size_t n) { return n == 0 || bl_valid_id(p, n); }
+
+/* An origin is opaque; only its length and presence of bytes matter. */
+static int valid_origin(const void *p, size_t n) { return n <= BINDLOG_ORIGIN_MAX && (n == 0 || p != NULL); }
+
+/* ---- small buffer helpers --------------------------------------------- */
+
+/* Append n bytes at *pos; src may be NULL when n is 0 (memcpy may not). */
+static void put_bytes(unsigned char *b, size_t *pos, const void *src, size_t n)
+{
+    if (n > 0)
+        memcpy(b + *pos, src, n);
+    *pos += n;
+}
+
+/* The next n bytes of the input as a string; the caller checked the length. */
+static const char *take(const unsigned char *b, size_t *pos, size_t n)
+{
+    const char *p = (const char *)(b + *pos);
+    *pos += n;
+    return p;
+}
+
+/* Version byte check shared by every decoder. */
+static int check_version(unsigned v, unsigned mine)
+{
+    if (v == 0)
+        return BINDLOG_ECORRUPT; /* no version 0 was ever written */
+    return v > mine ? BINDLOG_EVERSION : 0;
+}
+
+/* ---- log records ------------------------------------------------------- */
+
+size_t bl_record_size(const bl_record *r)
+{
+    return BL_RECORD_FIXED + r->key_len + r->sid_len + r->other_len + r->reason_len +
+           r->origin_len + BL_RECORD_CHECKSUM;
+}
+
+/*
+ * Field rules shared by the encoder and the decoder, so that the two can
+ * never disagree on what a valid record is.
+ */
+static int record_fields_ok(const bl_record *r)
+{
+    if (r->lsn == 0 || r->type < BINDLOG_EVENT_BIND || r->type > BINDLOG_EVENT_UNBIND)
+        return 0;
+    if ((r->flags & ~(unsigned)BL_REC_FLAGS_KNOWN) != 0)
+        return 0;
+    /* Origin bytes without the flag would be invisible to readers. */
+    if (!(r->flags & BL_REC_ORIGIN) && r->origin_len != 0)
+        return 0;
+    return bl_valid_key(r->key, r->key_len) && valid_opt_id(r->sid, r->sid_len) &&
+           valid_opt_id(r->other, r->other_len) && bl_valid_reason(r->reason, r->reason_len) &&
+           valid_origin(r->origin, r->origin_len);
+}
+
+size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
+{
+    if (!record_fields_ok(r))
+        return 0;
+    size_t n = bl_record_size(r);
+    if (buf == NULL || cap < n)
+        return 0;
+    unsigned char *b = buf;
+    b[0] = BINDLOG_RECORD_VERSION;
+    b[1] = (unsigned char)r->type;
+    bl_put16(b + 2, (uint16_t)r->flags);
+    bl_put64(b + 4, r->lsn);
+    bl_put64(b + 12, (uint64_t)r->time_ms);
+    bl_put64(b + 20, r->generation);
+    bl_put16(b + 28, (uint16_t)r->key_len);
+    b[30] = (unsigned char)r->sid_len;
+    b[31] = (unsigned char)r->other_len;
+    b[32] = (unsigned char)r->reason_len;
+    bl_put32(b + 33, (uint32_t)r->origin_len);
+    size_t pos = BL_RECORD_FIXED;
+    put_bytes(b, &pos, r->key, r->key_len);
+    put_bytes(b, &pos, r->sid, r->sid_len);
+    put_bytes(b, &pos, r->other, r->other_len);
+    put_bytes(b, &pos, r->reason, r->reason_len);
+    put_bytes(b, &pos, r->origin, r->origin_len);
+    bl_put64(b + pos, XXH3_64bits(b, pos));
+    return n;
+}
+
+/* 1 if the last 8 bytes are the checksum of everything before them. */
+static int checksum_ok(const unsigned char *b, size_t len)
+{
+    size_t body = len - BL_RECORD_CHECKSUM;
+    return XXH3_64bits(b, body) == bl_get64(b + body);
+}
+
+/*
+ * Read the fixed part and point the strings into b.  The lengths are summed
+ * in 64 bits (origin_len alone may be 4 GiB) and must add up to exactly len:
+ * anything short or trailing is damage, not slack.
+ */
+static int record_parse(const unsigned char *b, size_t len, bl_record *r)
+{
+    if (len < BL_RECORD_FIXED + BL_RECORD_CHECKSUM)
+        return BINDLOG_ECORRUPT;
+    r->type = b[1];
+    r->flags = bl_get16(b + 2);
+    r->lsn = bl_get64(b + 4);
+    r->time_ms = (int64_t)bl_get64(b + 12);
+    r->generation = bl_get64(b + 20);
+    r->key_len = bl_get16(b + 28);
+    r->sid_len = b[30];
+    r->other_len = b[31];
+    r->reason_len = b[32];
+    r->origin_len = bl_get32(b + 33);
+    uint64_t total = (uint64_t)BL_RECORD_FIXED + r->key_len + r->sid_len + r->other_len +
+                     r->reason_len + (uint64_t)r->origin_len + BL_RECORD_CHECKSUM;
+    if (total != len)
+        return BINDLOG_ECORRUPT;
+    size_t pos = BL_RECORD_FIXED;
+    r->key = take(b, &pos, r->key_len);
+    r->sid = take(b, &pos, r->sid_len);
+    r->other = take(b, &pos, r->other_len);
+    r->reason = take(b, &pos, r->reason_len);
+    r->origin = take(b, &pos, r->origin_len);
+    return 0;
+}
+
+int bl_record_decode(const void *buf, size_t len, bl_record *out)
+{
+    const unsigned char *b = buf;
+    if (b == NULL || len < BL_RECORD_MIN || !checksum_ok(b, len))
+        return BINDLOG_ECORRUPT;
+    int rc = check_version(b[0], BINDLOG_RECORD_VERSION);
+    if (rc != 0)
+        return rc;
+    bl_record r;
+    rc = record_parse(b, len, &r);
+    if (rc != 0)
+        return rc;
+    if (!record_fields_ok(&r))
+        return BINDLOG_ECORRUPT;
+    *out = r;
+    return 0;
+}
+
+/* ---- binding values ---------------------------------------------------- */
+
+size_t bl_bval_size(const bl_bval *v) { return BL_BVAL_FIXED + v->sid_len; }
+
+size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
+{
+    if (!valid_opt_id(v->sid, v->sid_len))
+        return 0;
+    size_t n = bl_bval_size(v);
+    if (buf == NULL || cap < n)
+        return 0;
+    unsigned char *b = buf;
+    b[0] = BL_BVAL_VERSION;
+    b[1] = (unsigned char)v->sid_len;
+    bl_put64(b + 2, v->generation);
+    bl_put64(b + 10, v->lsn);
+    bl_put64(b + 18, (uint64_t)v->updated_ms);
+    size_t pos = BL_BVAL_FIXED;
+    put_bytes(b, &pos, v->sid, v->sid_len);
+    return n;
+}
+
+int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
+{
+    const unsigned char *b = buf;
+    if (b == NULL || len < BL_BVAL_FIXED)
+        return BINDLOG_ECORRUPT;
+    int rc = check_version(b[0], BL_BVAL_VERSION);
+    if (rc != 0)
+        return rc;
+    bl_bval v;
+    v.sid_len = b[1];
+    if (BL_BVAL_FIXED + v.sid_len != len)
+        return BINDLOG_ECORRUPT;
+    v.generation = bl_get64(b + 2);
+    v.lsn = bl_get64(b + 10);
+    v.updated_ms = (int64_t)bl_get64(b + 18);
+    v.sid = (const char *)(b + BL_BVAL_FIXED);
+    if (!valid_opt_id(v.sid, v.sid_len))
+        return BINDLOG_ECORRUPT;
+    *out = v;
+    return 0;
+}
+
+/* ---- session values ---------------------------------------------------- */
+
+size_t bl_sval_size(const bl_sval *v)
+{
+    return BL_SVAL_FIXED + v->key_len + v->parent_len + v->reason_len + v->origin_len;
+}
+
+static int sval_fields_ok(const bl_sval *v)
+{
+    return bl_valid_key(v->key, v->key_len) && valid_opt_id(v->parent, v->parent_len) &&
+           bl_valid_reason(v->reason, v->reason_len) && valid_origin(v->origin, v->origin_len);
+}
+
+size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
+{
+    if (!sval_fields_ok(v))
+        return 0;
+    size_t n = bl_sval_size(v);
+    if (buf == NULL || cap < n)
+        return 0;
+    unsigned char *b = buf;
+    b[0] = BL_SVAL_VERSION;
+    b[1] = 0; /* flags: none defined yet */
+    bl_put16(b + 2, (uint16_t)v->key_len);
+    b[4] = (unsigned char)v->parent_len;
+    b[5] = (unsigned char)v->reason_len;
+    bl_put32(b + 6, (uint32_t)v->origin_len);
+    bl_put64(b + 10, v->created_lsn);
+    bl_put64(b + 18, v->ended_lsn);
+    bl_put64(b + 26, (uint64_t)v->created_ms);
+    bl_put64(b + 34, (uint64_t)v->ended_ms);
+    size_t pos = BL_SVAL_FIXED;
+    put_bytes(b, &pos, v->key, v->key_len);
+    put_bytes(b, &pos, v->parent, v->parent_len);
+    put_bytes(b, &pos, v->reason, v->reason_len);
+    put_bytes(b, &pos, v->origin, v->origin_len);
+    return n;
+}
+
+int bl_sval_decode(const void *buf, size_t len, bl_sval *out)
+{
+    const unsigned char *b = buf;
+    if (b == NULL || len < BL_SVAL_FIXED)
+        return BINDLOG_ECORRUPT;
+    int rc = check_version(b[0], BL_SVAL_VERSION);
+    if (rc != 0)
+        return rc;
+    if (b[1] != 0)
+        return BINDLOG_ECORRUPT; /* reserved flags */
+    bl_sval v;
+    v.key_len = bl_get16(b + 2);
+    v.parent_len = b[4];
+    v.reason_len = b[5];
+    v.origin_len = bl_get32(b + 6);
+    uint64_t total = (uint64_t)BL_SVAL_FIXED + v.key_len + v.parent_len + v.reason_len +
+                     (uint64_t)v.origin_len;
+    if (total != len)
+        return BINDLOG_ECORRUPT;
+    v.created_lsn = bl_get64(b + 10);
+    v.ended_lsn = bl_get64(b + 18);
+    v.created_ms = (int64_t)bl_get64(b + 26);
+    v.ended_ms = (int64_t)bl_get64(b + 34);
+    size_t pos = BL_SVAL_FIXED;
+    v.key = take(b, &pos, v.key_len);
+    v.parent = take(b, &pos, v.parent_len);
+    v.reason = take(b, &pos, v.reason_len);
+    v.origin = take(b, &pos, v.origin_len);
+    if (!sval_fields_ok(&v))
+        return BINDLOG_ECORRUPT;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,617 @@
+/*
+ * test_record.c -- the byte encodings of src/record.c.
+ *
+ * Damaged inputs are always decoded from a heap copy of exactly the bytes
+ * under test, so a sanitizer or valgrind catches any read past the end.
+ * Records that must fail on a field rule (not on the checksum) are built by
+ * patching a valid encoding and resealing it with a fresh XXH3-64, which the
+ * test computes itself so that it checks the checksum too.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "record.h"
+
+/* ---- helpers ----------------------------------------------------------- */
+
+/* A record with every field set and a small origin. */
+static bl_record sample_record(void)
+{
+    static const char origin[] = "{\"peer\":\"telegram:12345\",\"msg\":42}";
+    bl_record r = {
+        .lsn = 0x0102030405060708ull,
+        .time_ms = 1700000000123,
+        .generation = 7,
+        .type = BINDLOG_EVENT_SPLIT,
+        .flags = BL_REC_ORIGIN,
+        .key = "agent:main:telegram:dm:12345",
+        .sid = "sess-child",
+        .other = "sess-parent",
+        .reason = "compression",
+        .origin = origin,
+    };
+    r.key_len = strlen(r.key);
+    r.sid_len = strlen(r.sid);
+    r.other_len = strlen(r.other);
+    r.reason_len = strlen(r.reason);
+    r.origin_len = sizeof origin - 1;
+    return r;
+}
+
+/* Encode r into a fresh heap buffer of exactly its size. */
+static unsigned char *encode_record(const bl_record *r, size_t *len)
+{
+    size_t n = bl_record_size(r);
+    unsigned char *b = malloc(n);
+    assert_non_null(b);
+    assert_int_equal(bl_record_encode(r, b, n), n);
+    *len = n;
+    return b;
+}
+
+/* Decode a heap copy of exactly len bytes of b. */
+static int decode_copy(const unsigned char *b, size_t len)
+{
+    unsigned char *c = malloc(len ? len : 1);
+    assert_non_null(c);
+    if (len)
+        memcpy(c, b, len);
+    bl_record r;
+    int rc = bl_record_decode(c, len, &r);
+    free(c);
+    return rc;
+}
+
+/* Rewrite the checksum of a record of len bytes after a deliberate patch. */
+static void reseal(unsigned char *b, size_t len)
+{
+    bl_put64(b + len - 8, XXH3_64bits(b, len - 8));
+}
+
+static void assert_bytes(const void *a, size_t alen, const void *b, size_t blen)
+{
+    assert_int_equal(alen, blen);
+    if (alen)
+        assert_memory_equal(a, b, alen);
+}
+
+static void assert_records_equal(const bl_record *a, const bl_record *b)
+{
+    assert_true(a->lsn == b->lsn);
+    assert_true(a->time_ms == b->time_ms);
+    assert_true(a->generation == b->generation);
+    assert_int_equal(a->type, b->type);
+    assert_int_equal(a->flags, b->flags);
+    assert_bytes(a->key, a->key_len, b->key, b->key_len);
+    assert_bytes(a->sid, a->sid_len, b->sid, b->sid_len);
+    assert_bytes(a->other, a->other_len, b->other, b->other_len);
+    assert_bytes(a->reason, a->reason_len, b->reason, b->reason_len);
+    assert_bytes(a->origin, a->origin_len, b->origin, b->origin_len);
+}
+
+/* Encode, decode, compare; decoded strings must point into the buffer. */
+static void round_trip_record(const bl_record *r)
+{
+    size_t n;
+    unsigned char *b = encode_record(r, &n);
+    bl_record d;
+    assert_int_equal(bl_record_decode(b, n, &d), 0);
+    assert_records_equal(r, &d);
+    assert_true((const unsigned char *)d.key == b + BL_RECORD_FIXED);
+    assert_true((const unsigned char *)d.origin + d.origin_len == b + n - BL_RECORD_CHECKSUM);
+    free(b);
+}
+
+/* Patch one byte of a valid record, reseal it, expect rc. */
+static void expect_patched(size_t off, unsigned char val, int rc)
+{
+    bl_record r = sample_record();
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    b[off] = val;
+    reseal(b, n);
+    assert_int_equal(decode_copy(b, n), rc);
+    free(b);
+}
+
+/* ---- records ----------------------------------------------------------- */
+
+static void record__round_trip(void **state)
+{
+    (void)state;
+    bl_record r = sample_record();
+    round_trip_record(&r);
+
+    /* Every optional field empty, no origin flag, negative time. */
+    bl_record e = {.lsn = 1, .time_ms = -5, .type = BINDLOG_EVENT_INVALIDATE, .key = "k", .key_len = 1};
+    round_trip_record(&e);
+    assert_int_equal(bl_record_size(&e), BL_RECORD_FIXED + 1 + BL_RECORD_CHECKSUM);
+
+    /* An explicitly empty origin is distinct from no origin: only the flag says so. */
+    e.flags = BL_REC_ORIGIN;
+    round_trip_record(&e);
+}
+
+static void record__max_size(void **state)
+{
+    (void)state;
+    static char key[BINDLOG_KEY_MAX], sid[BINDLOG_ID_MAX], other[BINDLOG_ID_MAX];
+    static char reason[BINDLOG_REASON_MAX];
+    static unsigned char origin[BINDLOG_ORIGIN_MAX];
+    memset(key, 0xff, sizeof key); /* keys may hold any byte but NUL */
+    memset(sid, 'S', sizeof sid);
+    memset(other, 0x80, sizeof other);
+    memset(reason, '~', sizeof reason);
+    for (size_t i = 0; i < sizeof origin; i++)
+        origin[i] = (unsigned char)(i * 31u); /* includes NULs: origin is opaque */
+    bl_record r = {.lsn = UINT64_MAX, .time_ms = INT64_MIN, .generation = UINT64_MAX - 1,
+                   .type = BINDLOG_EVENT_UNBIND, .flags = BL_REC_ORIGIN,
+                   .key = key, .key_len = sizeof key, .sid = sid, .sid_len = sizeof sid,
+                   .other = other, .other_len = sizeof other, .reason = reason,
+                   .reason_len = sizeof reason, .origin = origin, .origin_len = sizeof origin};
+    assert_int_equal(bl_record_size(&r), BL_RECORD_MAX);
+    round_trip_record(&r);
+
+    /* Truncations of the largest record, sampled around each field edge. */
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    for (size_t len = 0; len < n; len += (len < 700 || len > n - 700) ? 1 : 997)
+        assert_int_equal(decode_copy(b, len), BINDLOG_ECORRUPT);
+    free(b);
+}
+
+static void record__golden_bytes(void **state)
+{
+    (void)state;
+    /* Pins the layout documented in docs/format.md ("Example"). */
+    static const unsigned char want[] = {
+        0x01, 0x01, 0x01, 0x00,                         /* version, BIND, flags ORIGIN */
+        0x2a, 0, 0, 0, 0, 0, 0, 0,                      /* lsn 42 */
+        0xe8, 0x03, 0, 0, 0, 0, 0, 0,                   /* time_ms 1000 */
+        0x03, 0, 0, 0, 0, 0, 0, 0,                      /* generation 3 */
+        0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0, 0, 0,    /* lengths 1,2,1,2,1 */
+        'k', 's', '1', 's', 'r', 'x', 0x7b,             /* key sid other reason origin */
+    };
+    bl_record r = {.lsn = 42, .time_ms = 1000, .generation = 3, .type = BINDLOG_EVENT_BIND,
+                   .flags = BL_REC_ORIGIN, .key = "k", .key_len = 1, .sid = "s1", .sid_len = 2,
+                   .other = "s", .other_len = 1, .reason = "rx", .reason_len = 2,
+                   .origin = "{", .origin_len = 1};
+    unsigned char b[sizeof want + 8];
+    assert_int_equal(bl_record_encode(&r, b, sizeof b), sizeof b);
+    assert_memory_equal(b, want, sizeof want);
+    assert_true(bl_get64(b + sizeof want) == XXH3_64bits(want, sizeof want));
+    /* XXH3-64 output is frozen since xxHash 0.8, so the value itself is pinned too. */
+    static const unsigned char sum[8] = {0x3f, 0x86, 0x64, 0xfa, 0x6c, 0xf6, 0x59, 0xc2};
+    assert_memory_equal(b + sizeof want, sum, sizeof sum);
+    bl_record d;
+    assert_int_equal(bl_record_decode(b, sizeof b, &d), 0);
+}
+
+static void record__every_truncation_rejected(void **state)
+{
+    (void)state;
+    bl_record r = sample_record();
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    for (size_t len = 0; len < n; len++)
+        assert_int_equal(decode_copy(b, len), BINDLOG_ECORRUPT);
+    assert_int_equal(decode_copy(b, n), 0);
+    free(b);
+}
+
+static void record__single_bit_flips_rejected(void **state)
+{
+    (void)state;
+    bl_record r = sample_record();
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    for (size_t i = 0; i < n; i++) {
+        for (unsigned bit = 0; bit < 8; bit++) {
+            b[i] ^= (unsigned char)(1u << bit);
+            /* ECORRUPT, never EVERSION: the version byte is not trusted
+             * until the checksum says the record is intact. */
+            assert_int_equal(decode_copy(b, n), BINDLOG_ECORRUPT);
+            b[i] ^= (unsigned char)(1u << bit);
+        }
+    }
+    free(b);
+}
+
+static void record__trailing_bytes(void **state)
+{
+    (void)state;
+    bl_record r = sample_record();
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    unsigned char *t = malloc(n + 1);
+    assert_non_null(t);
+
+    /* Appended after the checksum: the checksum no longer sits last. */
+    memcpy(t, b, n);
+    t[n] = 0;
+    assert_int_equal(decode_copy(t, n + 1), BINDLOG_ECORRUPT);
+
+    /* Slipped in before a valid checksum: the lengths do not add up. */
+    memcpy(t, b, n - 8);
+    t[n - 8] = 'z';
+    reseal(t, n + 1);
+    assert_int_equal(decode_copy(t, n + 1), BINDLOG_ECORRUPT);
+    free(t);
+    free(b);
+}
+
+static void record__newer_version(void **state)
+{
+    (void)state;
+    expect_patched(0, BINDLOG_RECORD_VERSION + 1, BINDLOG_EVERSION);
+    expect_patched(0, 0xff, BINDLOG_EVERSION);
+    expect_patched(0, 0, BINDLOG_ECORRUPT);
+
+    /* A newer record need not share version 1's layout: a resealed blob that
+     * is shorter than our fixed part still reports the version. */
+    unsigned char b[9] = {BINDLOG_RECORD_VERSION + 1};
+    reseal(b, sizeof b);
+    assert_int_equal(decode_copy(b, sizeof b), BINDLOG_EVERSION);
+    b[0] = BINDLOG_RECORD_VERSION;
+    reseal(b, sizeof b);
+    assert_int_equal(decode_copy(b, sizeof b), BINDLOG_ECORRUPT);
+}
+
+static void record__resealed_bad_fields(void **state)
+{
+    (void)state;
+    bl_record r = sample_record();
+    size_t key_at = BL_RECORD_FIXED, sid_at = key_at + r.key_len;
+    size_t other_at = sid_at + r.sid_len, reason_at = other_at + r.other_len;
+
+    expect_patched(1, 0, BINDLOG_ECORRUPT);              /* type 0 */
+    expect_patched(1, BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT);
+    expect_patched(2, BL_REC_ORIGIN | 0x02, BINDLOG_ECORRUPT); /* reserved flag bit */
+    expect_patched(3, 0x80, BINDLOG_ECORRUPT);           /* reserved high flag byte */
+    expect_patched(2, 0, BINDLOG_ECORRUPT);              /* origin bytes without the flag */
+    expect_patched(28, (unsigned char)(r.key_len + 1), BINDLOG_ECORRUPT); /* lengths */
+    expect_patched(30, (unsigned char)(r.sid_len - 1), BINDLOG_ECORRUPT);
+    expect_patched(31, 0xff, BINDLOG_ECORRUPT);
+    expect_patched(32, 0, BINDLOG_ECORRUPT);
+    expect_patched(36, 0x01, BINDLOG_ECORRUPT);          /* origin_len + 16 MiB */
+    expect_patched(key_at + 3, '\0', BINDLOG_ECORRUPT);  /* NUL in key */
+    expect_patched(sid_at, '\n', BINDLOG_ECORRUPT);      /* control bytes */
+    expect_patched(other_at + 1, 0x7f, BINDLOG_ECORRUPT);
+    expect_patched(reason_at, 0x1f, BINDLOG_ECORRUPT);
+    expect_patched(sid_at, 0x80, 0);                     /* high bytes are fine */
+}
+
+/* lsn 0 only when all eight bytes are zero: patch them all at once. */
+static void record__lsn_zero(void **state)
+{
+    (void)state;
+    bl_record r = sample_record();
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    bl_put64(b + 4, 0);
+    reseal(b, n);
+    assert_int_equal(decode_copy(b, n), BINDLOG_ECORRUPT);
+    free(b);
+    r.lsn = 0;
+    unsigned char buf[BL_RECORD_MAX];
+    assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 0);
+}
+
+/* A record whose lengths are over the limits but consistent and resealed. */
+static int decode_oversized(size_t key, size_t sid, size_t other, size_t reason, size_t origin)
+{
+    size_t n = BL_RECORD_FIXED + key + sid + other + reason + origin + 8;
+    unsigned char *b = calloc(1, n);
+    assert_non_null(b);
+    b[0] = BINDLOG_RECORD_VERSION;
+    b[1] = BINDLOG_EVENT_BIND;
+    bl_put16(b + 2, BL_REC_ORIGIN);
+    bl_put64(b + 4, 1);
+    bl_put16(b + 28, (uint16_t)key);
+    b[30] = (unsigned char)sid;
+    b[31] = (unsigned char)other;
+    b[32] = (unsigned char)reason;
+    bl_put32(b + 33, (uint32_t)origin);
+    memset(b + BL_RECORD_FIXED, 'a', n - BL_RECORD_FIXED - 8);
+    reseal(b, n);
+    int rc = decode_copy(b, n);
+    free(b);
+    return rc;
+}
+
+static void record__limits(void **state)
+{
+    (void)state;
+    assert_int_equal(decode_oversized(BINDLOG_KEY_MAX, BINDLOG_ID_MAX, BINDLOG_ID_MAX,
+                                      BINDLOG_REASON_MAX, BINDLOG_ORIGIN_MAX), 0);
+    assert_int_equal(decode_oversized(BINDLOG_KEY_MAX + 1, 1, 1, 1, 1), BINDLOG_ECORRUPT);
+    assert_int_equal(decode_oversized(1, BINDLOG_ID_MAX + 1, 1, 1, 1), BINDLOG_ECORRUPT);
+    assert_int_equal(decode_oversized(1, 1, BINDLOG_ID_MAX + 1, 1, 1), BINDLOG_ECORRUPT);
+    assert_int_equal(decode_oversized(1, 1, 1, BINDLOG_REASON_MAX + 1, 1), BINDLOG_ECORRUPT);
+    assert_int_equal(decode_oversized(1, 1, 1, 1, BINDLOG_ORIGIN_MAX + 1), BINDLOG_ECORRUPT);
+    assert_int_equal(decode_oversized(0, 1, 1, 1, 1), BINDLOG_ECORRUPT);
+
+    /* The encoder refuses what the decoder would, and a short buffer. */
+    bl_record r = sample_record();
+    static unsigned char buf[BL_RECORD_MAX + 1];
+    size_t n = bl_record_size(&r);
+    assert_int_equal(bl_record_encode(&r, buf, n - 1), 0);
+    assert_int_equal(bl_record_encode(&r, NULL, 0), 0);
+    bl_record bad = r;
+    bad.key_len = BINDLOG_KEY_MAX + 1;
+    assert_int_equal(bl_record_encode(&bad, buf, sizeof buf), 0);
+    bad = r, bad.reason_len = BINDLOG_REASON_MAX + 1;
+    assert_int_equal(bl_record_encode(&bad, buf, sizeof buf), 0);
+    bad = r, bad.origin_len = BINDLOG_ORIGIN_MAX + 1;
+    assert_int_equal(bl_record_encode(&bad, buf, sizeof buf), 0);
+    bad = r, bad.type = 0;
+    assert_int_equal(bl_record_encode(&bad, buf, sizeof buf), 0);
+    bad = r, bad.flags = 0x04;
+    assert_int_equal(bl_record_encode(&bad, buf, sizeof buf), 0);
+    bad = r, bad.flags = 0; /* origin without the flag */
+    assert_int_equal(bl_record_encode(&bad, buf, sizeof buf), 0);
+    bad = r, bad.sid = "a\tb", bad.sid_len = 3;
+    assert_int_equal(bl_record_encode(&bad, buf, sizeof buf), 0);
+    bad = r, bad.key_len = 0;
+    assert_int_equal(bl_record_encode(&bad, buf, sizeof buf), 0);
+}
+
+/* ---- binding values ---------------------------------------------------- */
+
+static void bval__round_trip(void **state)
+{
+    (void)state;
+    static char sid[BINDLOG_ID_MAX];
+    memset(sid, 'q', sizeof sid);
+    bl_bval cases[] = {
+        {.sid = sid, .sid_len = sizeof sid, .generation = UINT64_MAX - 1, .lsn = UINT64_MAX, .updated_ms = INT64_MAX},
+        {.sid = NULL, .sid_len = 0, .generation = 9, .lsn = 12, .updated_ms = -1}, /* tombstone */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bl_bval *v = &cases[i];
+        unsigned char b[26 + BINDLOG_ID_MAX];
+        size_t n = bl_bval_encode(v, b, sizeof b);
+        assert_int_equal(n, bl_bval_size(v));
+        assert_int_equal(n, 26 + v->sid_len);
+        assert_int_equal(bl_bval_encode(v, b, n - 1), 0);
+        bl_bval d;
+        assert_int_equal(bl_bval_decode(b, n, &d), 0);
+        assert_bytes(v->sid, v->sid_len, d.sid, d.sid_len);
+        assert_true(d.generation == v->generation && d.lsn == v->lsn);
+        assert_true(d.updated_ms == v->updated_ms);
+    }
+}
+
+static void bval__damage(void **state)
+{
+    (void)state;
+    bl_bval v = {.sid = "abc", .sid_len = 3, .generation = 1, .lsn = 1, .updated_ms = 5};
+    unsigned char b[29];
+    unsigned char t[30];
+    assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof b);
+    bl_bval d;
+    for (size_t len = 0; len < sizeof b; len++) {
+        unsigned char *c = malloc(len ? len : 1);
+        memcpy(c, b, len);
+        assert_int_equal(bl_bval_decode(c, len, &d), BINDLOG_ECORRUPT);
+        free(c);
+    }
+    memcpy(t, b, sizeof b);
+    t[29] = 'x';
+    assert_int_equal(bl_bval_decode(t, sizeof t, &d), BINDLOG_ECORRUPT); /* trailing */
+    t[0] = 2;
+    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_EVERSION);
+    t[0] = 0;
+    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT);
+    t[0] = 1, t[27] = 0x1b;
+    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT); /* control byte */
+    t[1] = 4, t[27] = 'b';
+    assert_int_equal(bl_bval_decode(t, sizeof t, &d), 0); /* sid_len covers the extra byte */
+    assert_int_equal(d.sid_len, 4);
+
+    v.sid_len = BINDLOG_ID_MAX + 1;
+    assert_int_equal(bl_bval_encode(&v, t, sizeof t), 0);
+    unsigned char big[26 + 255] = {1, 255};
+    memset(big + 26, 'a', 255);
+    assert_int_equal(bl_bval_decode(big, sizeof big, &d), BINDLOG_ECORRUPT); /* sid over limit */
+}
+
+/* ---- session values ---------------------------------------------------- */
+
+static bl_sval sample_sval(void)
+{
+    bl_sval v = {.key = "agent:main:discord:chan:9", .parent = "sess-a", .reason = "switch",
+                 .origin = "\0\1{}", .origin_len = 4, .created_lsn = 3, .ended_lsn = 8,
+                 .created_ms = 1000, .ended_ms = 2000};
+    v.key_len = strlen(v.key);
+    v.parent_len = strlen(v.parent);
+    v.reason_len = strlen(v.reason);
+    return v;
+}
+
+static void assert_svals_equal(const bl_sval *a, const bl_sval *b)
+{
+    assert_bytes(a->key, a->key_len, b->key, b->key_len);
+    assert_bytes(a->parent, a->parent_len, b->parent, b->parent_len);
+    assert_bytes(a->reason, a->reason_len, b->reason, b->reason_len);
+    assert_bytes(a->origin, a->origin_len, b->origin, b->origin_len);
+    assert_true(a->created_lsn == b->created_lsn && a->ended_lsn == b->ended_lsn);
+    assert_true(a->created_ms == b->created_ms && a->ended_ms == b->ended_ms);
+}
+
+static void sval_round_trip_one(const bl_sval *v)
+{
+    size_t n = bl_sval_size(v);
+    unsigned char *b = malloc(n);
+    assert_non_null(b);
+    assert_int_equal(bl_sval_encode(v, b, n), n);
+    assert_int_equal(bl_sval_encode(v, b, n - 1), 0);
+    bl_sval d;
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    assert_svals_equal(v, &d);
+    free(b);
+}
+
+static void sval__round_trip(void **state)
+{
+    (void)state;
+    bl_sval v = sample_sval();
+    sval_round_trip_one(&v);
+
+    bl_sval root = {.key = "k", .key_len = 1, .created_lsn = 1, .created_ms = -3};
+    sval_round_trip_one(&root);
+    assert_int_equal(bl_sval_size(&root), 42 + 1);
+
+    static char key[BINDLOG_KEY_MAX], parent[BINDLOG_ID_MAX], reason[BINDLOG_REASON_MAX];
+    static unsigned char origin[BINDLOG_ORIGIN_MAX];
+    memset(key, 1, sizeof key);
+    memset(parent, 'p', sizeof parent);
+    memset(reason, ' ', sizeof reason);
+    memset(origin, 0, sizeof origin);
+    bl_sval max = {.key = key, .key_len = sizeof key, .parent = parent, .parent_len = sizeof parent,
+                   .reason = reason, .reason_len = sizeof reason, .origin = origin,
+                   .origin_len = sizeof origin, .created_lsn = UINT64_MAX, .ended_lsn = UINT64_MAX,
+                   .created_ms = INT64_MIN, .ended_ms = INT64_MAX};
+    sval_round_trip_one(&max);
+
+    max.parent_len = BINDLOG_ID_MAX + 1;
+    assert_int_equal(bl_sval_encode(&max, NULL, 0), 0);
+    max.parent_len = BINDLOG_ID_MAX, max.origin_len = BINDLOG_ORIGIN_MAX + 1;
+    static unsigned char buf[42 + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + BINDLOG_ORIGIN_MAX + 1];
+    assert_int_equal(bl_sval_encode(&max, buf, sizeof buf), 0);
+}
+
+static void sval__truncations(void **state)
+{
+    (void)state;
+    bl_sval v = sample_sval();
+    size_t n = bl_sval_size(&v);
+    unsigned char *b = malloc(n + 1);
+    assert_non_null(b);
+    assert_int_equal(bl_sval_encode(&v, b, n), n);
+    bl_sval d;
+    for (size_t len = 0; len < n; len++) {
+        unsigned char *c = malloc(len ? len : 1);
+        memcpy(c, b, len);
+        assert_int_equal(bl_sval_decode(c, len, &d), BINDLOG_ECORRUPT);
+        free(c);
+    }
+    b[n] = 'x';
+    assert_int_equal(bl_sval_decode(b, n + 1, &d), BINDLOG_ECORRUPT); /* trailing */
+    free(b);
+}
+
+/* Patch one byte of the sample session value, expect rc. */
+static void expect_sval_patched(size_t off, unsigned char val, int rc)
+{
+    bl_sval v = sample_sval();
+    size_t n = bl_sval_size(&v);
+    unsigned char *b = malloc(n);
+    assert_non_null(b);
+    assert_int_equal(bl_sval_encode(&v, b, n), n);
+    b[off] = val;
+    bl_sval d;
+    assert_int_equal(bl_sval_decode(b, n, &d), rc);
+    free(b);
+}
+
+static void sval__bad_fields(void **state)
+{
+    (void)state;
+    bl_sval v = sample_sval();
+    size_t parent_at = 42 + v.key_len, reason_at = parent_at + v.parent_len;
+    expect_sval_patched(0, 2, BINDLOG_EVERSION);
+    expect_sval_patched(0, 0, BINDLOG_ECORRUPT);
+    expect_sval_patched(1, 1, BINDLOG_ECORRUPT); /* reserved flags */
+    expect_sval_patched(2, 0, BINDLOG_ECORRUPT); /* key_len changed */
+    expect_sval_patched(4, 0xff, BINDLOG_ECORRUPT);
+    expect_sval_patched(9, 0x80, BINDLOG_ECORRUPT); /* origin_len 2 GiB */
+    expect_sval_patched(42, 0, BINDLOG_ECORRUPT);   /* NUL in key */
+    expect_sval_patched(parent_at, '\r', BINDLOG_ECORRUPT);
+    expect_sval_patched(reason_at, 0x7f, BINDLOG_ECORRUPT);
+    expect_sval_patched(42, 0x01, 0); /* control bytes are fine in keys */
+}
+
+/* ---- validation -------------------------------------------------------- */
+
+static void valid__key_id_reason(void **state)
+{
+    (void)state;
+    static char big[BINDLOG_KEY_MAX + 1];
+    memset(big, 'a', sizeof big);
+
+    assert_true(bl_valid_key("a", 1));
+    assert_true(bl_valid_key("\x01\x7f\xff", 3));
+    assert_true(bl_valid_key(big, BINDLOG_KEY_MAX));
+    assert_false(bl_valid_key(big, BINDLOG_KEY_MAX + 1));
+    assert_false(bl_valid_key("", 0));
+    assert_false(bl_valid_key("a\0b", 3));
+    assert_false(bl_valid_key(NULL, 1));
+
+    assert_true(bl_valid_id("sess-1", 6));
+    assert_true(bl_valid_id("\x80\xfe", 2));
+    assert_true(bl_valid_id(big, BINDLOG_ID_MAX));
+    assert_false(bl_valid_id(big, BINDLOG_ID_MAX + 1));
+    assert_false(bl_valid_id("", 0));
+    assert_false(bl_valid_id(NULL, 0));
+    assert_false(bl_valid_id("a\0", 2));
+    assert_false(bl_valid_id("a\x1f", 2));
+    assert_false(bl_valid_id("\x7f", 1));
+    assert_true(bl_valid_id(" ", 1));
+
+    assert_true(bl_valid_reason(NULL, 0));
+    assert_true(bl_valid_reason("", 0));
+    assert_true(bl_valid_reason(big, BINDLOG_REASON_MAX));
+    assert_false(bl_valid_reason(big, BINDLOG_REASON_MAX + 1));
+    assert_false(bl_valid_reason("x\ty", 3));
+    assert_false(bl_valid_reason("\x7f", 1));
+    assert_false(bl_valid_reason(NULL, 1));
+}
+
+static void endian__helpers(void **state)
+{
+    (void)state;
+    unsigned char b[8];
+    bl_put64(b, 0x0102030405060708ull);
+    assert_int_equal(b[0], 0x08);
+    assert_int_equal(b[7], 0x01);
+    assert_true(bl_get64(b) == 0x0102030405060708ull);
+    bl_put64be(b, 0x0102030405060708ull);
+    assert_int_equal(b[0], 0x01);
+    assert_true(bl_get64be(b) == 0x0102030405060708ull);
+    bl_put32(b, 0xdeadbeefu);
+    assert_true(bl_get32(b) == 0xdeadbeefu);
+    bl_put16(b, 0xbeef);
+    assert_int_equal(bl_get16(b), 0xbeef);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(record__round_trip),
+        cmocka_unit_test(record__max_size),
+        cmocka_unit_test(record__golden_bytes),
+        cmocka_unit_test(record__every_truncation_rejected),
+        cmocka_unit_test(record__single_bit_flips_rejected),
+        cmocka_unit_test(record__trailing_bytes),
+        cmocka_unit_test(record__newer_version),
+        cmocka_unit_test(record__resealed_bad_fields),
+        cmocka_unit_test(record__lsn_zero),
+        cmocka_unit_test(record__limits),
+        cmocka_unit_test(bval__round_trip),
+        cmocka_unit_test(bval__damage),
+        cmocka_unit_test(sval__round_trip),
+        cmocka_unit_test(sval__truncations),
+        cmocka_unit_test(sval__bad_fields),
+        cmocka_unit_test(valid__key_id_reason),
+        cmocka_unit_test(endian__helpers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
