@@ -1,0 +1,488 @@
+/*
+ * bindlog.h -- crash-safe session bindings for chat gateways.
+ *
+ * A gateway routes every chat to a *session key* and each key to its current
+ * *session id*.  bindlog stores those bindings, the sessions behind them and
+ * an append-only, checksummed log of every change.  Each change is one event
+ * committed as one LMDB write transaction that appends the log record and
+ * updates the materialised state together, so a crash never separates them.
+ *
+ * This header is the manual.  Conventions that hold for every function:
+ *
+ *  - Return values: a negative value is a BINDLOG_E* error code (stable
+ *    forever, see bindlog_strerror()).  Mutating calls return a non-negative
+ *    *outcome* (BINDLOG_APPLIED, _ALREADY, _STALE, _MOVED) on success; other
+ *    calls return 0 on success unless documented otherwise.
+ *  - Strings: every `const char *` argument is a NUL-terminated string that
+ *    the caller owns; bindlog never keeps a pointer to it after the call.
+ *    Keys are 1..BINDLOG_KEY_MAX bytes; session ids 1..BINDLOG_ID_MAX bytes
+ *    without control bytes (0x00-0x1F, 0x7F); reasons 0..BINDLOG_REASON_MAX
+ *    bytes without control bytes.  An optional string that is NULL takes its
+ *    default; "" is a real value.
+ *  - Results: result structs are plain values owned by the caller; nothing in
+ *    them points into the store.  On a negative return their contents are
+ *    unspecified.
+ *  - Thread safety: a bindlog handle may be used from any number of threads
+ *    at once.  Iterators (bindlog_iter) are not thread-safe: use one from one
+ *    thread at a time.
+ *  - Argument checks (BINDLOG_EINVAL) come first, then the read-only check
+ *    (BINDLOG_EREADONLY), then the state checks.
+ *
+ * Copyright (c) 2026 the bindlog developers.  MIT licence.
+ */
+#ifndef BINDLOG_H
+#define BINDLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Symbol visibility: the shared library exports only BINDLOG_API names. */
+#if defined(BINDLOG_STATIC)
+#define BINDLOG_API
+#elif defined(BINDLOG_BUILDING) && defined(__GNUC__)
+#define BINDLOG_API __attribute__((visibility("default")))
+#else
+#define BINDLOG_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/** @name Versions
+ * The library version, the on-disk format and the export stream format are
+ * numbered separately.  A store or stream written by a newer format is
+ * refused with BINDLOG_EVERSION; older ones within the supported range are
+ * read. */
+/**@{*/
+#define BINDLOG_VERSION_MAJOR 0
+#define BINDLOG_VERSION_MINOR 1
+#define BINDLOG_VERSION_PATCH 0
+#define BINDLOG_VERSION_STRING "0.1.0"
+/** On-disk store format written by this library. */
+#define BINDLOG_FORMAT_VERSION 1
+/** Log record encoding version written by this library. */
+#define BINDLOG_RECORD_VERSION 1
+
+/** The library's version string, e.g. "0.1.0".  Static, never NULL. */
+BINDLOG_API const char *bindlog_version(void);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Limits */
+/**@{*/
+#define BINDLOG_KEY_MAX 400       /**< longest session key, bytes */
+#define BINDLOG_ID_MAX 128        /**< longest session id, bytes */
+#define BINDLOG_REASON_MAX 64     /**< longest reason, bytes */
+#define BINDLOG_ORIGIN_MAX 65536  /**< longest origin blob, bytes */
+/** Pass as run_generation to skip the generation check of a split.  No key
+ * ever reaches this generation; a zeroed value (0) never matches a key that
+ * has seen an event. */
+#define BINDLOG_ANY_GENERATION UINT64_MAX
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Outcomes (non-negative returns of mutating calls) */
+/**@{*/
+#define BINDLOG_APPLIED 0 /**< state changed; one log record written */
+#define BINDLOG_ALREADY 1 /**< state already as requested; nothing written */
+#define BINDLOG_STALE 2   /**< run_generation is not the key's current one */
+#define BINDLOG_MOVED 3   /**< key not bound to the session the caller expected */
+#define BINDLOG_OUTCOME_COUNT 4
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Error codes (negative, stable forever) */
+/**@{*/
+#define BINDLOG_ENOTFOUND -1  /**< no such key, session, store or record */
+#define BINDLOG_EINVAL -2     /**< bad argument (NULL, empty, too long, control bytes, ...) */
+#define BINDLOG_EEXIST -3     /**< the session id already exists */
+#define BINDLOG_ECONFLICT -4  /**< the session is the live binding of another key */
+#define BINDLOG_ECORRUPT -5   /**< damaged data: bad checksum, length or encoding */
+#define BINDLOG_EVERSION -6   /**< written by a newer, unsupported format */
+#define BINDLOG_EIO -7        /**< an I/O error (the operation did not happen) */
+#define BINDLOG_ENOSPC -8     /**< no space left on the device or in the map */
+#define BINDLOG_ENOMEM -9     /**< out of memory */
+#define BINDLOG_EBUSY -10     /**< resource busy (reader table full, store locked) */
+#define BINDLOG_EREADONLY -11 /**< a write through a read-only handle */
+#define BINDLOG_ENOTSTORE -12 /**< the directory holds something that is not a bindlog store */
+#define BINDLOG_EACCES -13    /**< permission denied */
+#define BINDLOG_EPANIC -14    /**< a fatal I/O error made the handle unusable: close and reopen */
+#define BINDLOG_ERROR_MIN -14 /**< most negative error code */
+/**@}*/
+
+/**
+ * A static English description of an error code or outcome.
+ * Unknown values give "unknown error".  Never NULL; never freed.
+ * Thread-safe.
+ */
+BINDLOG_API const char *bindlog_strerror(int rc);
+
+/**
+ * The symbolic name of an error code or outcome, e.g. "BINDLOG_ENOTFOUND"
+ * or "BINDLOG_APPLIED", or "BINDLOG_UNKNOWN".
+ * Static, never NULL.  Thread-safe.
+ */
+BINDLOG_API const char *bindlog_code_name(int rc);
+
+/* ------------------------------------------------------------------------ */
+/** @name Event types */
+/**@{*/
+#define BINDLOG_EVENT_BIND 1
+#define BINDLOG_EVENT_NEW_SESSION 2
+#define BINDLOG_EVENT_SPLIT 3
+#define BINDLOG_EVENT_INVALIDATE 4
+#define BINDLOG_EVENT_UNBIND 5
+#define BINDLOG_EVENT_COUNT 6 /**< one past the last type; index 0 is unused */
+
+/** Lower-case name of an event type ("bind", "new_session", "split",
+ * "invalidate", "unbind"), or "unknown".  Static, never NULL. */
+BINDLOG_API const char *bindlog_event_name(int type);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Opening a store */
+/**@{*/
+#define BINDLOG_DURABILITY_FULL 0   /**< APPLIED survives power loss (two syncs per commit) */
+#define BINDLOG_DURABILITY_NORMAL 1 /**< survives a process crash; power loss may drop the last commits, never corrupts */
+#define BINDLOG_DURABILITY_NONE 2   /**< no syncs: tests and bulk loads; power loss may lose or corrupt */
+
+#define BINDLOG_OPTIONS_VERSION 1
+
+/**
+ * Options of bindlog_open().  Always initialise with BINDLOG_OPTIONS_INIT so
+ * that fields added later take their defaults.
+ */
+typedef struct bindlog_options {
+    unsigned version;   /**< BINDLOG_OPTIONS_VERSION */
+    int durability;     /**< BINDLOG_DURABILITY_*; default FULL */
+    int read_only;      /**< non-zero: every write returns BINDLOG_EREADONLY and
+                             a missing store is BINDLOG_ENOTFOUND */
+    size_t map_size;    /**< initial LMDB map size in bytes; 0 = default
+                             (256 MiB).  The map grows by itself when full. */
+    unsigned max_readers; /**< LMDB reader slots; 0 = default (126).  Only
+                             used when this call creates the environment. */
+    /** Clock for event times, in milliseconds since the Unix epoch; NULL =
+     * the system's real-time clock.  Meant for tests and simulations.
+     * Called from whichever thread commits; must be thread-safe. */
+    int64_t (*clock_ms)(void *clock_ctx);
+    void *clock_ctx; /**< passed to clock_ms */
+} bindlog_options;
+
+#define BINDLOG_OPTIONS_INIT \
+    { BINDLOG_OPTIONS_VERSION, BINDLOG_DURABILITY_FULL, 0, 0, 0, NULL, NULL }
+
+/** An open store.  Opaque; thread-safe. */
+typedef struct bindlog bindlog;
+
+/**
+ * Open (and, unless read-only, create) the store in directory `dir`.
+ *
+ * A missing directory is created (mode 0700, with missing parents) and an
+ * empty store made in it; store files are created 0600.  Stale reader slots
+ * left by dead processes are cleared.  Opening a store that is already open
+ * in this process shares its LMDB environment (LMDB forbids two on the same
+ * files), so any number of handles may be open at once.
+ *
+ * @param out   receives the handle; set to NULL on failure.
+ * @param dir   the store directory.
+ * @param opts  options, or NULL for the defaults.
+ * @return 0, or
+ *   BINDLOG_EINVAL (NULL out/dir, empty dir, bad opts->version or value),
+ *   BINDLOG_ENOTFOUND (read-only open of a missing store),
+ *   BINDLOG_ENOTSTORE (the directory holds something else),
+ *   BINDLOG_EVERSION (a newer on-disk format), BINDLOG_EACCES,
+ *   BINDLOG_ECORRUPT, BINDLOG_EIO, BINDLOG_ENOMEM, BINDLOG_ENOSPC.
+ * Thread-safe.
+ */
+BINDLOG_API int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts);
+
+/**
+ * Close a handle.  NULL is a no-op; never fails.  Every iterator of the
+ * handle must be closed first.  The environment is closed with its last
+ * handle.  Must not race with other calls on the same handle.
+ */
+BINDLOG_API void bindlog_close(bindlog *s);
+
+/** The directory the handle was opened on.  Owned by the handle. */
+BINDLOG_API const char *bindlog_path(const bindlog *s);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Results */
+/**@{*/
+
+/** What a mutating call did.  Plain caller-owned value. */
+typedef struct bindlog_result {
+    int outcome;                        /**< BINDLOG_APPLIED, _ALREADY, _STALE, _MOVED */
+    uint64_t lsn;                       /**< record written; 0 when nothing was logged */
+    uint64_t generation;                /**< the key's generation after the call */
+    char session_id[BINDLOG_ID_MAX + 1]; /**< the key's binding after the call, "" if none */
+} bindlog_result;
+
+/** A key's binding.  Plain caller-owned value. */
+typedef struct bindlog_binding {
+    char session_id[BINDLOG_ID_MAX + 1]; /**< "" for a tombstone (unbound) */
+    uint64_t generation;                 /**< the key's epoch; never decreases */
+    uint64_t lsn;                        /**< last event that changed this binding */
+    int64_t updated_ms;                  /**< time of that event */
+    char key[BINDLOG_KEY_MAX + 1];       /**< the key itself */
+} bindlog_binding;
+
+/** A session.  Plain caller-owned value; the origin is copied separately. */
+typedef struct bindlog_session {
+    char session_id[BINDLOG_ID_MAX + 1];
+    char key[BINDLOG_KEY_MAX + 1];        /**< the key it was last bound to */
+    char parent_id[BINDLOG_ID_MAX + 1];   /**< "" for a root session */
+    uint64_t created_lsn, ended_lsn;      /**< ended_lsn 0 = live */
+    int64_t created_ms, ended_ms;
+    char end_reason[BINDLOG_REASON_MAX + 1];
+    size_t origin_len;                    /**< full length, even when origin_cap was smaller */
+} bindlog_session;
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Events
+ *
+ * Each returns a negative error or an outcome; on APPLIED exactly one log
+ * record was committed (durably as the handle's durability mode promises).
+ * Rejected events (ALREADY, STALE, MOVED, errors) write nothing.  `out` may be
+ * NULL.  `origin` is opaque bytes (0..BINDLOG_ORIGIN_MAX), NULL meaning
+ * "none given" (origin_len must then be 0).  Writes through a read-only
+ * handle return BINDLOG_EREADONLY; after a fatal commit failure every call
+ * returns BINDLOG_EPANIC.  Concurrent calls from threads of one process share
+ * one write transaction and one sync (group commit).  Thread-safe.
+ *
+ * Common errors: BINDLOG_EINVAL, BINDLOG_EREADONLY, BINDLOG_EPANIC,
+ * BINDLOG_EIO, BINDLOG_ENOSPC, BINDLOG_ENOMEM, BINDLOG_EBUSY.
+ */
+/**@{*/
+
+/**
+ * BIND: route `key` to `session_id` (first contact, /resume, repair).
+ * ALREADY if the key is bound to session_id; MOVED if `expect` is not NULL and
+ * differs from the current binding ("" = only if unbound);
+ * BINDLOG_ECONFLICT if session_id is the live binding of another key.
+ * Otherwise creates session_id as a root session (or re-opens it, replacing
+ * its origin only when origin is not NULL), ends the previous session with
+ * `reason` (default "switch"), binds, generation + 1.
+ */
+BINDLOG_API int bindlog_bind(bindlog *s, const char *key, const char *session_id,
+                             const char *expect, const char *reason,
+                             const void *origin, size_t origin_len, bindlog_result *out);
+
+/**
+ * NEW_SESSION: /new, /reset.  ALREADY if the key is bound to session_id;
+ * BINDLOG_EEXIST if session_id exists.  Otherwise creates it with the current
+ * binding as parent, ends the previous session with `reason` (default
+ * "new_session"), binds, generation + 1.
+ */
+BINDLOG_API int bindlog_new_session(bindlog *s, const char *key, const char *session_id,
+                                    const char *reason, const void *origin, size_t origin_len,
+                                    bindlog_result *out);
+
+/**
+ * SPLIT: a compression split, a compare-and-swap inside the write
+ * transaction.  In order: BINDLOG_ENOTFOUND if the key is unbound; ALREADY if
+ * bound to child_id; STALE if run_generation is not BINDLOG_ANY_GENERATION
+ * and differs from the key's generation; MOVED if not bound to parent_id;
+ * BINDLOG_EEXIST if child_id exists.  Otherwise creates child_id (parent
+ * parent_id, origin = `origin`, or a copy of the parent's when NULL), ends
+ * the parent with "compression", binds the child.  Generation unchanged.
+ * parent_id == child_id is BINDLOG_EINVAL.
+ */
+BINDLOG_API int bindlog_split(bindlog *s, const char *key, const char *parent_id,
+                              const char *child_id, uint64_t run_generation,
+                              const void *origin, size_t origin_len, bindlog_result *out);
+
+/**
+ * INVALIDATE: /stop.  Generation + 1, binding unchanged (its lsn and
+ * updated_ms change).  BINDLOG_ENOTFOUND if the key is unbound.  The reason
+ * (default "invalidate") is kept in the log.
+ */
+BINDLOG_API int bindlog_invalidate(bindlog *s, const char *key, const char *reason,
+                                   bindlog_result *out);
+
+/**
+ * UNBIND: idle expiry.  Ends the bound session with `reason` (default
+ * "unbind"), leaves a tombstone, generation + 1.  ALREADY on a tombstone;
+ * BINDLOG_ENOTFOUND for a key never bound.
+ */
+BINDLOG_API int bindlog_unbind(bindlog *s, const char *key, const char *reason,
+                               bindlog_result *out);
+
+/** One event of a batch.  Field use by type is documented per field. */
+typedef struct bindlog_event {
+    int type;               /**< BINDLOG_EVENT_* */
+    const char *key;
+    const char *session_id; /**< BIND target, NEW_SESSION id, SPLIT child */
+    const char *expect;     /**< BIND: expected current binding or NULL; SPLIT: parent_id */
+    uint64_t generation;    /**< SPLIT: run generation */
+    const char *reason;     /**< BIND, NEW_SESSION, INVALIDATE, UNBIND */
+    const void *origin;     /**< BIND, NEW_SESSION, SPLIT */
+    size_t origin_len;
+} bindlog_event;
+
+/**
+ * Apply `n` events in order in one write transaction, each seeing the ones
+ * before it.  `out`, if not NULL, has room for n results.  On an error in
+ * event i nothing of the batch is written, `*err_index` (if not NULL) is set
+ * to i and the error is returned; otherwise returns 0 and each out[i] holds
+ * that event's outcome (STALE, MOVED and ALREADY do not abort the batch).
+ * n == 0 is a no-op returning 0.  BINDLOG_EINVAL for ev == NULL with n > 0.
+ */
+BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t n,
+                                    bindlog_result *out, size_t *err_index);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Reads
+ * Each read sees one committed snapshot.  Readers never block writers.
+ * Thread-safe. */
+/**@{*/
+
+/**
+ * The binding of `key`.  Returns 0, or BINDLOG_ENOTFOUND when the key routes
+ * nowhere (never bound, or a tombstone): `out->generation` then still holds
+ * the key's last generation (0 if never bound), `out->session_id` is "" and
+ * `out->key` is the key.  BINDLOG_EINVAL for bad arguments.
+ */
+BINDLOG_API int bindlog_get(bindlog *s, const char *key, bindlog_binding *out);
+
+/**
+ * The session `session_id`.  Copies at most `origin_cap` bytes of its origin
+ * into `origin_buf` (NULL with cap 0 is fine) and always reports the full
+ * length in out->origin_len.  Returns 0, BINDLOG_ENOTFOUND, BINDLOG_EINVAL.
+ */
+BINDLOG_API int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out,
+                                    void *origin_buf, size_t origin_cap);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Iteration
+ *
+ * An iterator reads one consistent snapshot taken when it was opened; writes
+ * made after that are not seen.  Keep iterators short-lived: an open snapshot
+ * keeps LMDB from reusing the pages it sees, so the file grows while it
+ * lives.  Every iterator is closed with bindlog_iter_close() (NULL is a
+ * no-op) before its handle is closed.  Not thread-safe: one thread at a time.
+ *
+ * The bindlog_iter_next_* functions return 1 with an item, 0 at the end, or a
+ * negative error (BINDLOG_ECORRUPT for a damaged record, BINDLOG_EINVAL when
+ * the next_* function does not match the iterator's kind).  Pointers inside
+ * the items they fill belong to the iterator and stay valid until the next
+ * call on it or its close.
+ */
+/**@{*/
+typedef struct bindlog_iter bindlog_iter;
+
+/** One log record, as the log iterators return it. */
+typedef struct bindlog_record {
+    uint64_t lsn;
+    int type;                /**< BINDLOG_EVENT_* */
+    int64_t time_ms;
+    uint64_t generation;     /**< the key's generation after the event */
+    const char *key;         /**< NUL-terminated */
+    size_t key_len;
+    const char *session_id;  /**< the key's binding after the event (SPLIT:
+                                  child; UNBIND: the session it ended) */
+    const char *other_id;    /**< BIND/NEW_SESSION: the previous binding;
+                                  SPLIT: parent; otherwise "" */
+    const char *reason;      /**< the effective reason ("" if none) */
+    const void *origin;      /**< origin bytes (may be NULL when origin_len is 0) */
+    size_t origin_len;
+    int origin_present;      /**< 0 when the event carried no origin (NULL) */
+} bindlog_record;
+
+/** Log records with from_lsn <= lsn <= to_lsn, oldest first (0 and
+ * UINT64_MAX for the whole log).  Compacted records are not there. */
+BINDLOG_API int bindlog_log_iter(bindlog *s, uint64_t from_lsn, uint64_t to_lsn,
+                                 bindlog_iter **out);
+/** Every retained log record that touched `key`, oldest first. */
+BINDLOG_API int bindlog_history_iter(bindlog *s, const char *key, bindlog_iter **out);
+/** Next record of a log or history iterator. */
+BINDLOG_API int bindlog_iter_next_record(bindlog_iter *it, bindlog_record *rec);
+
+/** Every binding (tombstones included), in key byte order. */
+BINDLOG_API int bindlog_bindings_iter(bindlog *s, bindlog_iter **out);
+/** Next binding of a bindings iterator. */
+BINDLOG_API int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out);
+
+/** Every session, in id byte order. */
+BINDLOG_API int bindlog_sessions_iter(bindlog *s, bindlog_iter **out);
+/** The direct children of `session_id` (sessions split from or opened after
+ * it), in id order.  An unknown session simply has none. */
+BINDLOG_API int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out);
+/** The ancestors of `session_id`: its parent, the parent's parent, ... up to
+ * the root.  BINDLOG_ENOTFOUND if session_id does not exist. */
+BINDLOG_API int bindlog_ancestors_iter(bindlog *s, const char *session_id, bindlog_iter **out);
+/**
+ * Next session of a sessions, children or ancestors iterator; the origin is
+ * copied as for bindlog_session_get().
+ */
+BINDLOG_API int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out,
+                                          void *origin_buf, size_t origin_cap);
+
+/** Close an iterator; NULL is a no-op. */
+BINDLOG_API void bindlog_iter_close(bindlog_iter *it);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Statistics and digest */
+/**@{*/
+
+/** Columns of bindlog_stats.events: the four outcomes, then errors. */
+#define BINDLOG_STAT_ERROR BINDLOG_OUTCOME_COUNT
+#define BINDLOG_STAT_COLUMNS (BINDLOG_OUTCOME_COUNT + 1)
+
+/** Statistics of a store.  Plain caller-owned value. */
+typedef struct bindlog_stats {
+    uint64_t head_lsn;         /**< last LSN written (0: empty store) */
+    uint64_t base_lsn;         /**< records up to here were compacted into the base image */
+    uint64_t log_records;      /**< records retained in the log */
+    uint64_t bindings;         /**< keys with a binding entry (tombstones included) */
+    uint64_t live_bindings;    /**< keys bound to a session */
+    uint64_t sessions;         /**< sessions known */
+    uint64_t live_sessions;    /**< sessions not ended */
+    /** APPLIED events by type over the store's whole life (persistent,
+     * every process): applied[BINDLOG_EVENT_BIND] ... */
+    uint64_t applied[BINDLOG_EVENT_COUNT];
+    /** Calls by type and result in this process since its first handle
+     * opened the store: events[type][outcome], events[type][BINDLOG_STAT_ERROR].
+     * Rejected calls write nothing, so these are not persistent. */
+    uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
+    uint64_t commits;          /**< write transactions committed by this process */
+    uint64_t grouped_events;   /**< events those commits carried (group commit) */
+    uint64_t map_size;         /**< current LMDB map size, bytes */
+    uint64_t map_used;         /**< bytes of the map in use (last page) */
+    uint64_t file_size;        /**< size of the data file, bytes */
+    unsigned readers_used;     /**< reader slots in use (all processes) */
+    unsigned readers_max;      /**< reader slots available */
+    int durability;            /**< this handle's durability mode */
+    unsigned format_version;   /**< the store's on-disk format */
+} bindlog_stats;
+
+/** Fill `out` from one snapshot.  Returns 0 or an error. */
+BINDLOG_API int bindlog_stats_get(bindlog *s, bindlog_stats *out);
+
+#define BINDLOG_DIGEST_SIZE 16
+/**
+ * The state digest: XXH3-128 over the canonical encoding of every binding and
+ * every session (docs/format.md), from one snapshot.  Two stores with the same
+ * digest hold the same state, whatever their logs.  `out` receives 16 bytes
+ * (big-endian high64 then low64).  If `head_lsn` is not NULL it receives the
+ * LSN of the snapshot.  Returns 0 or an error.
+ */
+BINDLOG_API int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE],
+                               uint64_t *head_lsn);
+
+/** Format a digest as 32 lower-case hex digits and a NUL into `hex`. */
+BINDLOG_API void bindlog_digest_hex(const unsigned char digest[BINDLOG_DIGEST_SIZE],
+                                    char hex[2 * BINDLOG_DIGEST_SIZE + 1]);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BINDLOG_H */

@@ -1,0 +1,504 @@
+/*
+ * machine.c -- the pure state machine of bindlog (SPEC section 2).
+ *
+ * One function decides every event: bl_decide() reads what it needs through
+ * a bl_view, applies the checks in the order the specification gives them,
+ * and describes the outcome and the mutations in a bl_plan.  It never writes:
+ * the caller applies the plan (LMDB write path, replay, the fuzz model).  A
+ * rejected event (ALREADY, STALE, MOVED or an error) therefore cannot leave a
+ * trace, by construction.
+ *
+ * Invariants kept here and checked by replay:
+ *  - a key's generation never decreases; BIND, NEW_SESSION, UNBIND and
+ *    INVALIDATE add one, SPLIT keeps it;
+ *  - a session is live (ended_lsn == 0) exactly when the key named in its
+ *    `key` field is bound to it, so live sessions == bound keys;
+ *  - every record is re-derivable: bl_decide() on the state before it, fed
+ *    bl_event_from_record(), yields the same record byte for byte.
+ */
+#include "machine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const default_reasons[BINDLOG_EVENT_COUNT] = {
+    [BINDLOG_EVENT_BIND] = "switch",
+    [BINDLOG_EVENT_NEW_SESSION] = "new_session",
+    [BINDLOG_EVENT_SPLIT] = "compression",
+    [BINDLOG_EVENT_INVALIDATE] = "invalidate",
+    [BINDLOG_EVENT_UNBIND] = "unbind",
+};
+
+const char *bl_default_reason(unsigned type)
+{
+    if (type == 0 || type >= BINDLOG_EVENT_COUNT)
+        return "";
+    return default_reasons[type];
+}
+
+static int same(const char *a, size_t an, const char *b, size_t bn)
+{
+    return an == bn && (an == 0 || memcmp(a, b, an) == 0);
+}
+
+int bl_event_check(const bl_event *ev)
+{
+    if (ev == NULL || ev->type == 0 || ev->type >= BINDLOG_EVENT_COUNT)
+        return BINDLOG_EINVAL;
+    if (ev->key == NULL || !bl_valid_key(ev->key, ev->key_len))
+        return BINDLOG_EINVAL;
+    if (ev->reason != NULL && !bl_valid_reason(ev->reason, ev->reason_len))
+        return BINDLOG_EINVAL;
+    if (ev->origin == NULL ? ev->origin_len != 0 : ev->origin_len > BINDLOG_ORIGIN_MAX)
+        return BINDLOG_EINVAL;
+
+    switch (ev->type) {
+    case BINDLOG_EVENT_BIND:
+        if (ev->sid == NULL || !bl_valid_id(ev->sid, ev->sid_len))
+            return BINDLOG_EINVAL;
+        /* expect "" (only if unbound) is valid; anything else must be an id */
+        if (ev->expect != NULL && ev->expect_len != 0 && !bl_valid_id(ev->expect, ev->expect_len))
+            return BINDLOG_EINVAL;
+        break;
+    case BINDLOG_EVENT_NEW_SESSION:
+        if (ev->sid == NULL || !bl_valid_id(ev->sid, ev->sid_len))
+            return BINDLOG_EINVAL;
+        break;
+    case BINDLOG_EVENT_SPLIT:
+        if (ev->sid == NULL || !bl_valid_id(ev->sid, ev->sid_len))
+            return BINDLOG_EINVAL;
+        if (ev->expect == NULL || !bl_valid_id(ev->expect, ev->expect_len))
+            return BINDLOG_EINVAL;
+        if (same(ev->sid, ev->sid_len, ev->expect, ev->expect_len))
+            return BINDLOG_EINVAL;
+        break;
+    default: /* INVALIDATE and UNBIND take no id and no origin */
+        if (ev->origin != NULL)
+            return BINDLOG_EINVAL;
+        break;
+    }
+    return 0;
+}
+
+/* Fill the parts of a plan common to every APPLIED event. */
+static void plan_record(bl_plan *p, const bl_event *ev, uint64_t lsn, int64_t t,
+                        const char *reason, size_t reason_len)
+{
+    bl_record *r = &p->rec;
+    memset(r, 0, sizeof(*r));
+    r->lsn = lsn;
+    r->time_ms = t;
+    r->generation = p->after.generation;
+    r->type = ev->type;
+    r->key = ev->key;
+    r->key_len = ev->key_len;
+    r->reason = reason;
+    r->reason_len = reason_len;
+    p->after.lsn = lsn;
+    p->after.updated_ms = t;
+    p->outcome = BINDLOG_APPLIED;
+}
+
+/* A session put that ends `old` (id, value) at (lsn, t) with reason. */
+static void end_session(bl_sput *put, const char *id, size_t id_len, const bl_sval *old,
+                        uint64_t lsn, int64_t t, const char *reason, size_t reason_len)
+{
+    put->id = id;
+    put->id_len = id_len;
+    put->v = *old;
+    put->v.ended_lsn = lsn;
+    put->v.ended_ms = t;
+    put->v.reason = reason;
+    put->v.reason_len = reason_len;
+}
+
+/* A brand-new live session. */
+static void new_session(bl_sput *put, const char *id, size_t id_len, const bl_event *ev,
+                        const char *parent, size_t parent_len, const void *origin,
+                        size_t origin_len, uint64_t lsn, int64_t t)
+{
+    memset(put, 0, sizeof(*put));
+    put->id = id;
+    put->id_len = id_len;
+    put->v.key = ev->key;
+    put->v.key_len = ev->key_len;
+    put->v.parent = parent;
+    put->v.parent_len = parent_len;
+    put->v.created_lsn = lsn;
+    put->v.created_ms = t;
+    put->v.reason = "";
+    put->v.origin = origin;
+    put->v.origin_len = origin_len;
+}
+
+/* Look up the session bound to the key (cur), which must exist and be live. */
+static int bound_session(const bl_view *view, const bl_bval *cur, bl_sval *out)
+{
+    int rc = view->session(view->ctx, cur->sid, cur->sid_len, out);
+    /* A binding to a missing session means the state is damaged. */
+    return rc == BINDLOG_ENOTFOUND ? BINDLOG_ECORRUPT : rc;
+}
+
+static int decide_bind(const bl_view *view, const bl_event *ev, const bl_bval *cur,
+                       int known, uint64_t lsn, int64_t t, bl_plan *p)
+{
+    bl_sval target, prev;
+    int rc, exists;
+
+    if (same(cur->sid, cur->sid_len, ev->sid, ev->sid_len))
+        return p->outcome = BINDLOG_ALREADY;
+    if (ev->expect != NULL && !same(cur->sid, cur->sid_len, ev->expect, ev->expect_len))
+        return p->outcome = BINDLOG_MOVED;
+
+    rc = view->session(view->ctx, ev->sid, ev->sid_len, &target);
+    if (rc < 0 && rc != BINDLOG_ENOTFOUND)
+        return rc;
+    exists = rc == 0;
+    /* live and not ours (ours would have been ALREADY): another key's binding */
+    if (exists && target.ended_lsn == 0)
+        return BINDLOG_ECONFLICT;
+
+    const char *reason = ev->reason ? ev->reason : default_reasons[BINDLOG_EVENT_BIND];
+    size_t reason_len = ev->reason ? ev->reason_len : strlen(reason);
+
+    p->after.generation = cur->generation + 1;
+    p->after.sid = ev->sid;
+    p->after.sid_len = ev->sid_len;
+    plan_record(p, ev, lsn, t, reason, reason_len);
+
+    bl_sput *put = &p->sess[p->nsess++];
+    if (!exists) {
+        new_session(put, ev->sid, ev->sid_len, ev, "", 0, ev->origin ? ev->origin : "",
+                    ev->origin_len, lsn, t);
+        p->d_sessions = 1;
+    } else {
+        /* re-open: keep parent and creation, move to this key */
+        put->id = ev->sid;
+        put->id_len = ev->sid_len;
+        put->v = target;
+        put->v.key = ev->key;
+        put->v.key_len = ev->key_len;
+        put->v.ended_lsn = 0;
+        put->v.ended_ms = 0;
+        put->v.reason = "";
+        put->v.reason_len = 0;
+        if (ev->origin != NULL) {
+            put->v.origin = ev->origin;
+            put->v.origin_len = ev->origin_len;
+        }
+    }
+    p->d_live_sessions = 1;
+
+    if (cur->sid_len != 0) {
+        rc = bound_session(view, cur, &prev);
+        if (rc < 0)
+            return rc;
+        end_session(&p->sess[p->nsess++], cur->sid, cur->sid_len, &prev, lsn, t, reason,
+                    reason_len);
+        p->d_live_sessions -= 1;
+    } else {
+        p->d_live_bindings = 1;
+    }
+    p->new_key = !known;
+
+    p->rec.sid = ev->sid;
+    p->rec.sid_len = ev->sid_len;
+    p->rec.other = cur->sid;
+    p->rec.other_len = cur->sid_len;
+    if (ev->origin != NULL) {
+        p->rec.flags = BL_REC_ORIGIN;
+        p->rec.origin = ev->origin;
+        p->rec.origin_len = ev->origin_len;
+    }
+    return BINDLOG_APPLIED;
+}
+
+static int decide_new(const bl_view *view, const bl_event *ev, const bl_bval *cur, int known,
+                      uint64_t lsn, int64_t t, bl_plan *p)
+{
+    bl_sval existing, prev;
+    int rc;
+
+    if (same(cur->sid, cur->sid_len, ev->sid, ev->sid_len))
+        return p->outcome = BINDLOG_ALREADY;
+    rc = view->session(view->ctx, ev->sid, ev->sid_len, &existing);
+    if (rc == 0)
+        return BINDLOG_EEXIST;
+    if (rc != BINDLOG_ENOTFOUND)
+        return rc;
+
+    const char *reason = ev->reason ? ev->reason : default_reasons[BINDLOG_EVENT_NEW_SESSION];
+    size_t reason_len = ev->reason ? ev->reason_len : strlen(reason);
+
+    p->after.generation = cur->generation + 1;
+    p->after.sid = ev->sid;
+    p->after.sid_len = ev->sid_len;
+    plan_record(p, ev, lsn, t, reason, reason_len);
+
+    new_session(&p->sess[p->nsess++], ev->sid, ev->sid_len, ev, cur->sid, cur->sid_len,
+                ev->origin ? ev->origin : "", ev->origin_len, lsn, t);
+    p->d_sessions = 1;
+    p->d_live_sessions = 1;
+    if (cur->sid_len != 0) {
+        rc = bound_session(view, cur, &prev);
+        if (rc < 0)
+            return rc;
+        end_session(&p->sess[p->nsess++], cur->sid, cur->sid_len, &prev, lsn, t, reason,
+                    reason_len);
+        p->d_live_sessions -= 1;
+        p->child_parent = cur->sid;
+        p->child_parent_len = cur->sid_len;
+        p->child_id = ev->sid;
+        p->child_id_len = ev->sid_len;
+    } else {
+        p->d_live_bindings = 1;
+    }
+    p->new_key = !known;
+
+    p->rec.sid = ev->sid;
+    p->rec.sid_len = ev->sid_len;
+    p->rec.other = cur->sid;
+    p->rec.other_len = cur->sid_len;
+    if (ev->origin != NULL) {
+        p->rec.flags = BL_REC_ORIGIN;
+        p->rec.origin = ev->origin;
+        p->rec.origin_len = ev->origin_len;
+    }
+    return BINDLOG_APPLIED;
+}
+
+static int decide_split(const bl_view *view, const bl_event *ev, const bl_bval *cur,
+                        uint64_t lsn, int64_t t, bl_plan *p)
+{
+    bl_sval child, parent;
+    int rc;
+
+    if (cur->sid_len == 0)
+        return BINDLOG_ENOTFOUND;
+    if (same(cur->sid, cur->sid_len, ev->sid, ev->sid_len))
+        return p->outcome = BINDLOG_ALREADY;
+    if (ev->generation != BINDLOG_ANY_GENERATION && ev->generation != cur->generation)
+        return p->outcome = BINDLOG_STALE;
+    if (!same(cur->sid, cur->sid_len, ev->expect, ev->expect_len))
+        return p->outcome = BINDLOG_MOVED;
+    rc = view->session(view->ctx, ev->sid, ev->sid_len, &child);
+    if (rc == 0)
+        return BINDLOG_EEXIST;
+    if (rc != BINDLOG_ENOTFOUND)
+        return rc;
+    rc = bound_session(view, cur, &parent);
+    if (rc < 0)
+        return rc;
+
+    const char *reason = default_reasons[BINDLOG_EVENT_SPLIT];
+    const void *origin = ev->origin ? ev->origin : parent.origin;
+    size_t origin_len = ev->origin ? ev->origin_len : parent.origin_len;
+
+    p->after.generation = cur->generation;
+    p->after.sid = ev->sid;
+    p->after.sid_len = ev->sid_len;
+    plan_record(p, ev, lsn, t, reason, strlen(reason));
+
+    new_session(&p->sess[p->nsess++], ev->sid, ev->sid_len, ev, cur->sid, cur->sid_len,
+                origin ? origin : "", origin_len, lsn, t);
+    end_session(&p->sess[p->nsess++], cur->sid, cur->sid_len, &parent, lsn, t, reason,
+                strlen(reason));
+    p->d_sessions = 1;
+    p->child_parent = cur->sid;
+    p->child_parent_len = cur->sid_len;
+    p->child_id = ev->sid;
+    p->child_id_len = ev->sid_len;
+
+    /* The record always carries the child's effective origin, so replay
+     * need not look at the parent. */
+    p->rec.sid = ev->sid;
+    p->rec.sid_len = ev->sid_len;
+    p->rec.other = cur->sid;
+    p->rec.other_len = cur->sid_len;
+    p->rec.flags = BL_REC_ORIGIN;
+    p->rec.origin = origin;
+    p->rec.origin_len = origin_len;
+    return BINDLOG_APPLIED;
+}
+
+static int decide_invalidate(const bl_event *ev, const bl_bval *cur, uint64_t lsn, int64_t t,
+                             bl_plan *p)
+{
+    if (cur->sid_len == 0)
+        return BINDLOG_ENOTFOUND;
+    const char *reason = ev->reason ? ev->reason : default_reasons[BINDLOG_EVENT_INVALIDATE];
+    size_t reason_len = ev->reason ? ev->reason_len : strlen(reason);
+
+    p->after.generation = cur->generation + 1;
+    plan_record(p, ev, lsn, t, reason, reason_len);
+    p->rec.sid = cur->sid;
+    p->rec.sid_len = cur->sid_len;
+    p->rec.other = "";
+    return BINDLOG_APPLIED;
+}
+
+static int decide_unbind(const bl_view *view, const bl_event *ev, const bl_bval *cur,
+                         int known, uint64_t lsn, int64_t t, bl_plan *p)
+{
+    bl_sval prev;
+    int rc;
+
+    if (!known)
+        return BINDLOG_ENOTFOUND;
+    if (cur->sid_len == 0)
+        return p->outcome = BINDLOG_ALREADY;
+    rc = bound_session(view, cur, &prev);
+    if (rc < 0)
+        return rc;
+
+    const char *reason = ev->reason ? ev->reason : default_reasons[BINDLOG_EVENT_UNBIND];
+    size_t reason_len = ev->reason ? ev->reason_len : strlen(reason);
+
+    p->after.generation = cur->generation + 1;
+    p->after.sid = "";
+    p->after.sid_len = 0;
+    plan_record(p, ev, lsn, t, reason, reason_len);
+    end_session(&p->sess[p->nsess++], cur->sid, cur->sid_len, &prev, lsn, t, reason, reason_len);
+    p->d_live_bindings = -1;
+    p->d_live_sessions = -1;
+
+    p->rec.sid = cur->sid;
+    p->rec.sid_len = cur->sid_len;
+    p->rec.other = "";
+    return BINDLOG_APPLIED;
+}
+
+int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t time_ms,
+              bl_plan *p)
+{
+    bl_bval cur;
+    int rc, known;
+
+    rc = bl_event_check(ev);
+    if (rc < 0)
+        return rc;
+    memset(p, 0, sizeof(*p));
+
+    rc = view->binding(view->ctx, ev->key, ev->key_len, &cur);
+    if (rc < 0 && rc != BINDLOG_ENOTFOUND)
+        return rc;
+    known = rc == 0;
+    if (!known)
+        memset(&cur, 0, sizeof(cur));
+    if (cur.sid == NULL)
+        cur.sid = "";
+    /* A generation at the ceiling could never be bumped or told apart from
+     * BINDLOG_ANY_GENERATION: refuse to go there rather than wrap. */
+    if (cur.generation >= BINDLOG_ANY_GENERATION - 1)
+        return BINDLOG_ECORRUPT;
+    p->after = cur;
+
+    switch (ev->type) {
+    case BINDLOG_EVENT_BIND:
+        return decide_bind(view, ev, &cur, known, lsn, time_ms, p);
+    case BINDLOG_EVENT_NEW_SESSION:
+        return decide_new(view, ev, &cur, known, lsn, time_ms, p);
+    case BINDLOG_EVENT_SPLIT:
+        return decide_split(view, ev, &cur, lsn, time_ms, p);
+    case BINDLOG_EVENT_INVALIDATE:
+        return decide_invalidate(ev, &cur, lsn, time_ms, p);
+    default:
+        return decide_unbind(view, ev, &cur, known, lsn, time_ms, p);
+    }
+}
+
+int bl_event_from_record(const bl_record *rec, bl_event *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    if (rec->type == 0 || rec->type >= BINDLOG_EVENT_COUNT)
+        return BINDLOG_ECORRUPT;
+    ev->type = rec->type;
+    ev->key = rec->key;
+    ev->key_len = rec->key_len;
+    ev->reason = rec->reason ? rec->reason : "";
+    ev->reason_len = rec->reason_len;
+    if (rec->flags & BL_REC_ORIGIN) {
+        ev->origin = rec->origin_len ? rec->origin : "";
+        ev->origin_len = rec->origin_len;
+    }
+    switch (rec->type) {
+    case BINDLOG_EVENT_BIND:
+        /* the previous binding must still be what the record says */
+        ev->sid = rec->sid;
+        ev->sid_len = rec->sid_len;
+        ev->expect = rec->other ? rec->other : "";
+        ev->expect_len = rec->other_len;
+        break;
+    case BINDLOG_EVENT_NEW_SESSION:
+        ev->sid = rec->sid;
+        ev->sid_len = rec->sid_len;
+        break;
+    case BINDLOG_EVENT_SPLIT:
+        ev->sid = rec->sid;
+        ev->sid_len = rec->sid_len;
+        ev->expect = rec->other;
+        ev->expect_len = rec->other_len;
+        ev->generation = rec->generation;
+        ev->reason = NULL; /* a split's reason is fixed */
+        ev->reason_len = 0;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* Append `n` bytes of room to enc->buf; returns the offset or SIZE_MAX. */
+static size_t enc_reserve(bl_encoded *enc, size_t *used, size_t n)
+{
+    if (*used + n > enc->cap) {
+        size_t cap = enc->cap ? enc->cap : 1024;
+        while (cap < *used + n)
+            cap *= 2;
+        unsigned char *nb = realloc(enc->buf, cap);
+        if (nb == NULL)
+            return SIZE_MAX;
+        enc->buf = nb;
+        enc->cap = cap;
+    }
+    size_t off = *used;
+    *used += n;
+    return off;
+}
+
+int bl_plan_encode(const bl_plan *p, bl_encoded *enc)
+{
+    size_t used = 0, n;
+
+    n = bl_bval_size(&p->after);
+    if ((enc->bval_off = enc_reserve(enc, &used, n)) == SIZE_MAX)
+        return BINDLOG_ENOMEM;
+    enc->bval_len = bl_bval_encode(&p->after, enc->buf + enc->bval_off, n);
+
+    for (unsigned i = 0; i < p->nsess; i++) {
+        n = bl_sval_size(&p->sess[i].v);
+        if ((enc->sval_off[i] = enc_reserve(enc, &used, n)) == SIZE_MAX)
+            return BINDLOG_ENOMEM;
+        enc->sval_len[i] = bl_sval_encode(&p->sess[i].v, enc->buf + enc->sval_off[i], n);
+        if ((enc->sid_off[i] = enc_reserve(enc, &used, p->sess[i].id_len)) == SIZE_MAX)
+            return BINDLOG_ENOMEM;
+        memcpy(enc->buf + enc->sid_off[i], p->sess[i].id, p->sess[i].id_len);
+    }
+
+    enc->child_len = 0;
+    if (p->child_parent != NULL) {
+        n = p->child_parent_len + 1 + p->child_id_len;
+        if ((enc->child_off = enc_reserve(enc, &used, n)) == SIZE_MAX)
+            return BINDLOG_ENOMEM;
+        memcpy(enc->buf + enc->child_off, p->child_parent, p->child_parent_len);
+        enc->buf[enc->child_off + p->child_parent_len] = 0;
+        memcpy(enc->buf + enc->child_off + p->child_parent_len + 1, p->child_id, p->child_id_len);
+        enc->child_len = n;
+    }
+
+    n = bl_record_size(&p->rec);
+    if ((enc->rec_off = enc_reserve(enc, &used, n)) == SIZE_MAX)
+        return BINDLOG_ENOMEM;
+    enc->rec_len = bl_record_encode(&p->rec, enc->buf + enc->rec_off, n);
+    return 0;
+}

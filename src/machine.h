@@ -1,0 +1,129 @@
+/*
+ * machine.h -- the pure state machine of bindlog (SPEC section 2).
+ *
+ * bl_decide() validates one event against a read-only view of the current
+ * state and returns its outcome plus the mutations that applying it means.
+ * It performs no I/O and knows nothing of LMDB: the LMDB write path, replay,
+ * the fuzz model and any later backend all call it, so the event semantics
+ * live in exactly one place.
+ *
+ * Memory: the plan's strings point either into the event or into memory the
+ * view returned.  A storage backend whose writes may move what its reads
+ * returned (LMDB does) must encode every value of the plan before its first
+ * write, which is what bl_plan_encode() is for.
+ */
+#ifndef BL_MACHINE_H
+#define BL_MACHINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+
+/* One event with explicit lengths.  A NULL pointer means "not given". */
+typedef struct bl_event {
+    unsigned type;           /* BINDLOG_EVENT_* */
+    const char *key;
+    size_t key_len;
+    const char *sid;         /* BIND target, NEW_SESSION id, SPLIT child */
+    size_t sid_len;
+    const char *expect;      /* BIND: expected binding (NULL: no check); SPLIT: parent */
+    size_t expect_len;
+    uint64_t generation;     /* SPLIT: run generation */
+    const char *reason;      /* NULL: the type's default */
+    size_t reason_len;
+    const void *origin;      /* NULL: none given (origin_len must be 0) */
+    size_t origin_len;
+} bl_event;
+
+/*
+ * Read-only access to the current state.  Each callback returns 0 and fills
+ * *out, BINDLOG_ENOTFOUND, or another negative error (e.g. BINDLOG_ECORRUPT)
+ * which bl_decide() passes on unchanged.  What the callbacks return must stay
+ * valid until bl_decide() and the encoding of its plan are done.
+ */
+typedef struct bl_view {
+    void *ctx;
+    int (*binding)(void *ctx, const char *key, size_t key_len, bl_bval *out);
+    int (*session)(void *ctx, const char *id, size_t id_len, bl_sval *out);
+} bl_view;
+
+/* A session to write: its id and full new value. */
+typedef struct bl_sput {
+    const char *id;
+    size_t id_len;
+    bl_sval v;
+} bl_sput;
+
+#define BL_PLAN_MAX_SESSIONS 2
+
+/*
+ * What an event means.  For every outcome `after` is the key's binding after
+ * the call (for a rejected event, the current one; generation 0 and sid ""
+ * for a key never seen).  The remaining fields are set only for APPLIED.
+ */
+typedef struct bl_plan {
+    int outcome;              /* BINDLOG_APPLIED, _ALREADY, _STALE, _MOVED */
+    bl_bval after;            /* the key's binding after the event */
+    /* APPLIED only: */
+    unsigned nsess;           /* sessions to put, 0..2, in order */
+    bl_sput sess[BL_PLAN_MAX_SESSIONS];
+    const char *child_parent; /* children index entry (parent -> sess child), or NULL */
+    size_t child_parent_len;
+    const char *child_id;
+    size_t child_id_len;
+    bl_record rec;            /* the log record (lsn and time as given) */
+    int new_key;              /* 1: the key had no binding entry before */
+    int d_live_bindings;      /* change in bound keys: -1, 0 or +1 */
+    int d_sessions;           /* new sessions: 0 or 1 */
+    int d_live_sessions;      /* change in live sessions: -1, 0 or +1 */
+} bl_plan;
+
+/* The reason recorded when the caller gave none. */
+const char *bl_default_reason(unsigned type);
+
+/*
+ * Check the event's arguments alone (types, lengths, forbidden bytes,
+ * parent == child, NULL origin with a length...).  0 or BINDLOG_EINVAL.
+ */
+int bl_event_check(const bl_event *ev);
+
+/*
+ * Decide `ev` against `view`.  `lsn` and `time_ms` are what the event gets
+ * if it applies.  Returns the outcome (>= 0; plan filled) or a negative error
+ * (plan unspecified): BINDLOG_EINVAL, BINDLOG_ENOTFOUND, BINDLOG_EEXIST,
+ * BINDLOG_ECONFLICT, or an error from the view.
+ */
+int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t time_ms,
+              bl_plan *plan);
+
+/*
+ * The event a logged record stands for, so that replay can re-decide it: for
+ * a consistent log, bl_decide() on the state before the record returns
+ * APPLIED with a record equal to `rec`.  Pointers point into rec.  Returns 0
+ * or BINDLOG_ECORRUPT (unknown type).
+ */
+int bl_event_from_record(const bl_record *rec, bl_event *ev);
+
+/* Encoded plan: every value ready to write, in one caller-owned buffer. */
+typedef struct bl_encoded {
+    unsigned char *buf;       /* owned by the caller of bl_plan_encode */
+    size_t cap;
+    size_t bval_off, bval_len;
+    size_t sval_off[BL_PLAN_MAX_SESSIONS], sval_len[BL_PLAN_MAX_SESSIONS];
+    size_t sid_off[BL_PLAN_MAX_SESSIONS];  /* copies of the session ids (table keys) */
+    size_t child_off, child_len;           /* children index key: parent 0x00 child; len 0 = none */
+    size_t rec_off, rec_len;
+} bl_encoded;
+
+/*
+ * Encode the binding value, the session values, the record, and copies of
+ * every table key that may point into view memory (session ids, the children
+ * index key) of an APPLIED plan into enc->buf, growing it with realloc as
+ * needed.  After this the plan's pointers are no longer needed.  0 or
+ * BINDLOG_ENOMEM.  Free enc->buf with free() when done (it may be reused
+ * across calls to save allocations).
+ */
+int bl_plan_encode(const bl_plan *plan, bl_encoded *enc);
+
+#endif /* BL_MACHINE_H */
