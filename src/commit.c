@@ -1,0 +1,338 @@
+/*
+ * commit.c -- the write path: group commit and durability.
+ *
+ * Every mutating call becomes a request on the environment's queue.  If no
+ * thread is committing, the caller becomes the leader at once (a lone caller
+ * never waits on a timer); otherwise it sleeps while the current leader
+ * finishes, and one of the waiters leads the next group with everything that
+ * queued up meanwhile.  The leader opens one LMDB write transaction, decides
+ * each event with the state machine against the transaction's own view (so
+ * each sees the ones before it), writes the APPLIED ones, commits once and
+ * hands every caller its own outcome.  One sync then covers the whole group.
+ *
+ * Rejections cannot leave traces: bl_decide() writes nothing, so a refused
+ * single event needs no undo.  A batch (several events, all or nothing) runs
+ * in a nested transaction that is aborted if any of its events fails.
+ *
+ * Storage failures fail the whole group.  A full map is grown and the group
+ * retried from scratch.  A failed commit other than "no space" may have
+ * half-reached the disk, so the environment turns sticky-failed
+ * (BINDLOG_EPANIC) until every handle is closed: retrying a failed fsync is
+ * how data gets lost.
+ */
+#define _GNU_SOURCE
+#include "store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct bl_req {
+    bl_req *next;
+    bindlog *h;
+    const bl_event *ev;
+    size_t n;
+    bindlog_result *out;  /* n results or NULL */
+    int *outcomes;        /* per event, for the statistics */
+    size_t err_index;
+    int rc;
+    int done;
+};
+
+static int64_t now_ms(bindlog *h)
+{
+    if (h->clock_ms != NULL)
+        return h->clock_ms(h->clock_ctx);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void fill_result(bindlog_result *r, const bl_plan *p)
+{
+    r->outcome = p->outcome;
+    r->lsn = p->outcome == BINDLOG_APPLIED ? p->rec.lsn : 0;
+    r->generation = p->after.generation;
+    memcpy(r->session_id, p->after.sid, p->after.sid_len);
+    r->session_id[p->after.sid_len] = '\0';
+}
+
+/*
+ * Decide and apply one event.  Returns the outcome or a per-event error
+ * (nothing written); a storage failure is also stored in *fatal.
+ */
+static int apply_one(bl_env *e, bl_tables *t, bindlog *h, const bl_event *ev, bl_head *head,
+                     bl_counts *counts, bindlog_result *res, int *fatal, int *map_full)
+{
+    bl_view view;
+    bl_plan plan;
+    int64_t t_ms = now_ms(h);
+    int rc;
+
+    if (t_ms < head->time_ms)
+        t_ms = head->time_ms; /* the wall clock went back: keep the log monotonic */
+    bl_view_init(&view, t);
+    rc = bl_decide(&view, ev, head->lsn + 1, t_ms, &plan);
+    if (rc < 0)
+        return rc;
+    if (res != NULL)
+        fill_result(res, &plan); /* before any write moves what plan points at */
+    if (rc != BINDLOG_APPLIED)
+        return rc;
+    if ((rc = bl_plan_encode(&plan, &e->enc)) != 0 ||
+        (rc = bl_tables_apply(t, &plan, &e->enc, map_full)) != 0) {
+        *fatal = rc;
+        return rc;
+    }
+    head->lsn++;
+    head->time_ms = t_ms;
+    bl_counts_apply(counts, &plan);
+    return BINDLOG_APPLIED;
+}
+
+/* Apply a request's events; returns 1 if it wrote anything. */
+static int apply_req(bl_env *e, MDB_txn *txn, bl_req *r, bl_head *head, bl_counts *counts,
+                     int *fatal, int *map_full)
+{
+    bl_tables t;
+    int rc;
+
+    if (r->n == 1) {
+        bl_tables_live(e, txn, &t);
+        rc = apply_one(e, &t, r->h, r->ev, head, counts, r->out, fatal, map_full);
+        r->outcomes[0] = rc;
+        r->rc = rc < 0 ? rc : 0;
+        r->err_index = 0;
+        return rc == BINDLOG_APPLIED;
+    }
+
+    /* a batch: all or nothing, in a nested transaction */
+    MDB_txn *sub;
+    bl_head h0 = *head;
+    bl_counts c0 = *counts;
+    int wrote = 0;
+    rc = mdb_txn_begin(e->env, txn, 0, &sub);
+    if (rc != 0) {
+        *map_full = rc == MDB_MAP_FULL;
+        *fatal = r->rc = bl_mdb_error(rc);
+        return 0;
+    }
+    bl_tables_live(e, sub, &t);
+    r->rc = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        rc = apply_one(e, &t, r->h, &r->ev[i], head, counts, r->out ? &r->out[i] : NULL, fatal,
+                       map_full);
+        r->outcomes[i] = rc;
+        if (rc < 0) {
+            r->rc = rc;
+            r->err_index = i;
+            break;
+        }
+        wrote |= rc == BINDLOG_APPLIED;
+    }
+    if (r->rc == 0 && wrote) {
+        rc = mdb_txn_commit(sub);
+        if (rc != 0) {
+            *map_full = rc == MDB_MAP_FULL;
+            *fatal = r->rc = bl_mdb_error(rc);
+            wrote = 0;
+        }
+    } else {
+        mdb_txn_abort(sub);
+        wrote = 0;
+    }
+    if (!wrote) {
+        *head = h0;
+        *counts = c0;
+    }
+    return wrote;
+}
+
+/* Set the environment's sync flags for the group's strongest durability. */
+static void set_durability(bl_env *e, int mode)
+{
+    if (mode == e->sync_mode)
+        return;
+    mdb_env_set_flags(e->env, MDB_NOSYNC | MDB_NOMETASYNC, 0);
+    if (mode == BINDLOG_DURABILITY_NONE)
+        mdb_env_set_flags(e->env, MDB_NOSYNC, 1);
+    else if (mode == BINDLOG_DURABILITY_NORMAL)
+        mdb_env_set_flags(e->env, MDB_NOMETASYNC, 1);
+    e->sync_mode = mode;
+}
+
+/*
+ * Commit one group.  On return every request has rc set.  Runs without
+ * e->mu: only the leader touches the write transaction and e->enc.
+ */
+static void run_group(bl_env *e, bl_req *group)
+{
+    MDB_txn *txn = NULL;
+    bl_head head;
+    bl_counts counts;
+    int rc, fatal, map_full, wrote, durability;
+
+    for (int attempt = 0;; attempt++) {
+        fatal = map_full = wrote = 0;
+        durability = BINDLOG_DURABILITY_NONE;
+        bl_map_rdlock(e);
+        rc = mdb_txn_begin(e->env, NULL, 0, &txn);
+        if (rc == MDB_MAP_RESIZED) {
+            bl_map_unlock(e);
+            if ((rc = bl_env_resize(e, 1)) != 0)
+                goto fail;
+            continue;
+        }
+        if (rc != 0) {
+            bl_map_unlock(e);
+            rc = bl_mdb_error(rc);
+            goto fail;
+        }
+        if ((rc = bl_meta_get_head(e, txn, &head)) != 0 ||
+            (rc = bl_meta_get_counts(e, txn, &counts)) != 0) {
+            mdb_txn_abort(txn);
+            bl_map_unlock(e);
+            goto fail;
+        }
+        for (bl_req *r = group; r != NULL && !fatal; r = r->next) {
+            if (apply_req(e, txn, r, &head, &counts, &fatal, &map_full)) {
+                wrote = 1;
+                if (r->h->durability < durability)
+                    durability = r->h->durability;
+            }
+        }
+        if (!fatal && wrote) {
+            rc = bl_meta_put_head(e, txn, &head);
+            if (rc == 0)
+                rc = bl_meta_put_counts(e, txn, &counts);
+            if (rc != 0) {
+                map_full = rc == MDB_MAP_FULL;
+                fatal = bl_mdb_error(rc);
+            }
+        }
+        if (fatal || !wrote) {
+            mdb_txn_abort(txn);
+            bl_map_unlock(e);
+            if (!fatal)
+                return; /* every event was refused: nothing to commit */
+            if (map_full && attempt < 64) {
+                if ((rc = bl_env_resize(e, 0)) != 0)
+                    goto fail;
+                continue;
+            }
+            rc = fatal; /* a storage error that is not a full map */
+            goto fail;
+        }
+        set_durability(e, durability);
+        rc = mdb_txn_commit(txn);
+        bl_map_unlock(e);
+        if (rc == 0) {
+            pthread_mutex_lock(&e->mu);
+            e->commits++;
+            pthread_mutex_unlock(&e->mu);
+            return;
+        }
+        if (rc == MDB_MAP_FULL && attempt < 64) {
+            if ((rc = bl_env_resize(e, 0)) != 0)
+                goto fail;
+            continue;
+        }
+        if (rc == ENOSPC || rc == EDQUOT || rc == MDB_MAP_FULL) {
+            rc = BINDLOG_ENOSPC; /* nothing reached the meta page: store intact */
+            goto fail;
+        }
+        /* The commit failed after writing: the disk may hold part of it.
+         * Refuse everything until the handles are reopened. */
+        pthread_mutex_lock(&e->mu);
+        e->panic = 1;
+        pthread_mutex_unlock(&e->mu);
+        rc = BINDLOG_EPANIC;
+        goto fail;
+    }
+fail:
+    for (bl_req *r = group; r != NULL; r = r->next) {
+        r->rc = rc;
+        r->err_index = 0;
+        for (size_t i = 0; i < r->n; i++)
+            r->outcomes[i] = rc;
+    }
+}
+
+void bl_stats_count(bl_env *e, unsigned type, int rc)
+{
+    if (type == 0 || type >= BINDLOG_EVENT_COUNT)
+        type = 0; /* an unknown type is counted in the unused row 0 */
+    int col = rc < 0 ? BINDLOG_STAT_ERROR : rc;
+    pthread_mutex_lock(&e->mu);
+    e->events[type][col]++;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index)
+{
+    bl_env *e = h->e;
+    int one_outcome;
+    bl_req req = {0};
+
+    req.h = h;
+    req.ev = ev;
+    req.n = n;
+    req.out = out;
+    req.outcomes = n == 1 ? &one_outcome : malloc(n * sizeof(int));
+    if (req.outcomes == NULL)
+        return BINDLOG_ENOMEM;
+
+    pthread_mutex_lock(&e->mu);
+    if (e->panic) {
+        pthread_mutex_unlock(&e->mu);
+        if (n != 1)
+            free(req.outcomes);
+        return BINDLOG_EPANIC;
+    }
+    if (e->queue_tail)
+        e->queue_tail->next = &req;
+    else
+        e->queue_head = &req;
+    e->queue_tail = &req;
+
+    while (!req.done) {
+        if (!e->leader && e->queue_head != NULL) {
+            /* lead: take everything queued, ourselves included */
+            bl_req *group = e->queue_head;
+            e->queue_head = e->queue_tail = NULL;
+            e->leader = 1;
+            pthread_mutex_unlock(&e->mu);
+
+            size_t events = 0;
+            for (bl_req *r = group; r != NULL; r = r->next)
+                events += r->n;
+            run_group(e, group);
+
+            pthread_mutex_lock(&e->mu);
+            e->grouped_events += events;
+            for (bl_req *r = group, *next; r != NULL; r = next) {
+                next = r->next;
+                for (size_t i = 0; i < r->n; i++) {
+                    int o = r->outcomes[i];
+                    unsigned type = r->ev[i].type < BINDLOG_EVENT_COUNT ? r->ev[i].type : 0;
+                    e->events[type][o < 0 ? BINDLOG_STAT_ERROR : o]++;
+                    if (r->rc < 0 && i == r->err_index)
+                        break; /* events after a batch's failure never ran */
+                }
+                r->done = 1;
+            }
+            e->leader = 0;
+            pthread_cond_broadcast(&e->cv);
+        } else {
+            pthread_cond_wait(&e->cv, &e->mu);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+
+    if (err_index != NULL)
+        *err_index = req.err_index;
+    if (n != 1)
+        free(req.outcomes);
+    return req.rc;
+}

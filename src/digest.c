@@ -1,0 +1,175 @@
+/*
+ * digest.c -- the state digest and the statistics.
+ *
+ * The digest is XXH3-128 over a canonical encoding of the state: every
+ * binding in key byte order as
+ *     'B'  u16 key_len  key  u32 value_len  binding value
+ * then every session in id byte order as
+ *     'S'  u8 id_len  id  u32 value_len  session value
+ * where the values are the canonical encodings of record.h (which is what
+ * the tables hold, so hashing needs no decoding).  The 16 output bytes are
+ * XXH128's canonical form: high 64 bits then low 64 bits, big-endian.  Any
+ * backend or model that encodes the same state gets the same digest.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "store.h"
+
+/* Entries hashed between releases of the map lock, so growth is not held
+ * up for the whole scan of a large store. */
+#define DIGEST_CHUNK 4096
+
+static int hash_table(bl_env *e, MDB_txn *txn, MDB_dbi dbi, int tag, XXH3_state_t *st)
+{
+    bl_cursor c;
+    MDB_val k, v;
+    unsigned char hdr[1 + 2 + 4];
+    int rc;
+    unsigned long n = 0;
+
+    if ((rc = bl_cursor_open(&c, e, txn, dbi, NULL, 0)) != 0)
+        return rc;
+    while ((rc = bl_cursor_next(&c, &k, &v)) > 0) {
+        size_t h = 0;
+        hdr[h++] = (unsigned char)tag;
+        if (tag == 'B') {
+            bl_put16(hdr + h, (uint16_t)k.mv_size);
+            h += 2;
+        } else {
+            hdr[h++] = (unsigned char)k.mv_size;
+        }
+        XXH3_128bits_update(st, hdr, h);
+        XXH3_128bits_update(st, k.mv_data, k.mv_size);
+        bl_put32(hdr, (uint32_t)v.mv_size);
+        XXH3_128bits_update(st, hdr, 4);
+        XXH3_128bits_update(st, v.mv_data, v.mv_size);
+        if (++n % DIGEST_CHUNK == 0) {
+            bl_map_unlock(e);
+            bl_map_rdlock(e);
+        }
+    }
+    bl_cursor_close(&c);
+    return rc;
+}
+
+int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions,
+                     unsigned char out[BINDLOG_DIGEST_SIZE])
+{
+    XXH3_state_t *st = XXH3_createState();
+    int rc;
+
+    if (st == NULL)
+        return BINDLOG_ENOMEM;
+    XXH3_128bits_reset(st);
+    rc = hash_table(e, txn, bindings, 'B', st);
+    if (rc == 0)
+        rc = hash_table(e, txn, sessions, 'S', st);
+    if (rc == 0) {
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+        memcpy(out, c.digest, BINDLOG_DIGEST_SIZE);
+    }
+    XXH3_freeState(st);
+    return rc;
+}
+
+int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn)
+{
+    MDB_txn *txn;
+    bl_head head;
+    int rc;
+
+    if (s == NULL || out == NULL)
+        return BINDLOG_EINVAL;
+    if ((rc = bl_read_begin(s->e, &txn)) != 0)
+        return rc;
+    rc = bl_meta_get_head(s->e, txn, &head);
+    if (rc == 0)
+        rc = bl_digest_tables(s->e, txn, s->e->dbi[BL_DB_BINDINGS], s->e->dbi[BL_DB_SESSIONS],
+                              out);
+    if (rc == 0 && head_lsn != NULL)
+        *head_lsn = head.lsn;
+    bl_read_end(s->e, txn);
+    return rc;
+}
+
+void bindlog_digest_hex(const unsigned char d[BINDLOG_DIGEST_SIZE],
+                        char hex[2 * BINDLOG_DIGEST_SIZE + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < BINDLOG_DIGEST_SIZE; i++) {
+        hex[2 * i] = digits[d[i] >> 4];
+        hex[2 * i + 1] = digits[d[i] & 15];
+    }
+    hex[2 * BINDLOG_DIGEST_SIZE] = '\0';
+}
+
+static uint64_t entries(MDB_txn *txn, MDB_dbi dbi)
+{
+    MDB_stat st;
+    return mdb_stat(txn, dbi, &st) == 0 ? st.ms_entries : 0;
+}
+
+int bindlog_stats_get(bindlog *s, bindlog_stats *out)
+{
+    bl_env *e;
+    MDB_txn *txn;
+    MDB_envinfo info;
+    MDB_stat est;
+    bl_head head;
+    bl_counts counts;
+    MDB_val k = {6, "format"}, v;
+    int rc;
+
+    if (s == NULL || out == NULL)
+        return BINDLOG_EINVAL;
+    e = s->e;
+    memset(out, 0, sizeof(*out));
+    if ((rc = bl_read_begin(e, &txn)) != 0)
+        return rc;
+    if ((rc = bl_meta_get_head(e, txn, &head)) == 0 &&
+        (rc = bl_meta_get_counts(e, txn, &counts)) == 0 &&
+        (rc = bl_meta_get_u64(e, txn, "base", &out->base_lsn)) == 0) {
+        out->head_lsn = head.lsn;
+        out->log_records = entries(txn, e->dbi[BL_DB_LOG]);
+        out->bindings = entries(txn, e->dbi[BL_DB_BINDINGS]);
+        out->sessions = entries(txn, e->dbi[BL_DB_SESSIONS]);
+        out->live_bindings = counts.live_bindings;
+        out->live_sessions = counts.live_sessions;
+        memcpy(out->applied, counts.applied, sizeof(out->applied));
+        if (mdb_get(txn, e->dbi[BL_DB_META], &k, &v) == 0 && v.mv_size == 4)
+            out->format_version = bl_get32(v.mv_data);
+        mdb_env_info(e->env, &info);
+        mdb_env_stat(e->env, &est);
+        out->map_size = info.me_mapsize;
+        out->map_used = (uint64_t)(info.me_last_pgno + 1) * est.ms_psize;
+        out->readers_used = info.me_numreaders;
+        out->readers_max = info.me_maxreaders;
+    }
+    bl_read_end(e, txn);
+    if (rc != 0)
+        return rc;
+
+    pthread_mutex_lock(&e->mu);
+    memcpy(out->events, e->events, sizeof(out->events));
+    out->commits = e->commits;
+    out->grouped_events = e->grouped_events;
+    pthread_mutex_unlock(&e->mu);
+    out->durability = s->durability;
+
+    size_t n = strlen(e->path) + sizeof("/data.mdb");
+    char *p = malloc(n);
+    struct stat st;
+    if (p != NULL) {
+        snprintf(p, n, "%s/data.mdb", e->path);
+        if (stat(p, &st) == 0)
+            out->file_size = (uint64_t)st.st_size;
+        free(p);
+    }
+    return 0;
+}

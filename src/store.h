@@ -1,0 +1,185 @@
+/*
+ * store.h -- the LMDB environment behind one or more bindlog handles.
+ *
+ * One bl_env exists per store directory per process (LMDB forbids a second
+ * environment on the same files in one process); handles point to it and it
+ * is closed with its last handle.  It owns the LMDB environment, the table
+ * handles, the group-commit queue and this process's statistics.
+ *
+ * Map memory and growth: LMDB hands out pointers into its memory map, and
+ * mdb_env_set_mapsize() replaces the map.  Every piece of code that touches
+ * map memory (a read, a cursor step, the write transaction) therefore holds
+ * `map_lock` shared, and growth holds it exclusive.  A cursor kept across
+ * releases of the lock must re-seek when `map_epoch` changed (bl_cursor).
+ */
+#ifndef BL_STORE_H
+#define BL_STORE_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bindlog.h"
+#include "machine.h"
+
+/* Named LMDB tables.  docs/format.md describes each key and value. */
+enum {
+    BL_DB_META,          /* "format", "magic", "head", "base", "counts" */
+    BL_DB_LOG,           /* be64 lsn -> record */
+    BL_DB_BINDINGS,      /* key -> binding value */
+    BL_DB_SESSIONS,      /* session id -> session value */
+    BL_DB_CHILDREN,      /* parent 0x00 child -> "" */
+    BL_DB_HISTORY,       /* key 0x00 be64 lsn -> "" */
+    BL_DB_BASE_BINDINGS, /* base image of compaction: key -> binding value */
+    BL_DB_BASE_SESSIONS, /* base image of compaction: id -> session value */
+    BL_DB_COUNT
+};
+
+/* Persistent counters kept in meta "counts" (derived from the state; `check`
+ * verifies them). */
+typedef struct bl_counts {
+    uint64_t applied[BINDLOG_EVENT_COUNT];
+    uint64_t live_bindings;
+    uint64_t live_sessions;
+} bl_counts;
+
+/* meta "head": the last LSN and its time, so times never go backwards. */
+typedef struct bl_head {
+    uint64_t lsn;
+    int64_t time_ms;
+} bl_head;
+
+typedef struct bl_req bl_req;
+
+typedef struct bl_env {
+    struct bl_env *next; /* registry list, under the registry mutex */
+    dev_t dev;
+    ino_t ino;
+    int refs;            /* handles */
+    int writers;         /* writable handles */
+    char *path;
+
+    MDB_env *env;
+    MDB_dbi dbi[BL_DB_COUNT];
+    int env_rdonly;      /* the environment itself is MDB_RDONLY */
+    int lock_fd;         /* bindlog.lock: shared flock while writable handles exist */
+
+    pthread_rwlock_t map_lock;
+    unsigned map_epoch;  /* bumped on every remap; under map_lock exclusive */
+
+    pthread_mutex_t mu;  /* queue, leader, panic, statistics */
+    pthread_cond_t cv;
+    bl_req *queue_head, *queue_tail;
+    int leader;          /* a thread is committing a group */
+    int panic;           /* sticky: a commit failed fatally */
+    int sync_mode;       /* durability the env flags are set to */
+    uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
+    uint64_t commits, grouped_events;
+    bl_encoded enc;      /* the leader's scratch buffer */
+} bl_env;
+
+struct bindlog {
+    bl_env *e;
+    char *path;
+    int read_only;
+    int durability;
+    int64_t (*clock_ms)(void *);
+    void *clock_ctx;
+};
+
+/* ---- environment (store.c) ---------------------------------------------- */
+
+int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out);
+void bl_env_release(bl_env *e);
+/* A writable handle closes: the last one drops the advisory writer lock so
+ * that vacuum can run.  Call before bl_env_release(). */
+void bl_env_release_writer(bl_env *e);
+
+/* Map an LMDB or errno code to a BINDLOG_E* code. */
+int bl_mdb_error(int rc);
+
+/* Grow the map (double it) or adopt a size another process set (grow_to 0).
+ * Takes map_lock exclusive: the caller must not hold it. */
+int bl_env_resize(bl_env *e, int adopt_only);
+
+/* Read transactions: begin under map_lock shared, which the caller keeps
+ * while it touches map memory.  bl_read_begin returns with the lock held on
+ * success and released on failure; bl_read_end aborts and unlocks. */
+int bl_read_begin(bl_env *e, MDB_txn **txn);
+void bl_read_end(bl_env *e, MDB_txn *txn);
+static inline void bl_map_rdlock(bl_env *e) { pthread_rwlock_rdlock(&e->map_lock); }
+static inline void bl_map_unlock(bl_env *e) { pthread_rwlock_unlock(&e->map_lock); }
+
+/* ---- tables ----------------------------------------------------------------- */
+
+/* Which tables a view reads and an apply writes: the live ones, or the base
+ * image (compaction), or another store's (replay). */
+typedef struct bl_tables {
+    MDB_txn *txn;
+    MDB_dbi bindings, sessions;
+    MDB_dbi children, history, log; /* 0 = do not maintain */
+} bl_tables;
+
+void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t);
+void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t);
+
+/* A bl_view over tables (for bl_decide). */
+void bl_view_init(bl_view *v, bl_tables *t);
+
+/* Write an APPLIED, encoded plan.  Returns 0 or a BINDLOG_E* (map full is
+ * BINDLOG_ENOSPC with *map_full set so the caller can grow and retry). */
+int bl_tables_apply(bl_tables *t, const bl_plan *p, const bl_encoded *enc, int *map_full);
+
+/* meta records: getters return BINDLOG_E* codes (a missing record reads as
+ * zero); putters return raw LMDB codes so the caller can spot MDB_MAP_FULL. */
+int bl_meta_get_head(bl_env *e, MDB_txn *txn, bl_head *h);
+int bl_meta_put_head(bl_env *e, MDB_txn *txn, const bl_head *h);
+int bl_meta_get_counts(bl_env *e, MDB_txn *txn, bl_counts *c);
+int bl_meta_put_counts(bl_env *e, MDB_txn *txn, const bl_counts *c);
+int bl_meta_get_u64(bl_env *e, MDB_txn *txn, const char *name, uint64_t *v);
+int bl_meta_put_u64(bl_env *e, MDB_txn *txn, const char *name, uint64_t v);
+
+/* Apply a plan's counter deltas. */
+void bl_counts_apply(bl_counts *c, const bl_plan *p);
+
+/* ---- cursors that survive a remap -------------------------------------- */
+
+typedef struct bl_cursor {
+    bl_env *e;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    unsigned epoch;
+    int state;                  /* 0 fresh, 1 positioned, 2 at end */
+    unsigned char key[512];     /* last key returned (LMDB keys are <= 511) */
+    size_t key_len;
+} bl_cursor;
+
+/* Position at the first key >= seek (NULL: first key). */
+int bl_cursor_open(bl_cursor *c, bl_env *e, MDB_txn *txn, MDB_dbi dbi, const void *seek,
+                   size_t seek_len);
+/* Next entry (the first one after open).  Caller holds map_lock shared and
+ * uses k/v only while it does.  1 entry, 0 end, <0 error. */
+int bl_cursor_next(bl_cursor *c, MDB_val *k, MDB_val *v);
+void bl_cursor_close(bl_cursor *c);
+
+/* ---- write path (commit.c) ---------------------------------------------- */
+
+/* Apply n events through group commit.  Returns 0 (outcomes in out[]), or
+ * an error with *err_index set to the failing event. */
+int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index);
+
+/* The state digest of the given tables (digest.c); caller holds map_lock
+ * shared, which this may release and retake between chunks. */
+int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions,
+                     unsigned char out[BINDLOG_DIGEST_SIZE]);
+
+/* Fill a public session from a decoded value (api.c). */
+void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const bl_sval *v,
+                     void *origin_buf, size_t origin_cap);
+
+/* Count a call refused before reaching the write path (statistics). */
+void bl_stats_count(bl_env *e, unsigned type, int rc);
+
+#endif /* BL_STORE_H */
