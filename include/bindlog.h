@@ -482,6 +482,104 @@ BINDLOG_API void bindlog_digest_hex(const unsigned char digest[BINDLOG_DIGEST_SI
                                     char hex[2 * BINDLOG_DIGEST_SIZE + 1]);
 /**@}*/
 
+/* ------------------------------------------------------------------------ */
+/** @name Maintenance: check, replay, compaction, export and import
+ *
+ * These stream the log in bounded memory and work on a live store while
+ * other handles and processes write.  Long operations report progress
+ * through an optional callback, called from the calling thread now and then
+ * with the records done so far and the total expected (0 if unknown).
+ */
+/**@{*/
+typedef void (*bindlog_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+/** What bindlog_check() found.  Plain caller-owned value. */
+typedef struct bindlog_check_report {
+    uint64_t problems;            /**< problems found; 0 = the store is consistent */
+    uint64_t records;             /**< log records verified */
+    uint64_t head_lsn;            /**< the snapshot's head LSN */
+    uint64_t first_bad_lsn;       /**< LSN of the first bad record, 0 if none */
+    char first_bad_key[BINDLOG_KEY_MAX + 1]; /**< first bad key or session id, "" if none */
+    char message[512];            /**< the first problem in words, "" if none */
+    unsigned char state_digest[BINDLOG_DIGEST_SIZE];  /**< digest of the stored state */
+    unsigned char replay_digest[BINDLOG_DIGEST_SIZE]; /**< digest of base image + log replayed */
+} bindlog_check_report;
+
+/**
+ * Verify one snapshot: every record's checksum and LSN (dense, matching its
+ * key), that replaying base image + log reproduces every binding and session
+ * (digests equal, and the first differing key named), the children and
+ * history indexes, and the persistent counters.  Returns 0 when the check
+ * ran (see out->problems), or a negative error if it could not run.
+ * Memory stays bounded whatever the store's size.  Thread-safe.
+ */
+BINDLOG_API int bindlog_check(bindlog *s, bindlog_check_report *out,
+                              bindlog_progress_fn progress, void *progress_ctx);
+
+/**
+ * Rebuild the state from this store's base image and log into a new store
+ * at `out_dir` (which must not exist or be empty), replaying records with
+ * lsn <= to_lsn and time_ms <= to_time_ms (pass UINT64_MAX and INT64_MAX for
+ * everything).  The new store holds the replayed log too.  On success
+ * `digest` (if not NULL) receives its state digest and `last_lsn` (if not
+ * NULL) the last LSN replayed.  Replay to the head reproduces this store's
+ * digest exactly.  BINDLOG_ECORRUPT if a record does not re-derive (with
+ * the store left at `out_dir` unusable: remove it).  Thread-safe.
+ */
+BINDLOG_API int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn,
+                               int64_t to_time_ms, unsigned char digest[BINDLOG_DIGEST_SIZE],
+                               uint64_t *last_lsn, bindlog_progress_fn progress,
+                               void *progress_ctx);
+
+/**
+ * The smallest LSN whose record's time_ms is >= time_ms (head + 1 if none),
+ * found by binary search over the log.  For "compact everything older than".
+ */
+BINDLOG_API int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn);
+
+/**
+ * Online compaction: fold every log record with lsn < keep_from_lsn into
+ * the base image and delete it, in bounded transactions so writers keep
+ * going.  Afterwards replay(base image + remaining log) still equals the
+ * state.  keep_from_lsn beyond head + 1 is clamped to head + 1.  `removed`
+ * (if not NULL) receives the number of records dropped.  Thread-safe.
+ */
+BINDLOG_API int bindlog_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
+                                bindlog_progress_fn progress, void *progress_ctx);
+
+/**
+ * Rewrite the store in `dir` to its live size (an LMDB compacting copy,
+ * fsync, atomic rename, directory fsync).  Only while no writer has the
+ * store open, in any process: BINDLOG_EBUSY otherwise.  A crash at any point
+ * leaves either the old or the new file.  Sizes of the data file before and
+ * after go to `before`/`after` when not NULL.
+ */
+BINDLOG_API int bindlog_vacuum(const char *dir, uint64_t *before, uint64_t *after);
+
+/**
+ * Write a portable, checksummed stream of the store to file descriptor `fd`
+ * (docs/format.md): header, base image, records from max(from_lsn, first
+ * retained) to the snapshot's head, trailer with count and digest.  With
+ * from_lsn > 1 and no base image needed, the stream is incremental (it
+ * starts at from_lsn and carries no image).  `records` (if not NULL)
+ * receives the number of records written.  Thread-safe.
+ */
+BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
+                               bindlog_progress_fn progress, void *progress_ctx);
+
+/**
+ * Read a stream from `fd` into this store: a full stream into an empty
+ * store restores it (same digest); an incremental stream that starts at
+ * head + 1 appends.  Gaps, overlaps, torn or altered streams are refused
+ * (BINDLOG_ECORRUPT, BINDLOG_EVERSION, or BINDLOG_EEXIST for a non-empty
+ * store and a full stream) with `err_offset` (if not NULL) set to the byte
+ * offset of the problem, and nothing of the stream applied.  `records` (if
+ * not NULL) receives the number of records applied.  Thread-safe.
+ */
+BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
+                               bindlog_progress_fn progress, void *progress_ctx);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif
