@@ -1,0 +1,59 @@
+# Makefile -- a thin wrapper around CMake and ctest.
+#
+#   make demo    install missing dependencies, build, run the gateway simulation
+#   make test    install missing dependencies, build, run every test (ctest)
+#   make asan    the same tests built with AddressSanitizer + UBSan (build-asan/)
+#   make tsan    the same tests built with ThreadSanitizer (build-tsan/)
+#   make clean   remove the build trees and the demo store
+#
+# Variables: BUILD_TYPE (RelWithDebInfo), JOBS (2), CMAKE_FLAGS (extra -D...).
+
+BUILD_TYPE  ?= RelWithDebInfo
+JOBS        ?= 2
+CMAKE_FLAGS ?=
+DEMO_STORE  ?= ./demo-store
+DEMO_ARGS   ?=
+
+BUILD_DIR := build
+ASAN_DIR  := build-asan
+TSAN_DIR  := build-tsan
+
+# Sanitizer runtime settings: fail the test on the first finding.
+SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1 \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+           TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+.PHONY: all deps configure build demo test asan tsan clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+demo: build
+	rm -rf $(DEMO_STORE)
+	$(BUILD_DIR)/examples/gateway_sim $(DEMO_STORE) $(DEMO_ARGS)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+asan: deps
+	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug \
+	      -DBINDLOG_SANITIZE=address,undefined $(CMAKE_FLAGS)
+	cmake --build $(ASAN_DIR) -j$(JOBS)
+	$(SAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
+
+tsan: deps
+	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug \
+	      -DBINDLOG_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake --build $(TSAN_DIR) -j$(JOBS)
+	$(SAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure -j$(JOBS)
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(DEMO_STORE)

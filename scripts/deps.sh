@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# scripts/deps.sh -- make sure bindlog's build dependencies are installed.
+#
+# Checks for: a C compiler, make, cmake, pkg-config, the LMDB, xxHash, cmocka
+# and SQLite development packages and lmdb-utils (mdb_stat, mdb_dump).
+# Quiet and exit 0 when everything is present.  Otherwise, as root, installs
+# the missing Debian/Ubuntu packages with apt-get; as any other user, prints
+# the apt-get command to run and exits 1.  Safe to run any number of times.
+set -euo pipefail
+
+# Debian package -> how to tell it is usable without dpkg (a command or a
+# pkg-config module).  dpkg-query is asked first where it exists.
+packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmocka-dev
+    lmdb-utils libsqlite3-dev)
+
+have_pkg() {
+    local pkg=$1
+    if command -v dpkg-query >/dev/null 2>&1; then
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' && return 0
+    fi
+    # Fallback (no dpkg, or installed from source): look for what the package provides.
+    case $pkg in
+    cmake | make | pkg-config) command -v "$pkg" >/dev/null 2>&1 ;;
+    gcc) command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 ;;
+    libc6-dev) [ -e /usr/include/stdio.h ] ;;
+    liblmdb-dev) pkg-config --exists lmdb 2>/dev/null ;;
+    libxxhash-dev) pkg-config --exists libxxhash 2>/dev/null ;;
+    libcmocka-dev) pkg-config --exists cmocka 2>/dev/null ;;
+    libsqlite3-dev) pkg-config --exists sqlite3 2>/dev/null ;;
+    lmdb-utils) command -v mdb_stat >/dev/null 2>&1 ;;
+    *) return 1 ;;
+    esac
+}
+
+missing=()
+for pkg in "${packages[@]}"; do
+    have_pkg "$pkg" || missing+=("$pkg")
+done
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "bindlog: missing build dependencies: ${missing[*]}" >&2
+    echo "Install them as root with:" >&2
+    echo "  $cmd" >&2
+    exit 1
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "bindlog: missing build dependencies (${missing[*]}) and no apt-get to install them" >&2
+    exit 1
+fi
+
+echo "bindlog: installing ${missing[*]}"
+apt-get update
+DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
