@@ -109,17 +109,17 @@ static const struct {
 #define HISTORY_MAX 6 /* older sessions offered by /resume */
 
 typedef struct chat {
-    char key[96];                            /* session key */
-    const char *peer;                        /* "telegram", "discord", "slack" */
-    const char *abbr;                        /* session id prefix: "tg", "dc", "sl" */
-    long long chat_id;                       /* the platform's chat id */
-    int seen;                                /* ever bound (the key exists) */
-    int bound;                               /* routes to `current` (else tombstone) */
-    char current[BINDLOG_ID_MAX + 1];        /* expected binding */
-    uint64_t generation;                     /* expected generation */
-    unsigned next_sid;                       /* session id counter */
-    unsigned msgs;                           /* message counter (origins) */
-    unsigned splits;                         /* applied splits, to pick a lineage */
+    char key[96];                                  /* session key */
+    const char *peer;                              /* "telegram", "discord", "slack" */
+    const char *abbr;                              /* session id prefix: "tg", "dc", "sl" */
+    long long chat_id;                             /* the platform's chat id */
+    int seen;                                      /* ever bound (the key exists) */
+    int bound;                                     /* routes to `current` (else tombstone) */
+    char current[BINDLOG_ID_MAX + 1];              /* expected binding */
+    uint64_t generation;                           /* expected generation */
+    unsigned next_sid;                             /* session id counter */
+    unsigned msgs;                                 /* message counter (origins) */
+    unsigned splits;                               /* applied splits, to pick a lineage */
     char history[HISTORY_MAX][BINDLOG_ID_MAX + 1]; /* ended sessions, oldest first */
     unsigned nhistory;
 } chat;
@@ -136,12 +136,12 @@ typedef struct sim {
     rng rng;
     chat *chats;
     size_t nchats;
-    uint64_t lsn;                                /* expected head LSN */
-    uint64_t sessions;                           /* sessions the store should hold */
-    uint64_t reads;                              /* bindlog_get calls */
+    uint64_t lsn;                                     /* expected head LSN */
+    uint64_t sessions;                                /* sessions the store should hold */
+    uint64_t reads;                                   /* bindlog_get calls */
     uint64_t counts[ACT_COUNT][BINDLOG_STAT_COLUMNS]; /* outcome table */
-    uint64_t applied[BINDLOG_EVENT_COUNT];       /* APPLIED by event type */
-    int64_t now_ms;                              /* the simulated clock */
+    uint64_t applied[BINDLOG_EVENT_COUNT];            /* APPLIED by event type */
+    int64_t now_ms;                                   /* the simulated clock */
 } sim;
 
 /* 2026-01-01T00:00:00Z: where the simulated day starts. */
@@ -203,8 +203,8 @@ static void chat_new_sid(chat *c, char out[BINDLOG_ID_MAX + 1])
 /* The gateway's origin metadata for the message that caused an event. */
 static size_t chat_origin(chat *c, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap, "{\"peer\":\"%s\",\"chat\":%lld,\"msg\":%u}", c->peer,
-                     c->chat_id, ++c->msgs);
+    int n = snprintf(buf, cap, "{\"peer\":\"%s\",\"chat\":%lld,\"msg\":%u}", c->peer, c->chat_id,
+                     ++c->msgs);
     return n < 0 ? 0 : (size_t)n;
 }
 
@@ -227,8 +227,7 @@ static void chat_push_history(chat *c, const char *id)
  * outcome, the LSN (the next one for APPLIED, 0 otherwise), the key's
  * generation and its binding.
  */
-static int check(sim *sm, enum act a, const chat *c, int rc, const bindlog_result *res,
-                 int want)
+static int check(sim *sm, enum act a, const chat *c, int rc, const bindlog_result *res, int want)
 {
     int col = (rc >= 0 && rc < BINDLOG_OUTCOME_COUNT) ? rc : BINDLOG_STAT_ERROR;
     sm->counts[a][col]++;
@@ -242,11 +241,11 @@ static int check(sim *sm, enum act a, const chat *c, int rc, const bindlog_resul
     uint64_t want_lsn = rc == BINDLOG_APPLIED ? sm->lsn : 0;
     const char *want_sid = c->bound ? c->current : "";
     if (res->lsn != want_lsn)
-        return fail("%s on %s: lsn %" PRIu64 ", expected %" PRIu64, ACTS[a].label, c->key,
-                    res->lsn, want_lsn);
+        return fail("%s on %s: lsn %" PRIu64 ", expected %" PRIu64, ACTS[a].label, c->key, res->lsn,
+                    want_lsn);
     if (res->generation != c->generation)
-        return fail("%s on %s: generation %" PRIu64 ", expected %" PRIu64, ACTS[a].label,
-                    c->key, res->generation, c->generation);
+        return fail("%s on %s: generation %" PRIu64 ", expected %" PRIu64, ACTS[a].label, c->key,
+                    res->generation, c->generation);
     if (strcmp(res->session_id, want_sid) != 0)
         return fail("%s on %s: bound to \"%s\", expected \"%s\"", ACTS[a].label, c->key,
                     res->session_id, want_sid);
@@ -310,8 +309,8 @@ static int act_split(sim *sm, chat *c, const run *r, int may_retry)
     bindlog_result res;
     chat_new_sid(c, child);
     size_t olen = chat_origin(c, origin, sizeof origin);
-    int rc = bindlog_split(sm->store, c->key, r->session_id, child, r->generation, origin,
-                           olen, &res);
+    int rc =
+        bindlog_split(sm->store, c->key, r->session_id, child, r->generation, origin, olen, &res);
     snprintf(c->current, sizeof c->current, "%s", child);
     c->splits++;
     sm->sessions++;
@@ -327,8 +326,7 @@ static int act_split(sim *sm, chat *c, const run *r, int may_retry)
         if (check(sm, ACT_STOP, c, rc, &res, BINDLOG_APPLIED) != 0)
             return -1;
     }
-    rc = bindlog_split(sm->store, c->key, r->session_id, child, r->generation, origin, olen,
-                       &res);
+    rc = bindlog_split(sm->store, c->key, r->session_id, child, r->generation, origin, olen, &res);
     if (check(sm, ACT_SPLIT_RETRY, c, rc, &res, BINDLOG_ALREADY) != 0)
         return -1;
     if (roll < 5 && res.generation == r->generation)
@@ -414,8 +412,7 @@ static int race_late_split(sim *sm, chat *c, const run *r)
     if (act_stop(sm, c) != 0 || act_new(sm, c) != 0)
         return -1;
     chat_new_sid(c, child);
-    int rc = bindlog_split(sm->store, c->key, r->session_id, child, r->generation, NULL, 0,
-                           &res);
+    int rc = bindlog_split(sm->store, c->key, r->session_id, child, r->generation, NULL, 0, &res);
     if (check(sm, ACT_LATE_SPLIT, c, rc, &res, BINDLOG_STALE) != 0)
         return -1;
     return check_absent(sm, ACT_LATE_SPLIT, child);
@@ -430,8 +427,7 @@ static int race_twin_split(sim *sm, chat *c, const run *r)
     if (act_split(sm, c, r, 0) != 0) /* no retry: a /stop would make it STALE */
         return -1;
     chat_new_sid(c, child);
-    int rc = bindlog_split(sm->store, c->key, r->session_id, child, r->generation, NULL, 0,
-                           &res);
+    int rc = bindlog_split(sm->store, c->key, r->session_id, child, r->generation, NULL, 0, &res);
     if (check(sm, ACT_TWIN_SPLIT, c, rc, &res, BINDLOG_MOVED) != 0)
         return -1;
     return check_absent(sm, ACT_TWIN_SPLIT, child);
@@ -446,8 +442,8 @@ static int race_any_split(sim *sm, chat *c, const run *r)
     if (act_resume(sm, c) != 0)
         return -1;
     chat_new_sid(c, child);
-    int rc = bindlog_split(sm->store, c->key, r->session_id, child, BINDLOG_ANY_GENERATION,
-                           NULL, 0, &res);
+    int rc = bindlog_split(sm->store, c->key, r->session_id, child, BINDLOG_ANY_GENERATION, NULL, 0,
+                           &res);
     if (check(sm, ACT_ANY_SPLIT, c, rc, &res, BINDLOG_MOVED) != 0)
         return -1;
     return check_absent(sm, ACT_ANY_SPLIT, child);
@@ -511,23 +507,21 @@ static int verify_final(sim *sm, const bindlog_stats *st)
         const char *what;
         uint64_t got, want;
     } figures[] = {
-        {"head LSN", st->head_lsn, sm->lsn},
-        {"bindings", st->bindings, seen},
-        {"live bindings", st->live_bindings, bound},
-        {"sessions", st->sessions, sm->sessions},
+        {"head LSN", st->head_lsn, sm->lsn},         {"bindings", st->bindings, seen},
+        {"live bindings", st->live_bindings, bound}, {"sessions", st->sessions, sm->sessions},
         {"live sessions", st->live_sessions, bound},
     };
     for (size_t k = 0; k < sizeof figures / sizeof figures[0]; k++)
         if (figures[k].got != figures[k].want)
-            return fail("stats: %s %" PRIu64 ", expected %" PRIu64, figures[k].what,
-                        figures[k].got, figures[k].want);
+            return fail("stats: %s %" PRIu64 ", expected %" PRIu64, figures[k].what, figures[k].got,
+                        figures[k].want);
 
     /* Per event type: APPLIED over the store's life (a fresh store) and this
      * process's calls by outcome. */
     for (int t = 1; t < BINDLOG_EVENT_COUNT; t++) {
         if (st->applied[t] != sm->applied[t])
-            return fail("stats: applied %s %" PRIu64 ", expected %" PRIu64,
-                        bindlog_event_name(t), st->applied[t], sm->applied[t]);
+            return fail("stats: applied %s %" PRIu64 ", expected %" PRIu64, bindlog_event_name(t),
+                        st->applied[t], sm->applied[t]);
         for (int col = 0; col < BINDLOG_STAT_COLUMNS; col++) {
             uint64_t want = 0;
             for (int a = 0; a < ACT_COUNT; a++)
@@ -571,8 +565,7 @@ static void print_table(const sim *sm, double secs, uint64_t turns)
         secs = 1e-9;
     printf("%" PRIu64 " turns, %" PRIu64 " events and %" PRIu64 " reads in %.3f s: "
            "%.0f events/s, %.0f calls/s\n\n",
-           turns, calls, sm->reads, secs, (double)calls / secs,
-           (double)(calls + sm->reads) / secs);
+           turns, calls, sm->reads, secs, (double)calls / secs, (double)(calls + sm->reads) / secs);
 }
 
 static void print_bindings(const sim *sm, size_t n)
@@ -697,10 +690,9 @@ static int print_lineage(sim *sm)
 static void print_stats(const bindlog_stats *st)
 {
     printf("store statistics (bindlog_stats_get):\n");
-    printf("  head LSN %" PRIu64 ", log records %" PRIu64 ", base LSN %" PRIu64 "\n",
-           st->head_lsn, st->log_records, st->base_lsn);
-    printf("  bindings %" PRIu64 " (%" PRIu64 " live), sessions %" PRIu64 " (%" PRIu64
-           " live)\n",
+    printf("  head LSN %" PRIu64 ", log records %" PRIu64 ", base LSN %" PRIu64 "\n", st->head_lsn,
+           st->log_records, st->base_lsn);
+    printf("  bindings %" PRIu64 " (%" PRIu64 " live), sessions %" PRIu64 " (%" PRIu64 " live)\n",
            st->bindings, st->live_bindings, st->sessions, st->live_sessions);
     printf("  applied:");
     for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
@@ -832,8 +824,9 @@ int main(int argc, char **argv)
         goto out;
     }
     if (st.head_lsn != 0) {
-        fprintf(stderr, "gateway_sim: %s already holds %" PRIu64 " events; the simulation "
-                        "predicts LSNs from 1 and needs a fresh store (remove the directory)\n",
+        fprintf(stderr,
+                "gateway_sim: %s already holds %" PRIu64 " events; the simulation "
+                "predicts LSNs from 1 and needs a fresh store (remove the directory)\n",
                 cfg.dir, st.head_lsn);
         goto out;
     }
