@@ -1,0 +1,127 @@
+/*
+ * record.h -- byte encodings of log records and state values.
+ *
+ * Pure functions, no I/O, no allocation: the LMDB store, replay, export and
+ * the fuzzers all go through them.  Every byte is specified in
+ * docs/format.md.  Decoders validate every length against the buffer, never
+ * read past its end and return BINDLOG_ECORRUPT (or BINDLOG_EVERSION for a
+ * newer version byte) for anything that does not parse; decoded pointers
+ * point into the input buffer and live as long as it does.
+ */
+#ifndef BL_RECORD_H
+#define BL_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bindlog.h"
+
+/* ---- little-endian helpers (shared by every encoder in src/) ----------- */
+static inline void bl_put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
+static inline void bl_put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static inline void bl_put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static inline uint16_t bl_get16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t bl_get32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = (v << 8) | p[i]; return v; }
+static inline uint64_t bl_get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = (v << 8) | p[i]; return v; }
+/* Big-endian 64-bit, used only for LMDB keys so that byte order is LSN order. */
+static inline void bl_put64be(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (56 - 8 * i)); }
+static inline uint64_t bl_get64be(const unsigned char *p) { uint64_t v = 0; for (int i = 0; i < 8; i++) v = (v << 8) | p[i]; return v; }
+
+/* ---- log records --------------------------------------------------------- */
+
+/* flags of a record */
+#define BL_REC_ORIGIN 0x01u /* the event carried an origin (possibly empty) */
+#define BL_REC_FLAGS_KNOWN BL_REC_ORIGIN
+
+/* Fixed part of a record: version(1) type(1) flags(2) lsn(8) time(8) gen(8)
+ * key_len(2) sid_len(1) other_len(1) reason_len(1) origin_len(4) = 37 bytes,
+ * then the five byte strings, then the 8-byte checksum. */
+#define BL_RECORD_FIXED 37
+#define BL_RECORD_CHECKSUM 8
+#define BL_RECORD_MAX \
+    (BL_RECORD_FIXED + BINDLOG_KEY_MAX + 2 * BINDLOG_ID_MAX + BINDLOG_REASON_MAX + \
+     BINDLOG_ORIGIN_MAX + BL_RECORD_CHECKSUM)
+
+/*
+ * A log record, decoded.  Strings are byte ranges (not NUL-terminated) that
+ * point into the buffer they were decoded from, or into the caller's memory
+ * when encoding.
+ */
+typedef struct bl_record {
+    uint64_t lsn;
+    int64_t time_ms;
+    uint64_t generation; /* the key's generation after the event */
+    unsigned type;       /* BINDLOG_EVENT_* */
+    unsigned flags;      /* BL_REC_* */
+    const char *key;
+    size_t key_len;
+    const char *sid;     /* binding after the event (UNBIND: the ended session) */
+    size_t sid_len;
+    const char *other;   /* BIND/NEW_SESSION: previous binding; SPLIT: parent */
+    size_t other_len;
+    const char *reason;
+    size_t reason_len;
+    const void *origin;
+    size_t origin_len;
+} bl_record;
+
+/* Bytes bl_record_encode() will write for r. */
+size_t bl_record_size(const bl_record *r);
+
+/*
+ * Encode r into buf (cap bytes), checksum last.  Returns the number of bytes
+ * written, or 0 if cap is too small or a field exceeds its limit (a
+ * programming error upstream: the machine validates first).
+ */
+size_t bl_record_encode(const bl_record *r, void *buf, size_t cap);
+
+/*
+ * Decode exactly len bytes.  Returns 0, BINDLOG_ECORRUPT (bad length,
+ * checksum, unknown type, reserved flag bits set, field over its limit,
+ * trailing bytes) or BINDLOG_EVERSION (version byte newer than
+ * BINDLOG_RECORD_VERSION).  Checks the checksum before trusting anything.
+ */
+int bl_record_decode(const void *buf, size_t len, bl_record *out);
+
+/* ---- state values (the materialised tables) ------------------------------ */
+
+/* A binding value.  sid_len 0 = tombstone. */
+typedef struct bl_bval {
+    const char *sid;
+    size_t sid_len;
+    uint64_t generation;
+    uint64_t lsn;
+    int64_t updated_ms;
+} bl_bval;
+
+/* A session value (the id is the table key, not part of the value). */
+typedef struct bl_sval {
+    const char *key;
+    size_t key_len;
+    const char *parent;
+    size_t parent_len;
+    uint64_t created_lsn, ended_lsn;
+    int64_t created_ms, ended_ms;
+    const char *reason; /* end reason */
+    size_t reason_len;
+    const void *origin;
+    size_t origin_len;
+} bl_sval;
+
+/* Encoded sizes and encoders; same contract as bl_record_encode(). */
+size_t bl_bval_size(const bl_bval *v);
+size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap);
+int bl_bval_decode(const void *buf, size_t len, bl_bval *out);
+
+size_t bl_sval_size(const bl_sval *v);
+size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap);
+int bl_sval_decode(const void *buf, size_t len, bl_sval *out);
+
+/* ---- validation of caller bytes ------------------------------------------ */
+
+/* 1 if [p, p+n) is a valid key / session id / reason, else 0. */
+int bl_valid_key(const char *p, size_t n);
+int bl_valid_id(const char *p, size_t n);
+int bl_valid_reason(const char *p, size_t n);
+
+#endif /* BL_RECORD_H */
