@@ -392,11 +392,16 @@ typedef struct bindlog_record {
     const char *reason;      /**< the effective reason ("" if none) */
     const void *origin;      /**< origin bytes (may be NULL when origin_len is 0) */
     size_t origin_len;
-    int origin_present;      /**< 0 when the event carried no origin (NULL) */
+    int origin_present;      /**< 0 when the event carried no origin (a BIND or
+                                  NEW_SESSION called with NULL).  A SPLIT record
+                                  always carries the child's effective origin (the
+                                  parent's copy when the call gave none), so that
+                                  replay never needs to look at the parent: 1. */
 } bindlog_record;
 
 /** Log records with from_lsn <= lsn <= to_lsn, oldest first (0 and
- * UINT64_MAX for the whole log).  Compacted records are not there. */
+ * UINT64_MAX for the whole log; from_lsn > to_lsn is an empty range).
+ * Compacted records are not there. */
 BINDLOG_API int bindlog_log_iter(bindlog *s, uint64_t from_lsn, uint64_t to_lsn,
                                  bindlog_iter **out);
 /** Every retained log record that touched `key`, oldest first. */

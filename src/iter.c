@@ -90,7 +90,7 @@ int bindlog_log_iter(bindlog *s, uint64_t from_lsn, uint64_t to_lsn, bindlog_ite
 
     if (out != NULL)
         *out = NULL;
-    if (s == NULL || out == NULL || from_lsn > to_lsn)
+    if (s == NULL || out == NULL)
         return BINDLOG_EINVAL;
     bl_put64be(k, from_lsn);
     rc = iter_new(s, IT_LOG, s->e->dbi[BL_DB_LOG], k, sizeof(k), out);
