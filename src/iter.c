@@ -46,7 +46,7 @@ static int iter_new(bindlog *h, int kind, MDB_dbi dbi, const void *seek, size_t 
         return BINDLOG_ENOMEM;
     it->h = h;
     it->kind = kind;
-    if ((rc = bl_read_begin(h->e, &it->txn)) != 0) {
+    if ((rc = bl_read_begin_fresh(h->e, &it->txn)) != 0) {
         free(it);
         return rc;
     }

@@ -43,6 +43,63 @@ static const char *const db_names[BL_DB_COUNT] = {
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static bl_env *registry;
+static uint64_t next_env_id = 1;
+
+/*
+ * Per-thread read transaction cache.  A thread's cache names the store by
+ * its never-reused id, so an entry whose store has closed is recognised
+ * without touching freed memory.  The store owns every bl_rtxn (its list,
+ * under registry_mu) and aborts them when it closes; a thread that exits
+ * first gives its transaction back through the key's destructor, so that
+ * thread pools do not leak LMDB reader slots.
+ */
+struct bl_rtxn {
+    bl_rtxn *next; /* in the store's list */
+    MDB_txn *txn;  /* reset when idle */
+    int busy;      /* inside a read right now */
+};
+
+typedef struct bl_tcache {
+    uint64_t env_id;
+    bl_rtxn *rt;
+} bl_tcache;
+
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+
+static bl_env *find_env_by_id(uint64_t id)
+{
+    for (bl_env *e = registry; e != NULL; e = e->next)
+        if (e->id == id)
+            return e;
+    return NULL;
+}
+
+/* Drop a cached transaction from its store (registry_mu held). */
+static void rtxn_drop(bl_env *e, bl_rtxn *rt)
+{
+    bl_rtxn **pp = &e->rtxns;
+    while (*pp != NULL && *pp != rt)
+        pp = &(*pp)->next;
+    if (*pp == rt) {
+        *pp = rt->next;
+        mdb_txn_abort(rt->txn);
+        free(rt);
+    }
+}
+
+static void tcache_destroy(void *p)
+{
+    bl_tcache *tc = p;
+    pthread_mutex_lock(&registry_mu);
+    bl_env *e = tc->rt ? find_env_by_id(tc->env_id) : NULL;
+    if (e != NULL)
+        rtxn_drop(e, tc->rt);
+    pthread_mutex_unlock(&registry_mu);
+    free(tc);
+}
+
+static void tcache_init(void) { pthread_key_create(&tcache_key, tcache_destroy); }
 
 int bl_mdb_error(int rc)
 {
@@ -397,6 +454,12 @@ static void env_free(bl_env *e)
 {
     if (e == NULL)
         return;
+    while (e->rtxns != NULL) {
+        bl_rtxn *rt = e->rtxns;
+        e->rtxns = rt->next;
+        mdb_txn_abort(rt->txn);
+        free(rt);
+    }
     if (e->env != NULL)
         mdb_env_close(e->env);
     if (e->lock_fd >= 0)
@@ -514,6 +577,7 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
     if (e == NULL) {
         rc = env_create(dir, &st, o, &e);
         if (rc == 0) {
+            e->id = next_env_id++;
             e->next = registry;
             registry = e;
         }
@@ -587,7 +651,73 @@ int bl_env_resize(bl_env *e, int adopt_only)
     return rc == 0 ? 0 : (rc == ENOMEM ? BINDLOG_ENOSPC : bl_mdb_error(rc));
 }
 
+/* The calling thread's cached transaction for e, made on first use; NULL
+ * when the thread is already inside a read of e (or out of memory). */
+static bl_rtxn *thread_rtxn(bl_env *e, int *rc)
+{
+    bl_tcache *tc;
+
+    *rc = 0;
+    pthread_once(&tcache_once, tcache_init);
+    tc = pthread_getspecific(tcache_key);
+    if (tc != NULL && tc->env_id == e->id && tc->rt != NULL)
+        return tc->rt->busy ? NULL : tc->rt;
+    if (tc == NULL) {
+        if ((tc = calloc(1, sizeof(*tc))) == NULL)
+            return NULL;
+        if (pthread_setspecific(tcache_key, tc) != 0) {
+            free(tc);
+            return NULL;
+        }
+    }
+    bl_rtxn *rt = calloc(1, sizeof(*rt));
+    if (rt == NULL)
+        return NULL;
+    *rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &rt->txn);
+    if (*rc != 0) {
+        free(rt);
+        return NULL;
+    }
+    mdb_txn_reset(rt->txn);
+    pthread_mutex_lock(&registry_mu);
+    /* the thread moved to another store: give the old one its slot back */
+    bl_env *old = tc->rt ? find_env_by_id(tc->env_id) : NULL;
+    if (old != NULL)
+        rtxn_drop(old, tc->rt);
+    rt->next = e->rtxns;
+    e->rtxns = rt;
+    tc->env_id = e->id;
+    tc->rt = rt;
+    pthread_mutex_unlock(&registry_mu);
+    return rt;
+}
+
 int bl_read_begin(bl_env *e, MDB_txn **txn)
+{
+    for (int tries = 0;; tries++) {
+        bl_map_rdlock(e);
+        int rc;
+        bl_rtxn *rt = thread_rtxn(e, &rc);
+        if (rt == NULL && rc == 0) {
+            bl_map_unlock(e);
+            return bl_read_begin_fresh(e, txn);
+        }
+        if (rt != NULL)
+            rc = mdb_txn_renew(rt->txn);
+        if (rc == 0) {
+            rt->busy = 1;
+            *txn = rt->txn;
+            return 0;
+        }
+        bl_map_unlock(e);
+        if (rc != MDB_MAP_RESIZED || tries > 8)
+            return bl_mdb_error(rc);
+        if ((rc = bl_env_resize(e, 1)) != 0)
+            return rc;
+    }
+}
+
+int bl_read_begin_fresh(bl_env *e, MDB_txn **txn)
 {
     for (int tries = 0;; tries++) {
         bl_map_rdlock(e);
@@ -604,7 +734,14 @@ int bl_read_begin(bl_env *e, MDB_txn **txn)
 
 void bl_read_end(bl_env *e, MDB_txn *txn)
 {
-    mdb_txn_abort(txn);
+    pthread_once(&tcache_once, tcache_init);
+    bl_tcache *tc = pthread_getspecific(tcache_key);
+    if (tc != NULL && tc->env_id == e->id && tc->rt != NULL && tc->rt->txn == txn) {
+        mdb_txn_reset(txn);
+        tc->rt->busy = 0;
+    } else {
+        mdb_txn_abort(txn);
+    }
     bl_map_unlock(e);
 }
 

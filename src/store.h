@@ -51,9 +51,12 @@ typedef struct bl_head {
 } bl_head;
 
 typedef struct bl_req bl_req;
+typedef struct bl_rtxn bl_rtxn;
 
 typedef struct bl_env {
     struct bl_env *next; /* registry list, under the registry mutex */
+    uint64_t id;         /* unique for the process's life: never reused */
+    bl_rtxn *rtxns;      /* cached per-thread read transactions (registry mutex) */
     dev_t dev;
     ino_t ino;
     int refs;            /* handles */
@@ -103,10 +106,19 @@ int bl_mdb_error(int rc);
  * Takes map_lock exclusive: the caller must not hold it. */
 int bl_env_resize(bl_env *e, int adopt_only);
 
-/* Read transactions: begin under map_lock shared, which the caller keeps
+/*
+ * Read transactions: begin under map_lock shared, which the caller keeps
  * while it touches map memory.  bl_read_begin returns with the lock held on
- * success and released on failure; bl_read_end aborts and unlocks. */
+ * success and released on failure; bl_read_end ends the transaction and
+ * unlocks.  Each thread keeps one reset transaction per store and renews it
+ * (mdb_txn_renew is far cheaper than begin/abort), so short reads from many
+ * threads share no lock but the map's.  A thread that is already inside a
+ * read of the same store gets a fresh transaction instead.
+ * bl_read_begin_fresh always begins a new transaction: for iterators, which
+ * keep theirs for their whole life; end it with bl_read_end too.
+ */
 int bl_read_begin(bl_env *e, MDB_txn **txn);
+int bl_read_begin_fresh(bl_env *e, MDB_txn **txn);
 void bl_read_end(bl_env *e, MDB_txn *txn);
 static inline void bl_map_rdlock(bl_env *e) { pthread_rwlock_rdlock(&e->map_lock); }
 static inline void bl_map_unlock(bl_env *e) { pthread_rwlock_unlock(&e->map_lock); }
