@@ -6,11 +6,13 @@
 #   make tsan    the same tests built with ThreadSanitizer (build-tsan/)
 #   make clean   remove the build trees and the demo store
 #
-# Variables: BUILD_TYPE (RelWithDebInfo), JOBS (2), CMAKE_FLAGS (extra -D...).
+# Variables: BUILD_TYPE (RelWithDebInfo), JOBS (2), CMAKE_FLAGS (extra -D...),
+# CTEST_ARGS (extra ctest arguments for make tsan, e.g. -L concurrency).
 
 BUILD_TYPE  ?= RelWithDebInfo
 JOBS        ?= 2
 CMAKE_FLAGS ?=
+CTEST_ARGS  ?=
 DEMO_STORE  ?= ./demo-store
 DEMO_ARGS   ?=
 
@@ -53,7 +55,7 @@ tsan: deps
 	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug \
 	      -DBINDLOG_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build $(TSAN_DIR) -j$(JOBS)
-	$(SAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure -j$(JOBS)
+	$(SAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(DEMO_STORE)
