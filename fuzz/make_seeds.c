@@ -1,0 +1,275 @@
+/*
+ * make_seeds.c -- write the generated seed inputs of the fuzz corpora.
+ *
+ *     fuzz_make_seeds OUTDIR      (writes OUTDIR/record/ and OUTDIR/machine/)
+ *
+ * The committed files under fuzz/corpora/ came from this program (names
+ * starting with "seed-") plus inputs that libFuzzer campaigns found
+ * ("cov-", merged with -merge=1 to keep only new coverage) and regression
+ * inputs for bugs ("regress-").  Rerun it after a format change and commit
+ * the result.
+ *
+ * record seeds: valid records of every event type through the real encoder
+ * (with and without origin, the longest key, ids and reason, a 64 KiB
+ * origin), the example record of docs/format.md byte for byte, binding and
+ * session values, and near misses (wrong checksum, version 0 and 2, one byte
+ * short, trailing byte, reserved flag).
+ *
+ * machine seeds: programs for machine_fuzzer.c, written with the same byte
+ * meanings its decoder gives them (see the op and choose_* switches there):
+ * the three seed scenarios of SPEC section 2, a batch that fails half way,
+ * a reopen, read-only writes; plus pseudo-random programs.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "record.h"
+
+static const char *outdir;
+
+static void put_file(const char *sub, const char *name, const void *p, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", outdir, sub);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        perror(path);
+        exit(1);
+    }
+    snprintf(path, sizeof(path), "%s/%s/seed-%s", outdir, sub, name);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+/* ---- record seeds ---------------------------------------------------------- */
+
+static unsigned char buf[BL_RECORD_MAX + 16];
+static unsigned char origin[BINDLOG_ORIGIN_MAX];
+
+static void rec(const char *name, unsigned type, const char *key, size_t key_len, const char *sid,
+                const char *other, const char *reason, const void *org, size_t org_len,
+                int org_flag)
+{
+    bl_record r = {0};
+    r.lsn = 7;
+    r.time_ms = 1767225600000;
+    r.generation = 3;
+    r.type = type;
+    r.flags = org_flag ? BL_REC_ORIGIN : 0;
+    r.key = key;
+    r.key_len = key_len;
+    r.sid = sid;
+    r.sid_len = strlen(sid);
+    r.other = other;
+    r.other_len = strlen(other);
+    r.reason = reason;
+    r.reason_len = strlen(reason);
+    r.origin = org;
+    r.origin_len = org_len;
+    size_t n = bl_record_encode(&r, buf, sizeof(buf));
+    if (n == 0) {
+        fprintf(stderr, "seed %s does not encode\n", name);
+        exit(1);
+    }
+    put_file("record", name, buf, n);
+}
+
+/* Re-seal the checksum of buf[0, n) after an edit. */
+static void reseal(size_t n) { bl_put64(buf + n - 8, XXH3_64bits(buf, n - 8)); }
+
+static void record_seeds(void)
+{
+    char key[BINDLOG_KEY_MAX], id[BINDLOG_ID_MAX + 1], reason[BINDLOG_REASON_MAX + 1];
+    memset(key, 'k', sizeof(key));
+    memset(id, 'i', BINDLOG_ID_MAX);
+    id[BINDLOG_ID_MAX] = 0;
+    memset(reason, 'r', BINDLOG_REASON_MAX);
+    reason[BINDLOG_REASON_MAX] = 0;
+    for (size_t i = 0; i < sizeof(origin); i++)
+        origin[i] = (unsigned char)(i * 7);
+
+    const char *k = "agent:main:telegram:dm:12345";
+    rec("bind", BINDLOG_EVENT_BIND, k, strlen(k), "A", "", "switch", "{\"peer\":1}", 10, 1);
+    rec("bind-noorigin", BINDLOG_EVENT_BIND, k, strlen(k), "B", "A", "switch", NULL, 0, 0);
+    rec("new", BINDLOG_EVENT_NEW_SESSION, k, strlen(k), "C", "B", "new_session", "", 0, 1);
+    rec("split", BINDLOG_EVENT_SPLIT, k, strlen(k), "D", "C", "compression", "x", 1, 1);
+    rec("invalidate", BINDLOG_EVENT_INVALIDATE, k, strlen(k), "D", "", "invalidate", NULL, 0, 0);
+    rec("unbind", BINDLOG_EVENT_UNBIND, k, strlen(k), "D", "", "", NULL, 0, 0);
+    rec("longest", BINDLOG_EVENT_BIND, key, sizeof(key), id, id, reason, "o", 1, 1);
+    rec("key-bytes", BINDLOG_EVENT_BIND, "k\x01\x7f\xff", 4, "s\x80", "", "", NULL, 0, 0);
+    rec("big-origin", BINDLOG_EVENT_SPLIT, "a", 1, "c", "p", "compression", origin,
+        sizeof(origin), 1);
+
+    /* docs/format.md's example: BIND k -> s1 from s, reason rx, origin "{",
+     * lsn 42, time 1000, generation 3 */
+    static const unsigned char example[52] = {
+        0x01, 0x01, 0x01, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe8,
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0x00, 0x00, 0x00, 0x6b, 0x73,
+        0x31, 0x73, 0x72, 0x78, 0x7b, 0x3f, 0x86, 0x64, 0xfa, 0x6c, 0xf6, 0x59, 0xc2};
+    put_file("record", "format-example", example, sizeof(example));
+
+    /* near misses, each of a different rule */
+    memcpy(buf, example, sizeof(example));
+    buf[51] ^= 1;
+    put_file("record", "bad-checksum", buf, 52);
+    memcpy(buf, example, sizeof(example));
+    buf[0] = 2;
+    reseal(52);
+    put_file("record", "version-2", buf, 52);
+    buf[0] = 0;
+    reseal(52);
+    put_file("record", "version-0", buf, 52);
+    memcpy(buf, example, sizeof(example));
+    buf[2] = 0x03;
+    reseal(52);
+    put_file("record", "reserved-flag", buf, 52);
+    memcpy(buf, example, sizeof(example));
+    buf[29 + 1] = 3; /* sid_len one more than the bytes there */
+    reseal(52);
+    put_file("record", "bad-length", buf, 52);
+    memcpy(buf, example, 44);
+    buf[44] = 'x'; /* one byte more than the lengths account for */
+    reseal(53);
+    put_file("record", "trailing", buf, 53);
+    put_file("record", "short", example, 51);
+
+    /* state values */
+    bl_bval bv = {"A", 1, 5, 9, 1767225600000};
+    put_file("record", "bval", buf, bl_bval_encode(&bv, buf, sizeof(buf)));
+    bl_bval tomb = {"", 0, 6, 10, 1767225600001};
+    put_file("record", "bval-tombstone", buf, bl_bval_encode(&tomb, buf, sizeof(buf)));
+    bl_sval sv = {k, strlen(k), "A", 1, 3, 0, 1767225600000, 0, "", 0, "{}", 2};
+    put_file("record", "sval", buf, bl_sval_encode(&sv, buf, sizeof(buf)));
+    bl_sval sv2 = {key, sizeof(key), id, BINDLOG_ID_MAX, 3, 4, 5, 6, reason, BINDLOG_REASON_MAX,
+                   "o", 1};
+    put_file("record", "sval-longest", buf, bl_sval_encode(&sv2, buf, sizeof(buf)));
+}
+
+/* ---- machine seeds --------------------------------------------------------- */
+
+/* Byte meanings, from machine_fuzzer.c. */
+enum { OP_BIND = 0, OP_NEW = 3, OP_SPLIT = 5, OP_INVALIDATE = 8, OP_UNBIND = 9, OP_BATCH = 10,
+       OP_REOPEN = 12, OP_CLOCK = 13, OP_RO = 14, OP_READS = 15 };
+enum { KEY0 = 0, KEY1 = 1, KEY_LONGEST = 6 };
+enum { ID_A = 0, ID_B = 1, ID_C = 2, ID_D = 3, ID_FRESH = 10, ID_CURRENT = 12 };
+enum { EXPECT_NULL = 0, EXPECT_EMPTY = 2, EXPECT_CURRENT = 3 };
+enum { REASON_NULL = 0, REASON_EMPTY = 4 };
+enum { ORIGIN_NULL = 0, ORIGIN_EMPTY = 3, ORIGIN_BYTES = 4, ORIGIN_64K = 6 };
+enum { GEN_CURRENT = 0, GEN_ANY = 2, GEN_OLD = 3 };
+
+static unsigned char prog[4096];
+static size_t plen;
+
+static void b(unsigned v) { prog[plen++] = (unsigned char)v; }
+
+/* A key choice; the longest key takes one more byte (its last character). */
+static void key(unsigned k)
+{
+    b(k);
+    if (k == KEY_LONGEST)
+        b(0);
+}
+
+/* Event bodies (the op byte or batch type byte comes first). */
+static void bind_body(unsigned k, unsigned id, unsigned expect, unsigned origin_kind)
+{
+    key(k), b(id), b(expect), b(REASON_NULL), b(origin_kind);
+    if (origin_kind == ORIGIN_BYTES)
+        b(3), b('{'), b('1'), b('}');
+}
+static void new_body(unsigned k, unsigned id)
+{
+    key(k), b(id), b(REASON_NULL), b(ORIGIN_NULL);
+}
+static void split_body(unsigned k, unsigned parent, unsigned child, unsigned gen,
+                       unsigned origin_kind)
+{
+    key(k), b(parent), b(child), b(gen), b(origin_kind);
+    if (origin_kind == ORIGIN_BYTES)
+        b(3), b('c'), b('m'), b('p');
+}
+static void check(void) { b(0); } /* op_event's "check_get" byte: 0 = yes */
+
+static void machine_seeds(void)
+{
+    /* 1: a split is published: bind A, split A->fresh, retry is ALREADY */
+    plen = 0;
+    b(1); /* default map */
+    b(OP_BIND), bind_body(KEY0, ID_A, EXPECT_NULL, ORIGIN_BYTES), check();
+    b(OP_SPLIT), split_body(KEY0, ID_CURRENT, ID_FRESH, GEN_CURRENT, ORIGIN_BYTES), check();
+    b(OP_SPLIT), split_body(KEY0, ID_A, ID_CURRENT, GEN_OLD, ORIGIN_NULL), check();
+    b(OP_REOPEN), b(1);
+    put_file("machine", "scenario-1-split", prog, plen);
+
+    /* 2: /stop + /new while compressing: the late split is STALE */
+    plen = 0;
+    b(1);
+    b(OP_BIND), bind_body(KEY0, ID_A, EXPECT_EMPTY, ORIGIN_NULL), check();
+    b(OP_INVALIDATE), b(KEY0), b(REASON_NULL), check();
+    b(OP_NEW), new_body(KEY0, ID_B), check();
+    b(OP_SPLIT), split_body(KEY0, ID_A, ID_C, GEN_OLD, ORIGIN_NULL), check();
+    b(OP_READS), b(KEY0), b(ID_C);
+    put_file("machine", "scenario-2-stale", prog, plen);
+
+    /* 3: identity guard: two runs, the second split is MOVED, also with ANY */
+    plen = 0;
+    b(1);
+    b(OP_BIND), bind_body(KEY0, ID_A, EXPECT_NULL, ORIGIN_EMPTY), check();
+    b(OP_SPLIT), split_body(KEY0, ID_A, ID_C, GEN_CURRENT, ORIGIN_NULL), check();
+    b(OP_SPLIT), split_body(KEY0, ID_A, ID_D, GEN_CURRENT, ORIGIN_NULL), check();
+    b(OP_BIND), bind_body(KEY0, ID_B, EXPECT_CURRENT, ORIGIN_NULL), check();
+    b(OP_SPLIT), split_body(KEY0, ID_A, ID_C, GEN_ANY, ORIGIN_NULL), check();
+    put_file("machine", "scenario-3-moved", prog, plen);
+
+    /* a batch whose third event fails (EEXIST): nothing of it stays */
+    plen = 0;
+    b(0); /* tiny map */
+    b(OP_BIND), bind_body(KEY1, ID_A, EXPECT_NULL, ORIGIN_64K), check();
+    b(OP_BATCH), b(3);
+    b(0), bind_body(KEY0, ID_B, EXPECT_NULL, ORIGIN_NULL);
+    b(2), split_body(KEY0, ID_B, ID_C, GEN_ANY, ORIGIN_NULL);
+    b(1), new_body(KEY_LONGEST, ID_C);
+    b(OP_REOPEN), b(0);
+    b(OP_RO), b(1), b(0), bind_body(KEY0, ID_D, EXPECT_NULL, ORIGIN_NULL), b(1);
+    b(OP_CLOCK), b(2), b(200);
+    b(OP_UNBIND), b(KEY1), b(REASON_EMPTY), check();
+    b(OP_UNBIND), b(KEY1), b(REASON_NULL), check();
+    b(OP_BIND), bind_body(KEY1, ID_A, EXPECT_EMPTY, ORIGIN_NULL), check();
+    put_file("machine", "batch-fails", prog, plen);
+
+    /* pseudo-random programs of several lengths */
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 12; i++) {
+        size_t n = (size_t)16 << (i % 5);
+        for (size_t j = 0; j < n; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            prog[j] = (unsigned char)(x >> 24);
+        }
+        char name[32];
+        snprintf(name, sizeof(name), "random-%02d", i);
+        put_file("machine", name, prog, n);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+        return 2;
+    }
+    outdir = argv[1];
+    if (mkdir(outdir, 0755) != 0 && errno != EEXIST) {
+        perror(outdir);
+        return 1;
+    }
+    record_seeds();
+    machine_seeds();
+    return 0;
+}
