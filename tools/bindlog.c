@@ -103,22 +103,19 @@ int main(int argc, char **argv)
         return CLI_USAGE;
     }
 
-    env = getenv("BINDLOG_CLOCK_MS");
-    if (env != NULL) {
-        uint64_t v;
-        c.cmd = "BINDLOG_CLOCK_MS";
-        if (cli_parse_u64(&c, "BINDLOG_CLOCK_MS", env, &v) != 0)
-            return CLI_USAGE;
-        if (v > (uint64_t)INT64_MAX)
-            return cli_usage_error(&c, "BINDLOG_CLOCK_MS '%s' is out of range", env);
-        c.have_clock = 1;
-        c.clock_ms = (int64_t)v;
-        c.cmd = NULL;
-    }
-
     for (k = 0; k < N_COMMANDS; k++) {
         if (strcmp(argv[i], commands[k]->name) == 0) {
             c.cmd = commands[k]->name;
+            env = getenv("BINDLOG_CLOCK_MS");
+            if (env != NULL) {
+                uint64_t v;
+                if (cli_parse_u64(&c, "BINDLOG_CLOCK_MS", env, &v) != 0)
+                    return CLI_USAGE;
+                if (v > (uint64_t)INT64_MAX)
+                    return cli_usage_error(&c, "BINDLOG_CLOCK_MS '%s' is out of range", env);
+                c.have_clock = 1;
+                c.clock_ms = (int64_t)v;
+            }
             c.argc = argc - i;
             c.argv = argv + i;
             return cli_finish_output(&c, commands[k]->run(&c));
