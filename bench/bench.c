@@ -1,0 +1,1240 @@
+/*
+ * bench.c -- bindlog-bench: bindlog against the fsync limit, raw LMDB,
+ * SQLite in WAL mode and a JSON rewrite store, side by side in one run.
+ *
+ * Usage: bindlog-bench [--quick] [--json] [--dir DIR] [--keep] [--events N]
+ *                      [--seconds S] [--seed N]
+ *
+ *   --quick     a smoke run (<= 15 s): short budgets, a 100,000-event store
+ *   --json      print one JSON object with every figure instead of the tables
+ *   --dir DIR   work in DIR (created if missing; the bench's subdirectories
+ *               are removed at the end); default: a fresh directory under
+ *               $TMPDIR (or /tmp), removed at the end
+ *   --keep      keep the stores (for inspection with the bindlog tool)
+ *   --events N  events in the stream and in the bulk-loaded store (default
+ *               1,000,000; --quick 100,000)
+ *   --seconds S time budget of each timed measurement (default 2; --quick 0.3)
+ *   --seed N    workload seed (default 42)
+ *
+ * Every contender replays the same deterministic stream (workload.c) from
+ * the same starting state (10,000 bound keys), in its own subdirectory of
+ * the one working directory, so all figures share a disk and a moment.
+ * Multi-writer runs give thread t the events of the keys with
+ * key % threads == t, in stream order, so every outcome stays predictable;
+ * any outcome that differs from the model's counts as a mismatch and makes
+ * the exit status 1.  Exit status: 0 every measurement ran and agreed with
+ * the model, 1 a store error or mismatch, 2 usage.  Speed never affects it.
+ *
+ * The maintenance functions (check, replay, compact, vacuum, export, import)
+ * are referenced weakly: a library without them still links and runs, and
+ * their figures print as "n/a (not built)".
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <lmdb.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#pragma weak bindlog_check
+#pragma weak bindlog_replay
+#pragma weak bindlog_compact
+#pragma weak bindlog_vacuum
+#pragma weak bindlog_export
+#pragma weak bindlog_import
+
+/* A weakly referenced function is present when its address is not NULL. */
+#define HAVE(fn) ((void (*)(void))(fn) != NULL)
+
+#define NKEYS 10000u
+#define BATCH 1000u
+#define NA_NOT_BUILT "n/a (not built)"
+
+/* ---- configuration and figures ------------------------------------------ */
+
+typedef struct cfg {
+    int quick, json, keep, own_root;
+    char root[3000];
+    size_t events;
+    double secs;
+    uint64_t seed;
+} cfg;
+
+enum {
+    M_FSYNC,
+    M_LMDB,
+    M_BL1,
+    M_SQ1,
+    M_BL16,
+    M_SQ16,
+    M_BL64,
+    M_SQ64,
+    M_BLNORMAL1,
+    M_BLNONE1,
+    M_SQOFF1,
+    M_BATCH_NONE,
+    M_BATCH_FULL,
+    M_JSON1K,
+    M_JSON10K,
+    M_GET1,
+    M_GET2,
+    M_OPEN,
+    M_CHECK,
+    M_REPLAY,
+    M_EXPORT,
+    M_IMPORT,
+    M_COUNT
+};
+
+/* One row of the table. */
+typedef struct meas {
+    const char *id;    /* JSON name */
+    const char *label; /* table row */
+    const char *unit;  /* what the rate counts */
+    int ran;
+    const char *na;    /* why it did not run */
+    double rate;       /* per second */
+    double p50_us, p99_us; /* latency per event (per batch for batches); <0 none */
+    double secs;
+    uint64_t events, errors, mismatches;
+    double per_commit; /* events per commit (bindlog), 0 unknown */
+    char note[112];
+} meas;
+
+static meas M[M_COUNT] = {
+    [M_FSYNC] = {"fsync_limit", "fdatasync of 128-byte appends", "syncs"},
+    [M_LMDB] = {"lmdb_raw_1", "raw LMDB, 1 put/txn, default sync", "txns"},
+    [M_BL1] = {"bindlog_full_1", "bindlog FULL, 1 writer", "events"},
+    [M_SQ1] = {"sqlite_full_1", "SQLite WAL FULL, 1 writer", "events"},
+    [M_BL16] = {"bindlog_full_16", "bindlog FULL, 16 writers", "events"},
+    [M_SQ16] = {"sqlite_full_16", "SQLite WAL FULL, 16 writers", "events"},
+    [M_BL64] = {"bindlog_full_64", "bindlog FULL, 64 writers", "events"},
+    [M_SQ64] = {"sqlite_full_64", "SQLite WAL FULL, 64 writers", "events"},
+    [M_BLNORMAL1] = {"bindlog_normal_1", "bindlog NORMAL, 1 writer", "events"},
+    [M_BLNONE1] = {"bindlog_none_1", "bindlog NONE, 1 writer", "events"},
+    [M_SQOFF1] = {"sqlite_off_1", "SQLite WAL OFF, 1 writer", "events"},
+    [M_BATCH_NONE] = {"bindlog_batch_none", "apply_batch x1000, NONE (bulk load)", "events"},
+    [M_BATCH_FULL] = {"bindlog_batch_full", "apply_batch x1000, FULL", "events"},
+    [M_JSON1K] = {"json_rewrite_1k", "JSON rewrite, 1,000 keys", "events"},
+    [M_JSON10K] = {"json_rewrite_10k", "JSON rewrite, 10,000 keys", "events"},
+    [M_GET1] = {"get_1_thread", "bindlog_get, 1 thread (per thread)", "gets"},
+    [M_GET2] = {"get_2_threads", "bindlog_get, 2 threads (per thread)", "gets"},
+    [M_OPEN] = {"open", "bindlog_open of the bulk store", "opens"},
+    [M_CHECK] = {"check", "bindlog_check", "records"},
+    [M_REPLAY] = {"replay", "bindlog_replay", "records"},
+    [M_EXPORT] = {"export", "bindlog_export", "records"},
+    [M_IMPORT] = {"import", "bindlog_import (full stream)", "records"},
+};
+
+/* Sizes of the bulk store. */
+static struct {
+    uint64_t events, live_bindings, file_before, file_vacuum, file_compact;
+    int vacuum_ran, compact_ran;
+    const char *vacuum_na, *compact_na;
+    double open_first_ms, open_median_ms, open_max_ms;
+} S;
+
+static int g_failed; /* a store error or an outcome mismatch happened */
+
+static void progress(const cfg *c, const char *what)
+{
+    if (!c->json || isatty(2))
+        fprintf(stderr, "bindlog-bench: %s...\n", what);
+}
+
+static void sub(char *out, size_t cap, const cfg *c, const char *name)
+{
+    snprintf(out, cap, "%s/%s", c->root, name);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p50/p99 of n latencies in ns (sorted in place), in microseconds. */
+static void percentiles(uint64_t *lat, size_t n, double *p50, double *p99)
+{
+    if (n == 0) {
+        *p50 = *p99 = -1;
+        return;
+    }
+    qsort(lat, n, sizeof(*lat), cmp_u64);
+    size_t i99 = (size_t)((double)n * 0.99);
+    if (i99 >= n)
+        i99 = n - 1;
+    *p50 = (double)lat[n / 2] / 1000.0;
+    *p99 = (double)lat[i99] / 1000.0;
+}
+
+/* ---- the multi-threaded writer runner ---------------------------------- */
+
+typedef struct runner {
+    const contender *c;
+    void *shared;
+    const workload *w;
+    int nthreads;
+    pthread_barrier_t ready, go;
+    uint64_t t0, deadline;
+} runner;
+
+typedef struct worker {
+    runner *r;
+    int tid;
+    pthread_t th;
+    void *ctx;
+    uint32_t *idx; /* this thread's events, in stream order */
+    size_t nidx;
+    uint64_t *lat;
+    uint64_t done, errors, mism, t_end;
+    int first_err;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *k = arg;
+    runner *r = k->r;
+    k->ctx = r->c->open(r->shared, k->tid);
+    pthread_barrier_wait(&r->ready);
+    pthread_barrier_wait(&r->go);
+    if (k->ctx != NULL) {
+        uint64_t deadline = r->deadline, t = now_ns();
+        for (size_t i = 0; i < k->nidx && t < deadline; i++) {
+            const wl_event *e = &r->w->ev[k->idx[i]];
+            int rc = r->c->apply(k->ctx, r->w, e);
+            uint64_t t2 = now_ns();
+            k->lat[k->done++] = t2 - t;
+            t = t2;
+            if (rc < 0) {
+                if (k->errors++ == 0)
+                    k->first_err = rc;
+            } else if (rc != e->outcome) {
+                k->mism++;
+            }
+        }
+        r->c->close(k->ctx);
+    } else {
+        k->errors = 1;
+        k->first_err = BINDLOG_EIO;
+    }
+    k->t_end = now_ns();
+    return NULL;
+}
+
+/* Run `nthreads` writers for `budget` seconds; fill m (events, rate, latency). */
+static void run_writers(meas *m, const contender *c, void *shared, const workload *w,
+                        int nthreads, double budget)
+{
+    runner r = {.c = c, .shared = shared, .w = w, .nthreads = nthreads};
+    worker *k = calloc((size_t)nthreads, sizeof(*k));
+    size_t *count = calloc((size_t)nthreads, sizeof(size_t));
+    if (k == NULL || count == NULL) {
+        fprintf(stderr, "bindlog-bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < w->n; i++)
+        count[w->ev[i].key % (uint32_t)nthreads]++;
+    for (int t = 0; t < nthreads; t++) {
+        k[t].r = &r;
+        k[t].tid = t;
+        k[t].idx = malloc((count[t] ? count[t] : 1) * sizeof(uint32_t));
+        k[t].lat = malloc((count[t] ? count[t] : 1) * sizeof(uint64_t));
+        if (k[t].idx == NULL || k[t].lat == NULL) {
+            fprintf(stderr, "bindlog-bench: out of memory\n");
+            exit(1);
+        }
+    }
+    for (size_t i = 0; i < w->n; i++) {
+        worker *x = &k[w->ev[i].key % (uint32_t)nthreads];
+        x->idx[x->nidx++] = (uint32_t)i;
+    }
+    pthread_barrier_init(&r.ready, NULL, (unsigned)nthreads + 1);
+    pthread_barrier_init(&r.go, NULL, (unsigned)nthreads + 1);
+    for (int t = 0; t < nthreads; t++)
+        pthread_create(&k[t].th, NULL, worker_main, &k[t]);
+    pthread_barrier_wait(&r.ready); /* every connection is open */
+    r.t0 = now_ns();
+    r.deadline = r.t0 + (uint64_t)(budget * 1e9);
+    pthread_barrier_wait(&r.go);
+
+    uint64_t t_end = r.t0, total = 0;
+    for (int t = 0; t < nthreads; t++) {
+        pthread_join(k[t].th, NULL);
+        if (k[t].t_end > t_end)
+            t_end = k[t].t_end;
+        total += k[t].done;
+    }
+    uint64_t *all = malloc((total ? total : 1) * sizeof(uint64_t));
+    size_t n = 0;
+    int first_err = 0;
+    m->events = m->errors = m->mismatches = 0;
+    for (int t = 0; t < nthreads; t++) {
+        memcpy(all + n, k[t].lat, k[t].done * sizeof(uint64_t));
+        n += k[t].done;
+        m->errors += k[t].errors;
+        m->mismatches += k[t].mism;
+        if (first_err == 0)
+            first_err = k[t].first_err;
+        free(k[t].idx);
+        free(k[t].lat);
+    }
+    m->events = total;
+    m->secs = (double)(t_end - r.t0) / 1e9;
+    m->rate = m->secs > 0 ? (double)total / m->secs : 0;
+    percentiles(all, n, &m->p50_us, &m->p99_us);
+    m->ran = 1;
+    if (m->errors || m->mismatches) {
+        g_failed = 1;
+        snprintf(m->note, sizeof m->note, "%" PRIu64 " errors (first %s), %" PRIu64 " mismatches",
+                 m->errors, bindlog_code_name(first_err), m->mismatches);
+    }
+    pthread_barrier_destroy(&r.ready);
+    pthread_barrier_destroy(&r.go);
+    free(all);
+    free(k);
+    free(count);
+}
+
+/* ---- contenders: bindlog and JSON as `contender`s --------------------- */
+
+static void *bl_open_thread(void *shared, int tid)
+{
+    (void)tid;
+    return shared; /* one handle for every thread, as a gateway would */
+}
+
+static int bl_apply(void *tctx, const workload *w, const wl_event *e)
+{
+    return wl_apply_bindlog(tctx, w, e);
+}
+
+static void bl_close_thread(void *tctx) { (void)tctx; }
+
+static const contender bl_contender = {"bindlog", bl_open_thread, bl_apply, bl_close_thread};
+
+static void *js_open_thread(void *shared, int tid)
+{
+    (void)tid;
+    return shared;
+}
+
+static int js_apply_c(void *tctx, const workload *w, const wl_event *e)
+{
+    return js_apply(tctx, w, e);
+}
+
+static const contender js_contender = {"json", js_open_thread, js_apply_c, bl_close_thread};
+
+/* Apply events [0, n) of `ev` in batches; 0 or the first error. */
+static int apply_batches(bindlog *h, const workload *w, const wl_event *ev, size_t n,
+                         uint64_t *mism)
+{
+    bindlog_event be[BATCH];
+    bindlog_result res[BATCH];
+    for (size_t i = 0; i < n; i += BATCH) {
+        size_t cnt = n - i < BATCH ? n - i : BATCH, bad;
+        for (size_t j = 0; j < cnt; j++)
+            wl_to_bindlog(w, &ev[i + j], &be[j]);
+        int rc = bindlog_apply_batch(h, be, cnt, res, &bad);
+        if (rc < 0)
+            return rc;
+        for (size_t j = 0; j < cnt; j++)
+            if (res[j].outcome != ev[i + j].outcome)
+                ++*mism;
+    }
+    return 0;
+}
+
+/* A fresh bindlog store at dir holding the setup (every key bound once),
+ * opened with `durability`.  NULL on failure (reported). */
+static bindlog *bl_fresh(const char *dir, const workload *w, int durability)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *h = NULL;
+    uint64_t mism = 0;
+    int rc;
+
+    rm_tree(dir);
+    o.durability = BINDLOG_DURABILITY_NONE;
+    if ((rc = bindlog_open(&h, dir, &o)) != 0 ||
+        (rc = apply_batches(h, w, w->setup, w->nkeys, &mism)) != 0 || mism) {
+        fprintf(stderr, "bindlog-bench: setting up %s: %s\n", dir,
+                rc ? bindlog_strerror(rc) : "unexpected outcomes");
+        bindlog_close(h);
+        g_failed = 1;
+        return NULL;
+    }
+    bindlog_close(h);
+    o.durability = durability;
+    if ((rc = bindlog_open(&h, dir, &o)) != 0) {
+        fprintf(stderr, "bindlog-bench: opening %s: %s\n", dir, bindlog_strerror(rc));
+        g_failed = 1;
+        return NULL;
+    }
+    return h;
+}
+
+static void note_group(meas *m, bindlog *h)
+{
+    bindlog_stats st;
+    if (bindlog_stats_get(h, &st) == 0 && st.commits) {
+        m->per_commit = (double)st.grouped_events / (double)st.commits;
+        if (m->note[0] == '\0')
+            snprintf(m->note, sizeof m->note, "%.1f events/commit", m->per_commit);
+    }
+}
+
+static void measure_bindlog(const cfg *c, meas *m, const workload *w, int durability,
+                            int threads, double budget, const char *name)
+{
+    char dir[4096];
+    sub(dir, sizeof dir, c, name);
+    bindlog *h = bl_fresh(dir, w, durability);
+    if (h == NULL) {
+        m->na = "setup failed";
+        return;
+    }
+    run_writers(m, &bl_contender, h, w, threads, budget);
+    note_group(m, h);
+    bindlog_close(h);
+    if (!c->keep)
+        rm_tree(dir);
+}
+
+static void measure_sqlite(const cfg *c, meas *m, const workload *w, const char *sync,
+                           int threads, double budget, const char *name)
+{
+    char dir[4096];
+    sq_shared sh;
+    sub(dir, sizeof dir, c, name);
+    rm_tree(dir);
+    mkdir(dir, 0700);
+    if (snprintf(sh.path, sizeof sh.path, "%s/bindings.db", dir) >= (int)sizeof sh.path) {
+        m->na = "path too long";
+        return;
+    }
+    sh.sync = sync;
+    sh.busy_timeout_ms = 60000;
+    if (sq_setup(sh.path, w) != 0) {
+        m->na = "setup failed";
+        g_failed = 1;
+        return;
+    }
+    run_writers(m, &sq_contender, &sh, w, threads, budget);
+    if (!c->keep)
+        rm_tree(dir);
+}
+
+static void measure_json(const cfg *c, meas *m, const workload *w, double budget,
+                         const char *name)
+{
+    char dir[4096];
+    sub(dir, sizeof dir, c, name);
+    rm_tree(dir);
+    mkdir(dir, 0700);
+    js_store *j = js_open(dir, w);
+    if (j == NULL) {
+        m->na = "setup failed";
+        g_failed = 1;
+        return;
+    }
+    run_writers(m, &js_contender, j, w, 1, budget);
+    js_close(j);
+    if (!c->keep)
+        rm_tree(dir);
+}
+
+/* ---- 1. the fsync limit ------------------------------------------------ */
+
+static void measure_fsync(const cfg *c, double budget)
+{
+    meas *m = &M[M_FSYNC];
+    char path[4096];
+    unsigned char rec[128];
+    sub(path, sizeof path, c, "fsync.dat");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    if (fd < 0) {
+        m->na = "cannot create a file";
+        g_failed = 1;
+        return;
+    }
+    memset(rec, 'x', sizeof rec);
+    size_t cap = 1 << 20, n = 0;
+    uint64_t *lat = malloc(cap * sizeof(uint64_t));
+    uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(budget * 1e9), t = t0;
+    while (t < deadline && n < cap) {
+        if (write(fd, rec, sizeof rec) != (ssize_t)sizeof rec || fdatasync(fd) != 0) {
+            m->errors++;
+            break;
+        }
+        uint64_t t2 = now_ns();
+        lat[n++] = t2 - t;
+        t = t2;
+    }
+    close(fd);
+    unlink(path);
+    m->events = n;
+    m->secs = (double)(t - t0) / 1e9;
+    m->rate = (double)n / m->secs;
+    percentiles(lat, n, &m->p50_us, &m->p99_us);
+    m->ran = 1;
+    free(lat);
+}
+
+/* ---- 2. raw LMDB: the ceiling of any LMDB design -------------------------- */
+
+static void measure_lmdb(const cfg *c, double budget)
+{
+    meas *m = &M[M_LMDB];
+    char dir[4096];
+    MDB_env *env = NULL;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    unsigned char val[128], key[8];
+    int rc;
+
+    sub(dir, sizeof dir, c, "lmdb-raw");
+    rm_tree(dir);
+    mkdir(dir, 0700);
+    memset(val, 'v', sizeof val);
+    if ((rc = mdb_env_create(&env)) != 0 || (rc = mdb_env_set_mapsize(env, (size_t)1 << 30)) ||
+        (rc = mdb_env_open(env, dir, 0, 0600)) != 0 ||
+        (rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0 ||
+        (rc = mdb_dbi_open(txn, NULL, 0, &dbi)) != 0 || (rc = mdb_txn_commit(txn)) != 0) {
+        fprintf(stderr, "bindlog-bench: lmdb: %s\n", mdb_strerror(rc));
+        m->na = "lmdb failed";
+        g_failed = 1;
+        mdb_env_close(env);
+        return;
+    }
+    size_t cap = 1 << 20, n = 0;
+    uint64_t *lat = malloc(cap * sizeof(uint64_t));
+    uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(budget * 1e9), t = t0;
+    while (t < deadline && n < cap) {
+        uint64_t i = n + 1;
+        for (int b = 0; b < 8; b++)
+            key[b] = (unsigned char)(i >> (56 - 8 * b));
+        MDB_val k = {sizeof key, key}, v = {sizeof val, val};
+        if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0 ||
+            (rc = mdb_put(txn, dbi, &k, &v, 0)) != 0 || (rc = mdb_txn_commit(txn)) != 0) {
+            m->errors++;
+            g_failed = 1;
+            break;
+        }
+        uint64_t t2 = now_ns();
+        lat[n++] = t2 - t;
+        t = t2;
+    }
+    mdb_env_close(env);
+    if (!c->keep)
+        rm_tree(dir);
+    m->events = n;
+    m->secs = (double)(t - t0) / 1e9;
+    m->rate = (double)n / m->secs;
+    percentiles(lat, n, &m->p50_us, &m->p99_us);
+    m->ran = 1;
+    free(lat);
+}
+
+/* ---- 6. batches ------------------------------------------------------------ */
+
+/* Apply the stream in batches of 1000 for `budget` seconds (or all of it
+ * when budget <= 0); per-batch latency. */
+static void run_batches(meas *m, bindlog *h, const workload *w, size_t limit, double budget)
+{
+    bindlog_event be[BATCH];
+    bindlog_result res[BATCH];
+    size_t nb = (limit + BATCH - 1) / BATCH, done = 0, b = 0;
+    uint64_t *lat = malloc((nb ? nb : 1) * sizeof(uint64_t));
+    uint64_t t0 = now_ns(), t = t0;
+    uint64_t deadline = budget > 0 ? t0 + (uint64_t)(budget * 1e9) : UINT64_MAX;
+    int first_err = 0;
+
+    while (done < limit && t < deadline) {
+        size_t cnt = limit - done < BATCH ? limit - done : BATCH, bad;
+        for (size_t j = 0; j < cnt; j++)
+            wl_to_bindlog(w, &w->ev[done + j], &be[j]);
+        int rc = bindlog_apply_batch(h, be, cnt, res, &bad);
+        uint64_t t2 = now_ns();
+        lat[b++] = t2 - t;
+        t = t2;
+        if (rc < 0) {
+            m->errors++;
+            first_err = rc;
+            break;
+        }
+        for (size_t j = 0; j < cnt; j++)
+            if (res[j].outcome != w->ev[done + j].outcome)
+                m->mismatches++;
+        done += cnt;
+    }
+    m->events = done;
+    m->secs = (double)(t - t0) / 1e9;
+    m->rate = m->secs > 0 ? (double)done / m->secs : 0;
+    percentiles(lat, b, &m->p50_us, &m->p99_us);
+    m->ran = 1;
+    if (m->errors || m->mismatches) {
+        g_failed = 1;
+        snprintf(m->note, sizeof m->note, "%" PRIu64 " errors (%s), %" PRIu64 " mismatches",
+                 m->errors, bindlog_code_name(first_err), m->mismatches);
+    } else {
+        snprintf(m->note, sizeof m->note, "latency per %u-event batch", BATCH);
+    }
+    free(lat);
+}
+
+/* ---- 8. reads ---------------------------------------------------------- */
+
+typedef struct getter {
+    bindlog *h;
+    const workload *w;
+    pthread_barrier_t *go;
+    uint64_t seed, n, errors, t0, t1;
+    double budget;
+    pthread_t th;
+} getter;
+
+static void *getter_main(void *arg)
+{
+    getter *g = arg;
+    bindlog_binding b;
+    uint64_t s = g->seed;
+    pthread_barrier_wait(g->go);
+    g->t0 = now_ns();
+    uint64_t deadline = g->t0 + (uint64_t)(g->budget * 1e9);
+    for (;;) {
+        for (int i = 0; i < 256; i++) {
+            s = s * 6364136223846793005u + 1442695040888963407u;
+            uint32_t k = (uint32_t)((s >> 33) % g->w->nkeys);
+            if (bindlog_get(g->h, g->w->keys[k], &b) != 0)
+                g->errors++;
+        }
+        g->n += 256;
+        if ((g->t1 = now_ns()) >= deadline)
+            break;
+    }
+    return NULL;
+}
+
+static void measure_get(meas *m, bindlog *h, const workload *w, int threads, double budget)
+{
+    getter g[8];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, (unsigned)threads);
+    for (int t = 0; t < threads; t++) {
+        g[t] = (getter){.h = h, .w = w, .go = &go, .seed = 1234567u + (uint64_t)t * 7919u,
+                        .budget = budget};
+        pthread_create(&g[t].th, NULL, getter_main, &g[t]);
+    }
+    double sum = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(g[t].th, NULL);
+        m->events += g[t].n;
+        m->errors += g[t].errors;
+        double secs = (double)(g[t].t1 - g[t].t0) / 1e9;
+        if (secs > m->secs)
+            m->secs = secs;
+        sum += (double)g[t].n / secs;
+    }
+    pthread_barrier_destroy(&go);
+    m->rate = sum / threads; /* per thread */
+    m->p50_us = m->p99_us = -1;
+    m->ran = 1;
+    snprintf(m->note, sizeof m->note, "%.2fM gets/s in all", sum / 1e6);
+    if (m->errors) {
+        g_failed = 1;
+        snprintf(m->note, sizeof m->note, "%" PRIu64 " errors", m->errors);
+    }
+}
+
+/* ---- 8. the bulk store: build, open, maintenance, sizes -------------------- */
+
+static void progress_nop(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    (void)done;
+    (void)total;
+}
+
+static void rate_of(meas *m, uint64_t records, uint64_t t0, int rc)
+{
+    m->secs = (double)(now_ns() - t0) / 1e9;
+    m->events = records;
+    m->rate = m->secs > 0 ? (double)records / m->secs : 0;
+    m->p50_us = m->p99_us = -1;
+    m->ran = 1;
+    if (rc != 0) {
+        m->errors = 1;
+        g_failed = 1;
+        snprintf(m->note, sizeof m->note, "failed: %s", bindlog_code_name(rc));
+    }
+}
+
+static void bulk_store(const cfg *c, const workload *w)
+{
+    char dir[4096], tmp[4096];
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_stats st;
+    bindlog *h;
+    int rc;
+
+    /* build it: the setup, then the whole stream in batches (NONE) */
+    progress(c, "apply_batch x1000, NONE: bulk-loading the store");
+    sub(dir, sizeof dir, c, "bulk");
+    h = bl_fresh(dir, w, BINDLOG_DURABILITY_NONE);
+    if (h == NULL) {
+        M[M_BATCH_NONE].na = M[M_GET1].na = M[M_GET2].na = M[M_OPEN].na = "setup failed";
+        return;
+    }
+    run_batches(&M[M_BATCH_NONE], h, w, w->n, 0);
+    note_group(&M[M_BATCH_NONE], h);
+    snprintf(M[M_BATCH_NONE].note, sizeof M[M_BATCH_NONE].note, "latency per %u-event batch",
+             BATCH);
+
+    progress(c, "bindlog_get, 1 and 2 threads");
+    measure_get(&M[M_GET1], h, w, 1, c->secs * 0.75);
+    measure_get(&M[M_GET2], h, w, 2, c->secs * 0.75);
+
+    if (bindlog_stats_get(h, &st) == 0) {
+        S.events = st.head_lsn;
+        S.live_bindings = st.live_bindings;
+        S.file_before = st.file_size;
+    }
+    bindlog_close(h);
+
+    /* open time: the first open after the build, then the median of more */
+    progress(c, "open time");
+    double ms[16];
+    int nopen = c->quick ? 5 : 11;
+    for (int i = 0; i < nopen; i++) {
+        uint64_t t0 = now_ns();
+        rc = bindlog_open(&h, dir, &o);
+        ms[i] = (double)(now_ns() - t0) / 1e6;
+        if (rc != 0) {
+            M[M_OPEN].errors++;
+            g_failed = 1;
+            snprintf(M[M_OPEN].note, sizeof M[M_OPEN].note, "open failed: %s",
+                     bindlog_code_name(rc));
+            break;
+        }
+        bindlog_close(h);
+    }
+    if (M[M_OPEN].errors == 0) {
+        S.open_first_ms = ms[0];
+        S.open_max_ms = 0;
+        for (int i = 0; i < nopen; i++)
+            S.open_max_ms = ms[i] > S.open_max_ms ? ms[i] : S.open_max_ms;
+        double sorted[16];
+        memcpy(sorted, ms, sizeof(double) * (size_t)nopen);
+        for (int i = 1; i < nopen; i++) /* insertion sort, 11 values */
+            for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+                double x = sorted[j];
+                sorted[j] = sorted[j - 1];
+                sorted[j - 1] = x;
+            }
+        S.open_median_ms = sorted[nopen / 2];
+        M[M_OPEN].ran = 1;
+        M[M_OPEN].events = (uint64_t)nopen;
+        M[M_OPEN].rate = 1000.0 / S.open_median_ms;
+        M[M_OPEN].p50_us = S.open_median_ms * 1000.0;
+        M[M_OPEN].p99_us = S.open_max_ms * 1000.0;
+        snprintf(M[M_OPEN].note, sizeof M[M_OPEN].note,
+                 "%" PRIu64 " events; first open %.2f ms, median %.2f ms", S.events,
+                 S.open_first_ms, S.open_median_ms);
+    }
+
+    /* maintenance rates, where the library has them */
+    if ((rc = bindlog_open(&h, dir, &o)) != 0) {
+        g_failed = 1;
+        return;
+    }
+    if (HAVE(bindlog_check)) {
+        progress(c, "bindlog_check");
+        bindlog_check_report rep;
+        uint64_t t0 = now_ns();
+        rc = bindlog_check(h, &rep, progress_nop, NULL);
+        rate_of(&M[M_CHECK], rc == 0 ? rep.records : 0, t0, rc);
+        if (rc == 0 && rep.problems) {
+            g_failed = 1;
+            snprintf(M[M_CHECK].note, sizeof M[M_CHECK].note, "%" PRIu64 " problems: %.80s",
+                     rep.problems, rep.message);
+        }
+    } else {
+        M[M_CHECK].na = NA_NOT_BUILT;
+    }
+    if (HAVE(bindlog_replay)) {
+        progress(c, "bindlog_replay");
+        unsigned char dg[BINDLOG_DIGEST_SIZE];
+        uint64_t last = 0, t0 = now_ns();
+        sub(tmp, sizeof tmp, c, "replay");
+        rm_tree(tmp);
+        rc = bindlog_replay(h, tmp, UINT64_MAX, INT64_MAX, dg, &last, progress_nop, NULL);
+        rate_of(&M[M_REPLAY], last, t0, rc);
+        if (!c->keep)
+            rm_tree(tmp);
+    } else {
+        M[M_REPLAY].na = NA_NOT_BUILT;
+    }
+    if (HAVE(bindlog_export)) {
+        progress(c, "bindlog_export");
+        uint64_t recs = 0, t0 = now_ns();
+        sub(tmp, sizeof tmp, c, "export.blx");
+        int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        rc = fd < 0 ? BINDLOG_EIO : bindlog_export(h, 1, fd, &recs, progress_nop, NULL);
+        if (fd >= 0 && rc == 0)
+            fsync(fd);
+        rate_of(&M[M_EXPORT], recs, t0, rc);
+        if (rc == 0)
+            snprintf(M[M_EXPORT].note, sizeof M[M_EXPORT].note, "stream %.1f MB",
+                     (double)file_size(tmp) / 1e6);
+        if (fd >= 0 && rc == 0 && HAVE(bindlog_import)) {
+            progress(c, "bindlog_import");
+            char idir[4096];
+            bindlog *h2 = NULL;
+            uint64_t off = 0;
+            sub(idir, sizeof idir, c, "import");
+            rm_tree(idir);
+            lseek(fd, 0, SEEK_SET);
+            recs = 0;
+            t0 = now_ns();
+            rc = bindlog_open(&h2, idir, &o);
+            if (rc == 0)
+                rc = bindlog_import(h2, fd, &recs, &off, progress_nop, NULL);
+            bindlog_close(h2);
+            rate_of(&M[M_IMPORT], recs, t0, rc);
+            if (!c->keep)
+                rm_tree(idir);
+        } else if (!HAVE(bindlog_import)) {
+            M[M_IMPORT].na = NA_NOT_BUILT;
+        } else {
+            M[M_IMPORT].na = "no stream (export failed)";
+        }
+        if (fd >= 0)
+            close(fd);
+        if (!c->keep)
+            unlink(tmp);
+    } else {
+        M[M_EXPORT].na = NA_NOT_BUILT;
+        M[M_IMPORT].na = HAVE(bindlog_import) ? "no stream (export not built)" : NA_NOT_BUILT;
+    }
+    uint64_t head = 0;
+    if (bindlog_stats_get(h, &st) == 0)
+        head = st.head_lsn;
+    bindlog_close(h);
+
+    /* bytes per live binding: as built, after vacuum, after compact + vacuum */
+    if (HAVE(bindlog_vacuum)) {
+        progress(c, "bindlog_vacuum");
+        uint64_t before = 0, after = 0;
+        rc = bindlog_vacuum(dir, &before, &after);
+        if (rc == 0) {
+            S.vacuum_ran = 1;
+            S.file_vacuum = after;
+        } else {
+            S.vacuum_na = bindlog_code_name(rc);
+            g_failed = 1;
+        }
+        if (HAVE(bindlog_compact) && rc == 0) {
+            progress(c, "bindlog_compact + vacuum");
+            uint64_t removed = 0;
+            if ((rc = bindlog_open(&h, dir, &o)) == 0) {
+                rc = bindlog_compact(h, head + 1, &removed, progress_nop, NULL);
+                bindlog_close(h);
+            }
+            if (rc == 0)
+                rc = bindlog_vacuum(dir, &before, &after);
+            if (rc == 0) {
+                S.compact_ran = 1;
+                S.file_compact = after;
+            } else {
+                S.compact_na = bindlog_code_name(rc);
+                g_failed = 1;
+            }
+        } else if (!HAVE(bindlog_compact)) {
+            S.compact_na = NA_NOT_BUILT;
+        }
+    } else {
+        S.vacuum_na = S.compact_na = NA_NOT_BUILT;
+    }
+    if (!c->keep)
+        rm_tree(dir);
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+typedef struct ratio {
+    const char *id, *label;
+    int num, den;      /* measurements, or -1 for an absolute target */
+    double target;     /* >= target is met (or <= for open) */
+    int at_most;
+    double value;
+    int have;
+} ratio;
+
+static ratio R[] = {
+    {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0},
+    {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 25, 0, 0, 0},
+    {"full1_over_lmdb", "FULL x1 / raw LMDB", M_BL1, M_LMDB, 0.9, 0, 0, 0},
+    {"none1_over_sqliteoff1", "NONE x1 / SQLite OFF x1", M_BLNONE1, M_SQOFF1, 2, 0, 0, 0},
+    {"batch_events_per_s", "apply_batch events/s", M_BATCH_NONE, -1, 1e6, 0, 0, 0},
+    {"get_per_thread_1", "get/s, 1 thread", M_GET1, -1, 2e6, 0, 0, 0},
+    {"get_per_thread_2", "get/s per thread, 2 threads", M_GET2, -1, 2e6, 0, 0, 0},
+    {"full1_over_json10k", "FULL x1 / JSON 10k", M_BL1, M_JSON10K, 4, 0, 0, 0},
+    {"full16_over_json10k", "FULL x16 / JSON 10k", M_BL16, M_JSON10K, 100, 0, 0, 0},
+    {"open_ms", "open ms (median)", M_OPEN, -1, 10, 1, 0, 0},
+    /* context, no target */
+    {"full1_over_sqlite1", "FULL x1 / SQLite FULL x1", M_BL1, M_SQ1, 0, 0, 0, 0},
+    {"full1_over_json1k", "FULL x1 / JSON 1k", M_BL1, M_JSON1K, 0, 0, 0, 0},
+    {"full1_over_fsync", "FULL x1 / fdatasync limit", M_BL1, M_FSYNC, 0, 0, 0, 0},
+    {"full16_over_full1", "FULL x16 / FULL x1", M_BL16, M_BL1, 0, 0, 0, 0},
+    {"full64_over_full1", "FULL x64 / FULL x1", M_BL64, M_BL1, 0, 0, 0, 0},
+    {"sqlite16_over_sqlite1", "SQLite x16 / SQLite x1", M_SQ16, M_SQ1, 0, 0, 0, 0},
+};
+#define NRATIOS (sizeof R / sizeof R[0])
+
+static void compute_ratios(void)
+{
+    for (size_t i = 0; i < NRATIOS; i++) {
+        ratio *r = &R[i];
+        if (!M[r->num].ran || M[r->num].errors)
+            continue;
+        if (r->num == M_OPEN) {
+            r->value = S.open_median_ms;
+        } else if (r->den < 0) {
+            r->value = M[r->num].rate;
+        } else {
+            if (!M[r->den].ran || M[r->den].rate <= 0)
+                continue;
+            r->value = M[r->num].rate / M[r->den].rate;
+        }
+        r->have = 1;
+    }
+}
+
+static const char *verdict(const ratio *r)
+{
+    if (r->target == 0)
+        return "";
+    if (!r->have)
+        return "n/a";
+    return (r->at_most ? r->value <= r->target : r->value >= r->target) ? "met" : "MISSED";
+}
+
+static void fmt_rate(char *out, size_t cap, double v)
+{
+    if (v >= 1e6)
+        snprintf(out, cap, "%.2fM", v / 1e6);
+    else if (v >= 1e4)
+        snprintf(out, cap, "%.1fk", v / 1e3);
+    else
+        snprintf(out, cap, "%.1f", v);
+}
+
+static void fmt_lat(char *out, size_t cap, double us)
+{
+    if (us < 0)
+        snprintf(out, cap, "-");
+    else if (us >= 10000)
+        snprintf(out, cap, "%.1f ms", us / 1000);
+    else
+        snprintf(out, cap, "%.1f us", us);
+}
+
+static void fmt_bytes_per(char *out, size_t cap, int ran, uint64_t bytes, const char *na)
+{
+    if (!ran)
+        snprintf(out, cap, "%s", na ? na : "n/a");
+    else if (S.live_bindings == 0)
+        snprintf(out, cap, "n/a (no live bindings)");
+    else
+        snprintf(out, cap, "%.0f B (file %.1f MB)", (double)bytes / (double)S.live_bindings,
+                 (double)bytes / 1e6);
+}
+
+static void print_table(const cfg *c, const workload *w, double total_secs)
+{
+    char a[32], b[32], d[32];
+    printf("bindlog-bench %s: %u keys, %zu-event stream (seed %" PRIu64 "), %s run, %.0f s\n",
+           bindlog_version(), w->nkeys, w->n, c->seed, c->quick ? "quick" : "default", total_secs);
+    printf("stream mix: ");
+    for (int k = 1; k < WL_K_COUNT; k++)
+        printf("%s %.1f%%%s", wl_kind_name(k), 100.0 * (double)w->kinds[k] / (double)w->n,
+               k + 1 < WL_K_COUNT ? ", " : "\n");
+    printf("dir: %s\n\n", c->root);
+    printf("%-3s %-40s %10s %10s %10s  %s\n", "#", "measurement", "per second", "p50", "p99",
+           "notes");
+    static const int item[M_COUNT] = {1, 2, 3, 4, 5, 5, 5, 5, 3, 6, 6, 6, 6, 7, 7, 8, 8, 8, 8,
+                                      8, 8, 8};
+    for (int i = 0; i < M_COUNT; i++) {
+        const meas *m = &M[i];
+        if (!m->ran) {
+            printf("%-3d %-40s %10s %10s %10s  %s\n", item[i], m->label, "-", "-", "-",
+                   m->na ? m->na : "n/a");
+            continue;
+        }
+        fmt_rate(a, sizeof a, m->rate);
+        fmt_lat(b, sizeof b, m->p50_us);
+        fmt_lat(d, sizeof d, m->p99_us);
+        printf("%-3d %-40s %10s %10s %10s  %s%s%" PRIu64 " %s in %.1f s\n", item[i], m->label, a,
+               b, d, m->note, m->note[0] ? "; " : "", m->events, m->unit, m->secs);
+    }
+    char s1[96], s2[96], s3[96];
+    snprintf(s1, sizeof s1, "%.0f B (file %.1f MB)",
+             S.live_bindings ? (double)S.file_before / (double)S.live_bindings : 0.0,
+             (double)S.file_before / 1e6);
+    fmt_bytes_per(s2, sizeof s2, S.vacuum_ran, S.file_vacuum, S.vacuum_na);
+    fmt_bytes_per(s3, sizeof s3, S.compact_ran, S.file_compact, S.compact_na);
+    printf("\nbulk store: %" PRIu64 " events, %" PRIu64 " live bindings\n", S.events,
+           S.live_bindings);
+    printf("  bytes per live binding, as built:       %s\n", s1);
+    printf("  bytes per live binding, after vacuum:   %s\n", s2);
+    printf("  after compact (log folded) + vacuum:    %s\n", s3);
+
+    printf("\n%-34s %10s %10s  %s\n", "ratio", "value", "target", "verdict");
+    for (size_t i = 0; i < NRATIOS; i++) {
+        const ratio *r = &R[i];
+        char v[32], t[32];
+        if (!r->have)
+            snprintf(v, sizeof v, "n/a");
+        else if (r->num == M_OPEN)
+            snprintf(v, sizeof v, "%.2f ms", r->value);
+        else if (r->den < 0)
+            fmt_rate(v, sizeof v, r->value);
+        else
+            snprintf(v, sizeof v, "%.2fx", r->value);
+        if (r->target == 0)
+            snprintf(t, sizeof t, "-");
+        else if (r->num == M_OPEN)
+            snprintf(t, sizeof t, "<= %g ms", r->target);
+        else if (r->den < 0)
+            snprintf(t, sizeof t, ">= %gM/s", r->target / 1e6);
+        else
+            snprintf(t, sizeof t, ">= %gx", r->target);
+        printf("%-34s %10s %10s  %s\n", r->label, v, t, verdict(r));
+    }
+    if (c->quick)
+        printf("\n(--quick: short budgets and a small bulk store; figures are a smoke test)\n");
+}
+
+static void json_num(const char *name, double v, int ok, int last)
+{
+    if (ok && isfinite(v))
+        printf("\"%s\":%.6g%s", name, v, last ? "" : ",");
+    else
+        printf("\"%s\":null%s", name, last ? "" : ",");
+}
+
+static void json_str(const char *name, const char *s, int last)
+{
+    printf("\"%s\":\"", name);
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    printf("\"%s", last ? "" : ",");
+}
+
+static void print_json(const cfg *c, const workload *w, double total_secs)
+{
+    printf("{");
+    json_str("version", bindlog_version(), 0);
+    json_str("mode", c->quick ? "quick" : "default", 0);
+    json_str("dir", c->root, 0);
+    json_num("keys", w->nkeys, 1, 0);
+    json_num("stream_events", (double)w->n, 1, 0);
+    json_num("seed", (double)c->seed, 1, 0);
+    json_num("seconds_per_measurement", c->secs, 1, 0);
+    json_num("total_seconds", total_secs, 1, 0);
+    printf("\"mix\":{");
+    for (int k = 1; k < WL_K_COUNT; k++)
+        json_num(wl_kind_name(k), (double)w->kinds[k] / (double)w->n, 1, k + 1 == WL_K_COUNT);
+    printf("},\"measurements\":{");
+    for (int i = 0; i < M_COUNT; i++) {
+        const meas *m = &M[i];
+        printf("\"%s\":{", m->id);
+        json_str("label", m->label, 0);
+        json_num("ran", m->ran, 1, 0);
+        if (!m->ran) {
+            json_str("na", m->na ? m->na : "n/a", 1);
+        } else {
+            json_str("unit", m->unit, 0);
+            json_num("per_second", m->rate, 1, 0);
+            json_num("p50_us", m->p50_us, m->p50_us >= 0, 0);
+            json_num("p99_us", m->p99_us, m->p99_us >= 0, 0);
+            json_num("count", (double)m->events, 1, 0);
+            json_num("seconds", m->secs, 1, 0);
+            json_num("errors", (double)m->errors, 1, 0);
+            json_num("mismatches", (double)m->mismatches, 1, 0);
+            json_num("events_per_commit", m->per_commit, m->per_commit > 0, 0);
+            json_str("note", m->note, 1);
+        }
+        printf("}%s", i + 1 < M_COUNT ? "," : "");
+    }
+    printf("},\"bulk_store\":{");
+    json_num("events", (double)S.events, 1, 0);
+    json_num("live_bindings", (double)S.live_bindings, 1, 0);
+    json_num("open_first_ms", S.open_first_ms, M[M_OPEN].ran, 0);
+    json_num("open_median_ms", S.open_median_ms, M[M_OPEN].ran, 0);
+    json_num("open_max_ms", S.open_max_ms, M[M_OPEN].ran, 0);
+    json_num("file_bytes", (double)S.file_before, 1, 0);
+    json_num("file_bytes_after_vacuum", (double)S.file_vacuum, S.vacuum_ran, 0);
+    json_num("file_bytes_after_compact_vacuum", (double)S.file_compact, S.compact_ran, 0);
+    double lb = (double)S.live_bindings;
+    json_num("bytes_per_live_binding", (double)S.file_before / lb, lb > 0, 0);
+    json_num("bytes_per_live_binding_after_vacuum", (double)S.file_vacuum / lb,
+             lb > 0 && S.vacuum_ran, 0);
+    json_num("bytes_per_live_binding_after_compact_vacuum", (double)S.file_compact / lb,
+             lb > 0 && S.compact_ran, 0);
+    json_str("vacuum", S.vacuum_ran ? "ran" : (S.vacuum_na ? S.vacuum_na : "n/a"), 0);
+    json_str("compact", S.compact_ran ? "ran" : (S.compact_na ? S.compact_na : "n/a"), 1);
+    printf("},\"ratios\":{");
+    for (size_t i = 0; i < NRATIOS; i++) {
+        const ratio *r = &R[i];
+        printf("\"%s\":{", r->id);
+        json_num("value", r->value, r->have, 0);
+        json_num("target", r->target, r->target != 0, 0);
+        json_str("comparison", r->at_most ? "<=" : ">=", 0);
+        json_str("verdict", r->target == 0 ? "info" : verdict(r), 1);
+        printf("}%s", i + 1 < NRATIOS ? "," : "");
+    }
+    printf("},");
+    json_num("failed", g_failed, 1, 1);
+    printf("}\n");
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: bindlog-bench [--quick] [--json] [--dir DIR] [--keep] "
+                    "[--events N] [--seconds S] [--seed N]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    cfg c = {.seed = 42};
+    const char *dir = NULL;
+    double secs = 0;
+    long long events = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--quick"))
+            c.quick = 1;
+        else if (!strcmp(a, "--json"))
+            c.json = 1;
+        else if (!strcmp(a, "--keep"))
+            c.keep = 1;
+        else if (!strcmp(a, "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(a, "--events") && i + 1 < argc)
+            events = atoll(argv[++i]);
+        else if (!strcmp(a, "--seconds") && i + 1 < argc)
+            secs = atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && i + 1 < argc)
+            c.seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return usage() == 2 ? 0 : 2;
+        else
+            return usage();
+    }
+    c.events = events > 0 ? (size_t)events : (c.quick ? 100000 : 1000000);
+    c.secs = secs > 0 ? secs : (c.quick ? 0.3 : 2.0);
+    if (events < 0 || c.events < 2 * BATCH)
+        return usage();
+
+    if (dir != NULL) {
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+            fprintf(stderr, "bindlog-bench: %s: %s\n", dir, strerror(errno));
+            return 1;
+        }
+        snprintf(c.root, sizeof c.root, "%s", dir);
+    } else {
+        const char *t = getenv("TMPDIR");
+        snprintf(c.root, sizeof c.root, "%s/bindlog-bench-XXXXXX", t && *t ? t : "/tmp");
+        if (mkdtemp(c.root) == NULL) {
+            fprintf(stderr, "bindlog-bench: mkdtemp %s: %s\n", c.root, strerror(errno));
+            return 1;
+        }
+        c.own_root = 1;
+    }
+
+    uint64_t t_start = now_ns();
+    workload w, w1k;
+    progress(&c, "generating the workload");
+    if (wl_generate(&w, NKEYS, c.events, c.seed) != 0 ||
+        wl_generate(&w1k, 1000, c.quick ? 20000 : 50000, c.seed + 1) != 0) {
+        fprintf(stderr, "bindlog-bench: out of memory\n");
+        return 1;
+    }
+    double t = c.secs;
+
+    progress(&c, "1. fdatasync limit");
+    measure_fsync(&c, t);
+    progress(&c, "2. raw LMDB");
+    measure_lmdb(&c, t);
+    progress(&c, "3. bindlog FULL, 1 writer");
+    measure_bindlog(&c, &M[M_BL1], &w, BINDLOG_DURABILITY_FULL, 1, t, "bl-full-1");
+    progress(&c, "4. SQLite FULL, 1 writer");
+    measure_sqlite(&c, &M[M_SQ1], &w, "FULL", 1, t, "sq-full-1");
+    progress(&c, "5. bindlog FULL, 16 writers");
+    measure_bindlog(&c, &M[M_BL16], &w, BINDLOG_DURABILITY_FULL, 16, t, "bl-full-16");
+    progress(&c, "5. SQLite FULL, 16 writers");
+    measure_sqlite(&c, &M[M_SQ16], &w, "FULL", 16, t, "sq-full-16");
+    progress(&c, "5. bindlog FULL, 64 writers");
+    measure_bindlog(&c, &M[M_BL64], &w, BINDLOG_DURABILITY_FULL, 64, t, "bl-full-64");
+    progress(&c, "5. SQLite FULL, 64 writers");
+    measure_sqlite(&c, &M[M_SQ64], &w, "FULL", 64, t, "sq-full-64");
+    progress(&c, "bindlog NORMAL, 1 writer");
+    measure_bindlog(&c, &M[M_BLNORMAL1], &w, BINDLOG_DURABILITY_NORMAL, 1, t, "bl-normal-1");
+    progress(&c, "6. bindlog NONE, 1 writer");
+    measure_bindlog(&c, &M[M_BLNONE1], &w, BINDLOG_DURABILITY_NONE, 1, t, "bl-none-1");
+    progress(&c, "6. SQLite OFF, 1 writer");
+    measure_sqlite(&c, &M[M_SQOFF1], &w, "OFF", 1, t, "sq-off-1");
+    progress(&c, "6. apply_batch x1000, FULL");
+    {
+        char d[4096];
+        sub(d, sizeof d, &c, "bl-batch-full");
+        bindlog *h = bl_fresh(d, &w, BINDLOG_DURABILITY_FULL);
+        if (h != NULL) {
+            run_batches(&M[M_BATCH_FULL], h, &w, w.n, t * 0.5);
+            bindlog_close(h);
+        } else {
+            M[M_BATCH_FULL].na = "setup failed";
+        }
+        if (!c.keep)
+            rm_tree(d);
+    }
+    progress(&c, "7. JSON rewrite, 1,000 keys");
+    measure_json(&c, &M[M_JSON1K], &w1k, t, "json-1k");
+    progress(&c, "7. JSON rewrite, 10,000 keys");
+    measure_json(&c, &M[M_JSON10K], &w, t, "json-10k");
+    bulk_store(&c, &w);
+
+    double total = (double)(now_ns() - t_start) / 1e9;
+    compute_ratios();
+    if (c.json)
+        print_json(&c, &w, total);
+    else
+        print_table(&c, &w, total);
+    fflush(stdout);
+
+    wl_free(&w);
+    wl_free(&w1k);
+    if (c.own_root && !c.keep)
+        rm_tree(c.root);
+    return g_failed ? 1 : 0;
+}

@@ -1,0 +1,124 @@
+/*
+ * bench.h -- shared pieces of bindlog-bench: the workload, the contenders'
+ * interface and small helpers.
+ *
+ * The benchmark compares bindlog with what a gateway would otherwise use
+ * (SQLite in WAL mode, a JSON file rewritten on every event) on one
+ * deterministic stream of gateway events, in one run, in one directory.
+ * See docs/performance.md.
+ */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <bindlog.h>
+
+/* ---- the workload --------------------------------------------------------- */
+
+#define WL_NO_SESSION UINT32_MAX /* "no session": an empty string */
+#define WL_ID_SLOT 40            /* bytes per session id in the arena */
+
+/*
+ * One event of the stream.  Strings are indexes: keys into wl->keys, session
+ * ids into the id arena.  `outcome` is what the model predicts (APPLIED, STALE
+ * or MOVED); every contender must return exactly that.
+ */
+typedef struct wl_event {
+    uint8_t type;      /* BINDLOG_EVENT_* */
+    uint8_t outcome;   /* predicted BINDLOG_APPLIED / _STALE / _MOVED */
+    uint8_t kind;      /* WL_K_* (table rows, statistics) */
+    uint8_t origin;    /* 1: the key's origin blob is given */
+    uint32_t key;      /* key index */
+    uint32_t sid;      /* BIND target, NEW_SESSION id, SPLIT child */
+    uint32_t other;    /* BIND expect, SPLIT parent, or WL_NO_SESSION */
+    uint64_t gen;      /* SPLIT run generation */
+    const char *reason; /* NULL = the default */
+} wl_event;
+
+enum {
+    WL_K_FIRST,      /* first contact: BIND expect "" (setup) */
+    WL_K_SPLIT,      /* a published compression split */
+    WL_K_LATE_STALE, /* a split from a run older than /stop or /new: STALE */
+    WL_K_LATE_MOVED, /* a twin run's or ANY-generation split after a move: MOVED */
+    WL_K_RESUME,     /* /resume: BIND back to an older session, expect = current */
+    WL_K_REBIND,     /* BIND to a fresh session, expect = current */
+    WL_K_NEW,        /* /new */
+    WL_K_STOP,       /* /stop: INVALIDATE */
+    WL_K_COUNT
+};
+
+typedef struct workload {
+    uint32_t nkeys;
+    char **keys;        /* key strings */
+    size_t *key_len;
+    char **origins;     /* per key: a small JSON blob (the gateway's peer data) */
+    size_t *origin_len;
+    char *ids;          /* session id arena, WL_ID_SLOT bytes per id */
+    uint32_t nids;
+    wl_event *setup;    /* nkeys first-contact binds (applied before timing) */
+    wl_event *ev;       /* the measured stream */
+    size_t n;
+    uint64_t kinds[WL_K_COUNT];
+} workload;
+
+/* A deterministic stream of `n` events over `nkeys` keys from `seed`. */
+int wl_generate(workload *w, uint32_t nkeys, size_t n, uint64_t seed);
+void wl_free(workload *w);
+const char *wl_kind_name(int kind);
+
+static inline const char *wl_id(const workload *w, uint32_t i)
+{
+    return i == WL_NO_SESSION ? "" : w->ids + (size_t)i * WL_ID_SLOT;
+}
+
+/* The public bindlog_event for a stream event. */
+void wl_to_bindlog(const workload *w, const wl_event *e, bindlog_event *out);
+
+/* Apply one stream event through the single-event calls of the public API. */
+int wl_apply_bindlog(bindlog *s, const workload *w, const wl_event *e);
+
+/* ---- contenders ----------------------------------------------------------- */
+
+/*
+ * A contender applies stream events, one at a time, from one or more threads.
+ * `open` makes one thread's context (a connection, a handle...), `apply`
+ * returns the event's outcome or a negative error, `close` ends the context.
+ */
+typedef struct contender {
+    const char *name;
+    void *(*open)(void *shared, int tid);
+    int (*apply)(void *tctx, const workload *w, const wl_event *e);
+    void (*close)(void *tctx);
+} contender;
+
+/* SQLite, WAL mode (peer_sqlite.c).  `sync` is "FULL", "NORMAL" or "OFF". */
+typedef struct sq_shared {
+    char path[4096];
+    const char *sync;
+    int busy_timeout_ms;
+} sq_shared;
+extern const contender sq_contender;
+/* Create the database and apply the setup events in one transaction. */
+int sq_setup(const char *path, const workload *w);
+
+/* The JSON rewrite store (peer_json.c): every binding in one file, rewritten
+ * (temp file, fsync, rename) on every applied event.  Single writer. */
+typedef struct js_store js_store;
+js_store *js_open(const char *dir, const workload *w);
+int js_apply(js_store *j, const workload *w, const wl_event *e);
+void js_close(js_store *j);
+
+/* ---- helpers -------------------------------------------------------------- */
+
+uint64_t now_ns(void);
+int64_t wall_ms(void);
+/* rm -rf for the bench's own directories (files and subdirectories). */
+int rm_tree(const char *path);
+/* Size of a file in bytes, or 0. */
+uint64_t file_size(const char *path);
+/* Sum of the regular files' sizes in a directory. */
+uint64_t dir_size(const char *path);
+
+#endif /* BENCH_H */
