@@ -222,11 +222,17 @@ class _CIter:
         self.ptr = ptr
 
     def close(self) -> None:
-        with self.store._cv:
+        store = self.store
+        with store._cv:
             ptr, self.ptr = self.ptr, None
-            self.store._iters.discard(self)
-        if ptr:
-            self.store._lib.bindlog_iter_close(ptr)
+            store._iters.discard(self)
+            if not ptr:
+                return
+            store._active += 1  # Store.close must wait for this iter_close
+        try:
+            store._lib.bindlog_iter_close(ptr)
+        finally:
+            store._leave()
 
 
 # ---- the store ----------------------------------------------------------------
@@ -338,6 +344,9 @@ class Store:
         for it in iters:
             it.close()
         with self._cv:
+            # a generator may have been closing its iterator meanwhile
+            while self._active:
+                self._cv.wait()
             h, self._h = self._h, None
         self._lib.bindlog_close(h)
 

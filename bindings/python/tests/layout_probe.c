@@ -1,0 +1,108 @@
+/*
+ * layout_probe.c -- print the size, alignment and field offsets of every
+ * public struct of bindlog.h, for the Python binding's layout test
+ * (bindings/python/tests/test_layout.py compares them with ctypes).
+ *
+ * Output, one item a line:
+ *   struct <name> <sizeof> <alignof>
+ *   field <name>.<field> <offsetof> <sizeof field>
+ */
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "bindlog.h"
+
+#define S(T) printf("struct %s %zu %zu\n", #T, sizeof(T), alignof(T))
+#define F(T, f) printf("field %s.%s %zu %zu\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f))
+
+int main(void)
+{
+    S(bindlog_options);
+    F(bindlog_options, version);
+    F(bindlog_options, durability);
+    F(bindlog_options, read_only);
+    F(bindlog_options, map_size);
+    F(bindlog_options, max_readers);
+    F(bindlog_options, clock_ms);
+    F(bindlog_options, clock_ctx);
+
+    S(bindlog_result);
+    F(bindlog_result, outcome);
+    F(bindlog_result, lsn);
+    F(bindlog_result, generation);
+    F(bindlog_result, session_id);
+
+    S(bindlog_binding);
+    F(bindlog_binding, session_id);
+    F(bindlog_binding, generation);
+    F(bindlog_binding, lsn);
+    F(bindlog_binding, updated_ms);
+    F(bindlog_binding, key);
+
+    S(bindlog_session);
+    F(bindlog_session, session_id);
+    F(bindlog_session, key);
+    F(bindlog_session, parent_id);
+    F(bindlog_session, created_lsn);
+    F(bindlog_session, ended_lsn);
+    F(bindlog_session, created_ms);
+    F(bindlog_session, ended_ms);
+    F(bindlog_session, end_reason);
+    F(bindlog_session, origin_len);
+
+    S(bindlog_event);
+    F(bindlog_event, type);
+    F(bindlog_event, key);
+    F(bindlog_event, session_id);
+    F(bindlog_event, expect);
+    F(bindlog_event, generation);
+    F(bindlog_event, reason);
+    F(bindlog_event, origin);
+    F(bindlog_event, origin_len);
+
+    S(bindlog_record);
+    F(bindlog_record, lsn);
+    F(bindlog_record, type);
+    F(bindlog_record, time_ms);
+    F(bindlog_record, generation);
+    F(bindlog_record, key);
+    F(bindlog_record, key_len);
+    F(bindlog_record, session_id);
+    F(bindlog_record, other_id);
+    F(bindlog_record, reason);
+    F(bindlog_record, origin);
+    F(bindlog_record, origin_len);
+    F(bindlog_record, origin_present);
+
+    S(bindlog_stats);
+    F(bindlog_stats, head_lsn);
+    F(bindlog_stats, base_lsn);
+    F(bindlog_stats, log_records);
+    F(bindlog_stats, bindings);
+    F(bindlog_stats, live_bindings);
+    F(bindlog_stats, sessions);
+    F(bindlog_stats, live_sessions);
+    F(bindlog_stats, applied);
+    F(bindlog_stats, events);
+    F(bindlog_stats, commits);
+    F(bindlog_stats, grouped_events);
+    F(bindlog_stats, map_size);
+    F(bindlog_stats, map_used);
+    F(bindlog_stats, file_size);
+    F(bindlog_stats, readers_used);
+    F(bindlog_stats, readers_max);
+    F(bindlog_stats, durability);
+    F(bindlog_stats, format_version);
+
+    S(bindlog_check_report);
+    F(bindlog_check_report, problems);
+    F(bindlog_check_report, records);
+    F(bindlog_check_report, head_lsn);
+    F(bindlog_check_report, first_bad_lsn);
+    F(bindlog_check_report, first_bad_key);
+    F(bindlog_check_report, message);
+    F(bindlog_check_report, state_digest);
+    F(bindlog_check_report, replay_digest);
+    return 0;
+}
