@@ -1,0 +1,1117 @@
+/*
+ * replay.c -- replay, check and time lookup over a store's log.
+ *
+ * Replay rebuilds a state from the base image and the log.  It never trusts
+ * a stored record: bl_replay_one() re-decides the event the record stands
+ * for against the state replayed so far and requires the state machine to
+ * produce the very same bytes.  A damaged, reordered or forged record is
+ * therefore reported at its LSN instead of being applied.
+ *
+ * Memory stays flat: the source is read through one read transaction (one
+ * consistent snapshot) and the result is built in an LMDB store on disk (a
+ * new store for bindlog_replay, a scratch store under $TMPDIR for
+ * bindlog_check), in write transactions of BL_CHUNK_RECORDS records with no
+ * sync until the end.  Between chunks the source's map lock is released so
+ * that writers of this process can grow the map; a chunk that fills the
+ * target's map is aborted, the map grown and the chunk redone.
+ *
+ * Check replays into the scratch store with the children and history
+ * indexes maintained, then walks the stored and the replayed tables side by
+ * side (both are in key order), which names the first differing key of the
+ * bindings, sessions, children and history tables in one sequential pass.
+ */
+#define _GNU_SOURCE
+#include "maint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- base image meta ------------------------------------------------------ */
+
+void bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c)
+{
+    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+        bl_put64(out + 8 * i, c->applied[i]);
+    bl_put64(out + 8 * BINDLOG_EVENT_COUNT, c->live_bindings);
+    bl_put64(out + 8 * (BINDLOG_EVENT_COUNT + 1), c->live_sessions);
+}
+
+void bl_counts_decode(const unsigned char in[BL_COUNTS_BYTES], bl_counts *c)
+{
+    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+        c->applied[i] = bl_get64(in + 8 * i);
+    c->live_bindings = bl_get64(in + 8 * BINDLOG_EVENT_COUNT);
+    c->live_sessions = bl_get64(in + 8 * (BINDLOG_EVENT_COUNT + 1));
+}
+
+int bl_base_get(bl_env *e, MDB_txn *txn, bl_base *b)
+{
+    MDB_val k = {11, "base_counts"}, v;
+    uint64_t t;
+    int rc;
+
+    memset(b, 0, sizeof(*b));
+    if ((rc = bl_meta_get_u64(e, txn, "base", &b->lsn)) != 0 ||
+        (rc = bl_meta_get_u64(e, txn, "base_time", &t)) != 0)
+        return rc;
+    b->time_ms = (int64_t)t;
+    rc = mdb_get(txn, e->dbi[BL_DB_META], &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return bl_mdb_error(rc);
+    if (v.mv_size != BL_COUNTS_BYTES)
+        return BINDLOG_ECORRUPT;
+    bl_counts_decode(v.mv_data, &b->counts);
+    return 0;
+}
+
+int bl_base_put(bl_env *e, MDB_txn *txn, const bl_base *b)
+{
+    unsigned char buf[BL_COUNTS_BYTES];
+    MDB_val k = {11, "base_counts"}, v = {sizeof(buf), buf};
+    int rc;
+
+    if ((rc = bl_meta_put_u64(e, txn, "base", b->lsn)) != 0 ||
+        (rc = bl_meta_put_u64(e, txn, "base_time", (uint64_t)b->time_ms)) != 0)
+        return rc;
+    bl_counts_encode(buf, &b->counts);
+    return mdb_put(txn, e->dbi[BL_DB_META], &k, &v, 0);
+}
+
+/* ---- write transactions -------------------------------------------------- */
+
+int bl_wtxn_begin(bl_env *e, MDB_txn **txn)
+{
+    for (int tries = 0;; tries++) {
+        bl_map_rdlock(e);
+        int rc = mdb_txn_begin(e->env, NULL, 0, txn);
+        if (rc == 0)
+            return 0;
+        bl_map_unlock(e);
+        if (rc != MDB_MAP_RESIZED || tries > 8)
+            return bl_mdb_error(rc);
+        /* another process grew the map: adopt its size and retry */
+        if ((rc = bl_env_resize(e, 1)) != 0)
+            return rc;
+    }
+}
+
+void bl_wtxn_abort(bl_env *e, MDB_txn *txn)
+{
+    mdb_txn_abort(txn);
+    bl_map_unlock(e);
+}
+
+int bl_wtxn_commit(bl_env *e, MDB_txn *txn, int *map_full)
+{
+    int rc = mdb_txn_commit(txn);
+    bl_map_unlock(e);
+    *map_full = rc == MDB_MAP_FULL;
+    if (rc == 0)
+        return 0;
+    if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT)
+        return BINDLOG_ENOSPC; /* nothing reached the meta page */
+    /* The commit failed after writing: as in commit.c, never carry on. */
+    pthread_mutex_lock(&e->mu);
+    e->panic = 1;
+    pthread_mutex_unlock(&e->mu);
+    return BINDLOG_EPANIC;
+}
+
+/* ---- re-deriving one record ------------------------------------------------ */
+
+void bl_replayer_init(bl_replayer *r, uint64_t next_lsn, int64_t last_time,
+                      const bl_counts *counts)
+{
+    memset(r, 0, sizeof(*r));
+    r->next_lsn = next_lsn;
+    r->last_time = last_time;
+    r->to_time = INT64_MAX;
+    if (counts != NULL)
+        r->counts = *counts;
+}
+
+void bl_replayer_free(bl_replayer *r)
+{
+    free(r->enc.buf);
+    r->enc.buf = NULL;
+    r->enc.cap = 0;
+}
+
+void bl_replayer_save(const bl_replayer *r, bl_replay_mark *m)
+{
+    m->next_lsn = r->next_lsn;
+    m->applied = r->applied;
+    m->last_time = r->last_time;
+    m->counts = r->counts;
+}
+
+void bl_replayer_restore(bl_replayer *r, const bl_replay_mark *m)
+{
+    r->next_lsn = m->next_lsn;
+    r->applied = m->applied;
+    r->last_time = m->last_time;
+    r->counts = m->counts;
+}
+
+int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, uint64_t key_lsn,
+                  int *map_full)
+{
+    bl_record rec;
+    bl_event ev;
+    bl_view view;
+    bl_plan plan;
+    int rc;
+
+    *map_full = 0;
+    r->why = NULL;
+    rc = bl_record_decode(bytes, len, &rec);
+    if (rc != 0) {
+        r->why = rc == BINDLOG_EVERSION ? "record written by a newer record version"
+                                        : "bad checksum or encoding";
+        return rc;
+    }
+    if (rec.lsn != key_lsn) {
+        r->why = "record carries another LSN than the position it is stored at";
+        return BINDLOG_ECORRUPT;
+    }
+    if (rec.lsn != r->next_lsn) {
+        r->why = "LSN out of sequence";
+        return BINDLOG_ECORRUPT;
+    }
+    if (rec.time_ms < r->last_time) {
+        r->why = "time goes backwards";
+        return BINDLOG_ECORRUPT;
+    }
+    if (rec.time_ms > r->to_time)
+        return 1;
+    if (bl_event_from_record(&rec, &ev) != 0) {
+        r->why = "unknown event type";
+        return BINDLOG_ECORRUPT;
+    }
+    bl_view_init(&view, t);
+    rc = bl_decide(&view, &ev, rec.lsn, rec.time_ms, &plan);
+    switch (rc) {
+    case BINDLOG_APPLIED:
+        break;
+    case BINDLOG_ALREADY:
+    case BINDLOG_STALE:
+    case BINDLOG_MOVED:
+    case BINDLOG_EINVAL:
+    case BINDLOG_ENOTFOUND:
+    case BINDLOG_EEXIST:
+    case BINDLOG_ECONFLICT:
+    case BINDLOG_ECORRUPT:
+        r->why = "the event does not apply to the state before it";
+        return BINDLOG_ECORRUPT;
+    default:
+        return rc; /* a storage error of the view */
+    }
+    if ((rc = bl_plan_encode(&plan, &r->enc)) != 0)
+        return rc;
+    if (r->enc.rec_len != len || memcmp(r->enc.buf + r->enc.rec_off, bytes, len) != 0) {
+        /* e.g. a generation, an id or an origin the state does not give */
+        r->why = "the event re-derives to different bytes than the stored record";
+        return BINDLOG_ECORRUPT;
+    }
+    if ((rc = bl_tables_apply(t, &plan, &r->enc, map_full)) != 0)
+        return rc;
+    bl_counts_apply(&r->counts, &plan);
+    r->next_lsn++;
+    r->last_time = rec.time_ms;
+    r->applied++;
+    return 0;
+}
+
+/* ---- helpers for targets --------------------------------------------------- */
+
+/* 0 if `dir` does not exist or is an empty directory; BINDLOG_EEXIST if it
+ * holds anything (a replay never writes into somebody's files). */
+static int dir_must_be_new(const char *dir)
+{
+    struct stat st;
+    DIR *d;
+    struct dirent *de;
+    int rc = 0;
+
+    if (stat(dir, &st) != 0)
+        return errno == ENOENT ? 0 : bl_mdb_error(errno);
+    if (!S_ISDIR(st.st_mode))
+        return BINDLOG_EEXIST;
+    if ((d = opendir(dir)) == NULL)
+        return bl_mdb_error(errno);
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+            rc = BINDLOG_EEXIST;
+            break;
+        }
+    closedir(d);
+    return rc;
+}
+
+/* Open a new store for writing the result into, with a map large enough
+ * for a copy of the source (the map is address space, not disk) and no
+ * syncs until the end. */
+static int open_target(bl_env *src, const char *dir, bindlog **out)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    MDB_envinfo info;
+    MDB_stat st;
+
+    mdb_env_info(src->env, &info);
+    mdb_env_stat(src->env, &st);
+    uint64_t used = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+    o.durability = BINDLOG_DURABILITY_NONE;
+    o.map_size = (size_t)(2 * used + ((uint64_t)64 << 20));
+    if (o.map_size < ((size_t)256 << 20))
+        o.map_size = (size_t)256 << 20;
+    return bindlog_open(out, dir, &o);
+}
+
+/* Remove a scratch store directory (only files, made by us). */
+static void remove_store_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[4096];
+
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* Let writers of this process grow the source's map between chunks: the
+ * read transaction survives, cursors are reopened per chunk. */
+static void src_breathe(bl_env *src)
+{
+    bl_map_unlock(src);
+    bl_map_rdlock(src);
+}
+
+/* ---- copying the base image ------------------------------------------------ */
+
+typedef struct image_copy {
+    bl_env *src;
+    MDB_txn *stxn;
+    bl_env *dst;
+    int with_base;     /* also fill the target's base tables */
+    uint64_t live;     /* live entries of the table being copied */
+    uint64_t live_bindings, live_sessions; /* of the whole image, when done */
+    uint64_t entries;  /* entries copied */
+    const char *why;   /* on BINDLOG_ECORRUPT: what is wrong ... */
+    char bad[BINDLOG_KEY_MAX + 1]; /* ... with which key or id */
+} image_copy;
+
+static int put_raw(MDB_txn *txn, MDB_dbi dbi, const void *k, size_t kn, const void *d, size_t dn,
+                   unsigned flags, int *map_full)
+{
+    MDB_val key = {kn, (void *)k}, val = {dn, (void *)d};
+    int rc = mdb_put(txn, dbi, &key, &val, flags);
+    if (rc == MDB_MAP_FULL)
+        *map_full = 1;
+    return rc == MDB_KEYEXIST ? BINDLOG_ECORRUPT : bl_mdb_error(rc);
+}
+
+/* Validate and write one image entry into the target. */
+static int image_entry(image_copy *x, MDB_txn *txn, int sessions, const MDB_val *k,
+                       const MDB_val *v, int *live, int *map_full)
+{
+    bl_env *d = x->dst;
+    unsigned char ck[2 * BINDLOG_ID_MAX + 1];
+    int rc;
+
+    *live = 0;
+    if (!sessions) {
+        bl_bval b;
+        if (!bl_valid_key(k->mv_data, k->mv_size) ||
+            bl_bval_decode(v->mv_data, v->mv_size, &b) != 0) {
+            x->why = "damaged binding in the base image";
+            return BINDLOG_ECORRUPT;
+        }
+        *live = b.sid_len != 0;
+        rc = put_raw(txn, d->dbi[BL_DB_BINDINGS], k->mv_data, k->mv_size, v->mv_data,
+                     v->mv_size, MDB_APPEND, map_full);
+        if (rc == 0 && x->with_base)
+            rc = put_raw(txn, d->dbi[BL_DB_BASE_BINDINGS], k->mv_data, k->mv_size, v->mv_data,
+                         v->mv_size, MDB_APPEND, map_full);
+        return rc;
+    }
+    bl_sval s;
+    if (!bl_valid_id(k->mv_data, k->mv_size) ||
+        bl_sval_decode(v->mv_data, v->mv_size, &s) != 0 ||
+        (s.parent_len && !bl_valid_id(s.parent, s.parent_len))) {
+        x->why = "damaged session in the base image";
+        return BINDLOG_ECORRUPT;
+    }
+    *live = s.ended_lsn == 0;
+    rc = put_raw(txn, d->dbi[BL_DB_SESSIONS], k->mv_data, k->mv_size, v->mv_data, v->mv_size,
+                 MDB_APPEND, map_full);
+    if (rc == 0 && x->with_base)
+        rc = put_raw(txn, d->dbi[BL_DB_BASE_SESSIONS], k->mv_data, k->mv_size, v->mv_data,
+                     v->mv_size, MDB_APPEND, map_full);
+    if (rc == 0 && s.parent_len) {
+        /* the children index of the image: the records that built it are gone */
+        memcpy(ck, s.parent, s.parent_len);
+        ck[s.parent_len] = 0;
+        memcpy(ck + s.parent_len + 1, k->mv_data, k->mv_size);
+        rc = put_raw(txn, d->dbi[BL_DB_CHILDREN], ck, s.parent_len + 1 + k->mv_size, "", 0, 0,
+                     map_full);
+    }
+    return rc;
+}
+
+/* Copy one base-image table of the source into the target, in chunks.
+ * Caller holds the source's map lock. */
+static int copy_image_table(image_copy *x, int sessions)
+{
+    MDB_dbi sdbi = x->src->dbi[sessions ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS];
+    unsigned char saved[512], last[512];
+    size_t saved_len = 0, last_len = 0;
+    int have_saved = 0;
+
+    for (int grow = 0;;) {
+        MDB_txn *txn;
+        MDB_cursor *c;
+        MDB_val k, v;
+        uint64_t n = 0, live = 0;
+        int rc, mrc, done = 0, map_full = 0, is_live;
+
+        if ((rc = bl_wtxn_begin(x->dst, &txn)) != 0)
+            return rc;
+        if ((rc = mdb_cursor_open(x->stxn, sdbi, &c)) != 0) {
+            bl_wtxn_abort(x->dst, txn);
+            return bl_mdb_error(rc);
+        }
+        if (have_saved) {
+            k = (MDB_val){saved_len, saved};
+            mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+            if (mrc == 0 && k.mv_size == saved_len && memcmp(k.mv_data, saved, saved_len) == 0)
+                mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+        } else {
+            mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+        }
+        while (n < BL_CHUNK_RECORDS) {
+            if (mrc == MDB_NOTFOUND) {
+                done = 1;
+                break;
+            }
+            if (mrc != 0) {
+                rc = bl_mdb_error(mrc);
+                break;
+            }
+            if (k.mv_size > sizeof(last)) {
+                rc = BINDLOG_ECORRUPT;
+                break;
+            }
+            memcpy(last, k.mv_data, k.mv_size);
+            last_len = k.mv_size;
+            if ((rc = image_entry(x, txn, sessions, &k, &v, &is_live, &map_full)) != 0) {
+                if (rc == BINDLOG_ECORRUPT) {
+                    size_t m = k.mv_size < BINDLOG_KEY_MAX ? k.mv_size : BINDLOG_KEY_MAX;
+                    memcpy(x->bad, k.mv_data, m);
+                    x->bad[m] = '\0';
+                }
+                break;
+            }
+            n++;
+            live += (uint64_t)is_live;
+            mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+        }
+        mdb_cursor_close(c);
+        if (rc == 0)
+            rc = bl_wtxn_commit(x->dst, txn, &map_full);
+        else
+            bl_wtxn_abort(x->dst, txn);
+        if (rc != 0) {
+            if (map_full && grow++ < 64 && (rc = bl_env_resize(x->dst, 0)) == 0)
+                continue; /* redo the chunk from the last committed key */
+            return rc;
+        }
+        x->entries += n;
+        x->live += live;
+        if (n) {
+            memcpy(saved, last, last_len);
+            saved_len = last_len;
+            have_saved = 1;
+        }
+        if (done)
+            return 0;
+        src_breathe(x->src);
+    }
+}
+
+/* ---- replaying the log ------------------------------------------------------ */
+
+typedef struct log_replay {
+    bl_env *src;
+    MDB_txn *stxn;
+    bl_env *dst;
+    int dst_log;        /* keep the log table in the target (replay), or not (check) */
+    uint64_t last_lsn;  /* replay records up to here (min of to_lsn and head) */
+    uint64_t total;     /* progress: records expected */
+    bindlog_progress_fn progress;
+    void *progress_ctx;
+    uint64_t bad_lsn;   /* on BINDLOG_ECORRUPT: the LSN at fault */
+    uint64_t found_lsn; /* ... and when a record is missing, the next LSN found (0: none) */
+    int stopped;        /* a record after to_time was reached */
+} log_replay;
+
+static int put_meta(bl_env *e, MDB_txn *txn, const bl_replayer *r, int *map_full)
+{
+    bl_head head = {r->next_lsn - 1, r->last_time};
+    int rc = bl_meta_put_head(e, txn, &head);
+    if (rc == 0)
+        rc = bl_meta_put_counts(e, txn, &r->counts);
+    *map_full = rc == MDB_MAP_FULL;
+    return bl_mdb_error(rc);
+}
+
+/* Replay the source's records from r->next_lsn to x->last_lsn into the
+ * target's live tables.  Caller holds the source's map lock. */
+static int replay_log(log_replay *x, bl_replayer *r)
+{
+    for (int grow = 0;;) {
+        bl_replay_mark mark;
+        MDB_txn *txn;
+        MDB_cursor *c;
+        bl_tables t;
+        unsigned char kb[8];
+        MDB_val k, v;
+        size_t n = 0, bytes = 0;
+        int rc, mrc, done = 0, map_full = 0;
+
+        if (r->next_lsn > x->last_lsn || x->stopped)
+            return 0;
+        bl_replayer_save(r, &mark);
+        if ((rc = bl_wtxn_begin(x->dst, &txn)) != 0)
+            return rc;
+        bl_tables_live(x->dst, txn, &t);
+        if (!x->dst_log)
+            t.log = 0;
+        if ((rc = mdb_cursor_open(x->stxn, x->src->dbi[BL_DB_LOG], &c)) != 0) {
+            bl_wtxn_abort(x->dst, txn);
+            return bl_mdb_error(rc);
+        }
+        bl_put64be(kb, r->next_lsn);
+        k = (MDB_val){8, kb};
+        mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        while (n < BL_CHUNK_RECORDS && bytes < BL_CHUNK_BYTES) {
+            if (r->next_lsn > x->last_lsn) {
+                done = 1;
+                break;
+            }
+            if (mrc != 0 && mrc != MDB_NOTFOUND) {
+                rc = bl_mdb_error(mrc);
+                break;
+            }
+            uint64_t lsn = mrc == 0 && k.mv_size == 8 ? bl_get64be(k.mv_data) : 0;
+            if (mrc == 0 && k.mv_size != 8) {
+                r->why = "log key is not an 8-byte LSN";
+                x->bad_lsn = r->next_lsn;
+                rc = BINDLOG_ECORRUPT;
+                break;
+            }
+            if (mrc == MDB_NOTFOUND || lsn != r->next_lsn) {
+                r->why = "log record missing";
+                x->bad_lsn = r->next_lsn;
+                x->found_lsn = lsn;
+                rc = BINDLOG_ECORRUPT;
+                break;
+            }
+            rc = bl_replay_one(r, &t, v.mv_data, v.mv_size, lsn, &map_full);
+            if (rc == 1) {
+                x->stopped = done = 1;
+                rc = 0;
+                break;
+            }
+            if (rc != 0) {
+                x->bad_lsn = lsn;
+                break;
+            }
+            n++;
+            bytes += v.mv_size;
+            mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+        }
+        mdb_cursor_close(c);
+        if (rc == 0 && n > 0)
+            rc = put_meta(x->dst, txn, r, &map_full);
+        if (rc == 0 && n > 0) {
+            rc = bl_wtxn_commit(x->dst, txn, &map_full);
+        } else {
+            bl_wtxn_abort(x->dst, txn);
+        }
+        if (rc != 0) {
+            bl_replayer_restore(r, &mark);
+            if (map_full && grow++ < 64 && (rc = bl_env_resize(x->dst, 0)) == 0)
+                continue;
+            return rc;
+        }
+        if (x->progress != NULL)
+            x->progress(x->progress_ctx, r->applied, x->total);
+        if (done || n == 0)
+            return 0;
+        src_breathe(x->src);
+    }
+}
+
+/* Copy the source's base image into a target and stamp the target's meta
+ * (head at the base, counts, and the base records when with_base). */
+static int start_target(bl_env *src, MDB_txn *stxn, bl_env *dst, const bl_base *base,
+                        int with_base, image_copy *img)
+{
+    MDB_txn *txn;
+    bl_head head = {base->lsn, base->time_ms};
+    int rc, map_full = 0;
+
+    memset(img, 0, sizeof(*img));
+    img->src = src;
+    img->stxn = stxn;
+    img->dst = dst;
+    img->with_base = with_base;
+    if ((rc = copy_image_table(img, 0)) != 0)
+        return rc;
+    img->live_bindings = img->live;
+    img->live = 0;
+    if ((rc = copy_image_table(img, 1)) != 0)
+        return rc;
+    img->live_sessions = img->live;
+    for (int grow = 0;;) {
+        if ((rc = bl_wtxn_begin(dst, &txn)) != 0)
+            return rc;
+        rc = bl_meta_put_head(dst, txn, &head);
+        if (rc == 0)
+            rc = bl_meta_put_counts(dst, txn, &base->counts);
+        if (rc == 0 && with_base)
+            rc = bl_base_put(dst, txn, base);
+        if (rc != 0) {
+            map_full = rc == MDB_MAP_FULL;
+            bl_wtxn_abort(dst, txn);
+            rc = bl_mdb_error(rc);
+        } else {
+            rc = bl_wtxn_commit(dst, txn, &map_full);
+        }
+        if (rc != 0 && map_full && grow++ < 64 && bl_env_resize(dst, 0) == 0)
+            continue;
+        return rc;
+    }
+}
+
+/* ---- bindlog_replay -------------------------------------------------------- */
+
+int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
+                   unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
+                   bindlog_progress_fn progress, void *progress_ctx)
+{
+    bl_env *src;
+    MDB_txn *stxn;
+    bindlog *dst = NULL;
+    bl_head head;
+    bl_base base;
+    bl_replayer r;
+    image_copy img;
+    log_replay x;
+    int rc;
+
+    if (s == NULL || out_dir == NULL || out_dir[0] == '\0')
+        return BINDLOG_EINVAL;
+    if ((rc = dir_must_be_new(out_dir)) != 0)
+        return rc;
+    src = s->e;
+    if ((rc = bl_read_begin_fresh(src, &stxn)) != 0)
+        return rc;
+    bl_replayer_init(&r, 1, 0, NULL);
+    if ((rc = bl_meta_get_head(src, stxn, &head)) != 0 ||
+        (rc = bl_base_get(src, stxn, &base)) != 0)
+        goto out;
+    /* the state before the base image was compacted away */
+    if (to_lsn < base.lsn || (base.lsn > 0 && to_time_ms < base.time_ms)) {
+        rc = BINDLOG_ENOTFOUND;
+        goto out;
+    }
+    if ((rc = open_target(src, out_dir, &dst)) != 0)
+        goto out;
+    if ((rc = start_target(src, stxn, dst->e, &base, 1, &img)) != 0)
+        goto out;
+
+    bl_replayer_init(&r, base.lsn + 1, base.time_ms, &base.counts);
+    r.to_time = to_time_ms;
+    memset(&x, 0, sizeof(x));
+    x.src = src;
+    x.stxn = stxn;
+    x.dst = dst->e;
+    x.dst_log = 1;
+    x.last_lsn = to_lsn < head.lsn ? to_lsn : head.lsn;
+    x.total = x.last_lsn - base.lsn;
+    x.progress = progress;
+    x.progress_ctx = progress_ctx;
+    if ((rc = replay_log(&x, &r)) != 0)
+        goto out;
+    bl_read_end(src, stxn);
+    stxn = NULL;
+
+    /* one sync for the whole build */
+    if ((rc = mdb_env_sync(dst->e->env, 1)) != 0) {
+        rc = bl_mdb_error(rc);
+        goto out;
+    }
+    if (digest != NULL)
+        rc = bindlog_digest(dst, digest, NULL);
+    if (rc == 0 && last_lsn != NULL)
+        *last_lsn = r.next_lsn - 1;
+out:
+    if (stxn != NULL)
+        bl_read_end(src, stxn);
+    bindlog_close(dst);
+    bl_replayer_free(&r);
+    return rc;
+}
+
+/* ---- bindlog_lsn_at_time --------------------------------------------------- */
+
+int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
+{
+    MDB_txn *txn;
+    bl_head head;
+    uint64_t base, lo, hi;
+    int rc;
+
+    if (s == NULL || lsn == NULL)
+        return BINDLOG_EINVAL;
+    if ((rc = bl_read_begin(s->e, &txn)) != 0)
+        return rc;
+    if ((rc = bl_meta_get_head(s->e, txn, &head)) != 0 ||
+        (rc = bl_meta_get_u64(s->e, txn, "base", &base)) != 0)
+        goto out;
+    /* times never decrease along the log, so the answer is a partition
+     * point of [base + 1, head + 1] */
+    lo = base + 1;
+    hi = head.lsn + 1;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        unsigned char kb[8];
+        MDB_val k = {8, kb}, v;
+        bl_record rec;
+        bl_put64be(kb, mid);
+        rc = mdb_get(txn, s->e->dbi[BL_DB_LOG], &k, &v);
+        if (rc == MDB_NOTFOUND) {
+            rc = BINDLOG_ECORRUPT; /* a hole in the retained log */
+            goto out;
+        }
+        if (rc != 0) {
+            rc = bl_mdb_error(rc);
+            goto out;
+        }
+        if ((rc = bl_record_decode(v.mv_data, v.mv_size, &rec)) != 0)
+            goto out;
+        if (rec.lsn != mid) {
+            rc = BINDLOG_ECORRUPT;
+            goto out;
+        }
+        if (rec.time_ms >= time_ms)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *lsn = lo;
+out:
+    bl_read_end(s->e, txn);
+    return rc;
+}
+
+/* ---- bindlog_check --------------------------------------------------------- */
+
+/* Printable rendering of key bytes for messages: control and non-ASCII
+ * bytes as \xHH, cut to fit. */
+static void escape(char *out, size_t cap, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < cap; i++) {
+        if (b[i] >= 0x20 && b[i] < 0x7f && b[i] != '\\' && b[i] != '\'')
+            out[o++] = (char)b[i];
+        else
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", b[i]);
+    }
+    out[o] = '\0';
+}
+
+typedef struct checker {
+    bindlog_check_report *out;
+} checker;
+
+/* Count a problem; the first one is described in the report. */
+static void problem(checker *ck, uint64_t lsn, const void *key, size_t key_len, const char *fmt,
+                    ...)
+{
+    bindlog_check_report *out = ck->out;
+    va_list ap;
+
+    if (out->problems++ != 0)
+        return;
+    out->first_bad_lsn = lsn;
+    if (key != NULL) {
+        size_t m = key_len < BINDLOG_KEY_MAX ? key_len : BINDLOG_KEY_MAX;
+        memcpy(out->first_bad_key, key, m);
+        out->first_bad_key[m] = '\0';
+    }
+    va_start(ap, fmt);
+    vsnprintf(out->message, sizeof(out->message), fmt, ap);
+    va_end(ap);
+}
+
+
+/* One entry of the log seen by scan_rest(). */
+static void scan_entry(checker *ck, const MDB_val *k, const MDB_val *v, uint64_t *expect,
+                       uint64_t *seen)
+{
+    bl_record rec;
+
+    if (k->mv_size != 8) {
+        problem(ck, 0, NULL, 0, "the log table holds a key that is not an 8-byte LSN");
+        return;
+    }
+    uint64_t lsn = bl_get64be(k->mv_data);
+    if (lsn != *expect)
+        problem(ck, *expect, NULL, 0, "log records %llu..%llu are missing",
+                (unsigned long long)*expect, (unsigned long long)(lsn - 1));
+    if (bl_record_decode(v->mv_data, v->mv_size, &rec) != 0)
+        problem(ck, lsn, NULL, 0, "log record %llu: bad checksum or encoding",
+                (unsigned long long)lsn);
+    else if (rec.lsn != lsn)
+        problem(ck, lsn, NULL, 0, "log record %llu carries LSN %llu", (unsigned long long)lsn,
+                (unsigned long long)rec.lsn);
+    *expect = lsn + 1;
+    (*seen)++;
+}
+
+/*
+ * After replay stopped at a bad record, keep scanning the rest of the log
+ * (checksums, LSNs, density) from LSN `from`, so that every damaged record
+ * is counted.  Caller holds the source's map lock.
+ */
+static int scan_rest(checker *ck, bl_env *src, MDB_txn *stxn, uint64_t from, uint64_t *seen)
+{
+    unsigned char last[512];
+    size_t last_len = 8;
+    uint64_t expect = from;
+    int rc;
+
+    bl_put64be(last, from);
+    for (int first = 1;; first = 0) {
+        MDB_cursor *c;
+        MDB_val k = {last_len, last}, v;
+        size_t n = 0;
+
+        if ((rc = mdb_cursor_open(stxn, src->dbi[BL_DB_LOG], &c)) != 0)
+            return bl_mdb_error(rc);
+        rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        if (!first && rc == 0 && k.mv_size == last_len && memcmp(k.mv_data, last, last_len) == 0)
+            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT); /* seen before the break */
+        for (; rc == 0 && n < 4096; n++) {
+            scan_entry(ck, &k, &v, &expect, seen);
+            last_len = k.mv_size < sizeof(last) ? k.mv_size : sizeof(last);
+            memcpy(last, k.mv_data, last_len);
+            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+        }
+        mdb_cursor_close(c);
+        if (rc == MDB_NOTFOUND)
+            return 0;
+        if (rc != 0)
+            return bl_mdb_error(rc);
+        src_breathe(src);
+    }
+}
+
+/* The log's first and last keys must lie in (base, head]. */
+static int check_log_bounds(checker *ck, bl_env *src, MDB_txn *stxn, uint64_t base,
+                            uint64_t head)
+{
+    MDB_cursor *c;
+    MDB_val k, v;
+    int rc;
+
+    if ((rc = mdb_cursor_open(stxn, src->dbi[BL_DB_LOG], &c)) != 0)
+        return bl_mdb_error(rc);
+    rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+    if (rc == 0 && k.mv_size == 8 && bl_get64be(k.mv_data) <= base)
+        problem(ck, bl_get64be(k.mv_data), NULL, 0,
+                "log record %llu is at or below the base image (LSN %llu): compaction left it",
+                (unsigned long long)bl_get64be(k.mv_data), (unsigned long long)base);
+    if (rc == 0)
+        rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
+    if (rc == 0 && k.mv_size == 8 && bl_get64be(k.mv_data) > head)
+        problem(ck, bl_get64be(k.mv_data), NULL, 0,
+                "log record %llu is past the head LSN %llu in meta \"head\"",
+                (unsigned long long)bl_get64be(k.mv_data), (unsigned long long)head);
+    mdb_cursor_close(c);
+    return rc == 0 || rc == MDB_NOTFOUND ? 0 : bl_mdb_error(rc);
+}
+
+static int key_cmp(const MDB_val *a, const MDB_val *b)
+{
+    size_t n = a->mv_size < b->mv_size ? a->mv_size : b->mv_size;
+    int c = n ? memcmp(a->mv_data, b->mv_data, n) : 0;
+    if (c != 0)
+        return c;
+    return a->mv_size < b->mv_size ? -1 : a->mv_size > b->mv_size;
+}
+
+/* Describe a problem with an entry of table `db` (key k). */
+static void entry_problem(checker *ck, int db, const MDB_val *k, const char *what)
+{
+    char esc[200], esc2[200];
+    const char *p = k->mv_data;
+    size_t n = k->mv_size;
+
+    switch (db) {
+    case BL_DB_BINDINGS:
+        escape(esc, sizeof(esc), p, n);
+        problem(ck, 0, p, n, "binding of key '%s' %s", esc, what);
+        break;
+    case BL_DB_SESSIONS:
+        escape(esc, sizeof(esc), p, n);
+        problem(ck, 0, p, n, "session '%s' %s", esc, what);
+        break;
+    case BL_DB_CHILDREN: {
+        const char *z = memchr(p, 0, n);
+        size_t pl = z ? (size_t)(z - p) : n;
+        escape(esc, sizeof(esc), p, pl);
+        escape(esc2, sizeof(esc2), p + pl + (z != NULL), n - pl - (z != NULL));
+        problem(ck, 0, p, pl, "children index entry '%s' -> '%s' %s", esc, esc2, what);
+        break;
+    }
+    default: { /* history: key 0x00 be64 lsn */
+        size_t kl = n >= 9 ? n - 9 : n;
+        uint64_t lsn = n >= 9 ? bl_get64be((const unsigned char *)p + kl + 1) : 0;
+        escape(esc, sizeof(esc), p, kl);
+        problem(ck, lsn, p, kl, "history index entry of key '%s' at LSN %llu %s", esc,
+                (unsigned long long)lsn, what);
+        break;
+    }
+    }
+}
+
+/* Is the stored value of a bindings / sessions entry live? */
+static int entry_live(int db, const MDB_val *v)
+{
+    if (db == BL_DB_BINDINGS) {
+        bl_bval b;
+        return bl_bval_decode(v->mv_data, v->mv_size, &b) == 0 && b.sid_len != 0;
+    }
+    if (db == BL_DB_SESSIONS) {
+        bl_sval s;
+        return bl_sval_decode(v->mv_data, v->mv_size, &s) == 0 && s.ended_lsn == 0;
+    }
+    return 0;
+}
+
+/*
+ * Walk table `db` of the store and of the replayed scratch side by side and
+ * report every key that is only in one of them or whose values differ.
+ * Counts the store's live entries into *live.  Caller holds both map locks.
+ */
+static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, MDB_txn *dtxn,
+                         int db, uint64_t *live)
+{
+    bl_cursor a, b;
+    MDB_val ka, va, kb, vb;
+    uint64_t n = 0;
+    int ra, rb, rc;
+
+    *live = 0;
+    if ((rc = bl_cursor_open(&a, src, stxn, src->dbi[db], NULL, 0)) != 0)
+        return rc;
+    if ((rc = bl_cursor_open(&b, dst, dtxn, dst->dbi[db], NULL, 0)) != 0) {
+        bl_cursor_close(&a);
+        return rc;
+    }
+    ra = bl_cursor_next(&a, &ka, &va);
+    rb = bl_cursor_next(&b, &kb, &vb);
+    while (ra > 0 || rb > 0) {
+        int c = ra <= 0 ? 1 : rb <= 0 ? -1 : key_cmp(&ka, &kb);
+        if (c <= 0)
+            *live += (uint64_t)entry_live(db, &va);
+        if (c == 0 && (va.mv_size != vb.mv_size ||
+                       (va.mv_size && memcmp(va.mv_data, vb.mv_data, va.mv_size) != 0)))
+            entry_problem(ck, db, &ka, "differs from what the log replays to");
+        else if (c < 0)
+            entry_problem(ck, db, &ka, "is in the store but the log does not produce it");
+        else if (c > 0)
+            entry_problem(ck, db, &kb, "is missing from the store (the log produces it)");
+        if (c <= 0) {
+            if (++n % 4096 == 0)
+                src_breathe(src); /* only between entries of the store's cursor */
+            ra = bl_cursor_next(&a, &ka, &va);
+        }
+        if (c >= 0)
+            rb = bl_cursor_next(&b, &kb, &vb);
+    }
+    bl_cursor_close(&a);
+    bl_cursor_close(&b);
+    return ra < 0 ? ra : rb < 0 ? rb : 0;
+}
+
+/* Make a scratch directory under $TMPDIR (or /tmp). */
+static char *scratch_dir(void)
+{
+    const char *base = getenv("TMPDIR");
+    if (base == NULL || base[0] == '\0')
+        base = "/tmp";
+    size_t n = strlen(base) + sizeof("/bindlog-check-XXXXXX");
+    char *p = malloc(n);
+    if (p == NULL)
+        return NULL;
+    snprintf(p, n, "%s/bindlog-check-XXXXXX", base);
+    if (mkdtemp(p) == NULL) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+int bindlog_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn progress,
+                  void *progress_ctx)
+{
+    checker ck;
+    bl_env *src;
+    MDB_txn *stxn = NULL, *dtxn = NULL;
+    bindlog *scratch = NULL;
+    char *dir = NULL;
+    bl_head head;
+    bl_base base;
+    bl_counts counts;
+    bl_replayer r;
+    image_copy img;
+    log_replay x;
+    uint64_t scanned = 0;
+    int rc, replay_ok = 1;
+
+    if (s == NULL || out == NULL)
+        return BINDLOG_EINVAL;
+    memset(out, 0, sizeof(*out));
+    ck.out = out;
+    src = s->e;
+    bl_replayer_init(&r, 1, 0, NULL);
+    if ((dir = scratch_dir()) == NULL)
+        return bl_mdb_error(errno);
+    if ((rc = bl_read_begin_fresh(src, &stxn)) != 0) {
+        stxn = NULL;
+        goto out;
+    }
+    if ((rc = bl_meta_get_head(src, stxn, &head)) != 0 ||
+        (rc = bl_base_get(src, stxn, &base)) != 0 ||
+        (rc = bl_meta_get_counts(src, stxn, &counts)) != 0) {
+        if (rc != BINDLOG_ECORRUPT)
+            goto out;
+        /* without head and base there is nothing to replay against */
+        problem(&ck, 0, NULL, 0, "meta records \"head\", \"base\" or \"counts\" are damaged");
+        replay_ok = 0;
+        rc = 0;
+    }
+    out->head_lsn = head.lsn;
+
+    if (replay_ok) {
+        if ((rc = open_target(src, dir, &scratch)) != 0)
+            goto out;
+        rc = start_target(src, stxn, scratch->e, &base, 0, &img);
+        if (rc == BINDLOG_ECORRUPT) {
+            char esc[200];
+            escape(esc, sizeof(esc), img.bad, strlen(img.bad));
+            problem(&ck, 0, img.bad, strlen(img.bad), "%s: '%s'", img.why, esc);
+            replay_ok = 0;
+        } else if (rc != 0) {
+            goto out;
+        } else if (img.live_bindings != base.counts.live_bindings ||
+                   img.live_sessions != base.counts.live_sessions) {
+            problem(&ck, base.lsn, NULL, 0,
+                    "meta \"base_counts\" says %llu live bindings and %llu live sessions, the "
+                    "base image holds %llu and %llu",
+                    (unsigned long long)base.counts.live_bindings,
+                    (unsigned long long)base.counts.live_sessions,
+                    (unsigned long long)img.live_bindings, (unsigned long long)img.live_sessions);
+        }
+    }
+    if (replay_ok) {
+        bl_replayer_init(&r, base.lsn + 1, base.time_ms, &base.counts);
+        memset(&x, 0, sizeof(x));
+        x.src = src;
+        x.stxn = stxn;
+        x.dst = scratch->e;
+        x.last_lsn = head.lsn;
+        x.total = head.lsn - base.lsn;
+        x.progress = progress;
+        x.progress_ctx = progress_ctx;
+        rc = replay_log(&x, &r);
+        if (rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION) {
+            problem(&ck, x.bad_lsn, NULL, 0, "log record %llu: %s",
+                    (unsigned long long)x.bad_lsn, r.why ? r.why : "damaged");
+            replay_ok = 0;
+            uint64_t from = x.bad_lsn + 1;
+            if (r.why != NULL && strcmp(r.why, "log record missing") == 0)
+                from = x.found_lsn; /* 0: nothing after the hole */
+            if (from != 0 && (rc = scan_rest(&ck, src, stxn, from, &scanned)) != 0)
+                goto out;
+            rc = 0;
+        } else if (rc != 0) {
+            goto out;
+        }
+    }
+    out->records = r.applied + scanned;
+    if ((rc = check_log_bounds(&ck, src, stxn, base.lsn, head.lsn)) != 0)
+        goto out;
+
+    if (replay_ok) {
+        uint64_t live_b, live_s, dummy;
+        if ((rc = bl_read_begin_fresh(scratch->e, &dtxn)) != 0) {
+            dtxn = NULL;
+            goto out;
+        }
+        if ((rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_BINDINGS, &live_b)) ||
+            (rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_SESSIONS, &live_s)) ||
+            (rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_CHILDREN, &dummy)) ||
+            (rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_HISTORY, &dummy)))
+            goto out;
+        for (int i = 1; i < BINDLOG_EVENT_COUNT; i++)
+            if (counts.applied[i] != r.counts.applied[i])
+                problem(&ck, 0, NULL, 0,
+                        "meta \"counts\" says %llu %s events applied, base image and log say %llu",
+                        (unsigned long long)counts.applied[i], bindlog_event_name(i),
+                        (unsigned long long)r.counts.applied[i]);
+        if (counts.live_bindings != live_b || counts.live_sessions != live_s)
+            problem(&ck, 0, NULL, 0,
+                    "meta \"counts\" says %llu live bindings and %llu live sessions, the tables "
+                    "hold %llu and %llu",
+                    (unsigned long long)counts.live_bindings,
+                    (unsigned long long)counts.live_sessions, (unsigned long long)live_b,
+                    (unsigned long long)live_s);
+        if ((rc = bl_digest_tables(scratch->e, dtxn, scratch->e->dbi[BL_DB_BINDINGS],
+                                   scratch->e->dbi[BL_DB_SESSIONS], out->replay_digest)) != 0)
+            goto out;
+    }
+    rc = bl_digest_tables(src, stxn, src->dbi[BL_DB_BINDINGS], src->dbi[BL_DB_SESSIONS],
+                          out->state_digest);
+out:
+    if (dtxn != NULL)
+        bl_read_end(scratch->e, dtxn);
+    if (stxn != NULL)
+        bl_read_end(src, stxn);
+    bindlog_close(scratch);
+    remove_store_dir(dir);
+    free(dir);
+    bl_replayer_free(&r);
+    return rc;
+}
