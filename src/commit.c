@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include "store.h"
 
+#include "failpoint.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +83,8 @@ static int apply_one(bl_env *e, bl_tables *t, bindlog *h, const bl_event *ev, bl
     if (rc != BINDLOG_APPLIED)
         return rc;
     if ((rc = bl_plan_encode(&plan, &e->enc)) != 0 ||
-        (rc = bl_tables_apply(t, &plan, &e->enc, map_full)) != 0) {
+        (rc = bl_tables_apply(t, &plan, &e->enc, map_full)) != 0 ||
+        (rc = BL_FAILPOINT("commit.append")) != 0) {
         *fatal = rc;
         return rc;
     }
@@ -195,7 +198,14 @@ static void run_group(bl_env *e, bl_req *group)
             bl_map_unlock(e);
             goto fail;
         }
+        if ((rc = BL_FAILPOINT("commit.begin")) != 0) {
+            mdb_txn_abort(txn); /* nothing written yet */
+            bl_map_unlock(e);
+            goto fail;
+        }
         for (bl_req *r = group; r != NULL && !fatal; r = r->next) {
+            if (r != group && (fatal = BL_FAILPOINT("commit.group")) != 0)
+                break; /* between two requests of one group */
             if (apply_req(e, txn, r, &head, &counts, &fatal, &map_full)) {
                 wrote = 1;
                 if (r->h->durability < durability)
@@ -224,9 +234,17 @@ static void run_group(bl_env *e, bl_req *group)
             rc = fatal; /* a storage error that is not a full map */
             goto fail;
         }
+        if ((rc = BL_FAILPOINT("commit.before")) != 0) {
+            mdb_txn_abort(txn); /* written in the transaction, not committed */
+            bl_map_unlock(e);
+            goto fail;
+        }
         set_durability(e, durability);
         rc = mdb_txn_commit(txn);
         bl_map_unlock(e);
+        if (rc == 0)
+            rc = BL_FAILPOINT("commit.after"); /* eio: a commit that failed after
+                                                  writing everything: panics below */
         if (rc == 0) {
             pthread_mutex_lock(&e->mu);
             e->commits++;
