@@ -1,7 +1,7 @@
 /*
  * make_seeds.c -- write the generated seed inputs of the fuzz corpora.
  *
- *     fuzz_make_seeds OUTDIR      (writes OUTDIR/record/ and OUTDIR/machine/)
+ *     fuzz_make_seeds OUTDIR      (writes OUTDIR/record/, machine/ and cli/)
  *
  * The committed files under fuzz/corpora/ came from this program (names
  * starting with "seed-") plus inputs that libFuzzer campaigns found
@@ -19,6 +19,9 @@
  * meanings its decoder gives them (see the op and choose_* switches there):
  * the three seed scenarios of SPEC section 2, a batch that fails half way,
  * a reopen, read-only writes; plus pseudo-random programs.
+ *
+ * cli seeds: one command line per command and option of the tool, times,
+ * durations, the largest u64, bytes that need escaping, --help.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -258,6 +261,52 @@ static void machine_seeds(void)
     }
 }
 
+/* ---- cli seeds ------------------------------------------------------------- */
+
+/* cli_fuzzer input: a command index, then NUL-separated arguments. */
+static void cli_seed(const char *name, unsigned cmd, const char *const *args)
+{
+    plen = 0;
+    b(cmd);
+    for (size_t i = 0; args[i] != NULL; i++) {
+        size_t n = strlen(args[i]);
+        memcpy(prog + plen, args[i], n + 1);
+        plen += n + 1;
+    }
+    if (plen > 1)
+        plen--; /* the last NUL is implied */
+    put_file("cli", name, prog, plen);
+}
+
+static void cli_seeds(void)
+{
+    /* command indexes of cli_fuzzer.c */
+    enum { STAT, GET, HISTORY, LINEAGE, DUMP, BIND, NEW, SPLIT, INVALIDATE, UNBIND };
+    cli_seed("stat", STAT, (const char *const[]){"--json", NULL});
+    cli_seed("get", GET, (const char *const[]){"k1", NULL});
+    cli_seed("get-tombstone", GET, (const char *const[]){"k2", "--json", NULL});
+    cli_seed("history", HISTORY, (const char *const[]){"k1", "--json", NULL});
+    cli_seed("lineage-dot", LINEAGE, (const char *const[]){"S2", "--dot", NULL});
+    cli_seed("dump-log", DUMP, (const char *const[]){"--log", "--from", "2", "--to", "4", NULL});
+    cli_seed("dump-time", DUMP,
+             (const char *const[]){"--log", "--from", "2026-01-01T00:00:00.5Z", "--json", NULL});
+    cli_seed("dump-all", DUMP, (const char *const[]){"--bindings", "--sessions", NULL});
+    cli_seed("bind-expect", BIND,
+             (const char *const[]){"k1", "S9", "--expect", "S2", "--reason", "resume", NULL});
+    cli_seed("bind-dashdash", BIND, (const char *const[]){"--", "-k", "S9", NULL});
+    cli_seed("new", NEW, (const char *const[]){"k3", "N1", "--reason=r", NULL});
+    cli_seed("split-gen", SPLIT,
+             (const char *const[]){"k1", "S2", "S3", "--generation", "1", "--json", NULL});
+    cli_seed("split-any", SPLIT, (const char *const[]){"k1", "S2", "S3", NULL});
+    cli_seed("invalidate", INVALIDATE, (const char *const[]){"k3", "--reason", "stop", NULL});
+    cli_seed("unbind", UNBIND, (const char *const[]){"k1", NULL});
+    cli_seed("duration", STAT, (const char *const[]){"30s", NULL});
+    cli_seed("time-leap", GET, (const char *const[]){"2024-02-29T23:59:59.999Z", NULL});
+    cli_seed("number-max", GET, (const char *const[]){"18446744073709551615", NULL});
+    cli_seed("escape", GET, (const char *const[]){"k\x01\xff\xc3\xa9\x7f", NULL});
+    cli_seed("help", SPLIT, (const char *const[]){"--help", NULL});
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -271,5 +320,6 @@ int main(int argc, char **argv)
     }
     record_seeds();
     machine_seeds();
+    cli_seeds();
     return 0;
 }
