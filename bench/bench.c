@@ -12,9 +12,13 @@
  *               $TMPDIR (or /tmp), removed at the end
  *   --keep      keep the stores (for inspection with the bindlog tool)
  *   --events N  events in the stream and in the bulk-loaded store (default
- *               1,000,000; --quick 100,000)
+ *               1,000,000; --quick 30,000).  Check, replay, export and
+ *               import run on a store of at most 100,000 events.
  *   --seconds S time budget of each timed measurement (default 2; --quick 0.3)
  *   --seed N    workload seed (default 42)
+ *   --only G,.. run only these groups (for profiling): fsync lmdb full1
+ *               sqlite1 full16 sqlite16 full64 sqlite64 normal1 none1 off1
+ *               batchfull json bulk
  *
  * Every contender replays the same deterministic stream (workload.c) from
  * the same starting state (10,000 bound keys), in its own subdirectory of
@@ -56,11 +60,13 @@
 #define NKEYS 10000u
 #define BATCH 1000u
 #define NA_NOT_BUILT "n/a (not built)"
+#define MAINT_EVENTS 100000u /* events of the store the maintenance rates use */
 
 /* ---- configuration and figures ------------------------------------------ */
 
 typedef struct cfg {
     int quick, json, keep, own_root;
+    const char *only;  /* comma-separated measurement groups, NULL = all */
     char root[3000];
     size_t events;
     double secs;
@@ -142,6 +148,24 @@ static struct {
 } S;
 
 static int g_failed; /* a store error or an outcome mismatch happened */
+uint64_t bench_deadline_ns;
+
+/* --only: is group `g` selected?  Groups: fsync lmdb full1 sqlite1 full16
+ * sqlite16 full64 sqlite64 normal1 none1 off1 batchfull json bulk. */
+static int want(const cfg *c, const char *g)
+{
+    if (c->only == NULL)
+        return 1;
+    size_t n = strlen(g);
+    for (const char *p = c->only; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, g, n) == 0)
+            return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
+}
 
 static void progress(const cfg *c, const char *what)
 {
@@ -211,6 +235,8 @@ static void *worker_main(void *arg)
             const wl_event *e = &r->w->ev[k->idx[i]];
             int rc = r->c->apply(k->ctx, r->w, e);
             uint64_t t2 = now_ns();
+            if (rc == BENCH_CANCELLED)
+                break; /* waited for a lock past the deadline: not counted */
             k->lat[k->done++] = t2 - t;
             t = t2;
             if (rc < 0) {
@@ -263,6 +289,7 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
     pthread_barrier_wait(&r.ready); /* every connection is open */
     r.t0 = now_ns();
     r.deadline = r.t0 + (uint64_t)(budget * 1e9);
+    bench_deadline_ns = r.deadline;
     pthread_barrier_wait(&r.go);
 
     uint64_t t_end = r.t0, total = 0;
@@ -272,6 +299,7 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
             t_end = k[t].t_end;
         total += k[t].done;
     }
+    bench_deadline_ns = 0;
     uint64_t *all = malloc((total ? total : 1) * sizeof(uint64_t));
     size_t n = 0;
     int first_err = 0;
@@ -678,80 +706,34 @@ static void rate_of(meas *m, uint64_t records, uint64_t t0, int rc)
     }
 }
 
-static void bulk_store(const cfg *c, const workload *w)
+/* Check, replay, export and import rates on the store at `dir`, or, when the
+ * stream is longer than MAINT_EVENTS, on a store of its first MAINT_EVENTS
+ * events (keeps the default run within its time budget). */
+static void maintenance(const cfg *c, const workload *w, const char *dir)
 {
-    char dir[4096], tmp[4096];
+    char tmp[4096], own[4096] = "";
     bindlog_options o = BINDLOG_OPTIONS_INIT;
-    bindlog_stats st;
     bindlog *h;
     int rc;
 
-    /* build it: the setup, then the whole stream in batches (NONE) */
-    progress(c, "apply_batch x1000, NONE: bulk-loading the store");
-    sub(dir, sizeof dir, c, "bulk");
-    h = bl_fresh(dir, w, BINDLOG_DURABILITY_NONE);
-    if (h == NULL) {
-        M[M_BATCH_NONE].na = M[M_GET1].na = M[M_GET2].na = M[M_OPEN].na = "setup failed";
+    if (!HAVE(bindlog_check) && !HAVE(bindlog_replay) && !HAVE(bindlog_export)) {
+        M[M_CHECK].na = M[M_REPLAY].na = M[M_EXPORT].na = M[M_IMPORT].na = NA_NOT_BUILT;
         return;
     }
-    run_batches(&M[M_BATCH_NONE], h, w, w->n, 0);
-    note_group(&M[M_BATCH_NONE], h);
-    snprintf(M[M_BATCH_NONE].note, sizeof M[M_BATCH_NONE].note, "latency per %u-event batch",
-             BATCH);
-
-    progress(c, "bindlog_get, 1 and 2 threads");
-    measure_get(&M[M_GET1], h, w, 1, c->secs * 0.75);
-    measure_get(&M[M_GET2], h, w, 2, c->secs * 0.75);
-
-    if (bindlog_stats_get(h, &st) == 0) {
-        S.events = st.head_lsn;
-        S.live_bindings = st.live_bindings;
-        S.file_before = st.file_size;
-    }
-    bindlog_close(h);
-
-    /* open time: the first open after the build, then the median of more */
-    progress(c, "open time");
-    double ms[16];
-    int nopen = c->quick ? 5 : 11;
-    for (int i = 0; i < nopen; i++) {
-        uint64_t t0 = now_ns();
-        rc = bindlog_open(&h, dir, &o);
-        ms[i] = (double)(now_ns() - t0) / 1e6;
-        if (rc != 0) {
-            M[M_OPEN].errors++;
+    if (w->n > MAINT_EVENTS) {
+        progress(c, "building the maintenance store");
+        sub(own, sizeof own, c, "maint");
+        h = bl_fresh(own, w, BINDLOG_DURABILITY_NONE);
+        uint64_t mism = 0;
+        if (h == NULL || apply_batches(h, w, w->ev, MAINT_EVENTS, &mism) != 0 || mism) {
+            bindlog_close(h);
             g_failed = 1;
-            snprintf(M[M_OPEN].note, sizeof M[M_OPEN].note, "open failed: %s",
-                     bindlog_code_name(rc));
-            break;
+            M[M_CHECK].na = M[M_REPLAY].na = M[M_EXPORT].na = M[M_IMPORT].na = "setup failed";
+            return;
         }
         bindlog_close(h);
+        dir = own;
     }
-    if (M[M_OPEN].errors == 0) {
-        S.open_first_ms = ms[0];
-        S.open_max_ms = 0;
-        for (int i = 0; i < nopen; i++)
-            S.open_max_ms = ms[i] > S.open_max_ms ? ms[i] : S.open_max_ms;
-        double sorted[16];
-        memcpy(sorted, ms, sizeof(double) * (size_t)nopen);
-        for (int i = 1; i < nopen; i++) /* insertion sort, 11 values */
-            for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-                double x = sorted[j];
-                sorted[j] = sorted[j - 1];
-                sorted[j - 1] = x;
-            }
-        S.open_median_ms = sorted[nopen / 2];
-        M[M_OPEN].ran = 1;
-        M[M_OPEN].events = (uint64_t)nopen;
-        M[M_OPEN].rate = 1000.0 / S.open_median_ms;
-        M[M_OPEN].p50_us = S.open_median_ms * 1000.0;
-        M[M_OPEN].p99_us = S.open_max_ms * 1000.0;
-        snprintf(M[M_OPEN].note, sizeof M[M_OPEN].note,
-                 "%" PRIu64 " events; first open %.2f ms, median %.2f ms", S.events,
-                 S.open_first_ms, S.open_median_ms);
-    }
-
-    /* maintenance rates, where the library has them */
     if ((rc = bindlog_open(&h, dir, &o)) != 0) {
         g_failed = 1;
         return;
@@ -825,10 +807,89 @@ static void bulk_store(const cfg *c, const workload *w)
         M[M_EXPORT].na = NA_NOT_BUILT;
         M[M_IMPORT].na = HAVE(bindlog_import) ? "no stream (export not built)" : NA_NOT_BUILT;
     }
-    uint64_t head = 0;
-    if (bindlog_stats_get(h, &st) == 0)
-        head = st.head_lsn;
     bindlog_close(h);
+    if (own[0] != '\0' && !c->keep)
+        rm_tree(own);
+
+}
+
+static void bulk_store(const cfg *c, const workload *w)
+{
+    char dir[4096];
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_stats st;
+    bindlog *h;
+    int rc;
+
+    /* build it: the setup, then the whole stream in batches (NONE) */
+    progress(c, "apply_batch x1000, NONE: bulk-loading the store");
+    sub(dir, sizeof dir, c, "bulk");
+    h = bl_fresh(dir, w, BINDLOG_DURABILITY_NONE);
+    if (h == NULL) {
+        M[M_BATCH_NONE].na = M[M_GET1].na = M[M_GET2].na = M[M_OPEN].na = "setup failed";
+        return;
+    }
+    run_batches(&M[M_BATCH_NONE], h, w, w->n, 0);
+    note_group(&M[M_BATCH_NONE], h);
+    snprintf(M[M_BATCH_NONE].note, sizeof M[M_BATCH_NONE].note, "latency per %u-event batch",
+             BATCH);
+
+    progress(c, "bindlog_get, 1 and 2 threads");
+    measure_get(&M[M_GET1], h, w, 1, c->secs * 0.75);
+    measure_get(&M[M_GET2], h, w, 2, c->secs * 0.75);
+
+    if (bindlog_stats_get(h, &st) == 0) {
+        S.events = st.head_lsn;
+        S.live_bindings = st.live_bindings;
+        S.file_before = st.file_size;
+    }
+    bindlog_close(h);
+
+    /* open time: the first open after the build, then the median of more */
+    progress(c, "open time");
+    double ms[16];
+    int nopen = c->quick ? 5 : 11;
+    for (int i = 0; i < nopen; i++) {
+        uint64_t t0 = now_ns();
+        rc = bindlog_open(&h, dir, &o);
+        ms[i] = (double)(now_ns() - t0) / 1e6;
+        if (rc != 0) {
+            M[M_OPEN].errors++;
+            g_failed = 1;
+            snprintf(M[M_OPEN].note, sizeof M[M_OPEN].note, "open failed: %s",
+                     bindlog_code_name(rc));
+            break;
+        }
+        bindlog_close(h);
+    }
+    if (M[M_OPEN].errors == 0) {
+        S.open_first_ms = ms[0];
+        S.open_max_ms = 0;
+        for (int i = 0; i < nopen; i++)
+            S.open_max_ms = ms[i] > S.open_max_ms ? ms[i] : S.open_max_ms;
+        double sorted[16];
+        memcpy(sorted, ms, sizeof(double) * (size_t)nopen);
+        for (int i = 1; i < nopen; i++) /* insertion sort, 11 values */
+            for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+                double x = sorted[j];
+                sorted[j] = sorted[j - 1];
+                sorted[j - 1] = x;
+            }
+        S.open_median_ms = sorted[nopen / 2];
+        M[M_OPEN].ran = 1;
+        M[M_OPEN].events = (uint64_t)nopen;
+        M[M_OPEN].rate = 1000.0 / S.open_median_ms;
+        M[M_OPEN].p50_us = S.open_median_ms * 1000.0;
+        M[M_OPEN].p99_us = S.open_max_ms * 1000.0;
+        snprintf(M[M_OPEN].note, sizeof M[M_OPEN].note,
+                 "%" PRIu64 " events; first open %.2f ms, median %.2f ms", S.events,
+                 S.open_first_ms, S.open_median_ms);
+    }
+
+    /* maintenance rates, where the library has them, on a store of at most
+     * MAINT_EVENTS events (this one, or a smaller one built for them) */
+    maintenance(c, w, dir);
+    uint64_t head = S.events;
 
     /* bytes per live binding: as built, after vacuum, after compact + vacuum */
     if (HAVE(bindlog_vacuum)) {
@@ -1119,7 +1180,7 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
 static int usage(void)
 {
     fprintf(stderr, "usage: bindlog-bench [--quick] [--json] [--dir DIR] [--keep] "
-                    "[--events N] [--seconds S] [--seed N]\n");
+                    "[--events N] [--seconds S] [--seed N] [--only G,...]\n");
     return 2;
 }
 
@@ -1144,6 +1205,8 @@ int main(int argc, char **argv)
             events = atoll(argv[++i]);
         else if (!strcmp(a, "--seconds") && i + 1 < argc)
             secs = atof(argv[++i]);
+        else if (!strcmp(a, "--only") && i + 1 < argc)
+            c.only = argv[++i];
         else if (!strcmp(a, "--seed") && i + 1 < argc)
             c.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--help") || !strcmp(a, "-h"))
@@ -1151,7 +1214,7 @@ int main(int argc, char **argv)
         else
             return usage();
     }
-    c.events = events > 0 ? (size_t)events : (c.quick ? 100000 : 1000000);
+    c.events = events > 0 ? (size_t)events : (c.quick ? 30000 : 1000000);
     c.secs = secs > 0 ? secs : (c.quick ? 0.3 : 2.0);
     if (events < 0 || c.events < 2 * BATCH)
         return usage();
@@ -1182,30 +1245,52 @@ int main(int argc, char **argv)
     }
     double t = c.secs;
 
-    progress(&c, "1. fdatasync limit");
-    measure_fsync(&c, t);
-    progress(&c, "2. raw LMDB");
-    measure_lmdb(&c, t);
-    progress(&c, "3. bindlog FULL, 1 writer");
-    measure_bindlog(&c, &M[M_BL1], &w, BINDLOG_DURABILITY_FULL, 1, t, "bl-full-1");
-    progress(&c, "4. SQLite FULL, 1 writer");
-    measure_sqlite(&c, &M[M_SQ1], &w, "FULL", 1, t, "sq-full-1");
-    progress(&c, "5. bindlog FULL, 16 writers");
-    measure_bindlog(&c, &M[M_BL16], &w, BINDLOG_DURABILITY_FULL, 16, t, "bl-full-16");
-    progress(&c, "5. SQLite FULL, 16 writers");
-    measure_sqlite(&c, &M[M_SQ16], &w, "FULL", 16, t, "sq-full-16");
-    progress(&c, "5. bindlog FULL, 64 writers");
-    measure_bindlog(&c, &M[M_BL64], &w, BINDLOG_DURABILITY_FULL, 64, t, "bl-full-64");
-    progress(&c, "5. SQLite FULL, 64 writers");
-    measure_sqlite(&c, &M[M_SQ64], &w, "FULL", 64, t, "sq-full-64");
-    progress(&c, "bindlog NORMAL, 1 writer");
-    measure_bindlog(&c, &M[M_BLNORMAL1], &w, BINDLOG_DURABILITY_NORMAL, 1, t, "bl-normal-1");
-    progress(&c, "6. bindlog NONE, 1 writer");
-    measure_bindlog(&c, &M[M_BLNONE1], &w, BINDLOG_DURABILITY_NONE, 1, t, "bl-none-1");
-    progress(&c, "6. SQLite OFF, 1 writer");
-    measure_sqlite(&c, &M[M_SQOFF1], &w, "OFF", 1, t, "sq-off-1");
-    progress(&c, "6. apply_batch x1000, FULL");
-    {
+    if (want(&c, "fsync")) {
+        progress(&c, "1. fdatasync limit");
+        measure_fsync(&c, t);
+    }
+    if (want(&c, "lmdb")) {
+        progress(&c, "2. raw LMDB");
+        measure_lmdb(&c, t);
+    }
+    if (want(&c, "full1")) {
+        progress(&c, "3. bindlog FULL, 1 writer");
+        measure_bindlog(&c, &M[M_BL1], &w, BINDLOG_DURABILITY_FULL, 1, t, "bl-full-1");
+    }
+    if (want(&c, "sqlite1")) {
+        progress(&c, "4. SQLite FULL, 1 writer");
+        measure_sqlite(&c, &M[M_SQ1], &w, "FULL", 1, t, "sq-full-1");
+    }
+    if (want(&c, "full16")) {
+        progress(&c, "5. bindlog FULL, 16 writers");
+        measure_bindlog(&c, &M[M_BL16], &w, BINDLOG_DURABILITY_FULL, 16, t, "bl-full-16");
+    }
+    if (want(&c, "sqlite16")) {
+        progress(&c, "5. SQLite FULL, 16 writers");
+        measure_sqlite(&c, &M[M_SQ16], &w, "FULL", 16, t, "sq-full-16");
+    }
+    if (want(&c, "full64")) {
+        progress(&c, "5. bindlog FULL, 64 writers");
+        measure_bindlog(&c, &M[M_BL64], &w, BINDLOG_DURABILITY_FULL, 64, t, "bl-full-64");
+    }
+    if (want(&c, "sqlite64")) {
+        progress(&c, "5. SQLite FULL, 64 writers");
+        measure_sqlite(&c, &M[M_SQ64], &w, "FULL", 64, t, "sq-full-64");
+    }
+    if (want(&c, "normal1")) {
+        progress(&c, "bindlog NORMAL, 1 writer");
+        measure_bindlog(&c, &M[M_BLNORMAL1], &w, BINDLOG_DURABILITY_NORMAL, 1, t, "bl-normal-1");
+    }
+    if (want(&c, "none1")) {
+        progress(&c, "6. bindlog NONE, 1 writer");
+        measure_bindlog(&c, &M[M_BLNONE1], &w, BINDLOG_DURABILITY_NONE, 1, t, "bl-none-1");
+    }
+    if (want(&c, "off1")) {
+        progress(&c, "6. SQLite OFF, 1 writer");
+        measure_sqlite(&c, &M[M_SQOFF1], &w, "OFF", 1, t, "sq-off-1");
+    }
+    if (want(&c, "batchfull")) {
+        progress(&c, "6. apply_batch x1000, FULL");
         char d[4096];
         sub(d, sizeof d, &c, "bl-batch-full");
         bindlog *h = bl_fresh(d, &w, BINDLOG_DURABILITY_FULL);
@@ -1218,11 +1303,14 @@ int main(int argc, char **argv)
         if (!c.keep)
             rm_tree(d);
     }
-    progress(&c, "7. JSON rewrite, 1,000 keys");
-    measure_json(&c, &M[M_JSON1K], &w1k, t, "json-1k");
-    progress(&c, "7. JSON rewrite, 10,000 keys");
-    measure_json(&c, &M[M_JSON10K], &w, t, "json-10k");
-    bulk_store(&c, &w);
+    if (want(&c, "json")) {
+        progress(&c, "7. JSON rewrite, 1,000 keys");
+        measure_json(&c, &M[M_JSON1K], &w1k, t, "json-1k");
+        progress(&c, "7. JSON rewrite, 10,000 keys");
+        measure_json(&c, &M[M_JSON10K], &w, t, "json-10k");
+    }
+    if (want(&c, "bulk"))
+        bulk_store(&c, &w);
 
     double total = (double)(now_ns() - t_start) / 1e9;
     compute_ratios();

@@ -81,6 +81,12 @@ int wl_apply_bindlog(bindlog *s, const workload *w, const wl_event *e);
 
 /* ---- contenders ----------------------------------------------------------- */
 
+/* The current measurement's deadline (CLOCK_MONOTONIC ns, 0 = none).  Set by
+ * the runner before its threads start; a contender may stop waiting for a
+ * lock once it has passed and return BENCH_CANCELLED (not counted). */
+extern uint64_t bench_deadline_ns;
+#define BENCH_CANCELLED (-1000)
+
 /*
  * A contender applies stream events, one at a time, from one or more threads.
  * `open` makes one thread's context (a connection, a handle...), `apply`
