@@ -117,7 +117,8 @@ int bl_failpoint_hit(const char *name)
         fp_entry *e = &fp_table[i];
         if (strcmp(e->name, name) != 0)
             continue;
-        if (++e->hits == e->nth) {
+        /* one-shot, except sleep, which slows every hit from the n-th on */
+        if (++e->hits == e->nth || (e->action == FP_SLEEP && e->hits > e->nth)) {
             fire = 1;
             action = e->action;
             sleep_ms = e->sleep_ms;

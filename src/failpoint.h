@@ -22,9 +22,11 @@
  *     abort      abort()
  *     eio        BL_FAILPOINT returns BINDLOG_EIO: the call site fails the
  *                operation it is in, as if the storage had reported an error
- *     sleep=MS   sleep MS milliseconds, then carry on (widens races)
+ *     sleep=MS   sleep MS milliseconds, then carry on (widens races, e.g.
+ *                lets requests pile up into one group)
  * n: the action fires on the n-th hit of that name only (default 1); every
- * other hit is a no-op.  Hits are counted per process.  An unknown action or
+ * other hit is a no-op.  Except sleep, which fires on every hit from the
+ * n-th on.  Hits are counted per process.  An unknown action or
  * a malformed entry is reported on stderr and ignored.
  */
 #ifndef BL_FAILPOINT_H
