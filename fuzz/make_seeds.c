@@ -1,7 +1,7 @@
 /*
  * make_seeds.c -- write the generated seed inputs of the fuzz corpora.
  *
- *     fuzz_make_seeds OUTDIR      (writes OUTDIR/record/, machine/ and cli/)
+ *     fuzz_make_seeds OUTDIR      (writes OUTDIR/record/, machine/, cli/, stream/)
  *
  * The committed files under fuzz/corpora/ came from this program (names
  * starting with "seed-") plus inputs that libFuzzer campaigns found
@@ -307,6 +307,19 @@ static void cli_seeds(void)
     cli_seed("help", SPLIT, (const char *const[]){"--help", NULL});
 }
 
+/* ---- stream seeds that need no export --------------------------------------- */
+
+/* Inputs every importer must refuse; the real exports come from
+ * make_stream_seeds.c once the library has bindlog_export(). */
+static void stream_seeds(void)
+{
+    static const unsigned char zeros[64];
+    static const char text[] = "bindlog export\n{\"not\": \"a stream\"}\n";
+    put_file("stream", "empty", "", 0);
+    put_file("stream", "zeros", zeros, sizeof(zeros));
+    put_file("stream", "text", text, sizeof(text) - 1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -321,5 +334,6 @@ int main(int argc, char **argv)
     record_seeds();
     machine_seeds();
     cli_seeds();
+    stream_seeds();
     return 0;
 }
