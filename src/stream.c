@@ -1,0 +1,729 @@
+/*
+ * stream.c -- export and import: a portable, checksummed stream of a store.
+ *
+ * Layout (docs/format.md, "Export stream", has every byte):
+ *
+ *   header   32 bytes: "BLSTREAM", u32 version, u32 flags, u64 first_lsn,
+ *            u64 XXH3-64 of the 24 bytes before it
+ *   image    only with flag IMAGE (a full stream):
+ *            'C' frame: base time, counters, number of bindings and sessions
+ *            'B' frame per binding, 'S' frame per session, in key order
+ *   records  'R' frame per record, LSNs first_lsn, first_lsn + 1, ...
+ *   trailer  'T' frame: record count, last LSN, last time, state digest,
+ *            XXH3-64 of every stream byte before this checksum
+ *
+ * A frame is u8 tag, u32 payload length, payload.  'C', 'B' and 'S'
+ * payloads end with an XXH3-64 of the frame before it; an 'R' payload is a
+ * log record, which carries its own.  So every frame is verified where it
+ * is read and a refusal names the offset of the frame at fault, and the
+ * trailer's whole-stream checksum catches anything the frames could not
+ * (a dropped or duplicated frame that happens to fit).
+ *
+ * Import stages the whole stream in ONE write transaction on the live
+ * tables: every record is re-derived by the state machine as in replay
+ * (bl_replay_one), and the state digest of the result is compared with the
+ * trailer's before commit.  Any refusal aborts the transaction, so nothing
+ * of a refused stream is ever applied.  The price: the import holds the
+ * store's writer lock for its whole duration (other writers wait), and a
+ * map that fills up mid-stream can only be grown by starting over, which
+ * needs a seekable input; for a pipe the map is grown generously first.
+ */
+#define _GNU_SOURCE
+#include "maint.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define ST_MAGIC "BLSTREAM"
+#define ST_VERSION 1u
+#define ST_FLAG_IMAGE 0x1u
+#define ST_FLAGS_KNOWN ST_FLAG_IMAGE
+#define ST_HEADER 32
+#define ST_FRAME_HDR 5
+#define ST_CHECKSUM 8
+#define ST_C_LEN (8 + BL_COUNTS_BYTES + 8 + 8 + ST_CHECKSUM)
+#define ST_T_LEN (8 + 8 + 8 + BINDLOG_DIGEST_SIZE + ST_CHECKSUM)
+#define ST_B_MAX (2 + BINDLOG_KEY_MAX + 26 + BINDLOG_ID_MAX + ST_CHECKSUM)
+#define ST_S_MAX \
+    (1 + BINDLOG_ID_MAX + 42 + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + \
+     BINDLOG_ORIGIN_MAX + ST_CHECKSUM)
+#define ST_FRAME_MAX (ST_FRAME_HDR + ST_S_MAX)
+#define ST_IO_BUF ((size_t)1 << 20)
+
+/* ---- buffered output with a running checksum ------------------------------- */
+
+typedef struct writer {
+    int fd;
+    unsigned char *buf;
+    size_t len;
+    XXH3_state_t *hash; /* every byte written so far */
+} writer;
+
+static int wr_flush(writer *w)
+{
+    size_t done = 0;
+    while (done < w->len) {
+        ssize_t n = write(w->fd, w->buf + done, w->len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? bl_mdb_error(errno) : BINDLOG_EIO;
+        done += (size_t)n;
+    }
+    w->len = 0;
+    return 0;
+}
+
+/* Append to the buffer, which wr_room() keeps with space for a frame. */
+static void wr_put(writer *w, const void *p, size_t n)
+{
+    XXH3_64bits_update(w->hash, p, n);
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+}
+
+/* Make room for one more frame.  The write happens with e's map lock
+ * released: a slow reader of the stream (a pipe) must not keep writers of
+ * this process from growing the map.  Callers' cursors re-seek. */
+static int wr_room(writer *w, bl_env *e)
+{
+    int rc = 0;
+    if (w->len + ST_FRAME_MAX > ST_IO_BUF) {
+        bl_map_unlock(e);
+        rc = wr_flush(w);
+        bl_map_rdlock(e);
+    }
+    return rc;
+}
+
+/* Frame a payload; `sealed` appends the frame checksum ('C', 'B', 'S'). */
+static void wr_frame(writer *w, unsigned char *frame, int tag, size_t payload, int sealed)
+{
+    size_t len = payload + (sealed ? ST_CHECKSUM : 0);
+    frame[0] = (unsigned char)tag;
+    bl_put32(frame + 1, (uint32_t)len);
+    if (sealed)
+        bl_put64(frame + ST_FRAME_HDR + payload, XXH3_64bits(frame, ST_FRAME_HDR + payload));
+    wr_put(w, frame, ST_FRAME_HDR + len);
+}
+
+/* ---- export ------------------------------------------------------------------- */
+
+static uint64_t entries(MDB_txn *txn, MDB_dbi dbi)
+{
+    MDB_stat st;
+    return mdb_stat(txn, dbi, &st) == 0 ? st.ms_entries : 0;
+}
+
+/* Write the 'B' or 'S' frames of one base-image table.  Caller holds the
+ * map lock, which is released now and then (the cursor re-seeks). */
+static int export_image_table(bl_env *e, MDB_txn *txn, int sessions, writer *w,
+                              unsigned char *frame, uint64_t expect)
+{
+    bl_cursor c;
+    MDB_val k, v;
+    uint64_t n = 0;
+    int rc;
+
+    rc = bl_cursor_open(&c, e, txn, e->dbi[sessions ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS],
+                        NULL, 0);
+    while (rc == 0 && (rc = wr_room(w, e)) == 0 && (rc = bl_cursor_next(&c, &k, &v)) > 0) {
+        unsigned char *p = frame + ST_FRAME_HDR;
+        size_t klen_bytes = sessions ? 1 : 2;
+        int ok = sessions ? bl_valid_id(k.mv_data, k.mv_size) : bl_valid_key(k.mv_data, k.mv_size);
+        if (!ok || klen_bytes + k.mv_size + v.mv_size + ST_CHECKSUM > ST_S_MAX) {
+            rc = BINDLOG_ECORRUPT; /* never ship what an import must refuse */
+            break;
+        }
+        if (sessions)
+            p[0] = (unsigned char)k.mv_size;
+        else
+            bl_put16(p, (uint16_t)k.mv_size);
+        memcpy(p + klen_bytes, k.mv_data, k.mv_size);
+        memcpy(p + klen_bytes + k.mv_size, v.mv_data, v.mv_size);
+        wr_frame(w, frame, sessions ? 'S' : 'B', klen_bytes + k.mv_size + v.mv_size, 1);
+        rc = 0;
+        n++;
+    }
+    bl_cursor_close(&c);
+    if (rc == 0 && n != expect)
+        rc = BINDLOG_ECORRUPT;
+    return rc;
+}
+
+int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
+                   bindlog_progress_fn progress, void *progress_ctx)
+{
+    writer w = {.fd = fd};
+    unsigned char *frame = NULL, hdr[ST_HEADER];
+    bl_env *e;
+    MDB_txn *txn = NULL;
+    bl_head head;
+    bl_base base;
+    uint64_t first, count = 0;
+    int64_t last_time;
+    int rc, full;
+
+    if (records != NULL)
+        *records = 0;
+    if (s == NULL || fd < 0)
+        return BINDLOG_EINVAL;
+    e = s->e;
+    w.buf = malloc(ST_IO_BUF);
+    frame = malloc(ST_FRAME_MAX);
+    w.hash = XXH3_createState();
+    if (w.buf == NULL || frame == NULL || w.hash == NULL) {
+        rc = BINDLOG_ENOMEM;
+        goto out;
+    }
+    XXH3_64bits_reset(w.hash);
+    if ((rc = bl_read_begin_fresh(e, &txn)) != 0) {
+        txn = NULL;
+        goto out;
+    }
+    if ((rc = bl_meta_get_head(e, txn, &head)) != 0 || (rc = bl_base_get(e, txn, &base)) != 0)
+        goto out;
+    full = from_lsn <= 1;
+    first = full ? base.lsn + 1 : from_lsn;
+    /* an incremental stream needs every record from from_lsn on */
+    if (!full && (from_lsn <= base.lsn || from_lsn > head.lsn + 1)) {
+        rc = BINDLOG_ENOTFOUND;
+        goto out;
+    }
+    last_time = full ? base.time_ms : 0;
+
+    memcpy(hdr, ST_MAGIC, 8);
+    bl_put32(hdr + 8, ST_VERSION);
+    bl_put32(hdr + 12, full ? ST_FLAG_IMAGE : 0);
+    bl_put64(hdr + 16, first);
+    bl_put64(hdr + 24, XXH3_64bits(hdr, 24));
+    wr_put(&w, hdr, sizeof(hdr));
+
+    if (full) {
+        uint64_t nb = entries(txn, e->dbi[BL_DB_BASE_BINDINGS]);
+        uint64_t ns = entries(txn, e->dbi[BL_DB_BASE_SESSIONS]);
+        unsigned char *p = frame + ST_FRAME_HDR;
+        bl_put64(p, (uint64_t)base.time_ms);
+        bl_counts_encode(p + 8, &base.counts);
+        bl_put64(p + 8 + BL_COUNTS_BYTES, nb);
+        bl_put64(p + 16 + BL_COUNTS_BYTES, ns);
+        wr_frame(&w, frame, 'C', ST_C_LEN - ST_CHECKSUM, 1);
+        if ((rc = export_image_table(e, txn, 0, &w, frame, nb)) != 0 ||
+            (rc = export_image_table(e, txn, 1, &w, frame, ns)) != 0)
+            goto out;
+    }
+
+    if (first <= head.lsn) {
+        bl_cursor c;
+        MDB_val k, v;
+        unsigned char kb[8];
+        bl_put64be(kb, first);
+        if ((rc = bl_cursor_open(&c, e, txn, e->dbi[BL_DB_LOG], kb, 8)) != 0)
+            goto out;
+        for (uint64_t lsn = first; lsn <= head.lsn; lsn++) {
+            bl_record rec;
+            if ((rc = wr_room(&w, e)) != 0)
+                break;
+            if ((rc = bl_cursor_next(&c, &k, &v)) <= 0) {
+                rc = rc == 0 ? BINDLOG_ECORRUPT : rc; /* the log ends before the head */
+                break;
+            }
+            if (k.mv_size != 8 || bl_get64be(k.mv_data) != lsn ||
+                bl_record_decode(v.mv_data, v.mv_size, &rec) != 0 || rec.lsn != lsn) {
+                rc = BINDLOG_ECORRUPT; /* a hole or a damaged record: check names it */
+                break;
+            }
+            rc = 0;
+            last_time = rec.time_ms;
+            frame[0] = 'R';
+            bl_put32(frame + 1, (uint32_t)v.mv_size);
+            wr_put(&w, frame, ST_FRAME_HDR);
+            wr_put(&w, v.mv_data, v.mv_size);
+            if (++count % 65536 == 0 && progress != NULL) {
+                bl_map_unlock(e);
+                progress(progress_ctx, count, head.lsn - first + 1);
+                bl_map_rdlock(e);
+            }
+        }
+        bl_cursor_close(&c);
+        if (rc != 0)
+            goto out;
+    }
+
+    /* trailer: what the importer must end up with */
+    unsigned char *p = frame + ST_FRAME_HDR;
+    uint64_t last = first + count - 1;
+    if (count == 0)
+        last_time = full ? base.time_ms : head.time_ms;
+    bl_put64(p, count);
+    bl_put64(p + 8, last);
+    bl_put64(p + 16, (uint64_t)last_time);
+    if ((rc = bl_digest_tables(e, txn, e->dbi[BL_DB_BINDINGS], e->dbi[BL_DB_SESSIONS],
+                               p + 24)) != 0)
+        goto out;
+    if ((rc = wr_room(&w, e)) != 0)
+        goto out;
+    frame[0] = 'T';
+    bl_put32(frame + 1, ST_T_LEN);
+    wr_put(&w, frame, ST_FRAME_HDR + ST_T_LEN - ST_CHECKSUM);
+    unsigned char sum[ST_CHECKSUM];
+    bl_put64(sum, XXH3_64bits_digest(w.hash));
+    wr_put(&w, sum, sizeof(sum));
+    bl_read_end(e, txn); /* the last write without the map lock */
+    txn = NULL;
+    if ((rc = wr_flush(&w)) != 0)
+        goto out;
+    if (records != NULL)
+        *records = count;
+    if (progress != NULL)
+        progress(progress_ctx, count, count);
+out:
+    if (txn != NULL)
+        bl_read_end(e, txn);
+    XXH3_freeState(w.hash);
+    free(w.buf);
+    free(frame);
+    return rc;
+}
+
+/* ---- buffered input with a running checksum -------------------------------- */
+
+typedef struct reader {
+    int fd;
+    unsigned char *buf;
+    size_t len, pos;
+    uint64_t off;       /* stream offset of buf[pos] */
+    XXH3_state_t *hash; /* every byte consumed so far */
+} reader;
+
+/* Read exactly n bytes.  0, 1 if the stream ends first, or an error. */
+static int rd_exact(reader *r, void *dst, size_t n)
+{
+    unsigned char *d = dst;
+    while (n > 0) {
+        if (r->pos == r->len) {
+            ssize_t got = read(r->fd, r->buf, ST_IO_BUF);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0)
+                return bl_mdb_error(errno);
+            if (got == 0)
+                return 1;
+            r->len = (size_t)got;
+            r->pos = 0;
+        }
+        size_t take = r->len - r->pos < n ? r->len - r->pos : n;
+        memcpy(d, r->buf + r->pos, take);
+        XXH3_64bits_update(r->hash, r->buf + r->pos, take);
+        r->pos += take;
+        r->off += take;
+        d += take;
+        n -= take;
+    }
+    return 0;
+}
+
+/* ---- import ------------------------------------------------------------------- */
+
+typedef struct importer {
+    bl_env *e;
+    MDB_txn *txn;
+    reader rd;
+    unsigned char *frame;
+    uint64_t err_off;   /* offset of the frame at fault */
+    int map_full;
+    bindlog_progress_fn progress;
+    void *progress_ctx;
+    uint64_t records;
+} importer;
+
+/* The state digest of the write transaction's tables (digest.c's canonical
+ * encoding).  bl_digest_tables() cannot be used here: it releases the map
+ * lock between chunks, and a thread waiting to grow the map while another
+ * waits for our LMDB writer lock would then deadlock with us. */
+static int digest_txn(bl_env *e, MDB_txn *txn, unsigned char out[BINDLOG_DIGEST_SIZE])
+{
+    XXH3_state_t *st = XXH3_createState();
+    int rc = 0;
+
+    if (st == NULL)
+        return BINDLOG_ENOMEM;
+    XXH3_128bits_reset(st);
+    for (int t = 0; t < 2 && rc == 0; t++) {
+        MDB_cursor *c;
+        MDB_val k, v;
+        unsigned char hdr[1 + 2 + 4];
+        if ((rc = mdb_cursor_open(txn, e->dbi[t ? BL_DB_SESSIONS : BL_DB_BINDINGS], &c)) != 0)
+            break;
+        while ((rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) == 0) {
+            size_t h = 0;
+            hdr[h++] = t ? 'S' : 'B';
+            if (t) {
+                hdr[h++] = (unsigned char)k.mv_size;
+            } else {
+                bl_put16(hdr + h, (uint16_t)k.mv_size);
+                h += 2;
+            }
+            XXH3_128bits_update(st, hdr, h);
+            XXH3_128bits_update(st, k.mv_data, k.mv_size);
+            bl_put32(hdr, (uint32_t)v.mv_size);
+            XXH3_128bits_update(st, hdr, 4);
+            XXH3_128bits_update(st, v.mv_data, v.mv_size);
+        }
+        mdb_cursor_close(c);
+        rc = rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    if (rc == 0) {
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+        memcpy(out, c.digest, BINDLOG_DIGEST_SIZE);
+    }
+    XXH3_freeState(st);
+    return bl_mdb_error(rc);
+}
+
+/* Read a frame header and payload into im->frame.  A truncated frame is
+ * BINDLOG_ECORRUPT at the frame's offset. */
+static int read_frame(importer *im, int *tag, size_t *len)
+{
+    int rc;
+    im->err_off = im->rd.off;
+    if ((rc = rd_exact(&im->rd, im->frame, ST_FRAME_HDR)) != 0)
+        return rc > 0 ? BINDLOG_ECORRUPT : rc;
+    *tag = im->frame[0];
+    *len = bl_get32(im->frame + 1);
+    size_t max = *tag == 'R' ? BL_RECORD_MAX : *tag == 'B' ? ST_B_MAX
+               : *tag == 'S' ? ST_S_MAX : *tag == 'C' ? ST_C_LEN : *tag == 'T' ? ST_T_LEN : 0;
+    if (*len > max || ((*tag == 'C' || *tag == 'T') && *len != max))
+        return BINDLOG_ECORRUPT; /* unknown tag or impossible length */
+    /* the trailer's checksum covers everything before it: read it apart */
+    size_t body = *tag == 'T' ? *len - ST_CHECKSUM : *len;
+    if ((rc = rd_exact(&im->rd, im->frame + ST_FRAME_HDR, body)) != 0)
+        return rc > 0 ? BINDLOG_ECORRUPT : rc;
+    return 0;
+}
+
+static int sealed_ok(const unsigned char *frame, size_t len)
+{
+    return len >= ST_CHECKSUM &&
+           bl_get64(frame + ST_FRAME_HDR + len - ST_CHECKSUM) ==
+               XXH3_64bits(frame, ST_FRAME_HDR + len - ST_CHECKSUM);
+}
+
+static int put_val(importer *im, MDB_dbi dbi, const void *k, size_t kn, const void *d, size_t dn,
+                   unsigned flags)
+{
+    MDB_val key = {kn, (void *)k}, val = {dn, (void *)d};
+    int rc = mdb_put(im->txn, dbi, &key, &val, flags);
+    if (rc == MDB_MAP_FULL)
+        im->map_full = 1;
+    /* MDB_APPEND refuses keys out of order: a duplicated or moved entry */
+    return rc == MDB_KEYEXIST ? BINDLOG_ECORRUPT : bl_mdb_error(rc);
+}
+
+/* The base image of a full stream, into an empty store: live and base
+ * tables, the children index, and the base meta records. */
+static int import_image(importer *im, uint64_t first, bl_base *base)
+{
+    bl_env *e = im->e;
+    uint64_t nb, ns, live_b = 0, live_s = 0, c_off;
+    int tag, rc;
+    size_t len;
+
+    if ((rc = read_frame(im, &tag, &len)) != 0)
+        return rc;
+    if (tag != 'C' || !sealed_ok(im->frame, len))
+        return BINDLOG_ECORRUPT;
+    c_off = im->err_off;
+    const unsigned char *p = im->frame + ST_FRAME_HDR;
+    base->lsn = first - 1;
+    base->time_ms = (int64_t)bl_get64(p);
+    bl_counts_decode(p + 8, &base->counts);
+    nb = bl_get64(p + 8 + BL_COUNTS_BYTES);
+    ns = bl_get64(p + 16 + BL_COUNTS_BYTES);
+
+    for (uint64_t i = 0; i < nb + ns; i++) {
+        int sess = i >= nb;
+        if ((rc = read_frame(im, &tag, &len)) != 0)
+            return rc;
+        if (tag != (sess ? 'S' : 'B') || !sealed_ok(im->frame, len))
+            return BINDLOG_ECORRUPT;
+        p = im->frame + ST_FRAME_HDR;
+        size_t body = len - ST_CHECKSUM, kl, ko = sess ? 1 : 2;
+        if (body < ko)
+            return BINDLOG_ECORRUPT;
+        kl = sess ? p[0] : bl_get16(p);
+        if (ko + kl > body)
+            return BINDLOG_ECORRUPT;
+        const char *key = (const char *)p + ko;
+        const unsigned char *val = p + ko + kl;
+        size_t vl = body - ko - kl;
+        if (!sess) {
+            bl_bval b;
+            if (!bl_valid_key(key, kl) || bl_bval_decode(val, vl, &b) != 0)
+                return BINDLOG_ECORRUPT;
+            live_b += b.sid_len != 0;
+            if ((rc = put_val(im, e->dbi[BL_DB_BINDINGS], key, kl, val, vl, MDB_APPEND)) != 0 ||
+                (rc = put_val(im, e->dbi[BL_DB_BASE_BINDINGS], key, kl, val, vl, MDB_APPEND)))
+                return rc;
+        } else {
+            bl_sval sv;
+            unsigned char ck[2 * BINDLOG_ID_MAX + 1];
+            if (!bl_valid_id(key, kl) || bl_sval_decode(val, vl, &sv) != 0 ||
+                (sv.parent_len && !bl_valid_id(sv.parent, sv.parent_len)))
+                return BINDLOG_ECORRUPT;
+            live_s += sv.ended_lsn == 0;
+            if ((rc = put_val(im, e->dbi[BL_DB_SESSIONS], key, kl, val, vl, MDB_APPEND)) != 0 ||
+                (rc = put_val(im, e->dbi[BL_DB_BASE_SESSIONS], key, kl, val, vl, MDB_APPEND)))
+                return rc;
+            if (sv.parent_len) {
+                memcpy(ck, sv.parent, sv.parent_len);
+                ck[sv.parent_len] = 0;
+                memcpy(ck + sv.parent_len + 1, key, kl);
+                if ((rc = put_val(im, e->dbi[BL_DB_CHILDREN], ck, sv.parent_len + 1 + kl, "", 0,
+                                  0)) != 0)
+                    return rc;
+            }
+        }
+    }
+    if (live_b != base->counts.live_bindings || live_s != base->counts.live_sessions) {
+        im->err_off = c_off; /* the counters do not describe the image */
+        return BINDLOG_ECORRUPT;
+    }
+    if ((rc = bl_base_put(e, im->txn, base)) != 0) {
+        im->map_full = rc == MDB_MAP_FULL;
+        return bl_mdb_error(rc);
+    }
+    return 0;
+}
+
+/* One attempt at importing the stream (the caller retries after a full
+ * map when the input can be rewound). */
+static int import_once(importer *im, uint64_t *err_offset)
+{
+    bl_env *e = im->e;
+    unsigned char hdr[ST_HEADER];
+    bl_head head;
+    bl_base base;
+    bl_counts counts;
+    bl_replayer r;
+    bl_tables t;
+    uint64_t first;
+    int rc, tag;
+    size_t len;
+
+    bl_replayer_init(&r, 1, 0, NULL);
+    im->err_off = 0;
+    im->map_full = 0;
+    im->records = 0;
+    if ((rc = bl_wtxn_begin(e, &im->txn)) != 0)
+        return rc;
+
+    /* header: magic, checksum, then version and flags */
+    if ((rc = rd_exact(&im->rd, hdr, sizeof(hdr))) != 0) {
+        rc = rc > 0 ? BINDLOG_ECORRUPT : rc;
+        goto out;
+    }
+    if (memcmp(hdr, ST_MAGIC, 8) != 0 || bl_get64(hdr + 24) != XXH3_64bits(hdr, 24)) {
+        rc = BINDLOG_ECORRUPT;
+        goto out;
+    }
+    uint32_t version = bl_get32(hdr + 8), flags = bl_get32(hdr + 12);
+    first = bl_get64(hdr + 16);
+    if (version == 0 || version > ST_VERSION) {
+        im->err_off = 8;
+        rc = version == 0 ? BINDLOG_ECORRUPT : BINDLOG_EVERSION;
+        goto out;
+    }
+    if ((flags & ~ST_FLAGS_KNOWN) != 0 || first == 0) {
+        im->err_off = (flags & ~ST_FLAGS_KNOWN) != 0 ? 12 : 16;
+        rc = BINDLOG_ECORRUPT;
+        goto out;
+    }
+
+    if ((rc = bl_meta_get_head(e, im->txn, &head)) != 0 ||
+        (rc = bl_base_get(e, im->txn, &base)) != 0 ||
+        (rc = bl_meta_get_counts(e, im->txn, &counts)) != 0)
+        goto out;
+    if (flags & ST_FLAG_IMAGE) {
+        /* a full stream restores an empty store, never merges into one */
+        if (head.lsn != 0 || base.lsn != 0 || entries(im->txn, e->dbi[BL_DB_BINDINGS]) != 0 ||
+            entries(im->txn, e->dbi[BL_DB_SESSIONS]) != 0) {
+            rc = BINDLOG_EEXIST;
+            goto out;
+        }
+        if ((rc = import_image(im, first, &base)) != 0)
+            goto out;
+        head.lsn = base.lsn;
+        head.time_ms = base.time_ms;
+        counts = base.counts;
+    } else if (first != head.lsn + 1) {
+        /* incremental: exactly the records after our head */
+        im->err_off = 16;
+        rc = first <= head.lsn ? BINDLOG_EEXIST : BINDLOG_ENOTFOUND;
+        goto out;
+    }
+
+    bl_replayer_init(&r, first, head.time_ms, &counts);
+    bl_tables_live(e, im->txn, &t);
+    for (;;) {
+        if ((rc = read_frame(im, &tag, &len)) != 0)
+            goto out;
+        if (tag == 'T')
+            break;
+        if (tag != 'R') {
+            rc = BINDLOG_ECORRUPT;
+            goto out;
+        }
+        const unsigned char *rec = im->frame + ST_FRAME_HDR;
+        /* a record's LSN is at byte 4; bl_replay_one checks it against it */
+        uint64_t lsn = len >= 12 ? bl_get64(rec + 4) : 0;
+        if ((rc = bl_replay_one(&r, &t, rec, len, lsn, &im->map_full)) != 0) {
+            rc = rc == 1 ? BINDLOG_ECORRUPT : rc;
+            goto out;
+        }
+        if (++im->records % 65536 == 0 && im->progress != NULL)
+            im->progress(im->progress_ctx, im->records, 0);
+    }
+
+    /* trailer: counts, whole-stream checksum, nothing after it, digest */
+    uint64_t t_off = im->err_off, sum = XXH3_64bits_digest(im->rd.hash);
+    const unsigned char *p = im->frame + ST_FRAME_HDR;
+    unsigned char tail[ST_CHECKSUM + 1], digest[BINDLOG_DIGEST_SIZE];
+    if ((rc = rd_exact(&im->rd, tail, ST_CHECKSUM)) != 0) {
+        rc = rc > 0 ? BINDLOG_ECORRUPT : rc;
+        goto out;
+    }
+    if (bl_get64(tail) != sum || bl_get64(p) != im->records ||
+        bl_get64(p + 8) != r.next_lsn - 1 || (int64_t)bl_get64(p + 16) != r.last_time) {
+        rc = BINDLOG_ECORRUPT;
+        goto out;
+    }
+    im->err_off = im->rd.off;
+    if ((rc = rd_exact(&im->rd, tail, 1)) <= 0) {
+        rc = rc == 0 ? BINDLOG_ECORRUPT : rc; /* bytes after the trailer */
+        goto out;
+    }
+    im->err_off = t_off;
+    if ((rc = digest_txn(e, im->txn, digest)) != 0)
+        goto out;
+    if (memcmp(digest, p + 24, BINDLOG_DIGEST_SIZE) != 0) {
+        rc = BINDLOG_ECORRUPT; /* the state is not the one the exporter had */
+        goto out;
+    }
+    head.lsn = r.next_lsn - 1;
+    head.time_ms = r.last_time;
+    if ((rc = bl_meta_put_head(e, im->txn, &head)) != 0 ||
+        (rc = bl_meta_put_counts(e, im->txn, &r.counts)) != 0) {
+        im->map_full = rc == MDB_MAP_FULL;
+        rc = bl_mdb_error(rc);
+        goto out;
+    }
+    rc = bl_wtxn_commit(e, im->txn, &im->map_full);
+    im->txn = NULL;
+out:
+    if (im->txn != NULL)
+        bl_wtxn_abort(e, im->txn);
+    im->txn = NULL;
+    if (rc != 0 && err_offset != NULL)
+        *err_offset = im->err_off;
+    bl_replayer_free(&r);
+    return rc;
+}
+
+/* Grow the map until `want` bytes are free: an import cannot grow it
+ * half-way through its single transaction. */
+static int reserve_map(bl_env *e, uint64_t want)
+{
+    for (int i = 0; i < 64; i++) {
+        MDB_envinfo info;
+        MDB_stat st;
+        bl_map_rdlock(e);
+        mdb_env_info(e->env, &info);
+        mdb_env_stat(e->env, &st);
+        bl_map_unlock(e);
+        uint64_t used = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+        if (info.me_mapsize >= used + want)
+            return 0;
+        int rc = bl_env_resize(e, 0);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
+                   bindlog_progress_fn progress, void *progress_ctx)
+{
+    importer im;
+    struct stat st;
+    off_t start;
+    int rc, panic;
+
+    if (records != NULL)
+        *records = 0;
+    if (err_offset != NULL)
+        *err_offset = 0;
+    if (s == NULL || fd < 0)
+        return BINDLOG_EINVAL;
+    if (s->read_only)
+        return BINDLOG_EREADONLY;
+    pthread_mutex_lock(&s->e->mu);
+    panic = s->e->panic;
+    pthread_mutex_unlock(&s->e->mu);
+    if (panic)
+        return BINDLOG_EPANIC;
+
+    memset(&im, 0, sizeof(im));
+    im.e = s->e;
+    im.progress = progress;
+    im.progress_ctx = progress_ctx;
+    im.rd.fd = fd;
+    im.rd.buf = malloc(ST_IO_BUF);
+    im.frame = malloc(ST_FRAME_MAX);
+    im.rd.hash = XXH3_createState();
+    if (im.rd.buf == NULL || im.frame == NULL || im.rd.hash == NULL) {
+        rc = BINDLOG_ENOMEM;
+        goto out;
+    }
+    /* room for the stream: LMDB holds it in about 3x its size with the
+     * indexes and the base tables; the map is address space, not disk */
+    start = lseek(fd, 0, SEEK_CUR);
+    uint64_t want = (uint64_t)2 << 30;
+    if (start >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        want = 4 * (uint64_t)(st.st_size > start ? st.st_size - start : 0) + ((uint64_t)64 << 20);
+    if ((rc = reserve_map(s->e, want)) != 0)
+        goto out;
+    for (int attempt = 0;; attempt++) {
+        XXH3_64bits_reset(im.rd.hash);
+        im.rd.len = im.rd.pos = 0;
+        im.rd.off = 0;
+        rc = import_once(&im, err_offset);
+        if (rc == BINDLOG_ENOSPC && im.map_full && start >= 0 && attempt < 16 &&
+            lseek(fd, start, SEEK_SET) == start && bl_env_resize(s->e, 0) == 0) {
+            if (err_offset != NULL)
+                *err_offset = 0;
+            continue; /* start over in a larger map */
+        }
+        break;
+    }
+    if (rc == 0) {
+        if (records != NULL)
+            *records = im.records;
+        if (progress != NULL)
+            progress(progress_ctx, im.records, im.records);
+        if (s->durability != BINDLOG_DURABILITY_NONE) {
+            int src = mdb_env_sync(s->e->env, 1);
+            rc = src == 0 ? 0 : bl_mdb_error(src);
+        }
+    }
+out:
+    XXH3_freeState(im.rd.hash);
+    free(im.rd.buf);
+    free(im.frame);
+    return rc;
+}
