@@ -1003,6 +1003,7 @@ int bindlog_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     if (s == NULL || out == NULL)
         return BINDLOG_EINVAL;
     memset(out, 0, sizeof(*out));
+    memset(&x, 0, sizeof(x));
     ck.out = out;
     src = s->e;
     bl_replayer_init(&r, 1, 0, NULL);
@@ -1070,7 +1071,10 @@ int bindlog_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
             goto out;
         }
     }
-    out->records = r.applied + scanned;
+    /* records that re-derived, plus those scanned after a bad one (a failed
+     * chunk is rolled back, so r.applied stops at the last commit) */
+    out->records = (replay_ok ? r.applied : x.bad_lsn > base.lsn ? x.bad_lsn - base.lsn - 1 : 0) +
+                   scanned;
     if ((rc = check_log_bounds(&ck, src, stxn, base.lsn, head.lsn)) != 0)
         goto out;
 

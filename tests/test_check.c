@@ -1,0 +1,446 @@
+/*
+ * test_check.c -- bindlog_check() finds damage and names it.
+ *
+ * Each test damages a copy of a good store behind the library's back (raw
+ * LMDB on the closed store) the way a disk, an operator or a bug could:
+ * a flipped byte inside a log record, a binding changed without a record,
+ * a deleted record, index entries missing or extra, wrong counters.
+ * Check must report it with the right LSN or key, count it, and never
+ * change the store.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bindlog.h"
+#include "record.h"
+#include "testutil.h"
+
+/* ---- a deterministic workload ------------------------------------------- */
+
+/* The clock steps 10 ms per call, so every record has its own time. */
+static int64_t step_clock(void *ctx)
+{
+    int64_t *now = ctx;
+    return *now += 10;
+}
+
+static int64_t g_now;
+
+static bindlog *open_store(const char *dir)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    o.durability = BINDLOG_DURABILITY_NONE;
+    o.clock_ms = step_clock;
+    o.clock_ctx = &g_now;
+    int rc = bindlog_open(&s, dir, &o);
+    if (rc != 0)
+        fail_msg("bindlog_open(%s): %s", dir, bindlog_strerror(rc));
+    return s;
+}
+
+#define NKEYS 23
+
+/* Random but always-valid events: a tiny model of which key is bound to
+ * which session picks events that apply (so every call logs a record). */
+typedef struct gen {
+    uint64_t rng;
+    unsigned next_sid;
+    int bound[NKEYS]; /* session number, -1 unbound */
+    int prev[NKEYS];  /* last session the key left, -1 none */
+} gen;
+
+static uint32_t rnd(gen *g)
+{
+    g->rng = g->rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(g->rng >> 33);
+}
+
+static void gen_init(gen *g, uint64_t seed)
+{
+    memset(g, 0, sizeof(*g));
+    g->rng = seed;
+    for (int i = 0; i < NKEYS; i++)
+        g->bound[i] = g->prev[i] = -1;
+}
+
+/* Apply one event through the single-event API; returns its LSN. */
+static uint64_t gen_step(gen *g, bindlog *s)
+{
+    char key[32], sid[32], other[32], origin[64];
+    bindlog_result res;
+    int k = (int)(rnd(g) % NKEYS), r = (int)(rnd(g) % 100), rc;
+    size_t olen = rnd(g) % 40;
+    const void *orig = (rnd(g) % 3) ? origin : NULL;
+
+    for (size_t i = 0; i < olen; i++)
+        origin[i] = (char)rnd(g);
+    if (orig == NULL)
+        olen = 0;
+    snprintf(key, sizeof(key), "agent:main:chat:%d", k);
+    if (g->bound[k] < 0 && r >= 40 && r < 90)
+        r = 0; /* split, invalidate and unbind need a bound key */
+    if (r < 40) {
+        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
+        rc = bindlog_new_session(s, key, sid, (r & 1) ? "idle" : NULL, orig, olen, &res);
+        if (g->bound[k] >= 0)
+            g->prev[k] = g->bound[k];
+        g->bound[k] = (int)g->next_sid++;
+    } else if (r < 65) {
+        snprintf(other, sizeof(other), "s%d", g->bound[k]);
+        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
+        rc = bindlog_split(s, key, other, sid, BINDLOG_ANY_GENERATION, orig, olen, &res);
+        g->prev[k] = g->bound[k];
+        g->bound[k] = (int)g->next_sid++;
+    } else if (r < 78) {
+        rc = bindlog_invalidate(s, key, (r & 1) ? "stop" : NULL, &res);
+    } else if (r < 88) {
+        rc = bindlog_unbind(s, key, NULL, &res);
+        g->prev[k] = g->bound[k];
+        g->bound[k] = -1;
+    } else if (g->prev[k] >= 0 && (r & 1)) {
+        /* /resume: back to a session the key left (re-opens it) */
+        snprintf(sid, sizeof(sid), "s%d", g->prev[k]);
+        rc = bindlog_bind(s, key, sid, NULL, NULL, orig, olen, &res);
+        int cur = g->bound[k];
+        g->bound[k] = g->prev[k];
+        g->prev[k] = cur;
+    } else {
+        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
+        rc = bindlog_bind(s, key, sid, NULL, "first", orig, olen, &res);
+        if (g->bound[k] >= 0)
+            g->prev[k] = g->bound[k];
+        g->bound[k] = (int)g->next_sid++;
+    }
+    if (rc != BINDLOG_APPLIED)
+        fail_msg("workload event (r=%d key %d) returned %d %s", r, k, rc, bindlog_strerror(rc));
+    return res.lsn;
+}
+
+
+typedef struct fx {
+    char *tmp;
+    char dir[1024];
+    bindlog *s;
+    gen g;
+} fx;
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof(*f));
+    f->tmp = tu_mkdtemp("check");
+    snprintf(f->dir, sizeof(f->dir), "%s/store", f->tmp);
+    g_now = 1000000;
+    f->s = open_store(f->dir);
+    gen_init(&f->g, 3);
+    for (int i = 0; i < 300; i++)
+        gen_step(&f->g, f->s);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    bindlog_close(f->s);
+    tu_rmtree(f->tmp);
+    free(f->tmp);
+    free(f);
+    return 0;
+}
+
+/* ---- raw LMDB access to a closed store ------------------------------------------ */
+
+typedef struct raw {
+    MDB_env *env;
+    MDB_txn *txn;
+} raw;
+
+static void raw_open(fx *f, raw *r)
+{
+    bindlog_close(f->s);
+    f->s = NULL;
+    assert_int_equal(mdb_env_create(&r->env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(r->env, 16), 0);
+    assert_int_equal(mdb_env_open(r->env, f->dir, 0, 0600), 0);
+    assert_int_equal(mdb_txn_begin(r->env, NULL, 0, &r->txn), 0);
+}
+
+static MDB_dbi raw_dbi(raw *r, const char *name)
+{
+    MDB_dbi dbi;
+    assert_int_equal(mdb_dbi_open(r->txn, name, 0, &dbi), 0);
+    return dbi;
+}
+
+static void raw_close(fx *f, raw *r)
+{
+    assert_int_equal(mdb_txn_commit(r->txn), 0);
+    mdb_env_close(r->env);
+    f->s = open_store(f->dir);
+}
+
+static bindlog_check_report run_check(fx *f)
+{
+    bindlog_check_report rep;
+    unsigned char d0[BINDLOG_DIGEST_SIZE], d1[BINDLOG_DIGEST_SIZE];
+    bindlog_stats a, b;
+    assert_int_equal(bindlog_digest(f->s, d0, NULL), 0);
+    assert_int_equal(bindlog_stats_get(f->s, &a), 0);
+    assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+    /* check only reads */
+    assert_int_equal(bindlog_digest(f->s, d1, NULL), 0);
+    assert_int_equal(bindlog_stats_get(f->s, &b), 0);
+    assert_memory_equal(d0, d1, BINDLOG_DIGEST_SIZE);
+    assert_int_equal(a.head_lsn, b.head_lsn);
+    assert_int_equal(a.log_records, b.log_records);
+    assert_memory_equal(d0, rep.state_digest, BINDLOG_DIGEST_SIZE);
+    return rep;
+}
+
+/* ---- tests --------------------------------------------------------------------- */
+
+static uint64_t g_calls, g_last;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    assert_true(done <= total);
+    g_calls++;
+    g_last = done;
+}
+
+static void check__clean_store(void **state)
+{
+    fx *f = *state;
+    bindlog_check_report rep;
+    g_calls = 0;
+    assert_int_equal(bindlog_check(f->s, &rep, on_progress, NULL), 0);
+    assert_int_equal(rep.problems, 0);
+    assert_int_equal(rep.records, 300);
+    assert_int_equal(rep.head_lsn, 300);
+    assert_int_equal(rep.first_bad_lsn, 0);
+    assert_string_equal(rep.first_bad_key, "");
+    assert_string_equal(rep.message, "");
+    assert_memory_equal(rep.state_digest, rep.replay_digest, BINDLOG_DIGEST_SIZE);
+    assert_true(g_calls >= 1);
+    assert_int_equal(g_last, 300);
+    assert_int_equal(bindlog_check(NULL, &rep, NULL, NULL), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_check(f->s, NULL, NULL, NULL), BINDLOG_EINVAL);
+    /* an empty store is consistent too */
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/empty", f->tmp);
+    bindlog *e = open_store(dir);
+    assert_int_equal(bindlog_check(e, &rep, NULL, NULL), 0);
+    assert_int_equal(rep.problems, 0);
+    bindlog_close(e);
+}
+
+static void check__flipped_byte_in_record_names_lsn(void **state)
+{
+    fx *f = *state;
+    raw r;
+    unsigned char kb[8], buf[BL_RECORD_MAX];
+    MDB_val k = {8, kb}, v;
+
+    raw_open(f, &r);
+    MDB_dbi log = raw_dbi(&r, "log");
+    bl_put64be(kb, 137);
+    assert_int_equal(mdb_get(r.txn, log, &k, &v), 0);
+    memcpy(buf, v.mv_data, v.mv_size);
+    buf[v.mv_size / 2] ^= 0x20;
+    v.mv_data = buf;
+    assert_int_equal(mdb_put(r.txn, log, &k, &v, 0), 0);
+    raw_close(f, &r);
+
+    bindlog_check_report rep = run_check(f);
+    assert_int_equal(rep.problems, 1);
+    assert_int_equal(rep.first_bad_lsn, 137);
+    assert_non_null(strstr(rep.message, "137"));
+    assert_non_null(strstr(rep.message, "checksum"));
+    /* the records after it were still verified */
+    assert_int_equal(rep.records, 299);
+}
+
+static void check__binding_changed_names_key(void **state)
+{
+    fx *f = *state;
+    raw r;
+    bindlog_binding b;
+    const char *key = "agent:main:chat:5";
+    unsigned char buf[64];
+
+    /* a binding moved to another generation without a record */
+    assert_int_equal(bindlog_get(f->s, key, &b) >= BINDLOG_ENOTFOUND, 1);
+    raw_open(f, &r);
+    MDB_dbi bindings = raw_dbi(&r, "bindings");
+    MDB_val k = {strlen(key), (void *)key}, v;
+    assert_int_equal(mdb_get(r.txn, bindings, &k, &v), 0);
+    bl_bval bv;
+    assert_int_equal(bl_bval_decode(v.mv_data, v.mv_size, &bv), 0);
+    char sid[BINDLOG_ID_MAX];
+    memcpy(sid, bv.sid, bv.sid_len);
+    bv.sid = sid;
+    bv.generation += 7;
+    size_t n = bl_bval_encode(&bv, buf, sizeof(buf));
+    assert_true(n > 0);
+    v = (MDB_val){n, buf};
+    assert_int_equal(mdb_put(r.txn, bindings, &k, &v, 0), 0);
+    raw_close(f, &r);
+
+    bindlog_check_report rep = run_check(f);
+    assert_int_equal(rep.problems, 1);
+    assert_string_equal(rep.first_bad_key, key);
+    assert_int_equal(rep.first_bad_lsn, 0);
+    assert_non_null(strstr(rep.message, key));
+    assert_memory_not_equal(rep.state_digest, rep.replay_digest, BINDLOG_DIGEST_SIZE);
+}
+
+static void check__deleted_record_names_lsn(void **state)
+{
+    fx *f = *state;
+    raw r;
+    unsigned char kb[8];
+    MDB_val k = {8, kb};
+
+    raw_open(f, &r);
+    bl_put64be(kb, 42);
+    assert_int_equal(mdb_del(r.txn, raw_dbi(&r, "log"), &k, NULL), 0);
+    raw_close(f, &r);
+
+    bindlog_check_report rep = run_check(f);
+    assert_true(rep.problems >= 1);
+    assert_int_equal(rep.first_bad_lsn, 42);
+    assert_non_null(strstr(rep.message, "42"));
+    assert_non_null(strstr(rep.message, "missing"));
+}
+
+static void check__deleted_last_record_names_lsn(void **state)
+{
+    fx *f = *state;
+    raw r;
+    unsigned char kb[8];
+    MDB_val k = {8, kb};
+
+    raw_open(f, &r);
+    bl_put64be(kb, 300);
+    assert_int_equal(mdb_del(r.txn, raw_dbi(&r, "log"), &k, NULL), 0);
+    raw_close(f, &r);
+    bindlog_check_report rep = run_check(f);
+    assert_true(rep.problems >= 1);
+    assert_int_equal(rep.first_bad_lsn, 300);
+}
+
+static void check__index_damage_names_key(void **state)
+{
+    fx *f = *state;
+    raw r;
+    MDB_val k, v;
+    MDB_cursor *c;
+
+    /* drop one history entry and add a children entry for nobody */
+    raw_open(f, &r);
+    MDB_dbi hist = raw_dbi(&r, "history");
+    assert_int_equal(mdb_cursor_open(r.txn, hist, &c), 0);
+    assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+    char hkey[BINDLOG_KEY_MAX + 1];
+    size_t kl = k.mv_size - 9;
+    memcpy(hkey, k.mv_data, kl);
+    hkey[kl] = 0;
+    assert_int_equal(mdb_cursor_del(c, 0), 0);
+    mdb_cursor_close(c);
+    raw_close(f, &r);
+    bindlog_check_report rep = run_check(f);
+    assert_int_equal(rep.problems, 1);
+    assert_string_equal(rep.first_bad_key, hkey);
+    assert_non_null(strstr(rep.message, "history"));
+    assert_true(rep.first_bad_lsn > 0);
+
+    raw_open(f, &r);
+    MDB_val ck = {7, "zz\0ghost"}, cv = {0, ""};
+    ck.mv_size = 8;
+    assert_int_equal(mdb_put(r.txn, raw_dbi(&r, "children"), &ck, &cv, 0), 0);
+    raw_close(f, &r);
+    rep = run_check(f);
+    assert_int_equal(rep.problems, 2);
+    assert_string_equal(rep.first_bad_key, "zz"); /* sorts before any "s<n>" parent */
+    assert_non_null(strstr(rep.message, "ghost"));
+}
+
+static void check__wrong_counters(void **state)
+{
+    fx *f = *state;
+    raw r;
+    MDB_val k = {6, "counts"}, v;
+    unsigned char buf[64];
+
+    raw_open(f, &r);
+    MDB_dbi meta = raw_dbi(&r, "meta");
+    assert_int_equal(mdb_get(r.txn, meta, &k, &v), 0);
+    assert_int_equal(v.mv_size, 64);
+    memcpy(buf, v.mv_data, 64);
+    bl_put64(buf + 8 * BINDLOG_EVENT_SPLIT, bl_get64(buf + 8 * BINDLOG_EVENT_SPLIT) + 1);
+    v.mv_data = buf;
+    assert_int_equal(mdb_put(r.txn, meta, &k, &v, 0), 0);
+    raw_close(f, &r);
+    bindlog_check_report rep = run_check(f);
+    assert_int_equal(rep.problems, 1);
+    assert_non_null(strstr(rep.message, "split"));
+    assert_memory_equal(rep.state_digest, rep.replay_digest, BINDLOG_DIGEST_SIZE);
+}
+
+static void check__damaged_base_image_names_key(void **state)
+{
+    fx *f = *state;
+    raw r;
+    uint64_t removed;
+    MDB_val k, v;
+    MDB_cursor *c;
+    unsigned char buf[64];
+
+    assert_int_equal(bindlog_compact(f->s, 200, &removed, NULL, NULL), 0);
+    bindlog_check_report rep = run_check(f);
+    assert_int_equal(rep.problems, 0);
+    raw_open(f, &r);
+    MDB_dbi bb = raw_dbi(&r, "base_bindings");
+    assert_int_equal(mdb_cursor_open(r.txn, bb, &c), 0);
+    assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+    char key[BINDLOG_KEY_MAX + 1];
+    memcpy(key, k.mv_data, k.mv_size);
+    key[k.mv_size] = 0;
+    memcpy(buf, v.mv_data, v.mv_size);
+    buf[0] = 0; /* version 0: damage */
+    MDB_val nv = {v.mv_size, buf};
+    mdb_cursor_close(c);
+    MDB_val kk = {strlen(key), key};
+    assert_int_equal(mdb_put(r.txn, bb, &kk, &nv, 0), 0);
+    raw_close(f, &r);
+    rep = run_check(f);
+    assert_int_equal(rep.problems, 1);
+    assert_string_equal(rep.first_bad_key, key);
+    assert_non_null(strstr(rep.message, "base image"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(check__clean_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(check__flipped_byte_in_record_names_lsn, setup, teardown),
+        cmocka_unit_test_setup_teardown(check__binding_changed_names_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(check__deleted_record_names_lsn, setup, teardown),
+        cmocka_unit_test_setup_teardown(check__deleted_last_record_names_lsn, setup, teardown),
+        cmocka_unit_test_setup_teardown(check__index_damage_names_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(check__wrong_counters, setup, teardown),
+        cmocka_unit_test_setup_teardown(check__damaged_base_image_names_key, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
