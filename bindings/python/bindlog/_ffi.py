@@ -322,6 +322,7 @@ class LibraryNotFoundError(ImportError):
 
 
 _lock = threading.Lock()
+_NOT_FOUND_BY_FIND_LIBRARY = 'ctypes.util.find_library("bindlog")'
 _lib: Optional[ctypes.CDLL] = None
 _optional_cache: dict = {}
 
@@ -339,6 +340,8 @@ def _candidates() -> List[str]:
     found = ctypes.util.find_library("bindlog")
     if found:
         out.append(found)
+    else:
+        out.append(_NOT_FOUND_BY_FIND_LIBRARY)
     out.append("libbindlog.so.0")
     out.append("libbindlog.so")
     return out
@@ -362,6 +365,9 @@ def load() -> ctypes.CDLL:
         tried: List[str] = []
         env = os.environ.get("BINDLOG_LIBRARY")
         for path in _candidates():
+            if path == _NOT_FOUND_BY_FIND_LIBRARY:
+                tried.append(f"{path}: not found")
+                continue
             try:
                 lib = ctypes.CDLL(path)
             except OSError as exc:
@@ -374,7 +380,6 @@ def load() -> ctypes.CDLL:
                 continue
             _lib = lib
             return lib
-            # (unreachable)
         if env is None:
             tried.insert(0, "BINDLOG_LIBRARY: not set")
         raise LibraryNotFoundError(tried)
