@@ -2,7 +2,9 @@
 # scripts/deps.sh -- make sure bindlog's build dependencies are installed.
 #
 # Checks for: a C compiler, make, cmake, pkg-config, the LMDB, xxHash, cmocka
-# and SQLite development packages and lmdb-utils (mdb_stat, mdb_dump).
+# and SQLite development packages, lmdb-utils (mdb_stat, mdb_dump), python3
+# (binding tests), libcurl + json-c + etcd (the etcd backend and its tests)
+# and clang with libFuzzer's runtime (fuzz harnesses).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -11,7 +13,13 @@ set -euo pipefail
 # Debian package -> how to tell it is usable without dpkg (a command or a
 # pkg-config module).  dpkg-query is asked first where it exists.
 packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmocka-dev
-    lmdb-utils libsqlite3-dev)
+    lmdb-utils libsqlite3-dev
+    # the Python binding's tests and its offline install
+    python3 python3-setuptools python3-venv
+    # the etcd backend: its client libraries and a real etcd for the tests
+    libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client
+    # libFuzzer harnesses (clang with its runtime)
+    clang libclang-rt-14-dev)
 
 have_pkg() {
     local pkg=$1
@@ -28,6 +36,14 @@ have_pkg() {
     libcmocka-dev) pkg-config --exists cmocka 2>/dev/null ;;
     libsqlite3-dev) pkg-config --exists sqlite3 2>/dev/null ;;
     lmdb-utils) command -v mdb_stat >/dev/null 2>&1 ;;
+    python3) command -v python3 >/dev/null 2>&1 ;;
+    python3-setuptools) python3 -c 'import setuptools' >/dev/null 2>&1 ;;
+    python3-venv) python3 -c 'import ensurepip' >/dev/null 2>&1 ;;
+    libcurl4-openssl-dev) pkg-config --exists libcurl 2>/dev/null ;;
+    libjson-c-dev) pkg-config --exists json-c 2>/dev/null ;;
+    etcd-server) command -v etcd >/dev/null 2>&1 ;;
+    etcd-client) command -v etcdctl >/dev/null 2>&1 ;;
+    clang) command -v clang >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
 }
