@@ -19,7 +19,7 @@
  *     injected from the records' times) gives every event APPLIED at the
  *     same LSN and generation, and the same state digest;
  *   - bindlog_check() reports no problem, when the library has it
- *     (weak reference: the tests link the whole archive).
+ *     (FU_HAVE_bindlog_check: defined when the library has it).
  */
 #ifndef BINDLOG_FAULTUTIL_H
 #define BINDLOG_FAULTUTIL_H
@@ -84,6 +84,11 @@ void fu_preload_self(char **argv, const char *shim);
 
 /* A shim control function (shim.h), or NULL when the shim is not loaded. */
 void *fu_shim_sym(const char *name);
+
+/* In a forked child: give crash signals back their default action, so that
+ * a crash kills the child instead of cmocka's handler running the rest of
+ * the test suite inside it. */
+void fu_child_signals(void);
 
 /* Copy file src to dst (0600).  0 or -1. */
 int fu_copy_file(const char *src, const char *dst);

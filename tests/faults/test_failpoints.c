@@ -67,6 +67,7 @@ static size_t kill_run(const char *spec, int expect_sig, const fu_workload *w)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        fu_child_signals();
         close(p[0]);
         set_failpoint(spec);
         int rc = fu_run_workload(dir, w, p[1]);
