@@ -14,7 +14,7 @@
  *   --events N  events in the stream and in the bulk-loaded store (default
  *               1,000,000; --quick 30,000).  Check, replay, export and
  *               import run on a store of at most 100,000 events.
- *   --seconds S time budget of each timed measurement (default 2; --quick 0.3)
+ *   --seconds S time budget of each timed measurement (default 1.5; --quick 0.3)
  *   --seed N    workload seed (default 42)
  *   --only G,.. run only these groups (for profiling): fsync lmdb full1
  *               sqlite1 full16 sqlite16 full64 sqlite64 normal1 none1 off1
@@ -111,6 +111,7 @@ typedef struct meas {
     double secs;
     uint64_t events, errors, mismatches;
     double per_commit; /* events per commit (bindlog), 0 unknown */
+    double cpu_secs;   /* CPU time of the measuring threads (user + system) */
     char note[112];
 } meas;
 
@@ -141,7 +142,9 @@ static meas M[M_COUNT] = {
 
 /* Sizes of the bulk store. */
 static struct {
-    uint64_t events, live_bindings, file_before, file_vacuum, file_compact;
+    uint64_t events, live_bindings, file_before;  /* the bulk store */
+    uint64_t m_events, m_live, m_file;            /* the maintenance store, as built */
+    uint64_t file_vacuum, file_compact;           /* ... after vacuum, compact + vacuum */
     int vacuum_ran, compact_ran;
     const char *vacuum_na, *compact_na;
     double open_first_ms, open_median_ms, open_max_ms;
@@ -176,6 +179,21 @@ static void progress(const cfg *c, const char *what)
 static void sub(char *out, size_t cap, const cfg *c, const char *name)
 {
     snprintf(out, cap, "%s/%s", c->root, name);
+}
+
+/* CPU time of the calling thread, seconds (user + system). */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Rate per CPU-second: on a shared machine, the figure other processes'
+ * load does not move (much). */
+static double per_cpu(const meas *m)
+{
+    return m->cpu_secs > 0 ? (double)m->events / m->cpu_secs : 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -219,6 +237,7 @@ typedef struct worker {
     size_t nidx;
     uint64_t *lat;
     uint64_t done, errors, mism, t_end;
+    double cpu;
     int first_err;
 } worker;
 
@@ -229,6 +248,7 @@ static void *worker_main(void *arg)
     k->ctx = r->c->open(r->shared, k->tid);
     pthread_barrier_wait(&r->ready);
     pthread_barrier_wait(&r->go);
+    double cpu0 = thread_cpu();
     if (k->ctx != NULL) {
         uint64_t deadline = r->deadline, t = now_ns();
         for (size_t i = 0; i < k->nidx && t < deadline; i++) {
@@ -252,6 +272,7 @@ static void *worker_main(void *arg)
         k->first_err = BINDLOG_EIO;
     }
     k->t_end = now_ns();
+    k->cpu = thread_cpu() - cpu0;
     return NULL;
 }
 
@@ -309,6 +330,7 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
         n += k[t].done;
         m->errors += k[t].errors;
         m->mismatches += k[t].mism;
+        m->cpu_secs += k[t].cpu;
         if (first_err == 0)
             first_err = k[t].first_err;
         free(k[t].idx);
@@ -432,6 +454,9 @@ static void measure_bindlog(const cfg *c, meas *m, const workload *w, int durabi
     }
     run_writers(m, &bl_contender, h, w, threads, budget);
     note_group(m, h);
+    if (durability == BINDLOG_DURABILITY_NONE && m->note[0] != '\0' && !m->errors)
+        snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "; %.1fk/CPU-s",
+                 per_cpu(m) / 1e3);
     bindlog_close(h);
     if (!c->keep)
         rm_tree(dir);
@@ -457,6 +482,8 @@ static void measure_sqlite(const cfg *c, meas *m, const workload *w, const char 
         return;
     }
     run_writers(m, &sq_contender, &sh, w, threads, budget);
+    if (strcmp(sync, "OFF") == 0 && !m->errors && !m->mismatches)
+        snprintf(m->note, sizeof m->note, "%.1fk/CPU-s", per_cpu(m) / 1e3);
     if (!c->keep)
         rm_tree(dir);
 }
@@ -585,6 +612,7 @@ static void run_batches(meas *m, bindlog *h, const workload *w, size_t limit, do
     uint64_t t0 = now_ns(), t = t0;
     uint64_t deadline = budget > 0 ? t0 + (uint64_t)(budget * 1e9) : UINT64_MAX;
     int first_err = 0;
+    double cpu0 = thread_cpu();
 
     while (done < limit && t < deadline) {
         size_t cnt = limit - done < BATCH ? limit - done : BATCH, bad;
@@ -604,6 +632,7 @@ static void run_batches(meas *m, bindlog *h, const workload *w, size_t limit, do
                 m->mismatches++;
         done += cnt;
     }
+    m->cpu_secs = thread_cpu() - cpu0;
     m->events = done;
     m->secs = (double)(t - t0) / 1e9;
     m->rate = m->secs > 0 ? (double)done / m->secs : 0;
@@ -614,7 +643,8 @@ static void run_batches(meas *m, bindlog *h, const workload *w, size_t limit, do
         snprintf(m->note, sizeof m->note, "%" PRIu64 " errors (%s), %" PRIu64 " mismatches",
                  m->errors, bindlog_code_name(first_err), m->mismatches);
     } else {
-        snprintf(m->note, sizeof m->note, "latency per %u-event batch", BATCH);
+        snprintf(m->note, sizeof m->note, "latency per %u-event batch; %.0fk/CPU-s", BATCH,
+                 per_cpu(m) / 1e3);
     }
     free(lat);
 }
@@ -626,7 +656,7 @@ typedef struct getter {
     const workload *w;
     pthread_barrier_t *go;
     uint64_t seed, n, errors, t0, t1;
-    double budget;
+    double budget, cpu;
     pthread_t th;
 } getter;
 
@@ -636,6 +666,7 @@ static void *getter_main(void *arg)
     bindlog_binding b;
     uint64_t s = g->seed;
     pthread_barrier_wait(g->go);
+    double cpu0 = thread_cpu();
     g->t0 = now_ns();
     uint64_t deadline = g->t0 + (uint64_t)(g->budget * 1e9);
     for (;;) {
@@ -649,6 +680,7 @@ static void *getter_main(void *arg)
         if ((g->t1 = now_ns()) >= deadline)
             break;
     }
+    g->cpu = thread_cpu() - cpu0;
     return NULL;
 }
 
@@ -667,6 +699,7 @@ static void measure_get(meas *m, bindlog *h, const workload *w, int threads, dou
         pthread_join(g[t].th, NULL);
         m->events += g[t].n;
         m->errors += g[t].errors;
+        m->cpu_secs += g[t].cpu;
         double secs = (double)(g[t].t1 - g[t].t0) / 1e9;
         if (secs > m->secs)
             m->secs = secs;
@@ -676,7 +709,8 @@ static void measure_get(meas *m, bindlog *h, const workload *w, int threads, dou
     m->rate = sum / threads; /* per thread */
     m->p50_us = m->p99_us = -1;
     m->ran = 1;
-    snprintf(m->note, sizeof m->note, "%.2fM gets/s in all", sum / 1e6);
+    snprintf(m->note, sizeof m->note, "%.2fM gets/s in all; %.2fM/CPU-s", sum / 1e6,
+             per_cpu(m) / 1e6);
     if (m->errors) {
         g_failed = 1;
         snprintf(m->note, sizeof m->note, "%" PRIu64 " errors", m->errors);
@@ -706,9 +740,10 @@ static void rate_of(meas *m, uint64_t records, uint64_t t0, int rc)
     }
 }
 
-/* Check, replay, export and import rates on the store at `dir`, or, when the
- * stream is longer than MAINT_EVENTS, on a store of its first MAINT_EVENTS
- * events (keeps the default run within its time budget). */
+/* Check, replay, export and import rates, then the store's size after vacuum
+ * and after compact + vacuum, on the store at `dir`, or, when the stream is
+ * longer than MAINT_EVENTS, on a store of its first MAINT_EVENTS events (a
+ * vacuum of the 1M-event store alone takes minutes on a busy disk). */
 static void maintenance(const cfg *c, const workload *w, const char *dir)
 {
     char tmp[4096], own[4096] = "";
@@ -716,8 +751,10 @@ static void maintenance(const cfg *c, const workload *w, const char *dir)
     bindlog *h;
     int rc;
 
-    if (!HAVE(bindlog_check) && !HAVE(bindlog_replay) && !HAVE(bindlog_export)) {
+    if (!HAVE(bindlog_check) && !HAVE(bindlog_replay) && !HAVE(bindlog_export) &&
+        !HAVE(bindlog_vacuum)) {
         M[M_CHECK].na = M[M_REPLAY].na = M[M_EXPORT].na = M[M_IMPORT].na = NA_NOT_BUILT;
+        S.vacuum_na = S.compact_na = NA_NOT_BUILT;
         return;
     }
     if (w->n > MAINT_EVENTS) {
@@ -807,7 +844,48 @@ static void maintenance(const cfg *c, const workload *w, const char *dir)
         M[M_EXPORT].na = NA_NOT_BUILT;
         M[M_IMPORT].na = HAVE(bindlog_import) ? "no stream (export not built)" : NA_NOT_BUILT;
     }
+    bindlog_stats st;
+    if (bindlog_stats_get(h, &st) == 0) {
+        S.m_events = st.head_lsn;
+        S.m_live = st.live_bindings;
+        S.m_file = st.file_size;
+    }
     bindlog_close(h);
+
+    /* bytes per live binding: as built, after vacuum, after compact + vacuum */
+    if (HAVE(bindlog_vacuum)) {
+        progress(c, "bindlog_vacuum");
+        uint64_t before = 0, after = 0;
+        rc = bindlog_vacuum(dir, &before, &after);
+        if (rc == 0) {
+            S.vacuum_ran = 1;
+            S.file_vacuum = after;
+        } else {
+            S.vacuum_na = bindlog_code_name(rc);
+            g_failed = 1;
+        }
+        if (HAVE(bindlog_compact) && rc == 0) {
+            progress(c, "bindlog_compact + vacuum");
+            uint64_t removed = 0;
+            if ((rc = bindlog_open(&h, dir, &o)) == 0) {
+                rc = bindlog_compact(h, S.m_events + 1, &removed, progress_nop, NULL);
+                bindlog_close(h);
+            }
+            if (rc == 0)
+                rc = bindlog_vacuum(dir, &before, &after);
+            if (rc == 0) {
+                S.compact_ran = 1;
+                S.file_compact = after;
+            } else {
+                S.compact_na = bindlog_code_name(rc);
+                g_failed = 1;
+            }
+        } else if (!HAVE(bindlog_compact)) {
+            S.compact_na = NA_NOT_BUILT;
+        }
+    } else {
+        S.vacuum_na = S.compact_na = NA_NOT_BUILT;
+    }
     if (own[0] != '\0' && !c->keep)
         rm_tree(own);
 
@@ -831,8 +909,8 @@ static void bulk_store(const cfg *c, const workload *w)
     }
     run_batches(&M[M_BATCH_NONE], h, w, w->n, 0);
     note_group(&M[M_BATCH_NONE], h);
-    snprintf(M[M_BATCH_NONE].note, sizeof M[M_BATCH_NONE].note, "latency per %u-event batch",
-             BATCH);
+    snprintf(M[M_BATCH_NONE].note, sizeof M[M_BATCH_NONE].note,
+             "latency per %u-event batch; %.0fk/CPU-s", BATCH, per_cpu(&M[M_BATCH_NONE]) / 1e3);
 
     progress(c, "bindlog_get, 1 and 2 threads");
     measure_get(&M[M_GET1], h, w, 1, c->secs * 0.75);
@@ -886,45 +964,9 @@ static void bulk_store(const cfg *c, const workload *w)
                  S.open_first_ms, S.open_median_ms);
     }
 
-    /* maintenance rates, where the library has them, on a store of at most
-     * MAINT_EVENTS events (this one, or a smaller one built for them) */
+    /* maintenance rates and sizes, where the library has them, on a store
+     * of at most MAINT_EVENTS events (this one, or a smaller one) */
     maintenance(c, w, dir);
-    uint64_t head = S.events;
-
-    /* bytes per live binding: as built, after vacuum, after compact + vacuum */
-    if (HAVE(bindlog_vacuum)) {
-        progress(c, "bindlog_vacuum");
-        uint64_t before = 0, after = 0;
-        rc = bindlog_vacuum(dir, &before, &after);
-        if (rc == 0) {
-            S.vacuum_ran = 1;
-            S.file_vacuum = after;
-        } else {
-            S.vacuum_na = bindlog_code_name(rc);
-            g_failed = 1;
-        }
-        if (HAVE(bindlog_compact) && rc == 0) {
-            progress(c, "bindlog_compact + vacuum");
-            uint64_t removed = 0;
-            if ((rc = bindlog_open(&h, dir, &o)) == 0) {
-                rc = bindlog_compact(h, head + 1, &removed, progress_nop, NULL);
-                bindlog_close(h);
-            }
-            if (rc == 0)
-                rc = bindlog_vacuum(dir, &before, &after);
-            if (rc == 0) {
-                S.compact_ran = 1;
-                S.file_compact = after;
-            } else {
-                S.compact_na = bindlog_code_name(rc);
-                g_failed = 1;
-            }
-        } else if (!HAVE(bindlog_compact)) {
-            S.compact_na = NA_NOT_BUILT;
-        }
-    } else {
-        S.vacuum_na = S.compact_na = NA_NOT_BUILT;
-    }
     if (!c->keep)
         rm_tree(dir);
 }
@@ -938,26 +980,32 @@ typedef struct ratio {
     int at_most;
     double value;
     int have;
+    int cpu;           /* compare rates per CPU-second */
 } ratio;
 
 static ratio R[] = {
-    {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0},
-    {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 25, 0, 0, 0},
-    {"full1_over_lmdb", "FULL x1 / raw LMDB", M_BL1, M_LMDB, 0.9, 0, 0, 0},
-    {"none1_over_sqliteoff1", "NONE x1 / SQLite OFF x1", M_BLNONE1, M_SQOFF1, 2, 0, 0, 0},
-    {"batch_events_per_s", "apply_batch events/s", M_BATCH_NONE, -1, 1e6, 0, 0, 0},
-    {"get_per_thread_1", "get/s, 1 thread", M_GET1, -1, 2e6, 0, 0, 0},
-    {"get_per_thread_2", "get/s per thread, 2 threads", M_GET2, -1, 2e6, 0, 0, 0},
-    {"full1_over_json10k", "FULL x1 / JSON 10k", M_BL1, M_JSON10K, 4, 0, 0, 0},
-    {"full16_over_json10k", "FULL x16 / JSON 10k", M_BL16, M_JSON10K, 100, 0, 0, 0},
-    {"open_ms", "open ms (median)", M_OPEN, -1, 10, 1, 0, 0},
+    {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0, 0},
+    {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 25, 0, 0, 0, 0},
+    {"full1_over_lmdb", "FULL x1 / raw LMDB", M_BL1, M_LMDB, 0.9, 0, 0, 0, 0},
+    {"none1_over_sqliteoff1", "NONE x1 / SQLite OFF x1", M_BLNONE1, M_SQOFF1, 2, 0, 0, 0, 0},
+    {"batch_events_per_s", "apply_batch events/s", M_BATCH_NONE, -1, 1e6, 0, 0, 0, 0},
+    {"get_per_thread_1", "get/s, 1 thread", M_GET1, -1, 2e6, 0, 0, 0, 0},
+    {"get_per_thread_2", "get/s per thread, 2 threads", M_GET2, -1, 2e6, 0, 0, 0, 0},
+    {"full1_over_json10k", "FULL x1 / JSON 10k", M_BL1, M_JSON10K, 4, 0, 0, 0, 0},
+    {"full16_over_json10k", "FULL x16 / JSON 10k", M_BL16, M_JSON10K, 100, 0, 0, 0, 0},
+    {"open_ms", "open ms (median)", M_OPEN, -1, 10, 1, 0, 0, 0},
     /* context, no target */
-    {"full1_over_sqlite1", "FULL x1 / SQLite FULL x1", M_BL1, M_SQ1, 0, 0, 0, 0},
-    {"full1_over_json1k", "FULL x1 / JSON 1k", M_BL1, M_JSON1K, 0, 0, 0, 0},
-    {"full1_over_fsync", "FULL x1 / fdatasync limit", M_BL1, M_FSYNC, 0, 0, 0, 0},
-    {"full16_over_full1", "FULL x16 / FULL x1", M_BL16, M_BL1, 0, 0, 0, 0},
-    {"full64_over_full1", "FULL x64 / FULL x1", M_BL64, M_BL1, 0, 0, 0, 0},
-    {"sqlite16_over_sqlite1", "SQLite x16 / SQLite x1", M_SQ16, M_SQ1, 0, 0, 0, 0},
+    {"full1_over_sqlite1", "FULL x1 / SQLite FULL x1", M_BL1, M_SQ1, 0, 0, 0, 0, 0},
+    {"full1_over_json1k", "FULL x1 / JSON 1k", M_BL1, M_JSON1K, 0, 0, 0, 0, 0},
+    {"full1_over_fsync", "FULL x1 / fdatasync limit", M_BL1, M_FSYNC, 0, 0, 0, 0, 0},
+    {"full16_over_full1", "FULL x16 / FULL x1", M_BL16, M_BL1, 0, 0, 0, 0, 0},
+    {"full64_over_full1", "FULL x64 / FULL x1", M_BL64, M_BL1, 0, 0, 0, 0, 0},
+    {"sqlite16_over_sqlite1", "SQLite x16 / SQLite x1", M_SQ16, M_SQ1, 0, 0, 0, 0, 0},
+    {"none1_over_sqliteoff1_cpu", "NONE / SQLite OFF, per CPU-s", M_BLNONE1, M_SQOFF1, 0, 0, 0, 0,
+     1},
+    {"batch_per_cpu_second", "apply_batch events/CPU-s", M_BATCH_NONE, -1, 0, 0, 0, 0, 1},
+    {"get_per_cpu_second_1", "get/CPU-s, 1 thread", M_GET1, -1, 0, 0, 0, 0, 1},
+    {"get_per_cpu_second_2", "get/CPU-s, 2 threads", M_GET2, -1, 0, 0, 0, 0, 1},
 };
 #define NRATIOS (sizeof R / sizeof R[0])
 
@@ -970,11 +1018,14 @@ static void compute_ratios(void)
         if (r->num == M_OPEN) {
             r->value = S.open_median_ms;
         } else if (r->den < 0) {
-            r->value = M[r->num].rate;
+            r->value = r->cpu ? per_cpu(&M[r->num]) : M[r->num].rate;
         } else {
             if (!M[r->den].ran || M[r->den].rate <= 0)
                 continue;
-            r->value = M[r->num].rate / M[r->den].rate;
+            if (r->cpu && (per_cpu(&M[r->den]) <= 0 || per_cpu(&M[r->num]) <= 0))
+                continue;
+            r->value = r->cpu ? per_cpu(&M[r->num]) / per_cpu(&M[r->den])
+                              : M[r->num].rate / M[r->den].rate;
         }
         r->have = 1;
     }
@@ -1009,14 +1060,15 @@ static void fmt_lat(char *out, size_t cap, double us)
         snprintf(out, cap, "%.1f us", us);
 }
 
-static void fmt_bytes_per(char *out, size_t cap, int ran, uint64_t bytes, const char *na)
+static void fmt_bytes_per(char *out, size_t cap, int ran, uint64_t bytes, uint64_t live,
+                          const char *na)
 {
     if (!ran)
         snprintf(out, cap, "%s", na ? na : "n/a");
-    else if (S.live_bindings == 0)
+    else if (live == 0)
         snprintf(out, cap, "n/a (no live bindings)");
     else
-        snprintf(out, cap, "%.0f B (file %.1f MB)", (double)bytes / (double)S.live_bindings,
+        snprintf(out, cap, "%.0f B (file %.1f MB)", (double)bytes / (double)live,
                  (double)bytes / 1e6);
 }
 
@@ -1047,17 +1099,16 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
         printf("%-3d %-40s %10s %10s %10s  %s%s%" PRIu64 " %s in %.1f s\n", item[i], m->label, a,
                b, d, m->note, m->note[0] ? "; " : "", m->events, m->unit, m->secs);
     }
-    char s1[96], s2[96], s3[96];
-    snprintf(s1, sizeof s1, "%.0f B (file %.1f MB)",
-             S.live_bindings ? (double)S.file_before / (double)S.live_bindings : 0.0,
-             (double)S.file_before / 1e6);
-    fmt_bytes_per(s2, sizeof s2, S.vacuum_ran, S.file_vacuum, S.vacuum_na);
-    fmt_bytes_per(s3, sizeof s3, S.compact_ran, S.file_compact, S.compact_na);
-    printf("\nbulk store: %" PRIu64 " events, %" PRIu64 " live bindings\n", S.events,
-           S.live_bindings);
-    printf("  bytes per live binding, as built:       %s\n", s1);
-    printf("  bytes per live binding, after vacuum:   %s\n", s2);
-    printf("  after compact (log folded) + vacuum:    %s\n", s3);
+    char s1[96], s2[96], s3[96], s4[96];
+    fmt_bytes_per(s1, sizeof s1, S.events > 0, S.file_before, S.live_bindings, "n/a");
+    fmt_bytes_per(s2, sizeof s2, S.m_events > 0, S.m_file, S.m_live, "n/a");
+    fmt_bytes_per(s3, sizeof s3, S.vacuum_ran, S.file_vacuum, S.m_live, S.vacuum_na);
+    fmt_bytes_per(s4, sizeof s4, S.compact_ran, S.file_compact, S.m_live, S.compact_na);
+    printf("\nbytes per live binding (data file / live bindings)\n");
+    printf("  bulk store, %7" PRIu64 " events, as built:    %s\n", S.events, s1);
+    printf("  maint store, %6" PRIu64 " events, as built:   %s\n", S.m_events, s2);
+    printf("  maint store after vacuum:                %s\n", s3);
+    printf("  maint store after compact + vacuum:      %s\n", s4);
 
     printf("\n%-34s %10s %10s  %s\n", "ratio", "value", "target", "verdict");
     for (size_t i = 0; i < NRATIOS; i++) {
@@ -1139,6 +1190,8 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
             json_num("errors", (double)m->errors, 1, 0);
             json_num("mismatches", (double)m->mismatches, 1, 0);
             json_num("events_per_commit", m->per_commit, m->per_commit > 0, 0);
+            json_num("cpu_seconds", m->cpu_secs, m->cpu_secs > 0, 0);
+            json_num("per_cpu_second", per_cpu(m), m->cpu_secs > 0, 0);
             json_str("note", m->note, 1);
         }
         printf("}%s", i + 1 < M_COUNT ? "," : "");
@@ -1150,14 +1203,18 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
     json_num("open_median_ms", S.open_median_ms, M[M_OPEN].ran, 0);
     json_num("open_max_ms", S.open_max_ms, M[M_OPEN].ran, 0);
     json_num("file_bytes", (double)S.file_before, 1, 0);
-    json_num("file_bytes_after_vacuum", (double)S.file_vacuum, S.vacuum_ran, 0);
-    json_num("file_bytes_after_compact_vacuum", (double)S.file_compact, S.compact_ran, 0);
-    double lb = (double)S.live_bindings;
+    double lb = (double)S.live_bindings, ml = (double)S.m_live;
     json_num("bytes_per_live_binding", (double)S.file_before / lb, lb > 0, 0);
-    json_num("bytes_per_live_binding_after_vacuum", (double)S.file_vacuum / lb,
-             lb > 0 && S.vacuum_ran, 0);
-    json_num("bytes_per_live_binding_after_compact_vacuum", (double)S.file_compact / lb,
-             lb > 0 && S.compact_ran, 0);
+    json_num("maint_events", (double)S.m_events, 1, 0);
+    json_num("maint_live_bindings", ml, 1, 0);
+    json_num("maint_file_bytes", (double)S.m_file, S.m_events > 0, 0);
+    json_num("maint_file_bytes_after_vacuum", (double)S.file_vacuum, S.vacuum_ran, 0);
+    json_num("maint_file_bytes_after_compact_vacuum", (double)S.file_compact, S.compact_ran, 0);
+    json_num("maint_bytes_per_live_binding", (double)S.m_file / ml, ml > 0, 0);
+    json_num("maint_bytes_per_live_binding_after_vacuum", (double)S.file_vacuum / ml,
+             ml > 0 && S.vacuum_ran, 0);
+    json_num("maint_bytes_per_live_binding_after_compact_vacuum", (double)S.file_compact / ml,
+             ml > 0 && S.compact_ran, 0);
     json_str("vacuum", S.vacuum_ran ? "ran" : (S.vacuum_na ? S.vacuum_na : "n/a"), 0);
     json_str("compact", S.compact_ran ? "ran" : (S.compact_na ? S.compact_na : "n/a"), 1);
     printf("},\"ratios\":{");
@@ -1215,7 +1272,7 @@ int main(int argc, char **argv)
             return usage();
     }
     c.events = events > 0 ? (size_t)events : (c.quick ? 30000 : 1000000);
-    c.secs = secs > 0 ? secs : (c.quick ? 0.3 : 2.0);
+    c.secs = secs > 0 ? secs : (c.quick ? 0.3 : 1.5);
     if (events < 0 || c.events < 2 * BATCH)
         return usage();
 
