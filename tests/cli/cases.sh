@@ -118,9 +118,4 @@ fi
 tsh readonly_store 'chmod -R a-w "$STORE" && "$BL" -d "$STORE" stat --json | grep -o "\"digest\":\"[0-9a-f]*\""; rc=$?; chmod -R u+w "$STORE"; exit $rc'
 
 # ---- maintenance ----------------------------------------------------------------
-if have_maint; then
-    . "$HERE/cases_maint.sh"
-else
-    skip=$((skip + 1))
-    echo "skipped the maintenance steps: this build has no check/replay/compact/export/import"
-fi
+. "$HERE/cases_maint.sh"

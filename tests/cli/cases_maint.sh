@@ -1,0 +1,101 @@
+# cases_maint.sh -- steps for check, replay, compact, export and import,
+# sourced by cases.sh when the tool has them.  They run on the store that
+# cases.sh built (head LSN 10, times 00:00:00..00:00:08).
+
+# ---- check ----------------------------------------------------------------------
+t check -d "$STORE" check
+t check_json -d "$STORE" check --json
+t help_check check --help
+
+# ---- replay ---------------------------------------------------------------------
+t replay_full -d "$STORE" replay --out rp-full
+t replay_to_lsn -d "$STORE" replay --out rp-5 --to-lsn 5
+t replay_to_lsn_bindings -d rp-5 dump --bindings
+t replay_to_time -d "$STORE" replay --out rp-t --to-time 2026-01-01T00:00:04Z --json
+t replay_to_time_ms -d "$STORE" replay -o rp-tms --to-time 1767225603000
+t replay_check -d rp-full check
+t replay_not_empty -d "$STORE" replay --out rp-full
+t replay_no_out -d "$STORE" replay
+t replay_both_cuts -d "$STORE" replay --out x --to-lsn 3 --to-time 1
+t replay_bad_time -d "$STORE" replay --out x --to-time 2026-01-01T00:00:00
+t replay_bad_date -d "$STORE" replay --out x --to-time 2026-02-30
+t help_replay replay --help
+
+# ---- export / import ----------------------------------------------------------------
+t export_full -d "$STORE" export -o full.bls
+t import_full -d restored import -i full.bls
+tsh import_same_digest '"$BL" -d "$STORE" stat | grep "^digest"; "$BL" -d restored stat | grep "^digest"'
+tsh export_stdout '"$BL" -d "$STORE" export > piped.bls && cmp piped.bls full.bls && echo identical'
+t import_into_nonempty -d restored import -i full.bls
+# Incremental: a standby at LSN 5 (a replay) catches up with a stream from 6.
+t export_incremental -d "$STORE" export --from-lsn 6 -o incr.bls --json
+t import_incremental -d rp-5 import -i incr.bls
+t import_incremental_again -d rp-5 import -i incr.bls
+tsh import_incremental_digest '"$BL" -d rp-5 check --json | grep -o "\"state_digest\":\"[0-9a-f]*\""'
+tsh import_stdin '"$BL" -d from-stdin import --json < full.bls'
+tsh import_torn 'head -c 100 full.bls > torn.bls && "$BL" -d torn import -i torn.bls; rc=$?; "$BL" -d torn stat --json | grep -o "\"head_lsn\":[0-9]*"; exit $rc'
+t import_missing_file -d x import -i no-such-file.bls
+t help_export export --help
+t help_import import --help
+
+# ---- compact --------------------------------------------------------------------
+t compact_none -d "$STORE" compact
+t compact_two_modes -d "$STORE" compact --keep-from 3 --keep-last 2
+t compact_bad_duration -d "$STORE" compact --older-than 5x
+t compact_negative_duration -d "$STORE" compact --older-than -5s
+t compact_keep_from -d "$STORE" compact --keep-from 4
+t compact_check -d "$STORE" check
+t compact_history -d "$STORE" history "$K"
+tsh compact_older_than 'BINDLOG_CLOCK_MS=1767225610000 "$BL" -d "$STORE" compact --older-than 5s --json'
+t compact_keep_last -d "$STORE" compact --keep-last 2
+t compact_stat -d "$STORE" stat
+t compact_dump -d "$STORE" dump
+tsh compact_replay_digest '"$BL" -d "$STORE" replay --out rp-after --json'
+t vacuum -d "$STORE" compact --vacuum
+t vacuum_check -d "$STORE" check
+# A writer holding the store open (an import waiting on a FIFO) makes
+# vacuum refuse with EBUSY; once it is gone vacuum runs.
+tsh vacuum_busy 'mkfifo fifo
+"$BL" -d "$STORE" import -i fifo >/dev/null 2>&1 &
+pid=$!
+exec 3>fifo
+for i in $(seq 100); do ls -l /proc/$pid/fd 2>/dev/null | grep -q data.mdb && break; sleep 0.05; done
+"$BL" -d "$STORE" compact --vacuum; echo "exit $?"
+exec 3>&-
+wait $pid
+"$BL" -d "$STORE" compact --vacuum >/dev/null; echo "exit $?"'
+t help_compact compact --help
+
+# ---- a damaged copy -------------------------------------------------------------
+# Flip one byte of a reason that only a log record holds: check names the
+# record's LSN and exits 1.
+if command -v python3 >/dev/null; then
+tsh check_corrupt 'cp -r "$STORE" bad && BINDLOG_CLOCK_MS=1767225620000 "$BL" -d bad invalidate "$K" --reason zz-flip-me-zz >/dev/null &&
+python3 -c "
+import sys
+p = \"bad/data.mdb\"
+b = bytearray(open(p, \"rb\").read())
+i = b.find(b\"zz-flip-me-zz\")
+assert i >= 0 and b.find(b\"zz-flip-me-zz\", i + 1) < 0
+b[i + 3] ^= 0x01
+open(p, \"wb\").write(b)
+" && "$BL" -d bad check'
+fi
+
+# ---- beside a writing process ----------------------------------------------------
+# A writer process binds 60 keys while check, dump and compact run over and
+# over on the same store; every run must succeed and the store check clean.
+tsh live_writer 'cp -r "$STORE" live
+( for i in $(seq 60); do "$BL" -d live bind "live:$i" "live-$i" >/dev/null || exit 1; done ) &
+w=$!
+runs=0
+while kill -0 $w 2>/dev/null; do
+    "$BL" -d live check >/dev/null || { echo "check failed during writes"; exit 1; }
+    "$BL" -d live dump --json >/dev/null || { echo "dump failed during writes"; exit 1; }
+    "$BL" -d live compact --keep-last 5 >/dev/null || { echo "compact failed during writes"; exit 1; }
+    runs=$((runs + 1))
+done
+wait $w; echo "writer exit $?"
+[ $runs -gt 0 ] && echo "inspected while writing"
+"$BL" -d live check | tail -1
+"$BL" -d live stat --json | grep -o "\"live_bindings\":[0-9]*"'
