@@ -516,7 +516,10 @@ typedef struct bindlog_check_report {
  * (digests equal, and the first differing key named), the children and
  * history indexes, and the persistent counters.  Returns 0 when the check
  * ran (see out->problems), or a negative error if it could not run.
- * Memory stays bounded whatever the store's size.  Thread-safe.
+ * Memory stays bounded whatever the store's size: the replay is built in a
+ * scratch store under $TMPDIR (or /tmp), which needs about as much disk as
+ * the store's state and indexes, and is removed before returning.  Reads
+ * only.  Thread-safe.
  */
 BINDLOG_API int bindlog_check(bindlog *s, bindlog_check_report *out,
                               bindlog_progress_fn progress, void *progress_ctx);
@@ -525,11 +528,14 @@ BINDLOG_API int bindlog_check(bindlog *s, bindlog_check_report *out,
  * Rebuild the state from this store's base image and log into a new store
  * at `out_dir` (which must not exist or be empty), replaying records with
  * lsn <= to_lsn and time_ms <= to_time_ms (pass UINT64_MAX and INT64_MAX for
- * everything).  The new store holds the replayed log too.  On success
- * `digest` (if not NULL) receives its state digest and `last_lsn` (if not
- * NULL) the last LSN replayed.  Replay to the head reproduces this store's
- * digest exactly.  BINDLOG_ECORRUPT if a record does not re-derive (with
- * the store left at `out_dir` unusable: remove it).  Thread-safe.
+ * everything).  The new store holds the base image and the replayed log
+ * too.  On success `digest` (if not NULL) receives its state digest and
+ * `last_lsn` (if not NULL) the last LSN replayed.  Replay to the head
+ * reproduces this store's digest exactly.  Errors: BINDLOG_EEXIST if
+ * out_dir holds anything; BINDLOG_ENOTFOUND if to_lsn (or to_time_ms) lies
+ * before the base image (that past was compacted away); BINDLOG_ECORRUPT
+ * if a record does not re-derive (with the store left at `out_dir`
+ * unusable: remove it).  Thread-safe.
  */
 BINDLOG_API int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn,
                                int64_t to_time_ms, unsigned char digest[BINDLOG_DIGEST_SIZE],
@@ -554,20 +560,27 @@ BINDLOG_API int bindlog_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *re
 
 /**
  * Rewrite the store in `dir` to its live size (an LMDB compacting copy,
- * fsync, atomic rename, directory fsync).  Only while no writer has the
- * store open, in any process: BINDLOG_EBUSY otherwise.  A crash at any point
- * leaves either the old or the new file.  Sizes of the data file before and
- * after go to `before`/`after` when not NULL.
+ * fsync, atomic rename, directory fsync).  Only while nothing has the
+ * store open: BINDLOG_EBUSY when a writer has it open in any process, when
+ * another process has it open even only to read (it would go on reading
+ * the replaced file), or when another handle of this process has it open.
+ * Do not open the store while a vacuum runs.  BINDLOG_ENOTFOUND if there
+ * is no store in `dir`.  A crash at any point leaves either the old or the
+ * new file.  Sizes of the data file before and after go to
+ * `before`/`after` when not NULL.
  */
 BINDLOG_API int bindlog_vacuum(const char *dir, uint64_t *before, uint64_t *after);
 
 /**
- * Write a portable, checksummed stream of the store to file descriptor `fd`
- * (docs/format.md): header, base image, records from max(from_lsn, first
- * retained) to the snapshot's head, trailer with count and digest.  With
- * from_lsn > 1 and no base image needed, the stream is incremental (it
- * starts at from_lsn and carries no image).  `records` (if not NULL)
- * receives the number of records written.  Thread-safe.
+ * Write a portable, checksummed stream of one snapshot of the store to file
+ * descriptor `fd` (docs/format.md, "Export stream").  from_lsn 0 or 1: a
+ * full stream (header, base image, every retained record, trailer with
+ * count and digest).  from_lsn > 1: an incremental stream of the records
+ * from_lsn..head, no image (from_lsn = head + 1 gives an empty one);
+ * BINDLOG_ENOTFOUND if records from from_lsn on no longer exist (compacted)
+ * or never did (beyond head + 1).  BINDLOG_ECORRUPT if the log is damaged
+ * (nothing damaged is ever exported).  `records` (if not NULL) receives the
+ * number of records written.  Thread-safe.
  */
 BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
                                bindlog_progress_fn progress, void *progress_ctx);
@@ -575,11 +588,16 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
 /**
  * Read a stream from `fd` into this store: a full stream into an empty
  * store restores it (same digest); an incremental stream that starts at
- * head + 1 appends.  Gaps, overlaps, torn or altered streams are refused
- * (BINDLOG_ECORRUPT, BINDLOG_EVERSION, or BINDLOG_EEXIST for a non-empty
- * store and a full stream) with `err_offset` (if not NULL) set to the byte
- * offset of the problem, and nothing of the stream applied.  `records` (if
- * not NULL) receives the number of records applied.  Thread-safe.
+ * head + 1 appends.  Refused, with `err_offset` (if not NULL) set to the
+ * byte offset of the header field or frame at fault and nothing of the
+ * stream applied: torn or altered streams (BINDLOG_ECORRUPT, or
+ * BINDLOG_EVERSION for a newer stream or record version), a full stream
+ * into a non-empty store or an overlapping incremental one
+ * (BINDLOG_EEXIST), an incremental stream that leaves a gap after the head
+ * (BINDLOG_ENOTFOUND).  The whole stream is applied in one write
+ * transaction, so other writers of the store wait until it is done.
+ * `records` (if not NULL) receives the number of records applied.
+ * Thread-safe.
  */
 BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
                                bindlog_progress_fn progress, void *progress_ctx);
