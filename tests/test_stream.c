@@ -629,12 +629,12 @@ static void read_expect(const char *path, char *what, size_t cap, uint64_t *a, c
     bytes b = read_file(path);
     b.p[b.n] = 0;
     unsigned long long v = 0;
-    char w[64] = "", h[64] = "";
-    if (sscanf((char *)b.p, "%63s %llu %63s", w, &v, h) < 2)
+    char w[64] = "", h[33] = "";
+    if (sscanf((char *)b.p, "%63s %llu %32s", w, &v, h) < 2)
         fail_msg("%s: expected \"<CODE> <offset>\" or \"ok <records> <digest>\"", path);
     snprintf(what, cap, "%s", w);
     *a = v;
-    snprintf(hex, 33, "%s", h);
+    memcpy(hex, h, sizeof(h));
     free(b.p);
 }
 
