@@ -66,6 +66,10 @@ typedef struct bl_tcache {
 
 static pthread_key_t tcache_key;
 static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+/* The same pointer as the key's value, for the hot path: reading a
+ * _Thread_local costs one load where pthread_once + getspecific cost calls.
+ * The key is still what runs the destructor at thread exit. */
+static _Thread_local bl_tcache *tls_tcache;
 
 static bl_env *find_env_by_id(uint64_t id)
 {
@@ -91,6 +95,7 @@ static void rtxn_drop(bl_env *e, bl_rtxn *rt)
 static void tcache_destroy(void *p)
 {
     bl_tcache *tc = p;
+    tls_tcache = NULL;
     pthread_mutex_lock(&registry_mu);
     bl_env *e = tc->rt ? find_env_by_id(tc->env_id) : NULL;
     if (e != NULL)
@@ -658,17 +663,18 @@ static bl_rtxn *thread_rtxn(bl_env *e, int *rc)
     bl_tcache *tc;
 
     *rc = 0;
-    pthread_once(&tcache_once, tcache_init);
-    tc = pthread_getspecific(tcache_key);
+    tc = tls_tcache;
     if (tc != NULL && tc->env_id == e->id && tc->rt != NULL)
         return tc->rt->busy ? NULL : tc->rt;
     if (tc == NULL) {
+        pthread_once(&tcache_once, tcache_init);
         if ((tc = calloc(1, sizeof(*tc))) == NULL)
             return NULL;
         if (pthread_setspecific(tcache_key, tc) != 0) {
             free(tc);
             return NULL;
         }
+        tls_tcache = tc;
     }
     bl_rtxn *rt = calloc(1, sizeof(*rt));
     if (rt == NULL)
@@ -734,8 +740,7 @@ int bl_read_begin_fresh(bl_env *e, MDB_txn **txn)
 
 void bl_read_end(bl_env *e, MDB_txn *txn)
 {
-    pthread_once(&tcache_once, tcache_init);
-    bl_tcache *tc = pthread_getspecific(tcache_key);
+    bl_tcache *tc = tls_tcache;
     if (tc != NULL && tc->env_id == e->id && tc->rt != NULL && tc->rt->txn == txn) {
         mdb_txn_reset(txn);
         tc->rt->busy = 0;
