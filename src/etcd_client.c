@@ -35,6 +35,7 @@
 
 #define DEFAULT_CONNECT_MS 1000
 #define DEFAULT_REQUEST_MS 5000
+#define DEFAULT_ATTEMPT_MS 2000
 #define BACKOFF_FIRST_MS 25
 #define BACKOFF_MAX_MS 500
 /* Longest answer we accept.  etcd's own gRPC limit on a response is far
@@ -61,6 +62,7 @@ struct bl_etcd {
     size_t neps;
     long connect_ms;
     long request_ms;
+    long attempt_ms;
     unsigned max_ops;
     struct curl_slist *headers; /* shared read-only by every easy handle */
     pthread_mutex_t mu;         /* guards idle[], nidle, good */
@@ -280,7 +282,7 @@ int bl_etcd_open(const char *endpoints, const bl_etcd_options *o, bl_etcd **out)
         return BINDLOG_EINVAL;
     }
     if (o != NULL && (o->version != BL_ETCD_OPTIONS_VERSION || o->connect_timeout_ms < 0 ||
-                      o->request_timeout_ms < 0)) {
+                      o->request_timeout_ms < 0 || o->attempt_timeout_ms < 0)) {
         set_error("etcd: bad options");
         return BINDLOG_EINVAL;
     }
@@ -300,6 +302,7 @@ int bl_etcd_open(const char *endpoints, const bl_etcd_options *o, bl_etcd **out)
     }
     c->connect_ms = o && o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_CONNECT_MS;
     c->request_ms = o && o->request_timeout_ms ? o->request_timeout_ms : DEFAULT_REQUEST_MS;
+    c->attempt_ms = o && o->attempt_timeout_ms ? o->attempt_timeout_ms : DEFAULT_ATTEMPT_MS;
     c->max_ops = o && o->max_txn_ops ? o->max_txn_ops : BL_ETCD_DEFAULT_MAX_TXN_OPS;
 
     for (p = endpoints;;) {
@@ -690,7 +693,8 @@ static int call(bl_etcd *c, const char *path, json_object *req, json_object **re
                 goto timed_out;
             if (maybe_applied && retried)
                 *retried = 1;
-            k = attempt(c, h, c->eps[e], path, json, json_len, left, resp, &rc, &sent, why,
+            k = attempt(c, h, c->eps[e], path, json, json_len,
+                        left < c->attempt_ms ? left : c->attempt_ms, resp, &rc, &sent, why,
                         sizeof why);
             if (k == ATTEMPT_OK || k == ATTEMPT_FINAL) {
                 pthread_mutex_lock(&c->mu);

@@ -19,9 +19,11 @@
  * BINDLOG_EIO message then names every endpoint tried and what each said.
  *
  * Timeouts.  request_timeout_ms bounds a whole call, failover and retries
- * included; connect_timeout_ms bounds each TCP connect (a blackholed host
- * costs at most that before the next endpoint is tried).  A call therefore
- * returns within about request_timeout_ms plus one backoff step.
+ * included; attempt_timeout_ms bounds one attempt on one endpoint (a member
+ * that holds the request, e.g. one whose leader just died, costs at most that
+ * before the next endpoint is tried); connect_timeout_ms bounds each TCP
+ * connect (a blackholed host).  A call returns within request_timeout_ms
+ * (plus a few milliseconds of bookkeeping).
  *
  * Writes with an unknown outcome.  When a request reached a server but no
  * answer came back (timeout, reset, 5xx), etcd may or may not have applied
@@ -78,6 +80,12 @@ typedef struct bl_etcd_options {
     long connect_timeout_ms;    /* per TCP connect; 0 = default (1000) */
     long request_timeout_ms;    /* per call, retries and failover included;
                                    0 = default (5000) */
+    /* Per attempt on one endpoint; 0 = default (2000).  After it the next
+     * endpoint is tried.  Keeps a request stuck in a member that lost its
+     * leader (etcd holds it up to 5 s + 2 election timeouts before saying
+     * "request timed out") from eating the whole call.  Must exceed the
+     * slowest legitimate request: page large ranges with a limit. */
+    long attempt_timeout_ms;
     /* The servers' --max-txn-ops; 0 = default (128).  Txns over it are
      * refused locally with BINDLOG_EINVAL so the caller can split them; a
      * value above the servers' real limit makes etcd refuse them instead
@@ -85,7 +93,7 @@ typedef struct bl_etcd_options {
     unsigned max_txn_ops;
 } bl_etcd_options;
 
-#define BL_ETCD_OPTIONS_INIT { BL_ETCD_OPTIONS_VERSION, 0, 0, 0 }
+#define BL_ETCD_OPTIONS_INIT { BL_ETCD_OPTIONS_VERSION, 0, 0, 0, 0 }
 
 /* A client.  Opaque; thread-safe. */
 typedef struct bl_etcd bl_etcd;

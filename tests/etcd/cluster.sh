@@ -15,8 +15,11 @@
 #   cluster.sh stop DIR              SIGTERM every member (SIGKILL after 2 s)
 #   cluster.sh kill-member DIR I     SIGKILL member I and wait until it is gone
 #   cluster.sh restart-member DIR I  start member I again on its old ports and
-#                                    data, wait until it serves requests
-#                                    (not for quorum: other members may be down)
+#                                    data and wait until it listens; it serves
+#                                    once it has rejoined a quorum (which needs
+#                                    a majority of members up)
+#   cluster.sh wait-healthy DIR [S]  wait up to S seconds (default 30) until
+#                                    every member is up and the cluster serves
 #   cluster.sh leader DIR            print the index of the current leader
 #   cluster.sh endpoints DIR         print the client endpoints again
 #
@@ -53,7 +56,7 @@ die() {
 }
 
 usage() {
-    sed -n '4,24p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -138,10 +141,21 @@ start_member() {
     echo $! >"$DIR/m$i.pid"
 }
 
-# serving EP: the member at EP answers a status request (needs no quorum).
-serving() {
-    "$ETCDCTL" --endpoints="$1" --dial-timeout=1s --command-timeout=2s \
-        endpoint status >/dev/null 2>&1
+# listening PORT: something listens on 127.0.0.1:PORT.  A restarted member
+# listens at once but answers clients only after it has rejoined a quorum.
+listening() {
+    local hex line
+    hex=$(printf '%04X' "$1")
+    while read -r _ local_addr _ st _; do
+        [ "$local_addr" = "0100007F:$hex" ] && [ "$st" = 0A ] && return 0
+    done </proc/net/tcp
+    return 1
+}
+
+# healthy: every member answers a quorum read.
+healthy() {
+    "$ETCDCTL" --endpoints="$ENDPOINTS" --dial-timeout=1s --command-timeout=2s \
+        endpoint health >/dev/null 2>&1
 }
 
 stop_members() {
@@ -209,8 +223,7 @@ cmd_start() {
                 alive "$(member_pid "$i")" || dead=1
             done
             [ $dead -eq 1 ] && break
-            if "$ETCDCTL" --endpoints="$ENDPOINTS" --dial-timeout=1s --command-timeout=2s \
-                endpoint health >/dev/null 2>&1; then
+            if healthy; then
                 ok=1
                 break
             fi
@@ -274,10 +287,25 @@ cmd_restart_member() {
     start_member "$i" existing
     for ((t = 0; t < 300; t++)); do
         alive "$(member_pid "$i")" || die "member $i exited; see $DIR/m$i.log"
-        serving "127.0.0.1:$(client_port "$i")" && return 0
+        listening "$(client_port "$i")" && return 0
         sleep 0.1
     done
     die "member $i did not come back"
+}
+
+cmd_wait_healthy() {
+    local secs=${2:-30} t0=$SECONDS i
+    load_env "$1"
+    [[ $secs =~ ^[0-9]+$ ]] || die "bad seconds: $secs"
+    while ((SECONDS - t0 < secs)); do
+        local up=1
+        for ((i = 0; i < N; i++)); do
+            alive "$(member_pid "$i")" || up=0
+        done
+        [ $up -eq 1 ] && healthy && return 0
+        sleep 0.2
+    done
+    die "cluster in $DIR not healthy after $secs s"
 }
 
 cmd_leader() {
@@ -317,6 +345,10 @@ kill-member)
 restart-member)
     [ $# -eq 3 ] || usage
     cmd_restart_member "$2" "$3"
+    ;;
+wait-healthy)
+    [ $# -ge 2 ] && [ $# -le 3 ] || usage
+    cmd_wait_healthy "$2" "${3:-}"
     ;;
 leader)
     [ $# -eq 2 ] || usage
