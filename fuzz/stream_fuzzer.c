@@ -159,6 +159,10 @@ static int import_into(bindlog *s, const uint8_t *data, size_t size, const char 
     int rc = bindlog_import(s, fd, &records, &off, NULL, NULL);
     close(fd);
     state(s, d1, &h1);
+    if (getenv("BINDLOG_FUZZ_TRACE") != NULL)
+        fprintf(stderr, "%s: %s, %llu records, err_offset %lld, head %llu -> %llu\n", what,
+                bindlog_code_name(rc), (unsigned long long)(rc < 0 ? 0 : records),
+                rc < 0 ? (long long)off : -1LL, (unsigned long long)h0, (unsigned long long)h1);
     if (rc < 0) {
         if (h1 != h0 || memcmp(d0, d1, sizeof(d0)) != 0) {
             fprintf(stderr, "stream_fuzzer: %s: refused (%s at offset %llu) but head %llu -> %llu "
