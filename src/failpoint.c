@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bindlog.h"
 
@@ -45,7 +46,7 @@ static fp_entry fp_table[FP_MAX];
 static int parse_entry(const char *s, size_t len, fp_entry *e)
 {
     char buf[256];
-    char *action, *nth, *end;
+    char *action, *end;
 
     if (len == 0 || len >= sizeof(buf))
         return -1;
@@ -57,7 +58,7 @@ static int parse_entry(const char *s, size_t len, fp_entry *e)
     action = strchr(buf, ':');
     if (action != NULL) {
         *action++ = '\0';
-        nth = strchr(action, ':');
+        char *nth = strchr(action, ':');
         if (nth != NULL) {
             *nth++ = '\0';
             e->nth = strtoul(nth, &end, 10);
@@ -98,7 +99,7 @@ static void load(void)
         if (parse_entry(v, len, &fp_table[fp_count]) == 0)
             fp_count++;
         else
-            fprintf(stderr, "bindlog: ignoring malformed BINDLOG_FAILPOINT entry '%.*s'\n",
+            (void)fprintf(stderr, "bindlog: ignoring malformed BINDLOG_FAILPOINT entry '%.*s'\n",
                     (int)len, v);
         v = comma != NULL ? comma + 1 : NULL;
     }
@@ -129,21 +130,15 @@ int bl_failpoint_hit(const char *name)
     if (!fire)
         return 0;
 
-    switch (action) {
-    case FP_KILL:
-        raise(SIGKILL);
-        abort(); /* not reached: SIGKILL cannot be caught */
-    case FP_ABORT:
+    if (action == FP_KILL)
+        (void)kill(getpid(), SIGKILL); /* cannot be caught: the process ends here */
+    if (action == FP_KILL || action == FP_ABORT)
         abort();
-    case FP_EIO:
+    if (action == FP_EIO)
         return BINDLOG_EIO;
-    case FP_SLEEP: {
-        struct timespec ts = {(time_t)(sleep_ms / 1000), (long)(sleep_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0)
-            ;
-        return 0;
-    }
-    }
+    struct timespec ts = {(time_t)(sleep_ms / 1000), (long)(sleep_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
     return 0;
 }
 

@@ -18,7 +18,7 @@
  *     BINDLOG_FAILPOINT=name[:action[:n]][,name[:action[:n]]...]
  *
  * once, at the first hit of any failpoint.  Actions:
- *     kill       raise(SIGKILL): a crash the process cannot intercept (default)
+ *     kill       SIGKILL to itself: a crash the process cannot intercept (default)
  *     abort      abort()
  *     eio        BL_FAILPOINT returns BINDLOG_EIO: the call site fails the
  *                operation it is in, as if the storage had reported an error
