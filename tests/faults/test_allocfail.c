@@ -107,7 +107,6 @@ static long disarm(void)
     __atomic_store_n(&af_fail_at, 0, __ATOMIC_RELAXED);
     return __atomic_load_n(&af_count, __ATOMIC_RELAXED);
 }
-#endif /* !AF_SANITIZED */
 
 typedef struct fx {
     char *dir;
@@ -270,6 +269,8 @@ static void after(fx *f, int op, int rc)
         bindlog_close(h);
     }
 }
+
+#endif /* !AF_SANITIZED */
 
 static void allocfail__sweep(void **state)
 {
