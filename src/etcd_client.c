@@ -74,7 +74,7 @@ struct bl_etcd {
 
 /* ---- errors --------------------------------------------------------------- */
 
-static _Thread_local char last_error[1024];
+static _Thread_local char last_error[1536];
 
 const char *bl_etcd_last_error(void)
 {
@@ -661,7 +661,7 @@ static int call(bl_etcd *c, const char *path, json_object *req, json_object **re
     long deadline = now_ms() + c->request_ms, backoff = BACKOFF_FIRST_MS;
     size_t start, i, pass = 0;
     int rc = BINDLOG_EIO, maybe_applied = 0;
-    char tried[640] = "", why[320] = "", last_why[600] = "";
+    char tried[1024] = "", why[320] = "", last_why[600] = "";
 
     *resp = NULL;
     if (retried)

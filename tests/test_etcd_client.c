@@ -2,12 +2,14 @@
  * test_etcd_client.c -- the etcd v3 client (src/etcd_client.c) against a
  * real etcd.
  *
- * Three groups:
+ * Four groups:
  *  - offline: base64, the prefix helper, endpoint parsing, and "every
  *    endpoint is down" (closed ports and a listener that never answers);
  *  - single: a 1-member cluster: byte-exact round trips, paging, old
  *    revisions, every compare, racing Txns, the Txn size limit, compaction,
  *    status;
+ *  - quota: a 1-member cluster with a 1 MiB space quota: "database space
+ *    exceeded" is BINDLOG_ENOSPC;
  *  - three: a 3-member cluster: members SIGKILLed under a running writer
  *    (one follower, then the leader), then every member down and back.
  * Each cluster group starts its own cluster with tests/etcd/cluster.sh in a
@@ -43,14 +45,17 @@
 /* ---- harness ---------------------------------------------------------------- */
 
 typedef struct cluster {
+    const char *env;   /* extra environment for cluster.sh start */
     int members;
     int up;            /* 1: running; 0: etcd not installed (tests skip) */
     char *dir;         /* the cluster's temporary directory */
     char endpoints[512];
 } cluster;
 
-static cluster single_cluster = { 1, 0, NULL, "" };
-static cluster three_cluster = { 3, 0, NULL, "" };
+static cluster single_cluster = { "", 1, 0, NULL, "" };
+static cluster three_cluster = { "", 3, 0, NULL, "" };
+/* etcd's space quota at 1 MiB: "database space exceeded" after a few puts. */
+static cluster quota_cluster = { "BL_ETCD_QUOTA_BYTES=1048576", 1, 0, NULL, "" };
 
 static long now_ms(void)
 {
@@ -87,9 +92,9 @@ static const char *script_path(void)
     return path;
 }
 
-/* Run "cluster.sh ARGS"; its first stdout line goes to out (may be NULL).
- * Returns the exit status (-1 if it could not run). */
-static int run_script(char *out, size_t out_cap, const char *fmt, ...)
+/* Run "ENV cluster.sh ARGS"; its first stdout line goes to out (may be
+ * NULL).  Returns the exit status (-1 if it could not run). */
+static int run_script_env(const char *env, char *out, size_t out_cap, const char *fmt, ...)
 {
     char args[1024], cmd[6000], line[1024] = "";
     va_list ap;
@@ -100,7 +105,7 @@ static int run_script(char *out, size_t out_cap, const char *fmt, ...)
     va_end(ap);
     if (strchr(script_path(), '\'') != NULL)
         return -1;
-    snprintf(cmd, sizeof cmd, "BL_CLUSTER_OWNER_PID=%ld bash '%s' %s", (long)getpid(),
+    snprintf(cmd, sizeof cmd, "%s BL_CLUSTER_OWNER_PID=%ld bash '%s' %s", env, (long)getpid(),
              script_path(), args);
     p = popen(cmd, "r");
     if (p == NULL)
@@ -118,6 +123,8 @@ static int run_script(char *out, size_t out_cap, const char *fmt, ...)
     return WEXITSTATUS(status);
 }
 
+#define run_script(...) run_script_env("", __VA_ARGS__)
+
 static int group_setup(void **state, cluster *cl)
 {
     *state = cl;
@@ -129,8 +136,8 @@ static int group_setup(void **state, cluster *cl)
         return 0;
     }
     cl->dir = tu_mkdtemp("etcd");
-    if (run_script(cl->endpoints, sizeof cl->endpoints, "start %d '%s/cluster'", cl->members,
-                   cl->dir) != 0 ||
+    if (run_script_env(cl->env, cl->endpoints, sizeof cl->endpoints, "start %d '%s/cluster'",
+                       cl->members, cl->dir) != 0 ||
         cl->endpoints[0] == '\0') {
         fprintf(stderr, "test_etcd_client: could not start a %d-member etcd cluster in %s\n",
                 cl->members, cl->dir);
@@ -163,6 +170,11 @@ static int setup_single(void **state)
 static int setup_three(void **state)
 {
     return group_setup(state, &three_cluster);
+}
+
+static int setup_quota(void **state)
+{
+    return group_setup(state, &quota_cluster);
 }
 
 /* The cluster of this group, or skip / fail when etcd is not installed. */
@@ -350,16 +362,17 @@ static void etcd__all_endpoints_down_fails_fast(void **state)
     const long timeout = 800;
     (void)state;
 
-    /* Nothing listening: refused at once, no waiting for the timeout. */
+    /* Nothing listening: refused at once, no waiting for the timeout (a
+     * long one here; valgrind makes even a refused connect slow). */
     snprintf(ep1, sizeof ep1, "127.0.0.1:%d", closed_port());
     snprintf(ep2, sizeof ep2, "127.0.0.1:%d", closed_port());
     snprintf(eps, sizeof eps, "%s,%s", ep1, ep2);
-    c = open_client(eps, timeout);
+    c = open_client(eps, 5000);
     t0 = now_ms();
     assert_int_equal(bl_etcd_range(c, "k", 1, NULL, 0, 0, 0, 0, &kvs), BINDLOG_EIO);
     dt = now_ms() - t0;
     fprintf(stderr, "  refused: %ld ms: %s\n", dt, bl_etcd_last_error());
-    assert_true(dt < timeout / 2);
+    assert_true(dt < 2500);
     assert_int_equal(kvs.n, 0);
     assert_non_null(strstr(bl_etcd_last_error(), ep1));
     assert_non_null(strstr(bl_etcd_last_error(), ep2));
@@ -896,6 +909,41 @@ static void etcd__status(void **state)
     bl_etcd_close(c);
 }
 
+/* ---- space quota ----------------------------------------------------------------- */
+
+static void etcd__quota_exhausted_is_enospc(void **state)
+{
+    cluster *cl = need_cluster(state);
+    bl_etcd *c = open_client(cl->endpoints, 5000);
+    size_t len = 150000;
+    unsigned char *big = calloc(1, len);
+    bl_etcd_kvs kvs = { 0 };
+    bl_etcd_txn_result r = { 0 };
+    bl_etcd_op op = { BL_ETCD_OP_PUT, "q/txn", 5, NULL, 0, "v", 1, 0, 0 };
+    int i, rc = 0, written = 0;
+
+    for (i = 0; i < 40; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "q/%02d", i);
+        rc = bl_etcd_put(c, k, strlen(k), big, len, NULL);
+        if (rc != 0)
+            break;
+        written++;
+    }
+    fprintf(stderr, "  %d puts of %zu bytes, then %d: %s\n", written, len, rc,
+            bl_etcd_last_error());
+    assert_int_equal(rc, BINDLOG_ENOSPC);
+    assert_true(written > 0);
+    assert_non_null(strstr(bl_etcd_last_error(), "database space exceeded"));
+    assert_int_equal(bl_etcd_txn(c, NULL, 0, &op, 1, NULL, 0, &r), BINDLOG_ENOSPC);
+    /* Reads still work. */
+    CHECK(bl_etcd_range(c, "q/", 2, "q0", 2, 0, 0, BL_ETCD_COUNT_ONLY, &kvs));
+    assert_int_equal(kvs.count, written);
+    bl_etcd_kvs_free(&kvs);
+    free(big);
+    bl_etcd_close(c);
+}
+
 /* ---- three members ------------------------------------------------------------- */
 
 typedef struct writer {
@@ -1107,9 +1155,13 @@ int main(void)
         cmocka_unit_test(etcd__failover_on_sigkill),
         cmocka_unit_test(etcd__cluster_down_then_back),
     };
+    const struct CMUnitTest quota[] = {
+        cmocka_unit_test(etcd__quota_exhausted_is_enospc),
+    };
     int failed = 0;
     failed += cmocka_run_group_tests_name("etcd_offline", offline, NULL, NULL);
     failed += cmocka_run_group_tests_name("etcd_single", single, setup_single, group_teardown);
+    failed += cmocka_run_group_tests_name("etcd_quota", quota, setup_quota, group_teardown);
     failed += cmocka_run_group_tests_name("etcd_three", three, setup_three, group_teardown);
     return failed != 0;
 }

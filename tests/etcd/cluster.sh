@@ -30,6 +30,7 @@
 #                            default, so tests see what production sees)
 #   BL_ETCD_HEARTBEAT_MS     etcd --heartbeat-interval (default 100)
 #   BL_ETCD_ELECTION_MS      etcd --election-timeout (default 1000)
+#   BL_ETCD_QUOTA_BYTES      etcd --quota-backend-bytes (default: etcd's, 2 GiB)
 #   BL_CLUSTER_OWNER_PID     if set at `start`: a watchdog stops the cluster
 #                            when that process exits, so a crashed or killed
 #                            test does not leave etcd running
@@ -48,6 +49,7 @@ PORT_MAX=${BL_ETCD_PORT_MAX:-23899}
 MAX_TXN_OPS=${BL_ETCD_MAX_TXN_OPS:-128}
 HEARTBEAT_MS=${BL_ETCD_HEARTBEAT_MS:-100}
 ELECTION_MS=${BL_ETCD_ELECTION_MS:-1000}
+QUOTA_BYTES=${BL_ETCD_QUOTA_BYTES:-0}
 LOCK_FILE=${TMPDIR:-/tmp}/bindlog-etcd-ports.lock
 
 die() {
@@ -56,7 +58,7 @@ die() {
 }
 
 usage() {
-    sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '4,27p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -135,7 +137,7 @@ start_member() {
         --initial-cluster-state "$state" \
         --initial-cluster-token "$TOKEN" \
         --heartbeat-interval "$HEARTBEAT_MS" --election-timeout "$ELECTION_MS" \
-        --max-txn-ops "$MAX_TXN_OPS" \
+        --max-txn-ops "$MAX_TXN_OPS" --quota-backend-bytes "$QUOTA_BYTES" \
         --logger zap --log-outputs stderr \
         </dev/null >>"$DIR/m$i.log" 2>&1 9>&- &
     echo $! >"$DIR/m$i.pid"
@@ -237,6 +239,10 @@ PEER_PORTS="$PEER_PORTS"
 TOKEN="$TOKEN"
 INITIAL_CLUSTER="$INITIAL_CLUSTER"
 ENDPOINTS="$ENDPOINTS"
+MAX_TXN_OPS=$MAX_TXN_OPS
+HEARTBEAT_MS=$HEARTBEAT_MS
+ELECTION_MS=$ELECTION_MS
+QUOTA_BYTES=$QUOTA_BYTES
 EOF
             flock -u 9
             exec 9>&-
