@@ -37,7 +37,9 @@
  * Errors.  Functions return 0 or a negative code: BINDLOG_EINVAL (bad
  * arguments, or etcd refused the request as invalid: too many ops, duplicate
  * keys in a Txn, future revision), BINDLOG_ENOSPC (etcd's space quota is
- * exhausted: "mvcc: database space exceeded"), BINDLOG_EACCES (etcd auth),
+ * exhausted: "mvcc: database space exceeded"; careful: the write that
+ * crosses the quota is applied *and* answered with this error, only later
+ * ones are refused), BINDLOG_EACCES (etcd auth),
  * BL_ETCD_ECOMPACTED (a read at a compacted revision), BINDLOG_ENOMEM,
  * BINDLOG_ECORRUPT (etcd sent bytes that are not valid base64, or a
  * DATA_LOSS error) and BINDLOG_EIO (no endpoint could serve the call, or
