@@ -210,8 +210,8 @@ static int dir_is_empty_enough(const char *dir)
         return bl_mdb_error(errno);
     while ((de = readdir(d)) != NULL) {
         const char *n = de->d_name;
-        if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "lock.mdb") &&
-            strcmp(n, "bindlog.lock")) {
+        if (strcmp(n, ".") != 0 && strcmp(n, "..") != 0 && strcmp(n, "lock.mdb") != 0 &&
+            strcmp(n, "bindlog.lock") != 0) {
             ok = 0;
             break;
         }
@@ -395,12 +395,16 @@ static int init_tables(bl_env *e, int may_create)
     MDB_dbi main_db;
     MDB_stat st;
     rc = mdb_dbi_open(txn, NULL, 0, &main_db);
-    if (rc == 0 && (rc = mdb_stat(txn, main_db, &st)) == 0 && st.ms_entries != 0) {
+    if (rc == 0)
+        rc = mdb_stat(txn, main_db, &st);
+    if (rc == 0 && st.ms_entries != 0) {
         rc = mdb_dbi_open(txn, "meta", 0, &meta);
-        if (rc == MDB_NOTFOUND) {
-            mdb_txn_abort(txn);
-            return BINDLOG_ENOTSTORE;
-        }
+        if (rc == MDB_NOTFOUND)
+            rc = BINDLOG_ENOTSTORE;
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return rc < 0 && rc >= BINDLOG_ERROR_MIN ? rc : bl_mdb_error(rc);
     }
     rc = open_tables(e, txn, 1);
     if (rc == 0) {
@@ -539,6 +543,12 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     }
     if (rc != 0) {
         rc = bl_mdb_error(rc);
+        /* LMDB cannot tell a damaged file from a foreign one.  bindlog.lock
+         * is made by every writable open, so a directory that has it held
+         * a bindlog store: its unreadable data file is damage, not a
+         * stranger's file. */
+        if (rc == BINDLOG_ENOTSTORE && exists && file_exists(dir, "bindlog.lock") == 1)
+            rc = BINDLOG_ECORRUPT;
         goto out;
     }
     if (!e->env_rdonly) {
@@ -700,6 +710,8 @@ static bl_rtxn *thread_rtxn(bl_env *e, int *rc)
 
 int bl_read_begin(bl_env *e, MDB_txn **txn)
 {
+    if (atomic_load(&e->panic))
+        return BINDLOG_EPANIC; /* the handle is unusable until reopened */
     for (int tries = 0;; tries++) {
         bl_map_rdlock(e);
         int rc;
@@ -725,6 +737,8 @@ int bl_read_begin(bl_env *e, MDB_txn **txn)
 
 int bl_read_begin_fresh(bl_env *e, MDB_txn **txn)
 {
+    if (atomic_load(&e->panic))
+        return BINDLOG_EPANIC;
     for (int tries = 0;; tries++) {
         bl_map_rdlock(e);
         int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, txn);

@@ -17,6 +17,7 @@
 
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -75,7 +76,7 @@ typedef struct bl_env {
     pthread_cond_t cv;
     bl_req *queue_head, *queue_tail;
     int leader;          /* a thread is committing a group */
-    int panic;           /* sticky: a commit failed fatally */
+    atomic_int panic;    /* sticky: a commit failed fatally (reads check it without mu) */
     int sync_mode;       /* durability the env flags are set to */
     uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
     uint64_t commits, grouped_events;
