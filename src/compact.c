@@ -278,7 +278,7 @@ int bindlog_vacuum(const char *dir, uint64_t *before, uint64_t *after)
     if ((rc = bindlog_open(&h, dir, &o)) != 0)
         goto out;
     /* another handle of this process (it would keep the old file) */
-    if (h->e->refs > 1) {
+    if (bl_env_open_handles(h->e) > 1) {
         rc = BINDLOG_EBUSY;
         goto out;
     }

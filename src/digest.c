@@ -24,7 +24,8 @@
  * up for the whole scan of a large store. */
 #define DIGEST_CHUNK 4096
 
-static int hash_table(bl_env *e, MDB_txn *txn, MDB_dbi dbi, int tag, XXH3_state_t *st)
+static int hash_table(bl_env *e, MDB_txn *txn, MDB_dbi dbi, int tag, int keep_lock,
+                      XXH3_state_t *st)
 {
     bl_cursor c;
     MDB_val k, v;
@@ -48,7 +49,7 @@ static int hash_table(bl_env *e, MDB_txn *txn, MDB_dbi dbi, int tag, XXH3_state_
         bl_put32(hdr, (uint32_t)v.mv_size);
         XXH3_128bits_update(st, hdr, 4);
         XXH3_128bits_update(st, v.mv_data, v.mv_size);
-        if (++n % DIGEST_CHUNK == 0) {
+        if (!keep_lock && ++n % DIGEST_CHUNK == 0) {
             bl_map_unlock(e);
             bl_map_rdlock(e);
         }
@@ -58,7 +59,7 @@ static int hash_table(bl_env *e, MDB_txn *txn, MDB_dbi dbi, int tag, XXH3_state_
 }
 
 int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions,
-                     unsigned char out[BINDLOG_DIGEST_SIZE])
+                     int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE])
 {
     XXH3_state_t *st = XXH3_createState();
     int rc;
@@ -66,9 +67,9 @@ int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions
     if (st == NULL)
         return BINDLOG_ENOMEM;
     XXH3_128bits_reset(st);
-    rc = hash_table(e, txn, bindings, 'B', st);
+    rc = hash_table(e, txn, bindings, 'B', keep_lock, st);
     if (rc == 0)
-        rc = hash_table(e, txn, sessions, 'S', st);
+        rc = hash_table(e, txn, sessions, 'S', keep_lock, st);
     if (rc == 0) {
         XXH128_canonical_t c;
         XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
@@ -90,7 +91,7 @@ int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t 
         return rc;
     rc = bl_meta_get_head(s->e, txn, &head);
     if (rc == 0)
-        rc = bl_digest_tables(s->e, txn, s->e->dbi[BL_DB_BINDINGS], s->e->dbi[BL_DB_SESSIONS],
+        rc = bl_digest_tables(s->e, txn, s->e->dbi[BL_DB_BINDINGS], s->e->dbi[BL_DB_SESSIONS], 0,
                               out);
     if (rc == 0 && head_lsn != NULL)
         *head_lsn = head.lsn;

@@ -1103,10 +1103,11 @@ int bindlog_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
                     (unsigned long long)counts.live_sessions, (unsigned long long)live_b,
                     (unsigned long long)live_s);
         if ((rc = bl_digest_tables(scratch->e, dtxn, scratch->e->dbi[BL_DB_BINDINGS],
-                                   scratch->e->dbi[BL_DB_SESSIONS], out->replay_digest)) != 0)
+                                   scratch->e->dbi[BL_DB_SESSIONS], 0,
+                                   out->replay_digest)) != 0)
             goto out;
     }
-    rc = bl_digest_tables(src, stxn, src->dbi[BL_DB_BINDINGS], src->dbi[BL_DB_SESSIONS],
+    rc = bl_digest_tables(src, stxn, src->dbi[BL_DB_BINDINGS], src->dbi[BL_DB_SESSIONS], 0,
                           out->state_digest);
 out:
     if (dtxn != NULL)

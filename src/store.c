@@ -618,6 +618,14 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
     return rc;
 }
 
+int bl_env_open_handles(bl_env *e)
+{
+    pthread_mutex_lock(&registry_mu);
+    int n = e->refs;
+    pthread_mutex_unlock(&registry_mu);
+    return n;
+}
+
 void bl_env_release(bl_env *e)
 {
     pthread_mutex_lock(&registry_mu);
@@ -696,8 +704,16 @@ static bl_rtxn *thread_rtxn(bl_env *e, int *rc)
     }
     mdb_txn_reset(rt->txn);
     pthread_mutex_lock(&registry_mu);
-    /* the thread moved to another store: give the old one its slot back */
+    /* the thread moved to another store: give the old one its slot back,
+     * unless the thread is inside a read of it right now (A then B nested):
+     * then the new transaction is simply not cached */
     bl_env *old = tc->rt ? find_env_by_id(tc->env_id) : NULL;
+    if (old != NULL && tc->rt->busy) {
+        pthread_mutex_unlock(&registry_mu);
+        mdb_txn_abort(rt->txn);
+        free(rt);
+        return NULL;
+    }
     if (old != NULL)
         rtxn_drop(old, tc->rt);
     rt->next = e->rtxns;

@@ -184,9 +184,16 @@ void bl_cursor_close(bl_cursor *c);
 int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index);
 
 /* The state digest of the given tables (digest.c); caller holds map_lock
- * shared, which this may release and retake between chunks. */
+ * shared.  Unless keep_lock, it releases and retakes the lock between
+ * chunks so that growth is not held up by a long scan of a read snapshot;
+ * inside a write transaction pass keep_lock = 1 (a thread waiting to grow the
+ * map while this one holds LMDB's writer lock would deadlock). */
 int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions,
-                     unsigned char out[BINDLOG_DIGEST_SIZE]);
+                     int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE]);
+
+/* Handles open on the environment in this process (vacuum refuses if any
+ * other than its own). */
+int bl_env_open_handles(bl_env *e);
 
 /* Fill a public session from a decoded value (api.c). */
 void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const bl_sval *v,

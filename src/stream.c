@@ -262,7 +262,7 @@ int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     bl_put64(p, count);
     bl_put64(p + 8, last);
     bl_put64(p + 16, (uint64_t)last_time);
-    if ((rc = bl_digest_tables(e, txn, e->dbi[BL_DB_BINDINGS], e->dbi[BL_DB_SESSIONS],
+    if ((rc = bl_digest_tables(e, txn, e->dbi[BL_DB_BINDINGS], e->dbi[BL_DB_SESSIONS], 0,
                                p + 24)) != 0)
         goto out;
     if ((rc = wr_room(&w, e)) != 0)
@@ -340,51 +340,6 @@ typedef struct importer {
     void *progress_ctx;
     uint64_t records;
 } importer;
-
-/* The state digest of the write transaction's tables (digest.c's canonical
- * encoding).  bl_digest_tables() cannot be used here: it releases the map
- * lock between chunks, and a thread waiting to grow the map while another
- * waits for our LMDB writer lock would then deadlock with us. */
-static int digest_txn(bl_env *e, MDB_txn *txn, unsigned char out[BINDLOG_DIGEST_SIZE])
-{
-    XXH3_state_t *st = XXH3_createState();
-    int rc = 0;
-
-    if (st == NULL)
-        return BINDLOG_ENOMEM;
-    XXH3_128bits_reset(st);
-    for (int t = 0; t < 2 && rc == 0; t++) {
-        MDB_cursor *c;
-        MDB_val k, v;
-        unsigned char hdr[1 + 2 + 4];
-        if ((rc = mdb_cursor_open(txn, e->dbi[t ? BL_DB_SESSIONS : BL_DB_BINDINGS], &c)) != 0)
-            break;
-        while ((rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) == 0) {
-            size_t h = 0;
-            hdr[h++] = t ? 'S' : 'B';
-            if (t) {
-                hdr[h++] = (unsigned char)k.mv_size;
-            } else {
-                bl_put16(hdr + h, (uint16_t)k.mv_size);
-                h += 2;
-            }
-            XXH3_128bits_update(st, hdr, h);
-            XXH3_128bits_update(st, k.mv_data, k.mv_size);
-            bl_put32(hdr, (uint32_t)v.mv_size);
-            XXH3_128bits_update(st, hdr, 4);
-            XXH3_128bits_update(st, v.mv_data, v.mv_size);
-        }
-        mdb_cursor_close(c);
-        rc = rc == MDB_NOTFOUND ? 0 : rc;
-    }
-    if (rc == 0) {
-        XXH128_canonical_t c;
-        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-        memcpy(out, c.digest, BINDLOG_DIGEST_SIZE);
-    }
-    XXH3_freeState(st);
-    return bl_mdb_error(rc);
-}
 
 /* Read a frame header and payload into im->frame.  A truncated frame is
  * BINDLOG_ECORRUPT at the frame's offset. */
@@ -609,7 +564,9 @@ static int import_once(importer *im, uint64_t *err_offset)
         goto out;
     }
     im->err_off = t_off;
-    if ((rc = digest_txn(e, im->txn, digest)) != 0)
+    /* inside the import's write transaction: keep the map lock throughout */
+    if ((rc = bl_digest_tables(e, im->txn, e->dbi[BL_DB_BINDINGS], e->dbi[BL_DB_SESSIONS], 1,
+                               digest)) != 0)
         goto out;
     if (memcmp(digest, p + 24, BINDLOG_DIGEST_SIZE) != 0) {
         rc = BINDLOG_ECORRUPT; /* the state is not the one the exporter had */
