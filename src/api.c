@@ -1,17 +1,21 @@
 /*
- * api.c -- the public entry points: argument checks, handles, reads.
+ * api.c -- the public entry points: the only layer above the storage seam.
  *
- * Every mutating call turns its NUL-terminated arguments into a bl_event
- * (lengths measured with a bound, so a missing terminator in a huge buffer
- * is not scanned to the end), checks it, checks the handle is writable, and
- * hands it to the write path.  The order of refusals is the contract's:
+ * Every call checks its arguments here, the same way for every backend,
+ * then goes through the handle's table of operations (backend.h).  A
+ * mutating call turns its NUL-terminated arguments into a bl_event (lengths
+ * measured with a bound, so a missing terminator in a huge buffer is not
+ * scanned to the end), checks it, checks the handle is writable, and hands
+ * it to the backend's write path.  The order of refusals is the contract's:
  * arguments (BINDLOG_EINVAL), then read-only (BINDLOG_EREADONLY), then state.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include <time.h>
+
+#include "backend.h"
 
 const char *bindlog_version(void) { return BINDLOG_VERSION_STRING; }
 
@@ -25,7 +29,8 @@ static const struct {
     {BINDLOG_MOVED, "BINDLOG_MOVED", "moved: the key is not bound to the expected session"},
     {BINDLOG_ENOTFOUND, "BINDLOG_ENOTFOUND", "not found"},
     {BINDLOG_EINVAL, "BINDLOG_EINVAL", "invalid argument"},
-    {BINDLOG_EEXIST, "BINDLOG_EEXIST", "the session id already exists"},
+    {BINDLOG_EEXIST, "BINDLOG_EEXIST",
+     "already exists (a session id, or data where an empty store was required)"},
     {BINDLOG_ECONFLICT, "BINDLOG_ECONFLICT", "the session is the live binding of another key"},
     {BINDLOG_ECORRUPT, "BINDLOG_ECORRUPT", "damaged data (checksum, length or encoding)"},
     {BINDLOG_EVERSION, "BINDLOG_EVERSION", "written by a newer, unsupported format version"},
@@ -64,7 +69,31 @@ const char *bindlog_event_name(int type)
     return type > 0 && type < BINDLOG_EVENT_COUNT ? names[type] : "unknown";
 }
 
-/* ---- handles ----------------------------------------------------------- */
+/* ---- backends and handles ----------------------------------------------- */
+
+/* Backends chosen by a location prefix; a plain path is LMDB's. */
+static const bl_backend_ops *const schemed[] = {
+    NULL, /* the etcd backend registers here */
+};
+
+const bl_backend_ops *bl_backend_for(const char *location)
+{
+    for (size_t i = 0; i < sizeof(schemed) / sizeof(schemed[0]); i++) {
+        const bl_backend_ops *b = schemed[i];
+        if (b != NULL && strncmp(location, b->scheme, strlen(b->scheme)) == 0)
+            return b;
+    }
+    return &bl_lmdb_ops;
+}
+
+int64_t bl_now_ms(const bindlog *h)
+{
+    if (h->clock_ms != NULL)
+        return h->clock_ms(h->clock_ctx);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
 {
@@ -93,11 +122,12 @@ int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
         free(h);
         return BINDLOG_ENOMEM;
     }
+    h->ops = bl_backend_for(dir);
     h->read_only = o.read_only != 0;
     h->durability = o.durability;
     h->clock_ms = o.clock_ms;
     h->clock_ctx = o.clock_ctx;
-    rc = bl_env_acquire(dir, &o, &h->e);
+    rc = h->ops->open(h, &o);
     if (rc != 0) {
         free(h->path);
         free(h);
@@ -111,9 +141,7 @@ void bindlog_close(bindlog *s)
 {
     if (s == NULL)
         return;
-    if (!s->read_only)
-        bl_env_release_writer(s->e);
-    bl_env_release(s->e);
+    s->ops->close(s);
     free(s->path);
     free(s);
 }
@@ -172,14 +200,6 @@ static int to_event(const bindlog_event *in, bl_event *ev)
     return bl_event_check(ev);
 }
 
-/* Check the handle for a write. */
-static int writable(bindlog *s)
-{
-    if (s->read_only)
-        return BINDLOG_EREADONLY;
-    return 0;
-}
-
 static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
 {
     bl_event ev;
@@ -189,16 +209,16 @@ static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
     if (s == NULL)
         return BINDLOG_EINVAL;
     rc = to_event(in, &ev);
-    if (rc == 0)
-        rc = writable(s);
+    if (rc == 0 && s->read_only)
+        rc = BINDLOG_EREADONLY;
     if (rc != 0) {
-        bl_stats_count(s->e, (unsigned)(in->type > 0 ? in->type : 0), rc);
+        s->ops->count(s, (unsigned)(in->type > 0 ? in->type : 0), rc);
         return rc;
     }
-    rc = bl_commit(s, &ev, 1, out ? out : &tmp, NULL);
-    if (rc < 0)
-        return rc;
-    return out ? out->outcome : tmp.outcome;
+    if (out == NULL)
+        out = &tmp;
+    rc = s->ops->commit(s, &ev, 1, out, NULL);
+    return rc < 0 ? rc : out->outcome;
 }
 
 int bindlog_bind(bindlog *s, const char *key, const char *session_id, const char *expect,
@@ -242,11 +262,12 @@ int bindlog_apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_r
                         size_t *err_index)
 {
     bl_event stack[16], *ev = stack;
+    bindlog_result *res = out;
     int rc = 0;
 
     if (err_index != NULL)
         *err_index = 0;
-    if (s == NULL || (in == NULL && n != 0) || n > SIZE_MAX / sizeof(bl_event))
+    if (s == NULL || (in == NULL && n != 0) || n > SIZE_MAX / sizeof(bindlog_result))
         return BINDLOG_EINVAL;
     if (n == 0)
         return 0;
@@ -256,18 +277,26 @@ int bindlog_apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_r
         if ((rc = to_event(&in[i], &ev[i])) != 0) {
             if (err_index != NULL)
                 *err_index = i;
-            bl_stats_count(s->e, (unsigned)(in[i].type > 0 ? in[i].type : 0), rc);
+            s->ops->count(s, (unsigned)(in[i].type > 0 ? in[i].type : 0), rc);
             goto out;
         }
     }
-    if ((rc = writable(s)) != 0) {
-        bl_stats_count(s->e, (unsigned)in[0].type, rc);
+    if (s->read_only) {
+        rc = BINDLOG_EREADONLY;
+        s->ops->count(s, (unsigned)in[0].type, rc);
         goto out;
     }
-    rc = bl_commit(s, ev, n, out, err_index);
+    /* backends always get somewhere to put results */
+    if (res == NULL && (res = malloc(n * sizeof(*res))) == NULL) {
+        rc = BINDLOG_ENOMEM;
+        goto out;
+    }
+    rc = s->ops->commit(s, ev, n, res, err_index);
 out:
     if (ev != stack)
         free(ev);
+    if (res != out)
+        free(res);
     return rc;
 }
 
@@ -280,38 +309,29 @@ static void copy_str(char *dst, const char *src, size_t n)
     dst[n] = '\0';
 }
 
+/* Measure and check a key / an id argument. */
+static int key_arg(const char *key, size_t *n)
+{
+    if (key == NULL)
+        return BINDLOG_EINVAL;
+    *n = bounded_len(key, BINDLOG_KEY_MAX);
+    return bl_valid_key(key, *n) ? 0 : BINDLOG_EINVAL;
+}
+
+static int id_arg(const char *id, size_t *n)
+{
+    if (id == NULL)
+        return BINDLOG_EINVAL;
+    *n = bounded_len(id, BINDLOG_ID_MAX);
+    return bl_valid_id(id, *n) ? 0 : BINDLOG_EINVAL;
+}
+
 int bindlog_get(bindlog *s, const char *key, bindlog_binding *out)
 {
-    MDB_txn *txn;
-    MDB_val k, v;
-    bl_bval b;
     size_t n;
-    int rc;
-
-    if (s == NULL || key == NULL || out == NULL)
+    if (s == NULL || out == NULL || key_arg(key, &n) != 0)
         return BINDLOG_EINVAL;
-    n = bounded_len(key, BINDLOG_KEY_MAX);
-    if (!bl_valid_key(key, n))
-        return BINDLOG_EINVAL;
-    /* every field is set below; no need to clear the 560-byte struct */
-    out->session_id[0] = '\0';
-    out->generation = out->lsn = 0;
-    out->updated_ms = 0;
-    copy_str(out->key, key, n);
-    if ((rc = bl_read_begin(s->e, &txn)) != 0)
-        return rc;
-    k = (MDB_val){n, (void *)key};
-    rc = bl_mdb_error(mdb_get(txn, s->e->dbi[BL_DB_BINDINGS], &k, &v));
-    if (rc == 0 && (rc = bl_bval_decode(v.mv_data, v.mv_size, &b)) == 0) {
-        copy_str(out->session_id, b.sid, b.sid_len);
-        out->generation = b.generation;
-        out->lsn = b.lsn;
-        out->updated_ms = b.updated_ms;
-        if (b.sid_len == 0)
-            rc = BINDLOG_ENOTFOUND; /* a tombstone routes nowhere */
-    }
-    bl_read_end(s->e, txn);
-    return rc;
+    return s->ops->get(s, key, n, out);
 }
 
 void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const bl_sval *v,
@@ -334,23 +354,164 @@ void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const 
 int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out,
                         void *origin_buf, size_t origin_cap)
 {
-    MDB_txn *txn;
-    MDB_val k, v;
-    bl_sval sv;
     size_t n;
-    int rc;
+    if (s == NULL || out == NULL || (origin_buf == NULL && origin_cap) ||
+        id_arg(session_id, &n) != 0)
+        return BINDLOG_EINVAL;
+    return s->ops->session_get(s, session_id, n, out, origin_buf, origin_cap);
+}
 
-    if (s == NULL || session_id == NULL || out == NULL || (origin_buf == NULL && origin_cap))
+/* ---- iterators ------------------------------------------------------------- */
+
+static int open_iter(bindlog *s, int kind, const char *arg, size_t arg_len, uint64_t from,
+                     uint64_t to, bindlog_iter **out)
+{
+    if (out == NULL)
         return BINDLOG_EINVAL;
-    n = bounded_len(session_id, BINDLOG_ID_MAX);
-    if (!bl_valid_id(session_id, n))
+    *out = NULL;
+    if (s == NULL)
         return BINDLOG_EINVAL;
-    if ((rc = bl_read_begin(s->e, &txn)) != 0)
-        return rc;
-    k = (MDB_val){n, (void *)session_id};
-    rc = bl_mdb_error(mdb_get(txn, s->e->dbi[BL_DB_SESSIONS], &k, &v));
-    if (rc == 0 && (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) == 0)
-        bl_session_fill(out, session_id, n, &sv, origin_buf, origin_cap);
-    bl_read_end(s->e, txn);
-    return rc;
+    return s->ops->iter(s, kind, arg, arg_len, from, to, out);
+}
+
+int bindlog_log_iter(bindlog *s, uint64_t from_lsn, uint64_t to_lsn, bindlog_iter **out)
+{
+    return open_iter(s, BL_IT_LOG, NULL, 0, from_lsn, to_lsn, out);
+}
+
+int bindlog_history_iter(bindlog *s, const char *key, bindlog_iter **out)
+{
+    size_t n;
+    if (out != NULL)
+        *out = NULL;
+    if (key_arg(key, &n) != 0)
+        return BINDLOG_EINVAL;
+    return open_iter(s, BL_IT_HISTORY, key, n, 0, UINT64_MAX, out);
+}
+
+int bindlog_bindings_iter(bindlog *s, bindlog_iter **out)
+{
+    return open_iter(s, BL_IT_BINDINGS, NULL, 0, 0, 0, out);
+}
+
+int bindlog_sessions_iter(bindlog *s, bindlog_iter **out)
+{
+    return open_iter(s, BL_IT_SESSIONS, NULL, 0, 0, 0, out);
+}
+
+int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out)
+{
+    size_t n;
+    if (out != NULL)
+        *out = NULL;
+    if (id_arg(session_id, &n) != 0)
+        return BINDLOG_EINVAL;
+    return open_iter(s, BL_IT_CHILDREN, session_id, n, 0, 0, out);
+}
+
+int bindlog_ancestors_iter(bindlog *s, const char *session_id, bindlog_iter **out)
+{
+    size_t n;
+    if (out != NULL)
+        *out = NULL;
+    if (id_arg(session_id, &n) != 0)
+        return BINDLOG_EINVAL;
+    return open_iter(s, BL_IT_ANCESTORS, session_id, n, 0, 0, out);
+}
+
+int bindlog_iter_next_record(bindlog_iter *it, bindlog_record *rec)
+{
+    if (it == NULL || rec == NULL || (it->kind != BL_IT_LOG && it->kind != BL_IT_HISTORY))
+        return BINDLOG_EINVAL;
+    return it->ops->next_record(it, rec);
+}
+
+int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out)
+{
+    if (it == NULL || out == NULL || it->kind != BL_IT_BINDINGS)
+        return BINDLOG_EINVAL;
+    return it->ops->next_binding(it, out);
+}
+
+int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out, void *buf, size_t cap)
+{
+    if (it == NULL || out == NULL || (buf == NULL && cap != 0) ||
+        (it->kind != BL_IT_SESSIONS && it->kind != BL_IT_CHILDREN &&
+         it->kind != BL_IT_ANCESTORS))
+        return BINDLOG_EINVAL;
+    return it->ops->next_session(it, out, buf, cap);
+}
+
+void bindlog_iter_close(bindlog_iter *it)
+{
+    if (it != NULL)
+        it->ops->close(it);
+}
+
+/* ---- statistics, digest, maintenance ------------------------------------ */
+
+int bindlog_stats_get(bindlog *s, bindlog_stats *out)
+{
+    if (s == NULL || out == NULL)
+        return BINDLOG_EINVAL;
+    return s->ops->stats(s, out);
+}
+
+int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn)
+{
+    if (s == NULL || out == NULL)
+        return BINDLOG_EINVAL;
+    return s->ops->digest(s, out, head_lsn);
+}
+
+/* The maintenance operations check their other arguments (paths, ranges,
+ * descriptors) themselves: what is valid there depends on the backend. */
+
+int bindlog_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn progress,
+                  void *progress_ctx)
+{
+    if (s == NULL || out == NULL)
+        return BINDLOG_EINVAL;
+    return s->ops->check(s, out, progress, progress_ctx);
+}
+
+int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
+                   unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
+                   bindlog_progress_fn progress, void *progress_ctx)
+{
+    if (s == NULL)
+        return BINDLOG_EINVAL;
+    return s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn, progress,
+                          progress_ctx);
+}
+
+int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
+{
+    if (s == NULL || lsn == NULL)
+        return BINDLOG_EINVAL;
+    return s->ops->lsn_at_time(s, time_ms, lsn);
+}
+
+int bindlog_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
+                    bindlog_progress_fn progress, void *progress_ctx)
+{
+    if (s == NULL)
+        return BINDLOG_EINVAL;
+    return s->ops->compact(s, keep_from_lsn, removed, progress, progress_ctx);
+}
+
+int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
+                   bindlog_progress_fn progress, void *progress_ctx)
+{
+    if (s == NULL)
+        return BINDLOG_EINVAL;
+    return s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx);
+}
+
+int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
+                   bindlog_progress_fn progress, void *progress_ctx)
+{
+    if (s == NULL)
+        return BINDLOG_EINVAL;
+    return s->ops->import_stream(s, fd, records, err_offset, progress, progress_ctx);
 }

@@ -43,15 +43,6 @@ struct bl_req {
     int done;
 };
 
-static int64_t now_ms(bindlog *h)
-{
-    if (h->clock_ms != NULL)
-        return h->clock_ms(h->clock_ctx);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void fill_result(bindlog_result *r, const bl_plan *p)
 {
     r->outcome = p->outcome;
@@ -70,7 +61,7 @@ static int apply_one(bl_env *e, bl_tables *t, bindlog *h, const bl_event *ev, bl
 {
     bl_view view;
     bl_plan plan;
-    int64_t t_ms = now_ms(h);
+    int64_t t_ms = bl_now_ms(h);
     int rc;
 
     if (t_ms < head->time_ms)

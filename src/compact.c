@@ -155,7 +155,7 @@ static int compact_chunk(bl_env *e, bl_replayer *r, uint64_t keep_from, uint64_t
     }
 }
 
-int bindlog_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
+int bl_lmdb_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
                     bindlog_progress_fn progress, void *progress_ctx)
 {
     bl_replayer r;

@@ -79,7 +79,7 @@ int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions
     return rc;
 }
 
-int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn)
+int bl_lmdb_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn)
 {
     MDB_txn *txn;
     bl_head head;
@@ -116,7 +116,7 @@ static uint64_t entries(MDB_txn *txn, MDB_dbi dbi)
     return mdb_stat(txn, dbi, &st) == 0 ? st.ms_entries : 0;
 }
 
-int bindlog_stats_get(bindlog *s, bindlog_stats *out)
+int bl_lmdb_stats(bindlog *s, bindlog_stats *out)
 {
     bl_env *e;
     MDB_txn *txn;

@@ -1,12 +1,14 @@
 /*
- * iter.c -- iterators over the log, a key's history, bindings and sessions,
- * and a session's lineage.
+ * iter.c -- the LMDB backend's reads: point lookups and iterators over the
+ * log, a key's history, bindings, sessions and a session's lineage.
  *
- * An iterator owns one read transaction (its snapshot) for its whole life,
- * but holds the map lock only inside each next call: between calls the map
- * may grow, and the bl_cursor underneath re-seeks when it did.  Everything a
+ * Point reads run on the calling thread's cached read transaction.  An
+ * iterator owns one read transaction (its snapshot) for its whole life, but
+ * holds the map lock only inside each next call: between calls the map may
+ * grow, and the bl_cursor underneath re-seeks when it did.  Everything a
  * next call returns is copied into the iterator's own buffers, so it stays
- * valid until the next call however the map moves.
+ * valid until the next call however the map moves.  Arguments were checked
+ * above the seam (api.c).
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -14,65 +16,23 @@
 
 #include "store.h"
 
-enum { IT_LOG = 1, IT_HISTORY, IT_BINDINGS, IT_SESSIONS, IT_CHILDREN, IT_ANCESTORS };
-
-struct bindlog_iter {
-    bindlog *h;
-    int kind;
+/* LMDB's iterator; the generic part (ops, handle, kind) comes first. */
+typedef struct lmdb_iter {
+    bindlog_iter base;
     MDB_txn *txn;
     bl_cursor cur;
-    uint64_t to_lsn;                        /* IT_LOG: last LSN wanted */
-    unsigned char prefix[BINDLOG_KEY_MAX + 1]; /* IT_HISTORY key 0x00, IT_CHILDREN parent 0x00 */
+    uint64_t to_lsn;                        /* BL_IT_LOG: last LSN wanted */
+    unsigned char prefix[BINDLOG_KEY_MAX + 1]; /* history: key 0x00; children: parent 0x00 */
     size_t prefix_len;
-    char next_id[BINDLOG_ID_MAX + 1];       /* IT_ANCESTORS: the next session to visit */
+    char next_id[BINDLOG_ID_MAX + 1];       /* ancestors: the next session to visit */
     size_t next_len;
-    uint64_t steps, max_steps;              /* IT_ANCESTORS: cycle guard for damaged stores */
+    uint64_t steps, max_steps;              /* ancestors: cycle guard for damaged stores */
     /* copies handed to the caller */
     char key[BINDLOG_KEY_MAX + 1], sid[BINDLOG_ID_MAX + 1], other[BINDLOG_ID_MAX + 1];
     char reason[BINDLOG_REASON_MAX + 1];
     unsigned char *origin;
     size_t origin_cap;
-};
-
-static int iter_new(bindlog *h, int kind, MDB_dbi dbi, const void *seek, size_t seek_len,
-                    bindlog_iter **out)
-{
-    bindlog_iter *it;
-    int rc;
-
-    *out = NULL;
-    it = calloc(1, sizeof(*it));
-    if (it == NULL)
-        return BINDLOG_ENOMEM;
-    it->h = h;
-    it->kind = kind;
-    if ((rc = bl_read_begin_fresh(h->e, &it->txn)) != 0) {
-        free(it);
-        return rc;
-    }
-    if (dbi != 0)
-        rc = bl_cursor_open(&it->cur, h->e, it->txn, dbi, seek, seek_len);
-    bl_map_unlock(h->e);
-    if (rc != 0) {
-        bindlog_iter_close(it);
-        return rc;
-    }
-    *out = it;
-    return 0;
-}
-
-void bindlog_iter_close(bindlog_iter *it)
-{
-    if (it == NULL)
-        return;
-    bl_map_rdlock(it->h->e);
-    bl_cursor_close(&it->cur);
-    if (it->txn != NULL)
-        mdb_txn_abort(it->txn);
-    bl_map_unlock(it->h->e);
-    free(it->origin);
-    free(it);
-}
+} lmdb_iter;
 
 static void copy_str(char *dst, const char *src, size_t n)
 {
@@ -81,49 +41,70 @@ static void copy_str(char *dst, const char *src, size_t n)
     dst[n] = '\0';
 }
 
-/* ---- records ------------------------------------------------------------ */
+/* ---- point reads ---------------------------------------------------------- */
 
-int bindlog_log_iter(bindlog *s, uint64_t from_lsn, uint64_t to_lsn, bindlog_iter **out)
+int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
 {
-    unsigned char k[8];
+    MDB_txn *txn;
+    MDB_val k, v;
+    bl_bval b;
     int rc;
 
-    if (out != NULL)
-        *out = NULL;
-    if (s == NULL || out == NULL)
-        return BINDLOG_EINVAL;
-    bl_put64be(k, from_lsn);
-    rc = iter_new(s, IT_LOG, s->e->dbi[BL_DB_LOG], k, sizeof(k), out);
-    if (rc == 0)
-        (*out)->to_lsn = to_lsn;
+    /* every field is set below; no need to clear the 560-byte struct */
+    out->session_id[0] = '\0';
+    out->generation = out->lsn = 0;
+    out->updated_ms = 0;
+    copy_str(out->key, key, n);
+    if ((rc = bl_read_begin(h->e, &txn)) != 0)
+        return rc;
+    k = (MDB_val){n, (void *)key};
+    rc = bl_mdb_error(mdb_get(txn, h->e->dbi[BL_DB_BINDINGS], &k, &v));
+    if (rc == 0 && (rc = bl_bval_decode(v.mv_data, v.mv_size, &b)) == 0) {
+        copy_str(out->session_id, b.sid, b.sid_len);
+        out->generation = b.generation;
+        out->lsn = b.lsn;
+        out->updated_ms = b.updated_ms;
+        if (b.sid_len == 0)
+            rc = BINDLOG_ENOTFOUND; /* a tombstone routes nowhere */
+    }
+    bl_read_end(h->e, txn);
     return rc;
 }
 
-int bindlog_history_iter(bindlog *s, const char *key, bindlog_iter **out)
+int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *out,
+                        void *origin_buf, size_t origin_cap)
 {
-    size_t n;
+    MDB_txn *txn;
+    MDB_val k, v;
+    bl_sval sv;
     int rc;
 
-    if (out != NULL)
-        *out = NULL;
-    if (s == NULL || key == NULL || out == NULL)
-        return BINDLOG_EINVAL;
-    n = strnlen(key, BINDLOG_KEY_MAX + 1);
-    if (!bl_valid_key(key, n))
-        return BINDLOG_EINVAL;
-    unsigned char prefix[BINDLOG_KEY_MAX + 1];
-    memcpy(prefix, key, n);
-    prefix[n] = 0;
-    rc = iter_new(s, IT_HISTORY, s->e->dbi[BL_DB_HISTORY], prefix, n + 1, out);
-    if (rc == 0) {
-        memcpy((*out)->prefix, prefix, n + 1);
-        (*out)->prefix_len = n + 1;
-    }
+    if ((rc = bl_read_begin(h->e, &txn)) != 0)
+        return rc;
+    k = (MDB_val){n, (void *)id};
+    rc = bl_mdb_error(mdb_get(txn, h->e->dbi[BL_DB_SESSIONS], &k, &v));
+    if (rc == 0 && (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) == 0)
+        bl_session_fill(out, id, n, &sv, origin_buf, origin_cap);
+    bl_read_end(h->e, txn);
     return rc;
+}
+
+/* ---- iterators ------------------------------------------------------------ */
+
+static void iter_close(bindlog_iter *base)
+{
+    lmdb_iter *it = (lmdb_iter *)base;
+    bl_map_rdlock(it->base.h->e);
+    bl_cursor_close(&it->cur);
+    if (it->txn != NULL)
+        mdb_txn_abort(it->txn);
+    bl_map_unlock(it->base.h->e);
+    free(it->origin);
+    free(it);
 }
 
 /* Decode a log value found under `lsn` into the caller's record. */
-static int emit_record(bindlog_iter *it, const MDB_val *v, uint64_t lsn, bindlog_record *rec)
+static int emit_record(lmdb_iter *it, const MDB_val *v, uint64_t lsn, bindlog_record *rec)
 {
     bl_record r;
     int rc = bl_record_decode(v->mv_data, v->mv_size, &r);
@@ -159,7 +140,7 @@ static int emit_record(bindlog_iter *it, const MDB_val *v, uint64_t lsn, bindlog
     return 1;
 }
 
-static int next_log(bindlog_iter *it, bindlog_record *rec)
+static int next_log(lmdb_iter *it, bindlog_record *rec)
 {
     MDB_val k, v;
     int rc = bl_cursor_next(&it->cur, &k, &v);
@@ -175,7 +156,7 @@ static int next_log(bindlog_iter *it, bindlog_record *rec)
     return emit_record(it, &v, lsn, rec);
 }
 
-static int next_history(bindlog_iter *it, bindlog_record *rec)
+static int next_history(lmdb_iter *it, bindlog_record *rec)
 {
     MDB_val k, v;
     int rc;
@@ -192,7 +173,7 @@ static int next_history(bindlog_iter *it, bindlog_record *rec)
         unsigned char lk[8];
         bl_put64be(lk, lsn);
         MDB_val key = {8, lk};
-        rc = mdb_get(it->txn, it->h->e->dbi[BL_DB_LOG], &key, &v);
+        rc = mdb_get(it->txn, it->base.h->e->dbi[BL_DB_LOG], &key, &v);
         if (rc == MDB_NOTFOUND)
             continue; /* compacted away: its history entry goes with it soon */
         if (rc != 0)
@@ -201,37 +182,26 @@ static int next_history(bindlog_iter *it, bindlog_record *rec)
     }
 }
 
-int bindlog_iter_next_record(bindlog_iter *it, bindlog_record *rec)
+static int next_record(bindlog_iter *base, bindlog_record *rec)
 {
+    lmdb_iter *it = (lmdb_iter *)base;
     int rc;
-    if (it == NULL || rec == NULL || (it->kind != IT_LOG && it->kind != IT_HISTORY))
-        return BINDLOG_EINVAL;
-    bl_map_rdlock(it->h->e);
-    rc = it->kind == IT_LOG ? next_log(it, rec) : next_history(it, rec);
-    bl_map_unlock(it->h->e);
+    bl_map_rdlock(it->base.h->e);
+    rc = it->base.kind == BL_IT_LOG ? next_log(it, rec) : next_history(it, rec);
+    bl_map_unlock(it->base.h->e);
     return rc;
 }
 
 /* ---- bindings ------------------------------------------------------------ */
 
-int bindlog_bindings_iter(bindlog *s, bindlog_iter **out)
+static int next_binding(bindlog_iter *base, bindlog_binding *out)
 {
-    if (out != NULL)
-        *out = NULL;
-    if (s == NULL || out == NULL)
-        return BINDLOG_EINVAL;
-    return iter_new(s, IT_BINDINGS, s->e->dbi[BL_DB_BINDINGS], NULL, 0, out);
-}
-
-int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out)
-{
+    lmdb_iter *it = (lmdb_iter *)base;
     MDB_val k, v;
     bl_bval b;
     int rc;
 
-    if (it == NULL || out == NULL || it->kind != IT_BINDINGS)
-        return BINDLOG_EINVAL;
-    bl_map_rdlock(it->h->e);
+    bl_map_rdlock(it->base.h->e);
     rc = bl_cursor_next(&it->cur, &k, &v);
     if (rc > 0 && !bl_valid_key(k.mv_data, k.mv_size))
         rc = BINDLOG_ECORRUPT;
@@ -244,89 +214,18 @@ int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out)
         out->updated_ms = b.updated_ms;
         rc = 1;
     }
-    bl_map_unlock(it->h->e);
+    bl_map_unlock(it->base.h->e);
     return rc;
 }
 
 /* ---- sessions ------------------------------------------------------------ */
 
-int bindlog_sessions_iter(bindlog *s, bindlog_iter **out)
-{
-    if (out != NULL)
-        *out = NULL;
-    if (s == NULL || out == NULL)
-        return BINDLOG_EINVAL;
-    return iter_new(s, IT_SESSIONS, s->e->dbi[BL_DB_SESSIONS], NULL, 0, out);
-}
-
-static int check_id(const char *id, size_t *n)
-{
-    if (id == NULL)
-        return BINDLOG_EINVAL;
-    *n = strnlen(id, BINDLOG_ID_MAX + 1);
-    return bl_valid_id(id, *n) ? 0 : BINDLOG_EINVAL;
-}
-
-int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out)
-{
-    unsigned char prefix[BINDLOG_ID_MAX + 1];
-    size_t n;
-    int rc;
-
-    if (out != NULL)
-        *out = NULL;
-    if (s == NULL || out == NULL || check_id(session_id, &n) != 0)
-        return BINDLOG_EINVAL;
-    memcpy(prefix, session_id, n);
-    prefix[n] = 0;
-    rc = iter_new(s, IT_CHILDREN, s->e->dbi[BL_DB_CHILDREN], prefix, n + 1, out);
-    if (rc == 0) {
-        memcpy((*out)->prefix, prefix, n + 1);
-        (*out)->prefix_len = n + 1;
-    }
-    return rc;
-}
-
-int bindlog_ancestors_iter(bindlog *s, const char *session_id, bindlog_iter **out)
-{
-    MDB_val k, v;
-    MDB_stat st;
-    bl_sval sv;
-    size_t n;
-    int rc;
-
-    if (out != NULL)
-        *out = NULL;
-    if (s == NULL || out == NULL || check_id(session_id, &n) != 0)
-        return BINDLOG_EINVAL;
-    if ((rc = iter_new(s, IT_ANCESTORS, 0, NULL, 0, out)) != 0)
-        return rc;
-    bindlog_iter *it = *out;
-    bl_map_rdlock(s->e);
-    k = (MDB_val){n, (void *)session_id};
-    rc = bl_mdb_error(mdb_get(it->txn, s->e->dbi[BL_DB_SESSIONS], &k, &v));
-    if (rc == 0)
-        rc = bl_sval_decode(v.mv_data, v.mv_size, &sv);
-    if (rc == 0) {
-        copy_str(it->next_id, sv.parent, sv.parent_len);
-        it->next_len = sv.parent_len;
-        rc = bl_mdb_error(mdb_stat(it->txn, s->e->dbi[BL_DB_SESSIONS], &st));
-        it->max_steps = st.ms_entries;
-    }
-    bl_map_unlock(s->e);
-    if (rc != 0) {
-        bindlog_iter_close(it);
-        *out = NULL;
-    }
-    return rc;
-}
-
 /* Look up one session by id and fill the caller's struct. */
-static int emit_session(bindlog_iter *it, const void *id, size_t id_len, bindlog_session *out,
+static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_session *out,
                         void *buf, size_t cap, bl_sval *sv)
 {
     MDB_val k = {id_len, (void *)id}, v;
-    int rc = mdb_get(it->txn, it->h->e->dbi[BL_DB_SESSIONS], &k, &v);
+    int rc = mdb_get(it->txn, it->base.h->e->dbi[BL_DB_SESSIONS], &k, &v);
     if (rc == MDB_NOTFOUND)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
     if (rc != 0)
@@ -337,18 +236,16 @@ static int emit_session(bindlog_iter *it, const void *id, size_t id_len, bindlog
     return 1;
 }
 
-int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out, void *buf, size_t cap)
+static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, size_t cap)
 {
+    lmdb_iter *it = (lmdb_iter *)base;
     MDB_val k, v;
     bl_sval sv;
     int rc;
 
-    if (it == NULL || out == NULL || (buf == NULL && cap != 0) ||
-        (it->kind != IT_SESSIONS && it->kind != IT_CHILDREN && it->kind != IT_ANCESTORS))
-        return BINDLOG_EINVAL;
-    bl_map_rdlock(it->h->e);
-    switch (it->kind) {
-    case IT_SESSIONS:
+    bl_map_rdlock(it->base.h->e);
+    switch (it->base.kind) {
+    case BL_IT_SESSIONS:
         rc = bl_cursor_next(&it->cur, &k, &v);
         if (rc > 0 && !bl_valid_id(k.mv_data, k.mv_size))
             rc = BINDLOG_ECORRUPT;
@@ -357,7 +254,7 @@ int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out, void *buf,
             rc = 1;
         }
         break;
-    case IT_CHILDREN:
+    case BL_IT_CHILDREN:
         rc = bl_cursor_next(&it->cur, &k, &v);
         if (rc > 0 && (k.mv_size <= it->prefix_len ||
                        memcmp(k.mv_data, it->prefix, it->prefix_len) != 0)) {
@@ -368,7 +265,7 @@ int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out, void *buf,
             rc = emit_session(it, (const char *)k.mv_data + it->prefix_len,
                               k.mv_size - it->prefix_len, out, buf, cap, &sv);
         break;
-    default: /* IT_ANCESTORS */
+    default: /* BL_IT_ANCESTORS */
         if (it->next_len == 0) {
             rc = 0;
             break;
@@ -384,6 +281,94 @@ int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out, void *buf,
         }
         break;
     }
-    bl_map_unlock(it->h->e);
+    bl_map_unlock(it->base.h->e);
     return rc;
+}
+
+static const bl_iter_ops lmdb_iter_ops = {next_record, next_binding, next_session, iter_close};
+
+/* Position an ancestors iterator on the session's parent. */
+static int start_ancestors(lmdb_iter *it, const char *id, size_t n)
+{
+    bl_env *e = it->base.h->e;
+    MDB_val k = {n, (void *)id}, v;
+    MDB_stat st;
+    bl_sval sv;
+    int rc;
+
+    bl_map_rdlock(e);
+    rc = bl_mdb_error(mdb_get(it->txn, e->dbi[BL_DB_SESSIONS], &k, &v));
+    if (rc == 0)
+        rc = bl_sval_decode(v.mv_data, v.mv_size, &sv);
+    if (rc == 0) {
+        copy_str(it->next_id, sv.parent, sv.parent_len);
+        it->next_len = sv.parent_len;
+        rc = bl_mdb_error(mdb_stat(it->txn, e->dbi[BL_DB_SESSIONS], &st));
+        it->max_steps = st.ms_entries;
+    }
+    bl_map_unlock(e);
+    return rc;
+}
+
+int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t from,
+                 uint64_t to, bindlog_iter **out)
+{
+    bl_env *e = h->e;
+    unsigned char seek[BINDLOG_KEY_MAX + 1];
+    size_t seek_len = 0;
+    MDB_dbi dbi = 0;
+    lmdb_iter *it;
+    int rc;
+
+    *out = NULL;
+    switch (kind) {
+    case BL_IT_LOG:
+        dbi = e->dbi[BL_DB_LOG];
+        bl_put64be(seek, from);
+        seek_len = 8;
+        break;
+    case BL_IT_HISTORY:
+    case BL_IT_CHILDREN:
+        /* entries of one key / one parent: the name, then 0x00 */
+        dbi = e->dbi[kind == BL_IT_HISTORY ? BL_DB_HISTORY : BL_DB_CHILDREN];
+        memcpy(seek, arg, arg_len);
+        seek[arg_len] = 0;
+        seek_len = arg_len + 1;
+        break;
+    case BL_IT_BINDINGS:
+        dbi = e->dbi[BL_DB_BINDINGS];
+        break;
+    case BL_IT_SESSIONS:
+        dbi = e->dbi[BL_DB_SESSIONS];
+        break;
+    default: /* BL_IT_ANCESTORS: lookups, no cursor */
+        break;
+    }
+
+    it = calloc(1, sizeof(*it));
+    if (it == NULL)
+        return BINDLOG_ENOMEM;
+    it->base.ops = &lmdb_iter_ops;
+    it->base.h = h;
+    it->base.kind = kind;
+    it->to_lsn = to;
+    if (kind == BL_IT_HISTORY || kind == BL_IT_CHILDREN) {
+        memcpy(it->prefix, seek, seek_len);
+        it->prefix_len = seek_len;
+    }
+    if ((rc = bl_read_begin_fresh(e, &it->txn)) != 0) {
+        free(it);
+        return rc;
+    }
+    if (dbi != 0)
+        rc = bl_cursor_open(&it->cur, e, it->txn, dbi, seek, seek_len);
+    bl_map_unlock(e);
+    if (rc == 0 && kind == BL_IT_ANCESTORS)
+        rc = start_ancestors(it, arg, arg_len);
+    if (rc != 0) {
+        iter_close(&it->base);
+        return rc;
+    }
+    *out = &it->base;
+    return 0;
 }

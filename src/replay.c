@@ -612,7 +612,7 @@ static int start_target(bl_env *src, MDB_txn *stxn, bl_env *dst, const bl_base *
 
 /* ---- bindlog_replay -------------------------------------------------------- */
 
-int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
+int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
                    unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
                    bindlog_progress_fn progress, void *progress_ctx)
 {
@@ -682,7 +682,7 @@ out:
 
 /* ---- bindlog_lsn_at_time --------------------------------------------------- */
 
-int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
+int bl_lmdb_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
 {
     MDB_txn *txn;
     bl_head head;
@@ -983,7 +983,7 @@ static char *scratch_dir(void)
     return p;
 }
 
-int bindlog_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn progress,
+int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn progress,
                   void *progress_ctx)
 {
     checker ck;

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "bindlog.h"
+#include "backend.h"
 #include "machine.h"
 
 /* Named LMDB tables.  docs/format.md describes each key and value. */
@@ -83,14 +84,6 @@ typedef struct bl_env {
     bl_encoded enc;      /* the leader's scratch buffer */
 } bl_env;
 
-struct bindlog {
-    bl_env *e;
-    char *path;
-    int read_only;
-    int durability;
-    int64_t (*clock_ms)(void *);
-    void *clock_ctx;
-};
 
 /* ---- environment (store.c) ---------------------------------------------- */
 
@@ -195,9 +188,27 @@ int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions
  * other than its own). */
 int bl_env_open_handles(bl_env *e);
 
-/* Fill a public session from a decoded value (api.c). */
-void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const bl_sval *v,
-                     void *origin_buf, size_t origin_cap);
+
+/* ---- the LMDB backend's operations (backend_lmdb.c lists them) ---------- */
+
+int bl_lmdb_get(bindlog *h, const char *key, size_t key_len, bindlog_binding *out);
+int bl_lmdb_session_get(bindlog *h, const char *id, size_t id_len, bindlog_session *out,
+                        void *origin_buf, size_t origin_cap);
+int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t from,
+                 uint64_t to, bindlog_iter **out);
+int bl_lmdb_stats(bindlog *h, bindlog_stats *out);
+int bl_lmdb_digest(bindlog *h, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn);
+int bl_lmdb_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn, void *ctx);
+int bl_lmdb_replay(bindlog *h, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
+                   unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
+                   bindlog_progress_fn fn, void *ctx);
+int bl_lmdb_lsn_at_time(bindlog *h, int64_t time_ms, uint64_t *lsn);
+int bl_lmdb_compact(bindlog *h, uint64_t keep_from_lsn, uint64_t *removed,
+                    bindlog_progress_fn fn, void *ctx);
+int bl_lmdb_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
+                   bindlog_progress_fn fn, void *ctx);
+int bl_lmdb_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
+                   bindlog_progress_fn fn, void *ctx);
 
 /* Count a call refused before reaching the write path (statistics). */
 void bl_stats_count(bl_env *e, unsigned type, int rc);

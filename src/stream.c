@@ -155,7 +155,7 @@ static int export_image_table(bl_env *e, MDB_txn *txn, int sessions, writer *w,
     return rc;
 }
 
-int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
+int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
                    bindlog_progress_fn progress, void *progress_ctx)
 {
     writer w = {.fd = fd};
@@ -613,7 +613,7 @@ static int reserve_map(bl_env *e, uint64_t want)
     return 0;
 }
 
-int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
+int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn progress, void *progress_ctx)
 {
     importer im;

@@ -1,0 +1,125 @@
+/*
+ * backend.h -- the storage seam.
+ *
+ * A handle's operations go through a table of functions that one storage
+ * backend implements: LMDB (an embedded store in a directory, store.c and
+ * the files around it) or etcd (a shared store for gateway fleets,
+ * backend_etcd.c).  api.c, the only layer above the seam, checks every
+ * argument the same way for all of them and never knows which backend runs.
+ *
+ * The seam sits at the level of whole operations rather than of a key-value
+ * interface: each backend does what it is good at (LMDB: one write
+ * transaction with cursors; etcd: reads at one revision and a conditional
+ * Txn), while the event semantics stay in the shared pure modules every
+ * backend calls: machine.c (bl_decide) and record.c (the encodings, so log
+ * records, state values and digests are byte-identical across backends and
+ * a store moves between them with export and import).
+ *
+ * Contract for every operation: arguments were checked by api.c (non-NULL
+ * handle and outputs, valid keys and ids with their lengths measured);
+ * return codes are those documented in bindlog.h.
+ */
+#ifndef BL_BACKEND_H
+#define BL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bindlog.h"
+#include "machine.h"
+
+typedef struct bl_backend_ops bl_backend_ops;
+struct bl_env;
+
+/* A handle: generic fields, plus the backend's own state. */
+struct bindlog {
+    const bl_backend_ops *ops;
+    struct bl_env *e; /* LMDB: the shared environment (NULL for other backends) */
+    void *be;         /* other backends: their per-handle state */
+    char *path;       /* what bindlog_open was given */
+    int read_only;
+    int durability;
+    int64_t (*clock_ms)(void *);
+    void *clock_ctx;
+};
+
+/* The time an event gets from this handle's clock (before the
+ * never-decreasing rule, which the backend applies against its head). */
+int64_t bl_now_ms(const bindlog *h);
+
+/* Fill a public session from a decoded value, copying at most origin_cap
+ * bytes of its origin (api.c; for every backend). */
+void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const bl_sval *v,
+                     void *origin_buf, size_t origin_cap);
+
+/* Iterator kinds; which next_* function a kind accepts is checked above the
+ * seam. */
+enum {
+    BL_IT_LOG = 1,    /* arg unused; from..to LSNs */
+    BL_IT_HISTORY,    /* arg = key */
+    BL_IT_BINDINGS,
+    BL_IT_SESSIONS,
+    BL_IT_CHILDREN,   /* arg = parent session id */
+    BL_IT_ANCESTORS,  /* arg = session id */
+};
+
+typedef struct bl_iter_ops {
+    int (*next_record)(bindlog_iter *it, bindlog_record *rec);
+    int (*next_binding)(bindlog_iter *it, bindlog_binding *out);
+    int (*next_session)(bindlog_iter *it, bindlog_session *out, void *buf, size_t cap);
+    void (*close)(bindlog_iter *it);
+} bl_iter_ops;
+
+/* Every backend's iterator starts with this. */
+struct bindlog_iter {
+    const bl_iter_ops *ops;
+    bindlog *h;
+    int kind;
+};
+
+struct bl_backend_ops {
+    const char *name;   /* "lmdb", "etcd" */
+    const char *scheme; /* location prefix that selects it ("etcd://"), or NULL
+                           for the default: a directory */
+
+    /* Open h->path with the options; sets h->e or h->be.  close never fails. */
+    int (*open)(bindlog *h, const bindlog_options *o);
+    void (*close)(bindlog *h);
+
+    /* The write path: n events in order (n > 1: all or nothing), outcomes
+     * in out[] (never NULL here), *err_index on error.  Events are checked
+     * (bl_event_check) and the handle writable. */
+    int (*commit)(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
+                  size_t *err_index);
+    /* Count a call refused above the seam (statistics). */
+    void (*count)(bindlog *h, unsigned type, int rc);
+
+    int (*get)(bindlog *h, const char *key, size_t key_len, bindlog_binding *out);
+    int (*session_get)(bindlog *h, const char *id, size_t id_len, bindlog_session *out,
+                       void *origin_buf, size_t origin_cap);
+    /* Open an iterator of `kind` (see above). */
+    int (*iter)(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t from,
+                uint64_t to, bindlog_iter **out);
+    int (*stats)(bindlog *h, bindlog_stats *out);
+    int (*digest)(bindlog *h, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn);
+
+    /* Maintenance, as documented for the public functions. */
+    int (*check)(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn, void *ctx);
+    int (*replay)(bindlog *h, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
+                  unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
+                  bindlog_progress_fn fn, void *ctx);
+    int (*lsn_at_time)(bindlog *h, int64_t time_ms, uint64_t *lsn);
+    int (*compact)(bindlog *h, uint64_t keep_from_lsn, uint64_t *removed,
+                   bindlog_progress_fn fn, void *ctx);
+    int (*export_stream)(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
+                         bindlog_progress_fn fn, void *ctx);
+    int (*import_stream)(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
+                         bindlog_progress_fn fn, void *ctx);
+};
+
+/* The backends.  bl_backend_for() picks the one whose scheme prefixes the
+ * location, else LMDB. */
+extern const bl_backend_ops bl_lmdb_ops;
+const bl_backend_ops *bl_backend_for(const char *location);
+
+#endif /* BL_BACKEND_H */
