@@ -21,7 +21,7 @@ static void lmdb_close(bindlog *h)
     h->e = NULL;
 }
 
-static void lmdb_count(bindlog *h, unsigned type, int rc) { bl_stats_count(h->e, type, rc); }
+static void lmdb_count(bindlog *h, unsigned type, int rc) { bl_group_count(&h->e->g, type, rc); }
 
 const bl_backend_ops bl_lmdb_ops = {
     .name = "lmdb",

@@ -1,11 +1,8 @@
 /*
- * commit.c -- the write path: group commit and durability.
+ * commit.c -- the LMDB write path: one group, one transaction, durability.
  *
- * Every mutating call becomes a request on the environment's queue.  If no
- * thread is committing, the caller becomes the leader at once (a lone caller
- * never waits on a timer); otherwise it sleeps while the current leader
- * finishes, and one of the waiters leads the next group with everything that
- * queued up meanwhile.  The leader opens one LMDB write transaction, decides
+ * Every mutating call becomes a request on the environment's group-commit
+ * queue (group.c).  The leader opens one LMDB write transaction, decides
  * each event with the state machine against the transaction's own view (so
  * each sees the ones before it), writes the APPLIED ones, commits once and
  * hands every caller its own outcome.  One sync then covers the whole group.
@@ -26,22 +23,9 @@
 #include "failpoint.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-struct bl_req {
-    bl_req *next;
-    bindlog *h;
-    const bl_event *ev;
-    size_t n;
-    bindlog_result *out;  /* n results or NULL */
-    int *outcomes;        /* per event, for the statistics */
-    size_t err_index;
-    int rc;
-    int done;
-};
 
 static void fill_result(bindlog_result *r, const bl_plan *p)
 {
@@ -94,7 +78,7 @@ static int apply_one(bl_env *e, bl_tables *t, bindlog *h, const bl_event *ev, bl
  * transaction, whose dirty-page bookkeeping is a tenth of a large batch's
  * cost.
  */
-static int apply_req(bl_env *e, MDB_txn *txn, bl_req *r, int alone, bl_head *head,
+static int apply_req(bl_env *e, MDB_txn *txn, bl_greq *r, int alone, bl_head *head,
                      bl_counts *counts, int *fatal, int *map_full)
 {
     bl_tables t;
@@ -154,22 +138,11 @@ static int apply_req(bl_env *e, MDB_txn *txn, bl_req *r, int alone, bl_head *hea
     return wrote;
 }
 
-/* Every request of the group fails with rc. */
-static void fail_group(bl_req *group, int rc)
-{
-    for (bl_req *r = group; r != NULL; r = r->next) {
-        r->rc = rc;
-        r->err_index = 0;
-        for (size_t i = 0; i < r->n; i++)
-            r->outcomes[i] = rc;
-    }
-}
-
 /*
  * Set the environment's sync flags for the group's strongest durability.
  * FULL and NORMAL both commit with MDB_NOMETASYNC: LMDB syncs the data pages,
  * then writes the meta page without syncing it.  For FULL the leader syncs
- * the meta page itself afterwards (see bl_commit), after handing leadership
+ * the meta page itself afterwards (finish_group), after handing leadership
  * to the next group, so the next group's transaction is built while this
  * one's second sync runs.  The order on disk is LMDB's own NOMETASYNC order,
  * which never corrupts; callers hear APPLIED only once the sync returned.
@@ -186,13 +159,6 @@ static void set_durability(bl_env *e, int mode)
         mdb_env_set_flags(e->env, MDB_NOMETASYNC, 1);
     }
     e->sync_mode = mode;
-}
-
-/* Mark the environment unusable until every handle is closed. */
-static int panic(bl_env *e)
-{
-    atomic_store(&e->panic, 1);
-    return BINDLOG_EPANIC;
 }
 
 /*
@@ -212,7 +178,7 @@ static int commit_failed(bl_env *e, int rc)
     if (p == 0)
         mdb_txn_abort(probe);
     if (p == MDB_PANIC)
-        return panic(e);
+        return bl_group_panic(&e->g);
     switch (rc) {
     case ENOSPC:
     case EDQUOT:
@@ -221,18 +187,19 @@ static int commit_failed(bl_env *e, int rc)
     case ENOMEM:
         return BINDLOG_ENOMEM;
     default:
-        return panic(e);
+        return bl_group_panic(&e->g);
     }
 }
 
 /*
  * Commit one group.  On return every request has rc set.  Runs without
- * e->mu: only the leader touches the write transaction and e->enc.  Returns
+ * the queue lock: only the leader touches the write transaction and e->enc.  Returns
  * 1 when the group committed in FULL mode and its meta page still needs the
  * sync that makes it durable.
  */
-static int run_group(bl_env *e, bl_req *group)
+static int run_group(void *ctx, bl_greq *group)
 {
+    bl_env *e = ctx;
     MDB_txn *txn = NULL;
     bl_head head;
     bl_counts counts;
@@ -265,7 +232,7 @@ static int run_group(bl_env *e, bl_req *group)
             bl_map_unlock(e);
             goto fail;
         }
-        for (bl_req *r = group; r != NULL && !fatal; r = r->next) {
+        for (bl_greq *r = group; r != NULL && !fatal; r = r->next) {
             if (r != group && (fatal = BL_FAILPOINT("commit.group")) != 0)
                 break; /* between two requests of one group */
             if (apply_req(e, txn, r, group->next == NULL, &head, &counts, &fatal,
@@ -307,13 +274,11 @@ static int run_group(bl_env *e, bl_req *group)
         bl_map_unlock(e);
         if (rc == 0 && BL_FAILPOINT("commit.after") != 0) {
             /* eio here stands for a commit that failed after writing it all */
-            rc = panic(e);
+            rc = bl_group_panic(&e->g);
             goto fail;
         }
         if (rc == 0) {
-            pthread_mutex_lock(&e->mu);
-            e->commits++;
-            pthread_mutex_unlock(&e->mu);
+            bl_group_committed(&e->g);
             return durability == BINDLOG_DURABILITY_FULL;
         }
         if (rc == MDB_MAP_FULL && attempt < 64) {
@@ -325,98 +290,23 @@ static int run_group(bl_env *e, bl_req *group)
         goto fail;
     }
 fail:
-    fail_group(group, rc);
+    bl_group_fail(group, rc);
     return 0;
 }
 
-void bl_stats_count(bl_env *e, unsigned type, int rc)
+/* FULL: the meta page's sync, after leadership went to the next group.  A
+ * failure leaves durability unknown: never retry, panic. */
+static int finish_group(void *ctx, bl_greq *group)
 {
-    if (type == 0 || type >= BINDLOG_EVENT_COUNT)
-        type = 0; /* an unknown type is counted in the unused row 0 */
-    int col = rc < 0 ? BINDLOG_STAT_ERROR : rc;
-    pthread_mutex_lock(&e->mu);
-    e->events[type][col]++;
-    pthread_mutex_unlock(&e->mu);
+    bl_env *e = ctx;
+    (void)group;
+    int rc = mdb_env_sync(e->env, 1);
+    if (rc == 0 && BL_FAILPOINT("commit.synced") != 0)
+        rc = EIO;
+    return rc == 0 ? 0 : bl_group_panic(&e->g);
 }
 
 int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index)
 {
-    bl_env *e = h->e;
-    int one_outcome;
-    bl_req req = {0};
-
-    req.h = h;
-    req.ev = ev;
-    req.n = n;
-    req.out = out;
-    req.outcomes = n == 1 ? &one_outcome : malloc(n * sizeof(int));
-    if (req.outcomes == NULL)
-        return BINDLOG_ENOMEM;
-
-    pthread_mutex_lock(&e->mu);
-    if (atomic_load(&e->panic)) {
-        pthread_mutex_unlock(&e->mu);
-        if (n != 1)
-            free(req.outcomes);
-        return BINDLOG_EPANIC;
-    }
-    if (e->queue_tail)
-        e->queue_tail->next = &req;
-    else
-        e->queue_head = &req;
-    e->queue_tail = &req;
-
-    while (!req.done) {
-        if (!e->leader && e->queue_head != NULL) {
-            /* lead: take everything queued, ourselves included */
-            bl_req *group = e->queue_head;
-            e->queue_head = e->queue_tail = NULL;
-            e->leader = 1;
-            pthread_mutex_unlock(&e->mu);
-
-            size_t events = 0;
-            for (bl_req *r = group; r != NULL; r = r->next)
-                events += r->n;
-            if (run_group(e, group)) {
-                /* Committed; the meta page still needs its sync.  Hand
-                 * leadership over first so the next group builds its
-                 * transaction meanwhile; this group's callers wait. */
-                pthread_mutex_lock(&e->mu);
-                e->leader = 0;
-                pthread_cond_broadcast(&e->cv);
-                pthread_mutex_unlock(&e->mu);
-                int rc = mdb_env_sync(e->env, 1);
-                if (rc == 0 && BL_FAILPOINT("commit.synced") != 0)
-                    rc = EIO;
-                if (rc != 0)
-                    fail_group(group, panic(e)); /* durability unknown: never retry */
-                pthread_mutex_lock(&e->mu);
-            } else {
-                pthread_mutex_lock(&e->mu);
-                e->leader = 0;
-            }
-            e->grouped_events += events;
-            for (bl_req *r = group, *next; r != NULL; r = next) {
-                next = r->next;
-                for (size_t i = 0; i < r->n; i++) {
-                    int o = r->outcomes[i];
-                    unsigned type = r->ev[i].type < BINDLOG_EVENT_COUNT ? r->ev[i].type : 0;
-                    e->events[type][o < 0 ? BINDLOG_STAT_ERROR : o]++;
-                    if (r->rc < 0 && i == r->err_index)
-                        break; /* events after a batch's failure never ran */
-                }
-                r->done = 1;
-            }
-            pthread_cond_broadcast(&e->cv);
-        } else {
-            pthread_cond_wait(&e->cv, &e->mu);
-        }
-    }
-    pthread_mutex_unlock(&e->mu);
-
-    if (err_index != NULL)
-        *err_index = req.err_index;
-    if (n != 1)
-        free(req.outcomes);
-    return req.rc;
+    return bl_group_submit(&h->e->g, h, ev, n, out, err_index, run_group, finish_group, h->e);
 }

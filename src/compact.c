@@ -168,9 +168,7 @@ int bl_lmdb_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
         return BINDLOG_EINVAL;
     if (s->read_only)
         return BINDLOG_EREADONLY;
-    pthread_mutex_lock(&s->e->mu);
-    panic = s->e->panic;
-    pthread_mutex_unlock(&s->e->mu);
+    panic = bl_group_panicked(&s->e->g);
     if (panic)
         return BINDLOG_EPANIC;
 

@@ -156,11 +156,7 @@ int bl_lmdb_stats(bindlog *s, bindlog_stats *out)
     if (rc != 0)
         return rc;
 
-    pthread_mutex_lock(&e->mu);
-    memcpy(out->events, e->events, sizeof(out->events));
-    out->commits = e->commits;
-    out->grouped_events = e->grouped_events;
-    pthread_mutex_unlock(&e->mu);
+    bl_group_stats(&e->g, out);
     out->durability = s->durability;
 
     size_t n = strlen(e->path) + sizeof("/data.mdb");

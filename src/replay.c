@@ -119,9 +119,7 @@ int bl_wtxn_commit(bl_env *e, MDB_txn *txn, int *map_full)
     if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT)
         return BINDLOG_ENOSPC; /* nothing reached the meta page */
     /* The commit failed after writing: as in commit.c, never carry on. */
-    pthread_mutex_lock(&e->mu);
-    e->panic = 1;
-    pthread_mutex_unlock(&e->mu);
+    bl_group_panic(&e->g);
     return BINDLOG_EPANIC;
 }
 

@@ -474,8 +474,7 @@ static void env_free(bl_env *e)
     if (e->lock_fd >= 0)
         close(e->lock_fd);
     pthread_rwlock_destroy(&e->map_lock);
-    pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->cv);
+    bl_group_destroy(&e->g);
     free(e->enc.buf);
     free(e->path);
     free(e);
@@ -498,8 +497,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&e->map_lock, &ra);
     pthread_rwlockattr_destroy(&ra);
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
+    bl_group_init(&e->g);
     e->path = strdup(dir);
     if (e->path == NULL) {
         rc = BINDLOG_ENOMEM;
@@ -726,7 +724,7 @@ static bl_rtxn *thread_rtxn(bl_env *e, int *rc)
 
 int bl_read_begin(bl_env *e, MDB_txn **txn)
 {
-    if (atomic_load(&e->panic))
+    if (bl_group_panicked(&e->g))
         return BINDLOG_EPANIC; /* the handle is unusable until reopened */
     for (int tries = 0;; tries++) {
         bl_map_rdlock(e);
@@ -753,7 +751,7 @@ int bl_read_begin(bl_env *e, MDB_txn **txn)
 
 int bl_read_begin_fresh(bl_env *e, MDB_txn **txn)
 {
-    if (atomic_load(&e->panic))
+    if (bl_group_panicked(&e->g))
         return BINDLOG_EPANIC;
     for (int tries = 0;; tries++) {
         bl_map_rdlock(e);

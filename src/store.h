@@ -23,6 +23,7 @@
 
 #include "bindlog.h"
 #include "backend.h"
+#include "group.h"
 #include "machine.h"
 
 /* Named LMDB tables.  docs/format.md describes each key and value. */
@@ -52,7 +53,6 @@ typedef struct bl_head {
     int64_t time_ms;
 } bl_head;
 
-typedef struct bl_req bl_req;
 typedef struct bl_rtxn bl_rtxn;
 
 typedef struct bl_env {
@@ -73,14 +73,8 @@ typedef struct bl_env {
     pthread_rwlock_t map_lock;
     unsigned map_epoch;  /* bumped on every remap; under map_lock exclusive */
 
-    pthread_mutex_t mu;  /* queue, leader, panic, statistics */
-    pthread_cond_t cv;
-    bl_req *queue_head, *queue_tail;
-    int leader;          /* a thread is committing a group */
-    atomic_int panic;    /* sticky: a commit failed fatally (reads check it without mu) */
-    int sync_mode;       /* durability the env flags are set to */
-    uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
-    uint64_t commits, grouped_events;
+    bl_group g;          /* group commit queue, sticky failure, statistics */
+    int sync_mode;       /* durability the env flags are set to (leader only) */
     bl_encoded enc;      /* the leader's scratch buffer */
 } bl_env;
 

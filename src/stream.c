@@ -629,9 +629,7 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
         return BINDLOG_EINVAL;
     if (s->read_only)
         return BINDLOG_EREADONLY;
-    pthread_mutex_lock(&s->e->mu);
-    panic = s->e->panic;
-    pthread_mutex_unlock(&s->e->mu);
+    panic = bl_group_panicked(&s->e->g);
     if (panic)
         return BINDLOG_EPANIC;
 

@@ -1,0 +1,144 @@
+/*
+ * group.c -- group commit, independent of the storage backend (group.h).
+ */
+#define _GNU_SOURCE
+#include "group.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void bl_group_init(bl_group *g)
+{
+    memset(g, 0, sizeof(*g));
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    atomic_init(&g->panic, 0);
+}
+
+void bl_group_destroy(bl_group *g)
+{
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+}
+
+void bl_group_fail(bl_greq *group, int rc)
+{
+    for (bl_greq *r = group; r != NULL; r = r->next) {
+        r->rc = rc;
+        r->err_index = 0;
+        for (size_t i = 0; i < r->n; i++)
+            r->outcomes[i] = rc;
+    }
+}
+
+int bl_group_panic(bl_group *g)
+{
+    atomic_store(&g->panic, 1);
+    return BINDLOG_EPANIC;
+}
+
+void bl_group_committed(bl_group *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->commits++;
+    pthread_mutex_unlock(&g->mu);
+}
+
+void bl_group_count(bl_group *g, unsigned type, int rc)
+{
+    if (type == 0 || type >= BINDLOG_EVENT_COUNT)
+        type = 0; /* an unknown type is counted in the unused row 0 */
+    pthread_mutex_lock(&g->mu);
+    g->events[type][rc < 0 ? BINDLOG_STAT_ERROR : rc]++;
+    pthread_mutex_unlock(&g->mu);
+}
+
+void bl_group_stats(bl_group *g, bindlog_stats *out)
+{
+    pthread_mutex_lock(&g->mu);
+    memcpy(out->events, g->events, sizeof(out->events));
+    out->commits = g->commits;
+    out->grouped_events = g->grouped_events;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Statistics and wake-ups for a finished group (g->mu held). */
+static void complete(bl_group *g, bl_greq *group)
+{
+    for (bl_greq *r = group, *next; r != NULL; r = next) {
+        next = r->next;
+        g->grouped_events += r->n;
+        for (size_t i = 0; i < r->n; i++) {
+            int o = r->outcomes[i];
+            unsigned type = r->ev[i].type < BINDLOG_EVENT_COUNT ? r->ev[i].type : 0;
+            g->events[type][o < 0 ? BINDLOG_STAT_ERROR : o]++;
+            if (r->rc < 0 && i == r->err_index)
+                break; /* events after a batch's failure never ran */
+        }
+        r->done = 1;
+    }
+    pthread_cond_broadcast(&g->cv);
+}
+
+int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
+                    size_t *err_index, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx)
+{
+    int one_outcome;
+    bl_greq req = {0};
+
+    req.h = h;
+    req.ev = ev;
+    req.n = n;
+    req.out = out;
+    req.outcomes = n == 1 ? &one_outcome : malloc(n * sizeof(int));
+    if (req.outcomes == NULL)
+        return BINDLOG_ENOMEM;
+
+    pthread_mutex_lock(&g->mu);
+    if (atomic_load(&g->panic)) {
+        pthread_mutex_unlock(&g->mu);
+        if (n != 1)
+            free(req.outcomes);
+        return BINDLOG_EPANIC;
+    }
+    if (g->tail)
+        g->tail->next = &req;
+    else
+        g->head = &req;
+    g->tail = &req;
+
+    while (!req.done) {
+        if (g->leader || g->head == NULL) {
+            pthread_cond_wait(&g->cv, &g->mu);
+            continue;
+        }
+        /* lead: take everything queued, ourselves included */
+        bl_greq *group = g->head;
+        g->head = g->tail = NULL;
+        g->leader = 1;
+        pthread_mutex_unlock(&g->mu);
+
+        int pending = run(ctx, group);
+
+        pthread_mutex_lock(&g->mu);
+        g->leader = 0;
+        if (pending && finish != NULL) {
+            /* Committed, but callers must wait for `finish`; the next group
+             * need not: let it start building meanwhile. */
+            pthread_cond_broadcast(&g->cv);
+            pthread_mutex_unlock(&g->mu);
+            int rc = finish(ctx, group);
+            if (rc != 0)
+                bl_group_fail(group, rc);
+            pthread_mutex_lock(&g->mu);
+        }
+        complete(g, group);
+    }
+    pthread_mutex_unlock(&g->mu);
+
+    if (err_index != NULL)
+        *err_index = req.err_index;
+    if (n != 1)
+        free(req.outcomes);
+    return req.rc;
+}

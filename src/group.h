@@ -1,0 +1,76 @@
+/*
+ * group.h -- group commit, independent of the storage backend.
+ *
+ * Every mutating call becomes a request on a queue.  If no thread is
+ * committing, the caller becomes the leader at once (a lone caller never
+ * waits on a timer); otherwise it sleeps while the current leader works, and
+ * one of the waiters leads the next group with everything that queued up
+ * meanwhile.  The backend supplies `run`, which commits one group in one
+ * storage transaction and sets every request's rc and outcomes, and
+ * optionally `finish`, a step that must complete before the group's callers
+ * hear their outcomes but need not hold up the next group (LMDB: the meta
+ * page's sync).  The queue also keeps the sticky-failure flag and this
+ * process's statistics.
+ */
+#ifndef BL_GROUP_H
+#define BL_GROUP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+typedef struct bl_greq {
+    struct bl_greq *next;
+    bindlog *h;
+    const bl_event *ev;
+    size_t n;
+    bindlog_result *out;  /* n results */
+    int *outcomes;        /* per event: outcome or error, for the statistics */
+    size_t err_index;     /* the failing event when rc < 0 */
+    int rc;               /* 0 or the request's error */
+    int done;
+} bl_greq;
+
+typedef struct bl_group {
+    pthread_mutex_t mu;   /* queue, leader, statistics */
+    pthread_cond_t cv;
+    bl_greq *head, *tail;
+    int leader;           /* a thread is running a group */
+    atomic_int panic;     /* sticky: a commit failed fatally */
+    uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
+    uint64_t commits, grouped_events;
+} bl_group;
+
+/* Commit `group` (a list through ->next).  Set each request's rc, outcomes,
+ * err_index and results.  Return 1 if `finish` must still run for it. */
+typedef int (*bl_group_run_fn)(void *ctx, bl_greq *group);
+/* Finish a committed group after leadership was handed on; 0, or the error
+ * every request of the group then fails with. */
+typedef int (*bl_group_finish_fn)(void *ctx, bl_greq *group);
+
+void bl_group_init(bl_group *g);
+void bl_group_destroy(bl_group *g);
+
+/* Queue n events and wait for their outcomes (see bl_backend_ops.commit).
+ * BINDLOG_EPANIC at once if the group is sticky-failed. */
+int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
+                    size_t *err_index, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx);
+
+/* Every request of the group fails with rc. */
+void bl_group_fail(bl_greq *group, int rc);
+
+/* Mark the group sticky-failed; returns BINDLOG_EPANIC. */
+int bl_group_panic(bl_group *g);
+static inline int bl_group_panicked(bl_group *g) { return atomic_load(&g->panic); }
+
+/* Count one committed transaction (statistics). */
+void bl_group_committed(bl_group *g);
+/* Count a call refused before reaching the queue (statistics). */
+void bl_group_count(bl_group *g, unsigned type, int rc);
+/* Copy the statistics into out->events, commits and grouped_events. */
+void bl_group_stats(bl_group *g, bindlog_stats *out);
+
+#endif /* BL_GROUP_H */
