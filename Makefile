@@ -1,6 +1,7 @@
 # Makefile -- a thin wrapper around CMake and ctest.
 #
-#   make demo    install missing dependencies, build, run the gateway simulation
+#   make demo    install missing dependencies, build, run the gateway simulation,
+#                then show what the bindlog tool sees in its store
 #   make test    install missing dependencies, build, run every test (ctest)
 #   make asan    the same tests built with AddressSanitizer + UBSan (build-asan/)
 #   make tsan    the same tests built with ThreadSanitizer (build-tsan/)
@@ -39,8 +40,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 demo: build
-	rm -rf $(DEMO_STORE)
-	$(BUILD_DIR)/examples/gateway_sim $(DEMO_STORE) $(DEMO_ARGS)
+	bash scripts/demo.sh $(BUILD_DIR) $(DEMO_STORE) $(DEMO_ARGS)
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
