@@ -1,0 +1,282 @@
+/*
+ * etcd_store.h -- the etcd backend's internals (backend_etcd.c and the
+ * files beside it; the maintenance operations in etcd_maint.c).
+ *
+ * A store lives under a PREFIX in one etcd cluster (location
+ * "etcd://HOST:PORT[,HOST:PORT...]/PREFIX").  Every key of the store is
+ *
+ *     PREFIX "/" T "/" NAME
+ *
+ * with T one letter naming the table, so that within a table etcd's bytewise
+ * key order is NAME's byte order (the same order as the LMDB tables):
+ *
+ *   m  meta       "magic"   -> "bindlog-store"
+ *                 "format"  -> u32 format version (BINDLOG_FORMAT_VERSION)
+ *                 "head"    -> u64 lsn, i64 time_ms of the last record
+ *                 "counts"  -> u64 applied[6], u64 live_bindings, u64 live_sessions
+ *                 "base", "base_time", "base_counts" -> the base image's LSN,
+ *                              time and counters (maint.h; absent = 0)
+ *   b  bindings   key -> binding value (record.h)
+ *   s  sessions   session id -> session value (record.h)
+ *   l  log        20-digit zero-padded decimal LSN -> record (record.h)
+ *   c  children   parent 0x00 child -> ""
+ *   h  history    key 0x00 20-digit decimal LSN -> ""
+ *   B  base image bindings   key -> binding value
+ *   S  base image sessions   id -> session value
+ *
+ * Every value is byte-identical to what the LMDB backend stores under the
+ * same name (little-endian, record.h's encodings), so digests agree and
+ * export/import moves a store between backends unchanged.
+ *
+ * Concurrency.  Every write that changes the state (an event, an import)
+ * puts meta "head" in the same Txn and compares "head"'s mod_revision
+ * with the revision its reads saw, so writers of every process serialise
+ * on "head"; writers also compare every state key they read.  Writers that
+ * change only the log and the base image (compaction) never touch the
+ * state tables, and need not bump "head": they must however compare the
+ * meta keys they change and never delete a record above the base.
+ */
+#ifndef BL_ETCD_STORE_H
+#define BL_ETCD_STORE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "etcd_client.h"
+#include "group.h"
+#include "machine.h"
+
+/* Tables (the letter T of the layout above). */
+#define BL_ES_META 'm'
+#define BL_ES_BINDINGS 'b'
+#define BL_ES_SESSIONS 's'
+#define BL_ES_LOG 'l'
+#define BL_ES_CHILDREN 'c'
+#define BL_ES_HISTORY 'h'
+#define BL_ES_BASE_BINDINGS 'B'
+#define BL_ES_BASE_SESSIONS 'S'
+
+#define BL_ES_MAGIC "bindlog-store"
+#define BL_ES_LSN_DIGITS 20   /* decimal digits of an LSN in log and history keys */
+#define BL_ES_PAGE 256        /* keys per page of a paged scan */
+
+/* Persistent counters (meta "counts", "base_counts"): same layout and
+ * bytes as the LMDB store's bl_counts. */
+typedef struct bl_es_counts {
+    uint64_t applied[BINDLOG_EVENT_COUNT];
+    uint64_t live_bindings;
+    uint64_t live_sessions;
+} bl_es_counts;
+
+#define BL_ES_COUNTS_BYTES (8 * (BINDLOG_EVENT_COUNT + 2))
+void bl_es_counts_encode(unsigned char out[BL_ES_COUNTS_BYTES], const bl_es_counts *c);
+/* 0 or BINDLOG_ECORRUPT (wrong length). */
+int bl_es_counts_decode(const void *in, size_t len, bl_es_counts *c);
+
+/* The meta records, read together at one revision. */
+typedef struct bl_es_meta {
+    int64_t revision;         /* the store revision the read saw */
+    unsigned format;          /* meta "format" */
+    uint64_t head_lsn;        /* meta "head" */
+    int64_t head_time_ms;
+    int64_t head_mod;         /* mod_revision of meta "head" (0: absent) */
+    bl_es_counts counts;      /* meta "counts" */
+    int64_t counts_mod;
+    uint64_t base_lsn;        /* meta "base" (0: never compacted) */
+    int64_t base_time_ms;     /* meta "base_time" */
+    bl_es_counts base_counts; /* meta "base_counts" */
+    int64_t base_mod;         /* mod_revision of meta "base" (0: absent) */
+} bl_es_meta;
+
+/*
+ * One store as this process sees it: shared by every handle of the process
+ * opened on the same endpoints and prefix (like LMDB's bl_env), so that all
+ * of them share one group-commit queue and one set of statistics.
+ * Handles keep it in bindlog.be.
+ */
+typedef struct bl_estore {
+    struct bl_estore *next;   /* registry list (registry mutex) */
+    int refs;                 /* handles */
+    char *location;           /* "etcd://..." as opened (registry key) */
+    char *endpoints;          /* "host:port,..." */
+    unsigned char *prefix;    /* PREFIX "/" (not NUL-terminated) */
+    size_t prefix_len;
+    bl_etcd *c;               /* the client (thread-safe) */
+    unsigned max_txn_ops;     /* the servers' --max-txn-ops as configured */
+    bl_group g;               /* group commit, sticky failure, statistics */
+} bl_estore;
+
+/* The store of a handle of the etcd backend. */
+static inline bl_estore *bl_es_of(bindlog *h) { return (bl_estore *)h->be; }
+
+/* ---- keys ---------------------------------------------------------------- */
+
+/* A growable byte buffer.  Start zeroed; free with bl_ebuf_free(). */
+typedef struct bl_ebuf {
+    unsigned char *p;
+    size_t len, cap;
+} bl_ebuf;
+
+int bl_ebuf_reserve(bl_ebuf *b, size_t cap);          /* 0 or BINDLOG_ENOMEM */
+int bl_ebuf_append(bl_ebuf *b, const void *p, size_t n); /* 0 or BINDLOG_ENOMEM */
+void bl_ebuf_free(bl_ebuf *b);
+
+/* b = PREFIX "/" table "/" name.  0 or BINDLOG_ENOMEM. */
+int bl_es_key(const bl_estore *st, int table, const void *name, size_t name_len, bl_ebuf *b);
+
+/* b = PREFIX "/l/" 20-digit lsn. */
+int bl_es_log_key(const bl_estore *st, uint64_t lsn, bl_ebuf *b);
+
+/* b = PREFIX "/h/" key 0x00 20-digit lsn; PREFIX "/c/" parent 0x00 child. */
+int bl_es_history_key(const bl_estore *st, const char *key, size_t key_len, uint64_t lsn,
+                      bl_ebuf *b);
+int bl_es_child_key(const bl_estore *st, const char *parent, size_t parent_len,
+                    const char *child, size_t child_len, bl_ebuf *b);
+
+/* The key range [begin, end) of every key of `table` whose name starts with
+ * `name` (name_len 0: the whole table).  0 or BINDLOG_ENOMEM. */
+int bl_es_table_range(const bl_estore *st, int table, const void *name, size_t name_len,
+                      bl_ebuf *begin, bl_ebuf *end);
+
+/* Write the 20 decimal digits of lsn to out (no NUL); parse them back
+ * (0, or BINDLOG_ECORRUPT for anything but exactly 20 digits in range). */
+void bl_es_lsn_format(uint64_t lsn, char out[BL_ES_LSN_DIGITS]);
+int bl_es_lsn_parse(const void *p, size_t n, uint64_t *lsn);
+
+/* The name part of a full key of `table` (the bytes after PREFIX "/T/"),
+ * or NULL if the key is not in that table. */
+const unsigned char *bl_es_key_name(const bl_estore *st, int table, const bl_etcd_kv *kv,
+                                    size_t *name_len);
+
+/* ---- reads at one revision -------------------------------------------------- */
+
+/*
+ * Map a client error to the public codes: BL_ETCD_ECOMPACTED becomes
+ * `compacted` (the caller knows what a compacted revision means for it);
+ * everything else passes unchanged.
+ */
+int bl_es_error(int rc, int compacted);
+
+/*
+ * Read every meta record at `revision` (0: a linearizable read of the
+ * latest, whose revision lands in m->revision; later reads of the same
+ * snapshot pass m->revision).  A store without meta "magic" is
+ * BINDLOG_ENOTSTORE; a wrong magic or a bad length BINDLOG_ECORRUPT; a
+ * newer format BINDLOG_EVERSION; BL_ETCD_ECOMPACTED for a compacted
+ * revision; client errors (BINDLOG_EIO...) unchanged.
+ */
+int bl_es_meta_read(bl_estore *st, int64_t revision, bl_es_meta *m);
+
+/*
+ * Read one key of `table` at `revision` (0: latest, linearizable).
+ * Returns 0 with the value in *kvs (kvs->n == 1) or BINDLOG_ENOTFOUND
+ * (kvs->n == 0), or a client error.  *kvs is overwritten and must be freed
+ * with bl_etcd_kvs_free() in every case.
+ */
+int bl_es_get(bl_estore *st, int table, const void *name, size_t name_len, int64_t revision,
+              bl_etcd_kvs *kvs);
+
+/*
+ * A paged scan of [begin, end) at one revision, BL_ES_PAGE keys per
+ * request, in key order (descending with BL_ETCD_SORT_DESCEND in flags).
+ * revision 0 takes the latest at the first page and pins every later page
+ * to it (it->revision).  Open copies begin and end.
+ */
+typedef struct bl_es_pager {
+    bl_estore *st;
+    bl_ebuf next;         /* where the next page starts (ascending) or ends
+                             (descending: exclusive end of the next page) */
+    bl_ebuf begin, end;   /* the range */
+    int64_t revision;     /* pinned after the first page */
+    int flags;            /* BL_ETCD_KEYS_ONLY, BL_ETCD_SORT_DESCEND */
+    bl_etcd_kvs page;     /* the current page */
+    size_t pos;           /* next entry of page */
+    int done;             /* no page after this one */
+    int started;
+} bl_es_pager;
+
+int bl_es_pager_open(bl_es_pager *pg, bl_estore *st, const void *begin, size_t begin_len,
+                     const void *end, size_t end_len, int64_t revision, int flags);
+/* 1 with *kv (valid until the next call or close), 0 at the end, or an
+ * error (BL_ETCD_ECOMPACTED if the revision was compacted meanwhile). */
+int bl_es_pager_next(bl_es_pager *pg, const bl_etcd_kv **kv);
+void bl_es_pager_close(bl_es_pager *pg);
+
+/*
+ * Call fn for every key of `table` (name prefix `name`, name_len 0 = all)
+ * at `revision`, in order; fn returns 0 to go on, anything else stops the
+ * scan and is returned.  *revision_out (may be NULL) receives the revision
+ * read (useful with revision 0).
+ */
+int bl_es_scan(bl_estore *st, int table, const void *name, size_t name_len, int64_t revision,
+               int (*fn)(void *ctx, const bl_etcd_kv *kv), void *ctx, int64_t *revision_out);
+
+/* ---- write sets (etcd_wset.c) ----------------------------------------------------
+ *
+ * A write set is what one Txn will do: reads at one revision through an
+ * in-memory overlay of the set's own pending puts (so each event decided
+ * into it sees the ones before), a compare for every key read from etcd
+ * (MOD == its mod_revision, or CREATE == 0 when it was absent), and the
+ * puts.  bl_es_wset_view() gives bl_decide() its view; bl_es_wset_apply()
+ * adds an APPLIED, encoded plan's puts; savepoints undo the puts of a batch
+ * that failed half-way.  Memory the view returns stays valid until the set
+ * is reset or freed.
+ */
+typedef struct bl_es_wset bl_es_wset;
+
+/* A new, empty set reading `st` at `revision` (> 0).  BINDLOG_ENOMEM. */
+int bl_es_wset_new(bl_estore *st, int64_t revision, bl_es_wset **out);
+void bl_es_wset_free(bl_es_wset *ws);
+/* Forget everything and read at `revision` from now on. */
+void bl_es_wset_reset(bl_es_wset *ws, int64_t revision);
+
+/* A bl_view over the set (state tables b and s). */
+void bl_es_wset_view(bl_es_wset *ws, bl_view *v);
+/* Queue the puts of an APPLIED plan encoded into enc: binding, sessions,
+ * children and history entries, the log record. */
+int bl_es_wset_apply(bl_es_wset *ws, const bl_plan *p, const bl_encoded *enc);
+/* Queue one put. */
+int bl_es_wset_put(bl_es_wset *ws, int table, const void *name, size_t name_len,
+                   const void *value, size_t value_len);
+
+/* Savepoints: the puts queued since can be dropped (reads stay). */
+size_t bl_es_wset_savepoint(const bl_es_wset *ws);
+void bl_es_wset_rollback(bl_es_wset *ws, size_t savepoint);
+
+/* What the Txn would carry: puts, compares, and raw key+value bytes. */
+size_t bl_es_wset_nputs(const bl_es_wset *ws);
+size_t bl_es_wset_ncmps(const bl_es_wset *ws);
+size_t bl_es_wset_bytes(const bl_es_wset *ws);
+
+/*
+ * Send the set as one Txn: its compares plus MOD(meta "head") == head_mod,
+ * its puts plus `extra` ops (the caller's meta puts, e.g. head and counts).
+ * *succeeded is whether the compares held; *retried the client's flag (the
+ * Txn may have applied at an earlier attempt).  Client errors unchanged.
+ */
+int bl_es_wset_commit(bl_es_wset *ws, int64_t head_mod, const bl_etcd_op *extra,
+                      size_t nextra, int *succeeded, int *retried, int64_t *revision);
+
+/* ---- the state digest -------------------------------------------------------- */
+
+/* The digest of tables `btable`, `stable` (bindings and sessions, or the
+ * base image's) at `revision` (digest.c's definition). */
+int bl_es_digest_tables(bl_estore *st, int btable, int stable, int64_t revision,
+                        unsigned char out[BINDLOG_DIGEST_SIZE]);
+
+/* ---- maintenance (etcd_maint.c) ------------------------------------------------ */
+
+int bl_etcd_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn, void *ctx);
+int bl_etcd_replay(bindlog *h, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
+                   unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
+                   bindlog_progress_fn fn, void *ctx);
+int bl_etcd_compact(bindlog *h, uint64_t keep_from_lsn, uint64_t *removed,
+                    bindlog_progress_fn fn, void *ctx);
+int bl_etcd_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
+                   bindlog_progress_fn fn, void *ctx);
+int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
+                   bindlog_progress_fn fn, void *ctx);
+
+#endif /* BL_ETCD_STORE_H */
