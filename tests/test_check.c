@@ -23,115 +23,13 @@
 #include "bindlog.h"
 #include "record.h"
 #include "testutil.h"
-
-/* ---- a deterministic workload ------------------------------------------- */
-
-/* The clock steps 10 ms per call, so every record has its own time. */
-static int64_t step_clock(void *ctx)
-{
-    int64_t *now = ctx;
-    return *now += 10;
-}
-
-static int64_t g_now;
-
-static bindlog *open_store(const char *dir)
-{
-    bindlog_options o = BINDLOG_OPTIONS_INIT;
-    bindlog *s = NULL;
-    o.durability = BINDLOG_DURABILITY_NONE;
-    o.clock_ms = step_clock;
-    o.clock_ctx = &g_now;
-    int rc = bindlog_open(&s, dir, &o);
-    if (rc != 0)
-        fail_msg("bindlog_open(%s): %s", dir, bindlog_strerror(rc));
-    return s;
-}
-
-#define NKEYS 23
-
-/* Random but always-valid events: a tiny model of which key is bound to
- * which session picks events that apply (so every call logs a record). */
-typedef struct gen {
-    uint64_t rng;
-    unsigned next_sid;
-    int bound[NKEYS]; /* session number, -1 unbound */
-    int prev[NKEYS];  /* last session the key left, -1 none */
-} gen;
-
-static uint32_t rnd(gen *g)
-{
-    g->rng = g->rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(g->rng >> 33);
-}
-
-static void gen_init(gen *g, uint64_t seed)
-{
-    memset(g, 0, sizeof(*g));
-    g->rng = seed;
-    for (int i = 0; i < NKEYS; i++)
-        g->bound[i] = g->prev[i] = -1;
-}
-
-/* Apply one event through the single-event API; returns its LSN. */
-static uint64_t gen_step(gen *g, bindlog *s)
-{
-    char key[32], sid[32], other[32], origin[64];
-    bindlog_result res;
-    int k = (int)(rnd(g) % NKEYS), r = (int)(rnd(g) % 100), rc;
-    size_t olen = rnd(g) % 40;
-    const void *orig = (rnd(g) % 3) ? origin : NULL;
-
-    for (size_t i = 0; i < olen; i++)
-        origin[i] = (char)rnd(g);
-    if (orig == NULL)
-        olen = 0;
-    snprintf(key, sizeof(key), "agent:main:chat:%d", k);
-    if (g->bound[k] < 0 && r >= 40 && r < 90)
-        r = 0; /* split, invalidate and unbind need a bound key */
-    if (r < 40) {
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_new_session(s, key, sid, (r & 1) ? "idle" : NULL, orig, olen, &res);
-        if (g->bound[k] >= 0)
-            g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    } else if (r < 65) {
-        snprintf(other, sizeof(other), "s%d", g->bound[k]);
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_split(s, key, other, sid, BINDLOG_ANY_GENERATION, orig, olen, &res);
-        g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    } else if (r < 78) {
-        rc = bindlog_invalidate(s, key, (r & 1) ? "stop" : NULL, &res);
-    } else if (r < 88) {
-        rc = bindlog_unbind(s, key, NULL, &res);
-        g->prev[k] = g->bound[k];
-        g->bound[k] = -1;
-    } else if (g->prev[k] >= 0 && (r & 1)) {
-        /* /resume: back to a session the key left (re-opens it) */
-        snprintf(sid, sizeof(sid), "s%d", g->prev[k]);
-        rc = bindlog_bind(s, key, sid, NULL, NULL, orig, olen, &res);
-        int cur = g->bound[k];
-        g->bound[k] = g->prev[k];
-        g->prev[k] = cur;
-    } else {
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_bind(s, key, sid, NULL, "first", orig, olen, &res);
-        if (g->bound[k] >= 0)
-            g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    }
-    if (rc != BINDLOG_APPLIED)
-        fail_msg("workload event (r=%d key %d) returned %d %s", r, k, rc, bindlog_strerror(rc));
-    return res.lsn;
-}
-
+#include "workload.h"
 
 typedef struct fx {
     char *tmp;
     char dir[1024];
     bindlog *s;
-    gen g;
+    wl_gen g;
 } fx;
 
 static int setup(void **state)
@@ -139,11 +37,11 @@ static int setup(void **state)
     fx *f = calloc(1, sizeof(*f));
     f->tmp = tu_mkdtemp("check");
     snprintf(f->dir, sizeof(f->dir), "%s/store", f->tmp);
-    g_now = 1000000;
-    f->s = open_store(f->dir);
-    gen_init(&f->g, 3);
+    wl_now = 1000000;
+    f->s = wl_open_store(f->dir);
+    wl_gen_init(&f->g, 3);
     for (int i = 0; i < 300; i++)
-        gen_step(&f->g, f->s);
+        wl_gen_step(&f->g, f->s);
     *state = f;
     return 0;
 }
@@ -186,7 +84,7 @@ static void raw_close(fx *f, raw *r)
 {
     assert_int_equal(mdb_txn_commit(r->txn), 0);
     mdb_env_close(r->env);
-    f->s = open_store(f->dir);
+    f->s = wl_open_store(f->dir);
 }
 
 static bindlog_check_report run_check(fx *f)
@@ -239,7 +137,7 @@ static void check__clean_store(void **state)
     /* an empty store is consistent too */
     char dir[1100];
     snprintf(dir, sizeof(dir), "%s/empty", f->tmp);
-    bindlog *e = open_store(dir);
+    bindlog *e = wl_open_store(dir);
     assert_int_equal(bindlog_check(e, &rep, NULL, NULL), 0);
     assert_int_equal(rep.problems, 0);
     bindlog_close(e);

@@ -31,115 +31,13 @@
 #include "bindlog.h"
 #include "record.h"
 #include "testutil.h"
-
-/* ---- a deterministic workload ------------------------------------------- */
-
-/* The clock steps 10 ms per call, so every record has its own time. */
-static int64_t step_clock(void *ctx)
-{
-    int64_t *now = ctx;
-    return *now += 10;
-}
-
-static int64_t g_now;
-
-static bindlog *open_store(const char *dir)
-{
-    bindlog_options o = BINDLOG_OPTIONS_INIT;
-    bindlog *s = NULL;
-    o.durability = BINDLOG_DURABILITY_NONE;
-    o.clock_ms = step_clock;
-    o.clock_ctx = &g_now;
-    int rc = bindlog_open(&s, dir, &o);
-    if (rc != 0)
-        fail_msg("bindlog_open(%s): %s", dir, bindlog_strerror(rc));
-    return s;
-}
-
-#define NKEYS 23
-
-/* Random but always-valid events: a tiny model of which key is bound to
- * which session picks events that apply (so every call logs a record). */
-typedef struct gen {
-    uint64_t rng;
-    unsigned next_sid;
-    int bound[NKEYS]; /* session number, -1 unbound */
-    int prev[NKEYS];  /* last session the key left, -1 none */
-} gen;
-
-static uint32_t rnd(gen *g)
-{
-    g->rng = g->rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(g->rng >> 33);
-}
-
-static void gen_init(gen *g, uint64_t seed)
-{
-    memset(g, 0, sizeof(*g));
-    g->rng = seed;
-    for (int i = 0; i < NKEYS; i++)
-        g->bound[i] = g->prev[i] = -1;
-}
-
-/* Apply one event through the single-event API; returns its LSN. */
-static uint64_t gen_step(gen *g, bindlog *s)
-{
-    char key[32], sid[32], other[32], origin[64];
-    bindlog_result res;
-    int k = (int)(rnd(g) % NKEYS), r = (int)(rnd(g) % 100), rc;
-    size_t olen = rnd(g) % 40;
-    const void *orig = (rnd(g) % 3) ? origin : NULL;
-
-    for (size_t i = 0; i < olen; i++)
-        origin[i] = (char)rnd(g);
-    if (orig == NULL)
-        olen = 0;
-    snprintf(key, sizeof(key), "agent:main:chat:%d", k);
-    if (g->bound[k] < 0 && r >= 40 && r < 90)
-        r = 0; /* split, invalidate and unbind need a bound key */
-    if (r < 40) {
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_new_session(s, key, sid, (r & 1) ? "idle" : NULL, orig, olen, &res);
-        if (g->bound[k] >= 0)
-            g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    } else if (r < 65) {
-        snprintf(other, sizeof(other), "s%d", g->bound[k]);
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_split(s, key, other, sid, BINDLOG_ANY_GENERATION, orig, olen, &res);
-        g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    } else if (r < 78) {
-        rc = bindlog_invalidate(s, key, (r & 1) ? "stop" : NULL, &res);
-    } else if (r < 88) {
-        rc = bindlog_unbind(s, key, NULL, &res);
-        g->prev[k] = g->bound[k];
-        g->bound[k] = -1;
-    } else if (g->prev[k] >= 0 && (r & 1)) {
-        /* /resume: back to a session the key left (re-opens it) */
-        snprintf(sid, sizeof(sid), "s%d", g->prev[k]);
-        rc = bindlog_bind(s, key, sid, NULL, NULL, orig, olen, &res);
-        int cur = g->bound[k];
-        g->bound[k] = g->prev[k];
-        g->prev[k] = cur;
-    } else {
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_bind(s, key, sid, NULL, "first", orig, olen, &res);
-        if (g->bound[k] >= 0)
-            g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    }
-    if (rc != BINDLOG_APPLIED)
-        fail_msg("workload event (r=%d key %d) returned %d %s", r, k, rc, bindlog_strerror(rc));
-    return res.lsn;
-}
-
+#include "workload.h"
 
 typedef struct fx {
     char *tmp;
     char dir[1024];
     bindlog *s;
-    gen g;
+    wl_gen g;
 } fx;
 
 static int setup(void **state)
@@ -147,9 +45,9 @@ static int setup(void **state)
     fx *f = calloc(1, sizeof(*f));
     f->tmp = tu_mkdtemp("compact");
     snprintf(f->dir, sizeof(f->dir), "%s/store", f->tmp);
-    g_now = 1000000;
-    f->s = open_store(f->dir);
-    gen_init(&f->g, 7);
+    wl_now = 1000000;
+    f->s = wl_open_store(f->dir);
+    wl_gen_init(&f->g, 7);
     *state = f;
     return 0;
 }
@@ -167,7 +65,7 @@ static int teardown(void **state)
 static void run(fx *f, int n)
 {
     for (int i = 0; i < n; i++)
-        gen_step(&f->g, f->s);
+        wl_gen_step(&f->g, f->s);
 }
 
 static void assert_clean(bindlog *s)
@@ -191,7 +89,7 @@ static void assert_replays(fx *f, const char *name)
     assert_int_equal(bindlog_replay(f->s, dir, UINT64_MAX, INT64_MAX, rep, &last, NULL, NULL), 0);
     assert_int_equal(last, head);
     assert_memory_equal(live, rep, BINDLOG_DIGEST_SIZE);
-    bindlog *r = open_store(dir);
+    bindlog *r = wl_open_store(dir);
     assert_clean(r);
     bindlog_close(r);
 }
@@ -295,7 +193,7 @@ static void compact__many_chunks(void **state)
 
 typedef struct writer_arg {
     fx *f;
-    gen g;
+    wl_gen g;
     volatile int stop;
     int events;
 } writer_arg;
@@ -304,7 +202,7 @@ static void *writer(void *p)
 {
     writer_arg *w = p;
     while (!w->stop) {
-        gen_step(&w->g, w->f->s);
+        wl_gen_step(&w->g, w->f->s);
         w->events++;
     }
     return NULL;
@@ -322,7 +220,7 @@ static void compact__with_concurrent_writer(void **state)
     w.g = f->g;
     run(f, 0);
     for (int i = 0; i < 3000; i++)
-        gen_step(&w.g, f->s);
+        wl_gen_step(&w.g, f->s);
     assert_int_equal(pthread_create(&th, NULL, writer, &w), 0);
     for (int round = 0; round < 6; round++) {
         assert_int_equal(bindlog_stats_get(f->s, &st), 0);
@@ -389,7 +287,7 @@ static void compact__stops_at_forged_record(void **state)
     assert_int_equal(mdb_txn_commit(txn), 0);
     mdb_env_close(env);
 
-    f->s = open_store(f->dir);
+    f->s = wl_open_store(f->dir);
     assert_int_equal(bindlog_compact(f->s, 80, &removed, NULL, NULL), BINDLOG_ECORRUPT);
     assert_int_equal(removed, 0);
     assert_int_equal(bindlog_stats_get(f->s, &st), 0);
@@ -438,7 +336,7 @@ static void vacuum__refused_while_open_here(void **state)
     char missing[1100];
     snprintf(missing, sizeof(missing), "%s/nothing-here", f->tmp);
     assert_int_equal(bindlog_vacuum(missing, NULL, NULL), BINDLOG_ENOTFOUND);
-    f->s = open_store(f->dir);
+    f->s = wl_open_store(f->dir);
     assert_clean(f->s);
 }
 
@@ -456,7 +354,7 @@ static void vacuum__refused_while_writer_in_other_process(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        bindlog *s = open_store(f->dir);
+        bindlog *s = wl_open_store(f->dir);
         bindlog_result res;
         int ok = bindlog_invalidate(s, "agent:main:chat:0", NULL, &res) >= 0 ||
                  bindlog_unbind(s, "x", NULL, &res) == BINDLOG_ENOTFOUND;
@@ -479,7 +377,7 @@ static void vacuum__refused_while_writer_in_other_process(void **state)
     close(down[0]);
     close(down[1]);
     assert_int_equal(bindlog_vacuum(f->dir, NULL, NULL), 0);
-    f->s = open_store(f->dir);
+    f->s = wl_open_store(f->dir);
     assert_clean(f->s);
 }
 
@@ -505,7 +403,7 @@ static void vacuum__shrinks_after_compaction(void **state)
     assert_int_equal((uint64_t)st.st_size, after);
     snprintf(path, sizeof(path), "%s/data.mdb.vacuum", f->dir);
     assert_int_not_equal(stat(path, &st), 0);
-    f->s = open_store(f->dir);
+    f->s = wl_open_store(f->dir);
     assert_int_equal(bindlog_digest(f->s, d1, NULL), 0);
     assert_memory_equal(d0, d1, BINDLOG_DIGEST_SIZE);
     assert_clean(f->s);
@@ -539,7 +437,7 @@ static void vacuum__killed_at_random_points(void **state)
         kill(pid, SIGKILL);
         int status;
         assert_int_equal(waitpid(pid, &status, 0), pid);
-        f->s = open_store(f->dir);
+        f->s = wl_open_store(f->dir);
         assert_int_equal(bindlog_digest(f->s, d1, NULL), 0);
         assert_memory_equal(d0, d1, BINDLOG_DIGEST_SIZE);
         assert_clean(f->s);
@@ -547,7 +445,7 @@ static void vacuum__killed_at_random_points(void **state)
         f->s = NULL;
     }
     assert_int_equal(bindlog_vacuum(f->dir, NULL, NULL), 0);
-    f->s = open_store(f->dir);
+    f->s = wl_open_store(f->dir);
     assert_clean(f->s);
 }
 

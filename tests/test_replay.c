@@ -26,109 +26,9 @@
 #include "bindlog.h"
 #include "record.h"
 #include "testutil.h"
+#include "workload.h"
 
-/* ---- a deterministic workload ------------------------------------------- */
-
-/* The clock steps 10 ms per call, so every record has its own time. */
-static int64_t step_clock(void *ctx)
-{
-    int64_t *now = ctx;
-    return *now += 10;
-}
-
-static int64_t g_now;
-
-static bindlog *open_store(const char *dir)
-{
-    bindlog_options o = BINDLOG_OPTIONS_INIT;
-    bindlog *s = NULL;
-    o.durability = BINDLOG_DURABILITY_NONE;
-    o.clock_ms = step_clock;
-    o.clock_ctx = &g_now;
-    int rc = bindlog_open(&s, dir, &o);
-    if (rc != 0)
-        fail_msg("bindlog_open(%s): %s", dir, bindlog_strerror(rc));
-    return s;
-}
-
-#define NKEYS 23
-
-/* Random but always-valid events: a tiny model of which key is bound to
- * which session picks events that apply (so every call logs a record). */
-typedef struct gen {
-    uint64_t rng;
-    unsigned next_sid;
-    int bound[NKEYS]; /* session number, -1 unbound */
-    int prev[NKEYS];  /* last session the key left, -1 none */
-} gen;
-
-static uint32_t rnd(gen *g)
-{
-    g->rng = g->rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(g->rng >> 33);
-}
-
-static void gen_init(gen *g, uint64_t seed)
-{
-    memset(g, 0, sizeof(*g));
-    g->rng = seed;
-    for (int i = 0; i < NKEYS; i++)
-        g->bound[i] = g->prev[i] = -1;
-}
-
-/* Apply one event through the single-event API; returns its LSN. */
-static uint64_t gen_step(gen *g, bindlog *s)
-{
-    char key[32], sid[32], other[32], origin[64];
-    bindlog_result res;
-    int k = (int)(rnd(g) % NKEYS), r = (int)(rnd(g) % 100), rc;
-    size_t olen = rnd(g) % 40;
-    const void *orig = (rnd(g) % 3) ? origin : NULL;
-
-    for (size_t i = 0; i < olen; i++)
-        origin[i] = (char)rnd(g);
-    if (orig == NULL)
-        olen = 0;
-    snprintf(key, sizeof(key), "agent:main:chat:%d", k);
-    if (g->bound[k] < 0 && r >= 40 && r < 90)
-        r = 0; /* split, invalidate and unbind need a bound key */
-    if (r < 40) {
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_new_session(s, key, sid, (r & 1) ? "idle" : NULL, orig, olen, &res);
-        if (g->bound[k] >= 0)
-            g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    } else if (r < 65) {
-        snprintf(other, sizeof(other), "s%d", g->bound[k]);
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_split(s, key, other, sid, BINDLOG_ANY_GENERATION, orig, olen, &res);
-        g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    } else if (r < 78) {
-        rc = bindlog_invalidate(s, key, (r & 1) ? "stop" : NULL, &res);
-    } else if (r < 88) {
-        rc = bindlog_unbind(s, key, NULL, &res);
-        g->prev[k] = g->bound[k];
-        g->bound[k] = -1;
-    } else if (g->prev[k] >= 0 && (r & 1)) {
-        /* /resume: back to a session the key left (re-opens it) */
-        snprintf(sid, sizeof(sid), "s%d", g->prev[k]);
-        rc = bindlog_bind(s, key, sid, NULL, NULL, orig, olen, &res);
-        int cur = g->bound[k];
-        g->bound[k] = g->prev[k];
-        g->prev[k] = cur;
-    } else {
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
-        rc = bindlog_bind(s, key, sid, NULL, "first", orig, olen, &res);
-        if (g->bound[k] >= 0)
-            g->prev[k] = g->bound[k];
-        g->bound[k] = (int)g->next_sid++;
-    }
-    if (rc != BINDLOG_APPLIED)
-        fail_msg("workload event (r=%d key %d) returned %d %s", r, k, rc, bindlog_strerror(rc));
-    return res.lsn;
-}
-
+/* Records in the fixture's store; the digest after each is kept. */
 #define NEVENTS 400
 
 typedef struct fx {
@@ -142,17 +42,17 @@ typedef struct fx {
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof(*f));
-    gen g;
+    wl_gen g;
 
     f->tmp = tu_mkdtemp("replay");
     snprintf(f->dir, sizeof(f->dir), "%s/src", f->tmp);
-    g_now = 1000000;
-    f->s = open_store(f->dir);
-    gen_init(&g, 42);
+    wl_now = 1000000;
+    f->s = wl_open_store(f->dir);
+    wl_gen_init(&g, 42);
     assert_int_equal(bindlog_digest(f->s, f->digests[0], NULL), 0);
     for (uint64_t n = 1; n <= NEVENTS; n++) {
-        assert_int_equal(gen_step(&g, f->s), n);
-        f->times[n] = g_now;
+        assert_int_equal(wl_gen_step(&g, f->s), n);
+        f->times[n] = wl_now;
         assert_int_equal(bindlog_digest(f->s, f->digests[n], NULL), 0);
     }
     *state = f;
@@ -193,7 +93,7 @@ static void replay__to_lsns_matches_model(void **state)
         assert_memory_equal(d, f->digests[points[i]], BINDLOG_DIGEST_SIZE);
 
         /* the replayed store is a store of its own: same digest, head, log */
-        bindlog *r = open_store(dir);
+        bindlog *r = wl_open_store(dir);
         unsigned char d2[BINDLOG_DIGEST_SIZE];
         uint64_t head;
         bindlog_stats st;
@@ -215,7 +115,7 @@ static void replay__to_head_is_indistinguishable(void **state)
 
     out_dir(f, dir, sizeof(dir), "head");
     assert_int_equal(bindlog_replay(f->s, dir, UINT64_MAX, INT64_MAX, NULL, NULL, NULL, NULL), 0);
-    bindlog *r = open_store(dir);
+    bindlog *r = wl_open_store(dir);
     assert_int_equal(bindlog_stats_get(f->s, &a), 0);
     assert_int_equal(bindlog_stats_get(r, &b), 0);
     assert_int_equal(a.head_lsn, b.head_lsn);
@@ -229,7 +129,7 @@ static void replay__to_head_is_indistinguishable(void **state)
         fail_msg("check of the replayed store: %s", rep.message);
     /* and it keeps working: the next event gets the next LSN, a later time */
     bindlog_result res;
-    g_now = 0; /* clock far in the past: times still never go back */
+    wl_now = 0; /* clock far in the past: times still never go back */
     assert_int_equal(bindlog_new_session(r, "agent:main:chat:0", "fresh", NULL, NULL, 0, &res),
                      BINDLOG_APPLIED);
     assert_int_equal(res.lsn, NEVENTS + 1);
@@ -379,14 +279,14 @@ static void replay__refuses_forged_and_damaged_records(void **state)
         /* a pristine copy each time: replay the original to the head first */
         snprintf(name, sizeof(name), "copy%zu", i);
         out_dir(f, dir, sizeof(dir), name);
-        f->s = open_store(f->dir);
+        f->s = wl_open_store(f->dir);
         assert_int_equal(bindlog_replay(f->s, dir, UINT64_MAX, INT64_MAX, NULL, NULL, NULL, NULL),
                          0);
         bindlog_close(f->s);
         f->s = NULL;
         edit_record(dir, lsn, edits[i]);
 
-        bindlog *c = open_store(dir);
+        bindlog *c = wl_open_store(dir);
         char out[1100];
         snprintf(name, sizeof(name), "replay%zu", i);
         out_dir(f, out, sizeof(out), name);
@@ -405,7 +305,7 @@ static void replay__refuses_forged_and_damaged_records(void **state)
         assert_int_equal(rep.first_bad_lsn, lsn);
         bindlog_close(c);
     }
-    f->s = open_store(f->dir);
+    f->s = wl_open_store(f->dir);
 }
 
 int main(void)
