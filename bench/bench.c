@@ -18,7 +18,14 @@
  *   --seed N    workload seed (default 42)
  *   --only G,.. run only these groups (for profiling): fsync lmdb full1
  *               sqlite1 full16 sqlite16 full64 sqlite64 normal1 none1 off1
- *               batchfull json bulk
+ *               batchfull json bulk etcd
+ *   --etcd      also measure the etcd backend (docs/scale-out.md): a raw etcd
+ *               client doing the same Txns (the ceiling), bindlog on etcd://
+ *               with 1 and with 16 writers, on a 1-member and a 3-member
+ *               loopback cluster started with tests/etcd/cluster.sh and
+ *               stopped at the end
+ *   --etcd-endpoints E  measure on the running cluster E (host:port,...)
+ *               instead, under a fresh prefix removed at the end
  *
  * Every contender replays the same deterministic stream (workload.c) from
  * the same starting state (10,000 bound keys), in its own subdirectory of
@@ -67,6 +74,8 @@
 typedef struct cfg {
     int quick, json, keep, own_root;
     const char *only;  /* comma-separated measurement groups, NULL = all */
+    int etcd;          /* --etcd */
+    const char *etcd_endpoints; /* --etcd-endpoints, NULL = own clusters */
     char root[3000];
     size_t events;
     double secs;
@@ -96,6 +105,13 @@ enum {
     M_REPLAY,
     M_EXPORT,
     M_IMPORT,
+    /* ---- etcd (--etcd): per cluster, raw client, bindlog x1, bindlog x16 */
+    M_EX_1,
+    M_EB1_1,
+    M_EB16_1,
+    M_EX_3,
+    M_EB1_3,
+    M_EB16_3,
     M_COUNT
 };
 
@@ -138,6 +154,12 @@ static meas M[M_COUNT] = {
     [M_REPLAY] = {.id = "replay", .label = "bindlog_replay", .unit = "records"},
     [M_EXPORT] = {.id = "export", .label = "bindlog_export", .unit = "records"},
     [M_IMPORT] = {.id = "import", .label = "bindlog_import (full stream)", .unit = "records"},
+    [M_EX_1] = {.id = "etcd1_raw_1", .label = "etcd 1-member: raw client, 1 writer", .unit = "events"},
+    [M_EB1_1] = {.id = "etcd1_bindlog_1", .label = "etcd 1-member: bindlog, 1 writer", .unit = "events"},
+    [M_EB16_1] = {.id = "etcd1_bindlog_16", .label = "etcd 1-member: bindlog, 16 writers", .unit = "events"},
+    [M_EX_3] = {.id = "etcd3_raw_1", .label = "etcd 3-member: raw client, 1 writer", .unit = "events"},
+    [M_EB1_3] = {.id = "etcd3_bindlog_1", .label = "etcd 3-member: bindlog, 1 writer", .unit = "events"},
+    [M_EB16_3] = {.id = "etcd3_bindlog_16", .label = "etcd 3-member: bindlog, 16 writers", .unit = "events"},
 };
 
 /* Sizes of the bulk store. */
@@ -971,6 +993,162 @@ static void bulk_store(const cfg *c, const workload *w)
         rm_tree(dir);
 }
 
+/* ---- BEGIN etcd (--etcd; peer_etcd.c) ----------------------------------------
+ *
+ * On each cluster (own 1-member and 3-member loopback clusters, or the one
+ * given with --etcd-endpoints): the raw client (the ceiling), then bindlog
+ * on etcd:// with 1 writer and with 16, each under its own fresh prefix
+ * holding the setup of a smaller workload (ETCD_NKEYS keys: the same mix,
+ * fewer keys to bind before timing).  Until the library has an etcd backend
+ * (bindlog_open("etcd://...") fails), the bindlog rows say why and print
+ * n/a; they light up by themselves once it opens. */
+
+#define ETCD_NKEYS 2000u
+#define ETCD_NKEYS_QUICK 500u
+
+static char etcd_where[2][1100]; /* "127.0.0.1:P,..." per cluster, for the table */
+
+/* Bind the setup's keys through bindlog on etcd with 16 writers (as events
+ * of the stream, outcomes checked).  0 or -1 with m->na set. */
+static int etcd_setup(meas *m, bindlog *h, const workload *w)
+{
+    static char why[96];
+    meas tmp = {.id = "setup"};
+    workload ws = *w;
+    ws.ev = w->setup;
+    ws.n = w->nkeys;
+    run_writers(&tmp, &bl_contender, h, &ws, 16, 600.0);
+    if (tmp.errors || tmp.mismatches || tmp.events != w->nkeys) {
+        snprintf(why, sizeof why, "setup failed: %.70s", tmp.note[0] ? tmp.note : "incomplete");
+        m->na = why;
+        return -1;
+    }
+    return 0;
+}
+
+/* bindlog on etcd://endpoints/prefix with `threads` writers. */
+static void etcd_bindlog(meas *m, const char *endpoints, const char *prefix, const workload *w,
+                         int threads, double budget)
+{
+    static char why[2][96];
+    char loc[1400];
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *h = NULL;
+    struct stat st;
+    char slash[200];
+    int stray = lstat("etcd:", &st) == 0;
+    snprintf(loc, sizeof loc, "etcd://%s/%s", endpoints, prefix);
+    snprintf(slash, sizeof slash, "/%s", prefix);
+    int rc = bindlog_open(&h, loc, &o);
+    if (rc != 0) {
+        /* no etcd backend in this library yet, or it could not open */
+        char *y = why[threads > 1];
+        snprintf(y, sizeof why[0], "n/a (bindlog_open(etcd://): %s)", bindlog_code_name(rc));
+        m->na = y;
+        return;
+    }
+    if (!stray && lstat("etcd:", &st) == 0) {
+        /* a library without the etcd backend took the location for a
+         * directory path ("etcd:/host:port/prefix"): remove it */
+        bindlog_close(h);
+        rm_tree("etcd:");
+        m->na = "n/a (no etcd backend: etcd:// opened as a directory)";
+        return;
+    }
+    if (etcd_setup(m, h, w) == 0) {
+        /* proof that the store is in etcd: keys under the prefix */
+        if (etcd_count_prefix(endpoints, prefix) + etcd_count_prefix(endpoints, slash) <= 0) {
+            m->na = "n/a (no keys under the prefix in etcd: not the etcd backend)";
+        } else {
+            run_writers(m, &bl_contender, h, w, threads, budget);
+            note_group(m, h);
+        }
+    } else {
+        g_failed = 1;
+    }
+    bindlog_close(h);
+}
+
+static void measure_etcd(const cfg *c, const workload *w)
+{
+    int given = c->etcd_endpoints != NULL;
+    double budget = c->quick ? 1.0 : (c->secs * 2 > 3.0 ? c->secs * 2 : 3.0);
+    int have = given || etcd_available();
+    static char glabel[3][64];
+
+    for (int slot = 0; slot < 2; slot++) {
+        meas *raw = &M[M_EX_1 + 3 * slot], *one = raw + 1, *many = raw + 2;
+        int members = slot ? 3 : 1;
+        etcd_cluster cl = {.members = members};
+        char prefix[160], d[4096];
+
+        if (given && slot == 1) {
+            raw->na = one->na = many->na = "n/a (--etcd-endpoints: one cluster)";
+            continue;
+        }
+        if (given) {
+            const char *lbl[3] = {"raw client, 1 writer", "bindlog, 1 writer",
+                                  "bindlog, 16 writers"};
+            for (int i = 0; i < 3; i++) {
+                snprintf(glabel[i], sizeof glabel[i], "etcd given: %s", lbl[i]);
+                raw[i].label = glabel[i];
+            }
+            snprintf(cl.endpoints, sizeof cl.endpoints, "%s", c->etcd_endpoints);
+        } else if (!have) {
+            raw->na = one->na = many->na = "n/a (etcd not installed)";
+            g_failed = 1;
+            continue;
+        } else {
+            progress(c, slot ? "etcd: starting a 3-member cluster" : "etcd: starting a 1-member cluster");
+            sub(d, sizeof d, c, slot ? "etcd-3" : "etcd-1");
+            if (etcd_cluster_start(&cl, members, d) != 0) {
+                fprintf(stderr, "bindlog-bench: could not start a %d-member etcd cluster\n",
+                        members);
+                raw->na = one->na = many->na = "n/a (the cluster did not start)";
+                g_failed = 1;
+                continue;
+            }
+        }
+        snprintf(etcd_where[slot], sizeof etcd_where[slot], "%s", cl.endpoints);
+
+        /* (i) the raw client: the ceiling */
+        progress(c, slot ? "etcd 3-member: raw client" : "etcd 1-member: raw client");
+        snprintf(prefix, sizeof prefix, "bindlog-bench-%ld-%lld-raw", (long)getpid(),
+                 (long long)wall_ms());
+        ex_shared *x = ex_open(cl.endpoints, prefix, w);
+        if (x != NULL) {
+            run_writers(raw, &ex_contender, x, w, 1, budget);
+            ex_close(x);
+        } else {
+            raw->na = "setup failed";
+            g_failed = 1;
+        }
+        if (given)
+            etcd_wipe_prefix(cl.endpoints, prefix);
+
+        /* (ii) and (iii): bindlog on etcd://, 1 and 16 writers */
+        for (int k = 0; k < 2; k++) {
+            meas *m = k ? many : one;
+            progress(c, k ? (slot ? "etcd 3-member: bindlog, 16 writers"
+                                  : "etcd 1-member: bindlog, 16 writers")
+                          : (slot ? "etcd 3-member: bindlog, 1 writer"
+                                  : "etcd 1-member: bindlog, 1 writer"));
+            snprintf(prefix, sizeof prefix, "bindlog-bench-%ld-%lld-bl%d", (long)getpid(),
+                     (long long)wall_ms(), k ? 16 : 1);
+            etcd_bindlog(m, cl.endpoints, prefix, w, k ? 16 : 1, budget);
+            if (given) { /* however the backend maps the prefix to keys */
+                char slash[200];
+                snprintf(slash, sizeof slash, "/%s", prefix);
+                etcd_wipe_prefix(cl.endpoints, prefix);
+                etcd_wipe_prefix(cl.endpoints, slash);
+            }
+        }
+        etcd_cluster_stop(&cl, c->keep);
+    }
+}
+
+/* ---- END etcd ---------------------------------------------------------------- */
+
 /* ---- output ---------------------------------------------------------------- */
 
 typedef struct ratio {
@@ -1006,6 +1184,11 @@ static ratio R[] = {
     {"batch_per_cpu_second", "apply_batch events/CPU-s", M_BATCH_NONE, -1, 0, 0, 0, 0, 1},
     {"get_per_cpu_second_1", "get/CPU-s, 1 thread", M_GET1, -1, 0, 0, 0, 0, 1},
     {"get_per_cpu_second_2", "get/CPU-s, 2 threads", M_GET2, -1, 0, 0, 0, 0, 1},
+    /* etcd (--etcd) */
+    {"etcd1_bindlog1_over_raw", "etcd 1m: bindlog x1 / raw", M_EB1_1, M_EX_1, 0.8, 0, 0, 0, 0},
+    {"etcd1_bindlog16_over_1", "etcd 1m: bindlog x16 / x1", M_EB16_1, M_EB1_1, 5, 0, 0, 0, 0},
+    {"etcd3_bindlog1_over_raw", "etcd 3m: bindlog x1 / raw", M_EB1_3, M_EX_3, 0.8, 0, 0, 0, 0},
+    {"etcd3_bindlog16_over_1", "etcd 3m: bindlog x16 / x1", M_EB16_3, M_EB1_3, 5, 0, 0, 0, 0},
 };
 #define NRATIOS (sizeof R / sizeof R[0])
 
@@ -1085,9 +1268,11 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("%-3s %-40s %10s %10s %10s  %s\n", "#", "measurement", "per second", "p50", "p99",
            "notes");
     static const int item[M_COUNT] = {1, 2, 3, 4, 5, 5, 5, 5, 3, 6, 6, 6, 6, 7, 7, 8, 8, 8, 8,
-                                      8, 8, 8};
+                                      8, 8, 8, 9, 9, 9, 9, 9, 9};
     for (int i = 0; i < M_COUNT; i++) {
         const meas *m = &M[i];
+        if (i >= M_EX_1 && !c->etcd)
+            continue; /* etcd rows only with --etcd */
         if (!m->ran) {
             printf("%-3d %-40s %10s %10s %10s  %s\n", item[i], m->label, "-", "-", "-",
                    m->na ? m->na : "n/a");
@@ -1109,11 +1294,17 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("  maint store, %6" PRIu64 " events, as built:   %s\n", S.m_events, s2);
     printf("  maint store after vacuum:                %s\n", s3);
     printf("  maint store after compact + vacuum:      %s\n", s4);
+    if (c->etcd)
+        printf("\netcd clusters (loopback): %s%s%s\n",
+               etcd_where[0][0] ? etcd_where[0] : "-", c->etcd_endpoints ? "" : "; ",
+               c->etcd_endpoints ? "" : (etcd_where[1][0] ? etcd_where[1] : "-"));
 
     printf("\n%-34s %10s %10s  %s\n", "ratio", "value", "target", "verdict");
     for (size_t i = 0; i < NRATIOS; i++) {
         const ratio *r = &R[i];
         char v[32], t[32];
+        if (r->num >= M_EX_1 && !c->etcd)
+            continue;
         if (!r->have)
             snprintf(v, sizeof v, "n/a");
         else if (r->num == M_OPEN)
@@ -1237,7 +1428,8 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
 static int usage(void)
 {
     fprintf(stderr, "usage: bindlog-bench [--quick] [--json] [--dir DIR] [--keep] "
-                    "[--events N] [--seconds S] [--seed N] [--only G,...]\n");
+                    "[--events N] [--seconds S] [--seed N] [--only G,...] "
+                    "[--etcd] [--etcd-endpoints E]\n");
     return 2;
 }
 
@@ -1264,6 +1456,10 @@ int main(int argc, char **argv)
             secs = atof(argv[++i]);
         else if (!strcmp(a, "--only") && i + 1 < argc)
             c.only = argv[++i];
+        else if (!strcmp(a, "--etcd"))
+            c.etcd = 1;
+        else if (!strcmp(a, "--etcd-endpoints") && i + 1 < argc)
+            c.etcd = 1, c.etcd_endpoints = argv[++i];
         else if (!strcmp(a, "--seed") && i + 1 < argc)
             c.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--help") || !strcmp(a, "-h"))
@@ -1368,6 +1564,17 @@ int main(int argc, char **argv)
     }
     if (want(&c, "bulk"))
         bulk_store(&c, &w);
+    if (c.etcd && want(&c, "etcd")) {
+        workload we;
+        progress(&c, "etcd: generating its workload");
+        if (wl_generate(&we, c.quick ? ETCD_NKEYS_QUICK : ETCD_NKEYS,
+                        c.quick ? 20000 : 100000, c.seed + 2) != 0) {
+            fprintf(stderr, "bindlog-bench: out of memory\n");
+            return 1;
+        }
+        measure_etcd(&c, &we);
+        wl_free(&we);
+    }
 
     double total = (double)(now_ns() - t_start) / 1e9;
     compute_ratios();

@@ -116,6 +116,38 @@ js_store *js_open(const char *dir, const workload *w);
 int js_apply(js_store *j, const workload *w, const wl_event *e);
 void js_close(js_store *j);
 
+/* ---- BEGIN etcd (peer_etcd.c; bindlog-bench --etcd) ------------------------ */
+
+/* A loopback cluster started with tests/etcd/cluster.sh, or one given with
+ * --etcd-endpoints (own = 0: never stopped). */
+typedef struct etcd_cluster {
+    char dir[4096];
+    char endpoints[1024];
+    int members;
+    int own;
+} etcd_cluster;
+
+/* 1 if cluster.sh finds etcd and etcdctl. */
+int etcd_available(void);
+/* Start a `members`-member cluster with its data in `dir`.  0 or -1. */
+int etcd_cluster_start(etcd_cluster *cl, int members, const char *dir);
+/* Stop an own cluster (and remove its directory unless keep). */
+void etcd_cluster_stop(etcd_cluster *cl, int keep);
+/* Delete every key under `prefix`.  0 or a negative code. */
+int etcd_wipe_prefix(const char *endpoints, const char *prefix);
+/* Number of keys under `prefix`, or -1. */
+int64_t etcd_count_prefix(const char *endpoints, const char *prefix);
+
+/* The raw etcd client (the ceiling): ex_open connects and writes the
+ * workload's setup under prefix + "/"; ex_contender applies events with one
+ * read Txn and one conditional write Txn each.  One writer. */
+typedef struct ex_shared ex_shared;
+ex_shared *ex_open(const char *endpoints, const char *prefix, const workload *w);
+void ex_close(ex_shared *x);
+extern const contender ex_contender;
+
+/* ---- END etcd --------------------------------------------------------------- */
+
 /* ---- helpers -------------------------------------------------------------- */
 
 uint64_t now_ns(void);
