@@ -73,7 +73,7 @@ const char *bindlog_event_name(int type)
 
 /* Backends chosen by a location prefix; a plain path is LMDB's. */
 static const bl_backend_ops *const schemed[] = {
-    NULL, /* the etcd backend registers here */
+    &bl_etcd_ops,
 };
 
 const bl_backend_ops *bl_backend_for(const char *location)

@@ -234,6 +234,10 @@ void bl_es_wset_reset(bl_es_wset *ws, int64_t revision);
 
 /* A bl_view over the set (state tables b and s). */
 void bl_es_wset_view(bl_es_wset *ws, bl_view *v);
+/* The first storage error a view read met (BINDLOG_EIO, BL_ETCD_ECOMPACTED,
+ * BINDLOG_ECORRUPT for a value that does not decode...), 0 if none: tells
+ * a refusal of the event from a failure of the store. */
+int bl_es_wset_error(const bl_es_wset *ws);
 /* Queue the puts of an APPLIED plan encoded into enc: binding, sessions,
  * children and history entries, the log record. */
 int bl_es_wset_apply(bl_es_wset *ws, const bl_plan *p, const bl_encoded *enc);
@@ -266,14 +270,17 @@ int bl_es_wset_commit(bl_es_wset *ws, int64_t head_mod, const bl_etcd_op *extra,
 int bl_es_digest_tables(bl_estore *st, int btable, int stable, int64_t revision,
                         unsigned char out[BINDLOG_DIGEST_SIZE]);
 
-/* ---- maintenance (etcd_maint.c) ------------------------------------------------ */
+/* ---- maintenance (etcd_maint.c) ------------------------------------------------
+ * The backend's check, replay, compact, export and import.  Compaction is
+ * bl_etcd_compact_log: bl_etcd_compact is the client's etcd compaction
+ * (etcd_client.h). */
 
 int bl_etcd_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn, void *ctx);
 int bl_etcd_replay(bindlog *h, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
                    unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
                    bindlog_progress_fn fn, void *ctx);
-int bl_etcd_compact(bindlog *h, uint64_t keep_from_lsn, uint64_t *removed,
-                    bindlog_progress_fn fn, void *ctx);
+int bl_etcd_compact_log(bindlog *h, uint64_t keep_from_lsn, uint64_t *removed,
+                        bindlog_progress_fn fn, void *ctx);
 int bl_etcd_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
                    bindlog_progress_fn fn, void *ctx);
 int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,

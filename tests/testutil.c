@@ -1,5 +1,6 @@
 /*
- * testutil.c -- temporary directories for the tests (see testutil.h).
+ * testutil.c -- temporary directories and store locations for the tests
+ * (see testutil.h).
  */
 /* nftw() and FTW_PHYS/FTW_DEPTH are XSI; mkdtemp() is POSIX.1-2008. */
 #if !defined(_XOPEN_SOURCE) || _XOPEN_SOURCE < 700
@@ -16,6 +17,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "etcd_client.h"
 
 /* The base directory: first non-empty of $BINDLOG_TEST_TMPDIR, $TMPDIR, /tmp. */
 static const char *tmp_base(void)
@@ -74,4 +79,118 @@ void tu_rmtree(const char *path)
         return;
     if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
         fprintf(stderr, "tu_rmtree: cannot walk %s: %s\n", path, strerror(errno));
+}
+
+/* ---- one test source, both backends (see testutil.h) ---------------------------- */
+
+int tu_backend_is_etcd(void)
+{
+    const char *b = getenv("BINDLOG_TEST_BACKEND");
+    return b != NULL && strcmp(b, "etcd") == 0;
+}
+
+int tu_is_etcd_location(const char *loc)
+{
+    return loc != NULL && strncmp(loc, "etcd://", 7) == 0;
+}
+
+static char endpoints_buf[1024];
+static pthread_once_t endpoints_once = PTHREAD_ONCE_INIT;
+
+static void load_endpoints(void)
+{
+    const char *v = getenv("BINDLOG_TEST_ETCD_ENDPOINTS");
+    if (v != NULL && v[0] != '\0') {
+        snprintf(endpoints_buf, sizeof endpoints_buf, "%s", v);
+        return;
+    }
+    const char *f = getenv("BINDLOG_TEST_ETCD_ENDPOINTS_FILE");
+    if (f == NULL || f[0] == '\0')
+        return;
+    FILE *fp = fopen(f, "r");
+    if (fp == NULL)
+        return;
+    if (fgets(endpoints_buf, sizeof endpoints_buf, fp) == NULL)
+        endpoints_buf[0] = '\0';
+    fclose(fp);
+    endpoints_buf[strcspn(endpoints_buf, "\r\n")] = '\0';
+}
+
+const char *tu_etcd_endpoints(void)
+{
+    pthread_once(&endpoints_once, load_endpoints);
+    return endpoints_buf[0] != '\0' ? endpoints_buf : NULL;
+}
+
+int tu_backend_skip(void)
+{
+    if (!tu_backend_is_etcd() || tu_etcd_endpoints() != NULL)
+        return 0;
+    const char *req = getenv("BINDLOG_REQUIRE_ETCD");
+    if (req != NULL && strcmp(req, "1") == 0) {
+        fprintf(stderr, "BINDLOG_TEST_BACKEND=etcd and BINDLOG_REQUIRE_ETCD=1, but no etcd "
+                        "endpoints: is etcd installed?\n");
+        exit(1);
+    }
+    printf("[  SKIPPED ] etcd is not available: the etcd variant of this test is skipped\n");
+    return 1;
+}
+
+char *tu_store_location(const char *tag)
+{
+    static unsigned counter;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    if (!tu_backend_is_etcd())
+        return tu_mkdtemp(tag);
+    const char *eps = tu_etcd_endpoints();
+    if (eps == NULL) {
+        fprintf(stderr, "tu_store_location: BINDLOG_TEST_BACKEND=etcd but no endpoints "
+                        "(BINDLOG_TEST_ETCD_ENDPOINTS or _FILE)\n");
+        abort();
+    }
+    if (tag == NULL || tag[0] == '\0')
+        tag = "test";
+    pthread_mutex_lock(&mu);
+    unsigned n = ++counter;
+    pthread_mutex_unlock(&mu);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    size_t len = strlen(eps) + strlen(tag) + 128;
+    char *loc = malloc(len);
+    if (loc == NULL) {
+        fprintf(stderr, "tu_store_location: out of memory\n");
+        abort();
+    }
+    snprintf(loc, len, "etcd://%s/bindlog-test/%s-%ld-%u-%lx", eps, tag, (long)getpid(), n,
+             (unsigned long)(ts.tv_nsec ^ ts.tv_sec));
+    return loc;
+}
+
+void tu_store_remove(const char *loc)
+{
+    if (loc == NULL)
+        return;
+    if (!tu_is_etcd_location(loc)) {
+        tu_rmtree(loc);
+        return;
+    }
+    const char *p = loc + 7, *slash = strchr(p, '/');
+    if (slash == NULL)
+        return;
+    char *eps = strndup(p, (size_t)(slash - p));
+    bl_etcd *c = NULL;
+    if (eps != NULL && bl_etcd_open(eps, NULL, &c) == 0) {
+        size_t plen = strlen(slash + 1) + 1;
+        unsigned char *prefix = malloc(plen), end[1100];
+        if (prefix != NULL && plen < sizeof end) {
+            memcpy(prefix, slash + 1, plen - 1);
+            prefix[plen - 1] = '/';
+            size_t elen = bl_etcd_prefix_end(prefix, plen, end);
+            if (bl_etcd_delete_range(c, prefix, plen, end, elen, NULL, NULL) != 0)
+                fprintf(stderr, "tu_store_remove: %s: %s\n", loc, bl_etcd_last_error());
+        }
+        free(prefix);
+        bl_etcd_close(c);
+    }
+    free(eps);
 }

@@ -34,4 +34,45 @@ char *tu_mkdtemp(const char *tag);
  */
 void tu_rmtree(const char *path);
 
+/* ---- one test source, both backends ------------------------------------------
+ *
+ * With BINDLOG_TEST_BACKEND=etcd the contract tests run against etcd: the
+ * endpoints come from $BINDLOG_TEST_ETCD_ENDPOINTS, or from the first line
+ * of the file named by $BINDLOG_TEST_ETCD_ENDPOINTS_FILE (written by the
+ * ctest fixture).  Otherwise they run on LMDB directories.
+ */
+
+/* 1 if the tests run on etcd (BINDLOG_TEST_BACKEND=etcd), else 0. */
+int tu_backend_is_etcd(void);
+
+/*
+ * The etcd endpoints of the etcd run, or NULL when none are configured (the
+ * fixture found no etcd): tests then skip, unless BINDLOG_REQUIRE_ETCD=1,
+ * where tu_store_location() aborts.  Static; never freed.
+ */
+const char *tu_etcd_endpoints(void);
+
+/*
+ * A fresh, empty store location: a tu_mkdtemp(tag) directory, or on etcd
+ * "etcd://ENDPOINTS/bindlog-test/<tag>-<pid>-<counter>-<random>", a prefix
+ * nobody uses.  The caller frees it (after tu_store_remove()).  Aborts on
+ * failure like tu_mkdtemp().
+ */
+char *tu_store_location(const char *tag);
+
+/* Remove what tu_store_location() made: tu_rmtree() of the directory, or
+ * delete every key under the etcd prefix.  NULL is a no-op. */
+void tu_store_remove(const char *loc);
+
+/*
+ * Call first in main() of a test that runs on both backends: 1 means "skip
+ * the whole program" (etcd run without endpoints: etcd is not installed;
+ * a message says so), 0 means go on.  With BINDLOG_REQUIRE_ETCD=1 a missing
+ * etcd is a failure instead: it prints why and exits with status 1.
+ */
+int tu_backend_skip(void);
+
+/* 1 if `loc` is an etcd location ("etcd://..."). */
+int tu_is_etcd_location(const char *loc);
+
 #endif /* BINDLOG_TESTUTIL_H */

@@ -1,0 +1,409 @@
+/*
+ * etcd_wset.c -- write sets: reads at one revision through an overlay of
+ * pending puts, the compares those reads mean, and the Txn that carries
+ * them (etcd_store.h).
+ *
+ * Entries live in an array indexed by an open-addressing hash table of
+ * their full etcd keys.  Every value (read or put) is a separate
+ * allocation that stays put until the set is reset, so the pointers a view
+ * returned survive later puts, rollbacks and array growth.
+ */
+#define _GNU_SOURCE
+#include "etcd_store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ent {
+    unsigned char *key;
+    size_t key_len;
+    uint64_t hash;
+    int read;              /* read from etcd: compare it */
+    int present;           /* ... and it existed, with mod_revision `mod` */
+    int64_t mod;
+    unsigned char *rval;   /* the value read */
+    size_t rlen;
+    int written;           /* a put is pending */
+    unsigned char *wval;
+    size_t wlen;
+} ent;
+
+typedef struct undo {
+    size_t idx;
+    int written;
+    unsigned char *wval;
+    size_t wlen;
+} undo;
+
+struct bl_es_wset {
+    bl_estore *st;
+    int64_t revision;
+    ent *ents;
+    size_t n, cap;
+    size_t *slots;         /* hash table of ent index + 1; 0 = empty */
+    size_t nslots;         /* power of two */
+    undo *undos;
+    size_t nundo, capundo;
+    void **allocs;         /* every value allocation, freed at reset */
+    size_t nallocs, capallocs;
+    size_t nputs, ncmps, bytes;
+    int error;             /* first storage error of a view read */
+    bl_ebuf kbuf;
+};
+
+static uint64_t hash_bytes(const unsigned char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+int bl_es_wset_new(bl_estore *st, int64_t revision, bl_es_wset **out)
+{
+    bl_es_wset *ws = calloc(1, sizeof(*ws));
+    *out = NULL;
+    if (ws == NULL)
+        return BINDLOG_ENOMEM;
+    ws->st = st;
+    ws->revision = revision;
+    ws->nslots = 256;
+    ws->slots = calloc(ws->nslots, sizeof(size_t));
+    if (ws->slots == NULL) {
+        free(ws);
+        return BINDLOG_ENOMEM;
+    }
+    *out = ws;
+    return 0;
+}
+
+void bl_es_wset_reset(bl_es_wset *ws, int64_t revision)
+{
+    for (size_t i = 0; i < ws->nallocs; i++)
+        free(ws->allocs[i]);
+    for (size_t i = 0; i < ws->n; i++)
+        free(ws->ents[i].key);
+    ws->nallocs = ws->n = ws->nundo = 0;
+    ws->nputs = ws->ncmps = ws->bytes = 0;
+    ws->error = 0;
+    memset(ws->slots, 0, ws->nslots * sizeof(size_t));
+    ws->revision = revision;
+}
+
+void bl_es_wset_free(bl_es_wset *ws)
+{
+    if (ws == NULL)
+        return;
+    bl_es_wset_reset(ws, 0);
+    free(ws->ents);
+    free(ws->slots);
+    free(ws->undos);
+    free(ws->allocs);
+    bl_ebuf_free(&ws->kbuf);
+    free(ws);
+}
+
+int bl_es_wset_error(const bl_es_wset *ws) { return ws->error; }
+
+/* Keep p for freeing at reset; 0 or BINDLOG_ENOMEM (p freed). */
+static int keep(bl_es_wset *ws, void *p)
+{
+    if (ws->nallocs == ws->capallocs) {
+        size_t c = ws->capallocs ? 2 * ws->capallocs : 64;
+        void **a = realloc(ws->allocs, c * sizeof(*a));
+        if (a == NULL) {
+            free(p);
+            return BINDLOG_ENOMEM;
+        }
+        ws->allocs = a;
+        ws->capallocs = c;
+    }
+    ws->allocs[ws->nallocs++] = p;
+    return 0;
+}
+
+static unsigned char *copy(bl_es_wset *ws, const void *p, size_t n)
+{
+    unsigned char *c = malloc(n ? n : 1);
+    if (c == NULL)
+        return NULL;
+    if (n)
+        memcpy(c, p, n);
+    return keep(ws, c) == 0 ? c : NULL;
+}
+
+static int grow_slots(bl_es_wset *ws)
+{
+    size_t ns = ws->nslots * 2;
+    size_t *s = calloc(ns, sizeof(size_t));
+    if (s == NULL)
+        return BINDLOG_ENOMEM;
+    for (size_t i = 0; i < ws->n; i++) {
+        size_t j = ws->ents[i].hash & (ns - 1);
+        while (s[j] != 0)
+            j = (j + 1) & (ns - 1);
+        s[j] = i + 1;
+    }
+    free(ws->slots);
+    ws->slots = s;
+    ws->nslots = ns;
+    return 0;
+}
+
+/* The entry of key k, made (empty) if `make`; NULL if absent or no memory
+ * (*rc tells which). */
+static ent *lookup(bl_es_wset *ws, const unsigned char *k, size_t n, int make, int *rc)
+{
+    uint64_t h = hash_bytes(k, n);
+    size_t j = h & (ws->nslots - 1);
+    *rc = 0;
+    for (; ws->slots[j] != 0; j = (j + 1) & (ws->nslots - 1)) {
+        ent *e = &ws->ents[ws->slots[j] - 1];
+        if (e->hash == h && e->key_len == n && memcmp(e->key, k, n) == 0)
+            return e;
+    }
+    if (!make)
+        return NULL;
+    if (ws->n == ws->cap) {
+        size_t c = ws->cap ? 2 * ws->cap : 64;
+        ent *a = realloc(ws->ents, c * sizeof(*a));
+        if (a == NULL)
+            goto nomem;
+        ws->ents = a;
+        ws->cap = c;
+    }
+    ent *e = &ws->ents[ws->n];
+    memset(e, 0, sizeof(*e));
+    e->key = malloc(n);
+    if (e->key == NULL)
+        goto nomem;
+    memcpy(e->key, k, n);
+    e->key_len = n;
+    e->hash = h;
+    ws->slots[j] = ++ws->n;
+    if (ws->n * 2 > ws->nslots && grow_slots(ws) != 0) {
+        /* the entry is in: the table is only fuller than we like */
+    }
+    return &ws->ents[ws->n - 1];
+nomem:
+    *rc = BINDLOG_ENOMEM;
+    return NULL;
+}
+
+/*
+ * The current value of `table` name: the pending put, else the value read
+ * at the set's revision (read now if not yet).  0 with *v and *len,
+ * BINDLOG_ENOTFOUND, or an error (also kept in ws->error).
+ */
+static int get(bl_es_wset *ws, int table, const void *name, size_t name_len,
+               const unsigned char **v, size_t *len)
+{
+    int rc;
+    ent *e;
+    if ((rc = bl_es_key(ws->st, table, name, name_len, &ws->kbuf)) != 0)
+        goto fail;
+    e = lookup(ws, ws->kbuf.p, ws->kbuf.len, 1, &rc);
+    if (e == NULL)
+        goto fail;
+    if (!e->written && !e->read) {
+        bl_etcd_kvs kvs;
+        size_t idx = (size_t)(e - ws->ents);
+        rc = bl_etcd_range(ws->st->c, ws->kbuf.p, ws->kbuf.len, NULL, 0, ws->revision, 0, 0,
+                           &kvs);
+        e = &ws->ents[idx];
+        if (rc == 0 && kvs.n == 1) {
+            e->rval = copy(ws, kvs.kvs[0].value, kvs.kvs[0].value_len);
+            if (e->rval == NULL)
+                rc = BINDLOG_ENOMEM;
+            e->rlen = kvs.kvs[0].value_len;
+            e->mod = kvs.kvs[0].mod_revision;
+            e->present = 1;
+        }
+        bl_etcd_kvs_free(&kvs);
+        if (rc != 0)
+            goto fail;
+        e->read = 1;
+        ws->ncmps++;
+    }
+    if (e->written) {
+        *v = e->wval;
+        *len = e->wlen;
+        return 0;
+    }
+    if (!e->present)
+        return BINDLOG_ENOTFOUND;
+    *v = e->rval;
+    *len = e->rlen;
+    return 0;
+fail:
+    if (ws->error == 0)
+        ws->error = rc;
+    return rc;
+}
+
+static int view_binding(void *ctx, const char *key, size_t key_len, bl_bval *out)
+{
+    const unsigned char *v;
+    size_t n;
+    int rc = get(ctx, BL_ES_BINDINGS, key, key_len, &v, &n);
+    if (rc == 0 && (rc = bl_bval_decode(v, n, out)) != 0 && ((bl_es_wset *)ctx)->error == 0)
+        ((bl_es_wset *)ctx)->error = rc;
+    return rc;
+}
+
+static int view_session(void *ctx, const char *id, size_t id_len, bl_sval *out)
+{
+    const unsigned char *v;
+    size_t n;
+    int rc = get(ctx, BL_ES_SESSIONS, id, id_len, &v, &n);
+    if (rc == 0 && (rc = bl_sval_decode(v, n, out)) != 0 && ((bl_es_wset *)ctx)->error == 0)
+        ((bl_es_wset *)ctx)->error = rc;
+    return rc;
+}
+
+void bl_es_wset_view(bl_es_wset *ws, bl_view *v)
+{
+    v->ctx = ws;
+    v->binding = view_binding;
+    v->session = view_session;
+}
+
+/* Queue a put of the full key k. */
+static int put_full(bl_es_wset *ws, const unsigned char *k, size_t kn, const void *val,
+                    size_t vn)
+{
+    int rc;
+    ent *e = lookup(ws, k, kn, 1, &rc);
+    unsigned char *c;
+    if (e == NULL)
+        return rc;
+    size_t idx = (size_t)(e - ws->ents);
+    if ((c = copy(ws, val, vn)) == NULL)
+        return BINDLOG_ENOMEM;
+    if (ws->nundo == ws->capundo) {
+        size_t cap = ws->capundo ? 2 * ws->capundo : 64;
+        undo *u = realloc(ws->undos, cap * sizeof(*u));
+        if (u == NULL)
+            return BINDLOG_ENOMEM;
+        ws->undos = u;
+        ws->capundo = cap;
+    }
+    e = &ws->ents[idx];
+    ws->undos[ws->nundo++] = (undo){idx, e->written, e->wval, e->wlen};
+    if (!e->written) {
+        ws->nputs++;
+        ws->bytes += kn;
+    } else {
+        ws->bytes -= e->wlen;
+    }
+    ws->bytes += vn;
+    e->written = 1;
+    e->wval = c;
+    e->wlen = vn;
+    return 0;
+}
+
+int bl_es_wset_put(bl_es_wset *ws, int table, const void *name, size_t name_len,
+                   const void *value, size_t value_len)
+{
+    int rc = bl_es_key(ws->st, table, name, name_len, &ws->kbuf);
+    return rc ? rc : put_full(ws, ws->kbuf.p, ws->kbuf.len, value, value_len);
+}
+
+int bl_es_wset_apply(bl_es_wset *ws, const bl_plan *p, const bl_encoded *enc)
+{
+    const unsigned char *b = enc->buf;
+    int rc;
+    if ((rc = bl_es_wset_put(ws, BL_ES_BINDINGS, p->rec.key, p->rec.key_len, b + enc->bval_off,
+                             enc->bval_len)) != 0)
+        return rc;
+    for (unsigned i = 0; i < p->nsess; i++)
+        if ((rc = bl_es_wset_put(ws, BL_ES_SESSIONS, b + enc->sid_off[i], p->sess[i].id_len,
+                                 b + enc->sval_off[i], enc->sval_len[i])) != 0)
+            return rc;
+    if (enc->child_len != 0) {
+        if ((rc = bl_es_key(ws->st, BL_ES_CHILDREN, b + enc->child_off, enc->child_len,
+                            &ws->kbuf)) != 0 ||
+            (rc = put_full(ws, ws->kbuf.p, ws->kbuf.len, "", 0)) != 0)
+            return rc;
+    }
+    if ((rc = bl_es_history_key(ws->st, p->rec.key, p->rec.key_len, p->rec.lsn, &ws->kbuf)) != 0 ||
+        (rc = put_full(ws, ws->kbuf.p, ws->kbuf.len, "", 0)) != 0)
+        return rc;
+    if ((rc = bl_es_log_key(ws->st, p->rec.lsn, &ws->kbuf)) != 0)
+        return rc;
+    return put_full(ws, ws->kbuf.p, ws->kbuf.len, b + enc->rec_off, enc->rec_len);
+}
+
+size_t bl_es_wset_savepoint(const bl_es_wset *ws) { return ws->nundo; }
+
+void bl_es_wset_rollback(bl_es_wset *ws, size_t savepoint)
+{
+    while (ws->nundo > savepoint) {
+        undo *u = &ws->undos[--ws->nundo];
+        ent *e = &ws->ents[u->idx];
+        ws->bytes -= e->wlen;
+        if (!u->written) {
+            ws->nputs--;
+            ws->bytes -= e->key_len;
+        } else {
+            ws->bytes += u->wlen;
+        }
+        e->written = u->written;
+        e->wval = u->wval;
+        e->wlen = u->wlen;
+    }
+}
+
+size_t bl_es_wset_nputs(const bl_es_wset *ws) { return ws->nputs; }
+size_t bl_es_wset_ncmps(const bl_es_wset *ws) { return ws->ncmps; }
+size_t bl_es_wset_bytes(const bl_es_wset *ws) { return ws->bytes; }
+
+int bl_es_wset_commit(bl_es_wset *ws, int64_t head_mod, const bl_etcd_op *extra,
+                      size_t nextra, int *succeeded, int *retried, int64_t *revision)
+{
+    bl_etcd_cmp *cmps = calloc(ws->ncmps + 1, sizeof(*cmps));
+    bl_etcd_op *ops = calloc(ws->nputs + nextra + 1, sizeof(*ops));
+    bl_etcd_txn_result res = {0};
+    bl_ebuf head = {0};
+    size_t nc = 0, no = 0;
+    int rc;
+
+    *succeeded = *retried = 0;
+    if (cmps == NULL || ops == NULL ||
+        (rc = bl_es_key(ws->st, BL_ES_META, "head", 4, &head)) != 0) {
+        rc = BINDLOG_ENOMEM;
+        goto out;
+    }
+    cmps[nc++] = (bl_etcd_cmp){.target = BL_ETCD_CMP_MOD, .result = BL_ETCD_EQUAL,
+                               .key = head.p, .key_len = head.len, .number = head_mod};
+    for (size_t i = 0; i < ws->n; i++) {
+        const ent *e = &ws->ents[i];
+        if (e->read)
+            cmps[nc++] = (bl_etcd_cmp){
+                .target = e->present ? BL_ETCD_CMP_MOD : BL_ETCD_CMP_CREATE,
+                .result = BL_ETCD_EQUAL, .key = e->key, .key_len = e->key_len,
+                .number = e->present ? e->mod : 0};
+        if (e->written)
+            ops[no++] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = e->key,
+                                     .key_len = e->key_len, .value = e->wval,
+                                     .value_len = e->wlen};
+    }
+    for (size_t i = 0; i < nextra; i++)
+        ops[no++] = extra[i];
+    rc = bl_etcd_txn(ws->st->c, cmps, nc, ops, no, NULL, 0, &res);
+    *retried = res.retried;
+    if (rc == 0) {
+        *succeeded = res.succeeded;
+        if (revision != NULL)
+            *revision = res.revision;
+    }
+out:
+    bl_etcd_txn_result_free(&res);
+    bl_ebuf_free(&head);
+    free(cmps);
+    free(ops);
+    return rc;
+}
