@@ -166,31 +166,88 @@ char *tu_store_location(const char *tag)
     return loc;
 }
 
+/* A client on the endpoints of `loc` and its prefix "PREFIX/" (malloc'd). */
+static bl_etcd *loc_client(const char *loc, unsigned char **prefix, size_t *plen)
+{
+    const char *p = loc + 7, *slash = strchr(p, '/');
+    bl_etcd *c = NULL;
+    *prefix = NULL;
+    if (!tu_is_etcd_location(loc) || slash == NULL)
+        return NULL;
+    char *eps = strndup(p, (size_t)(slash - p));
+    *plen = strlen(slash + 1) + 1;
+    *prefix = malloc(*plen);
+    if (eps == NULL || *prefix == NULL || bl_etcd_open(eps, NULL, &c) != 0) {
+        free(eps);
+        free(*prefix);
+        *prefix = NULL;
+        return NULL;
+    }
+    free(eps);
+    memcpy(*prefix, slash + 1, *plen - 1);
+    (*prefix)[*plen - 1] = '/';
+    return c;
+}
+
 void tu_store_remove(const char *loc)
 {
+    unsigned char *prefix, end[1100];
+    size_t plen;
     if (loc == NULL)
         return;
     if (!tu_is_etcd_location(loc)) {
         tu_rmtree(loc);
         return;
     }
-    const char *p = loc + 7, *slash = strchr(p, '/');
-    if (slash == NULL)
+    bl_etcd *c = loc_client(loc, &prefix, &plen);
+    if (c == NULL)
         return;
-    char *eps = strndup(p, (size_t)(slash - p));
-    bl_etcd *c = NULL;
-    if (eps != NULL && bl_etcd_open(eps, NULL, &c) == 0) {
-        size_t plen = strlen(slash + 1) + 1;
-        unsigned char *prefix = malloc(plen), end[1100];
-        if (prefix != NULL && plen < sizeof end) {
-            memcpy(prefix, slash + 1, plen - 1);
-            prefix[plen - 1] = '/';
-            size_t elen = bl_etcd_prefix_end(prefix, plen, end);
-            if (bl_etcd_delete_range(c, prefix, plen, end, elen, NULL, NULL) != 0)
-                fprintf(stderr, "tu_store_remove: %s: %s\n", loc, bl_etcd_last_error());
-        }
-        free(prefix);
-        bl_etcd_close(c);
+    if (plen < sizeof end) {
+        size_t elen = bl_etcd_prefix_end(prefix, plen, end);
+        if (bl_etcd_delete_range(c, prefix, plen, end, elen, NULL, NULL) != 0)
+            fprintf(stderr, "tu_store_remove: %s: %s\n", loc, bl_etcd_last_error());
     }
-    free(eps);
+    free(prefix);
+    bl_etcd_close(c);
+}
+
+int tu_etcd_put(const char *loc, const char *name, const void *value, size_t len)
+{
+    unsigned char *prefix;
+    size_t plen;
+    bl_etcd *c = loc_client(loc, &prefix, &plen);
+    if (c == NULL)
+        return BINDLOG_EINVAL;
+    size_t n = strlen(name);
+    unsigned char *k = malloc(plen + n);
+    int rc = BINDLOG_ENOMEM;
+    if (k != NULL) {
+        memcpy(k, prefix, plen);
+        memcpy(k + plen, name, n);
+        rc = bl_etcd_put(c, k, plen + n, value, len, NULL);
+    }
+    free(k);
+    free(prefix);
+    bl_etcd_close(c);
+    return rc;
+}
+
+long tu_etcd_count(const char *loc)
+{
+    unsigned char *prefix, end[1100];
+    size_t plen;
+    long n = -1;
+    bl_etcd *c = loc_client(loc, &prefix, &plen);
+    if (c == NULL)
+        return -1;
+    if (plen < sizeof end) {
+        bl_etcd_kvs kvs = {0};
+        size_t elen = bl_etcd_prefix_end(prefix, plen, end);
+        if (bl_etcd_range(c, prefix, plen, end, elen, 0, 0, BL_ETCD_COUNT_ONLY, &kvs) == 0)
+            n = (long)kvs.count;
+        bl_etcd_kvs_free(&kvs);
+    }
+    free(prefix);
+    bl_etcd_close(c);
+    return n;
 }

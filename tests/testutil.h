@@ -12,6 +12,8 @@
 #ifndef BINDLOG_TESTUTIL_H
 #define BINDLOG_TESTUTIL_H
 
+#include <stddef.h>
+
 #ifndef BINDLOG_TEST_DATA_DIR
 #define BINDLOG_TEST_DATA_DIR "tests/data"
 #endif
@@ -71,6 +73,12 @@ void tu_store_remove(const char *loc);
  * etcd is a failure instead: it prints why and exits with status 1.
  */
 int tu_backend_skip(void);
+
+/* etcd locations only: put PREFIX "/" name = value directly (to forge or
+ * plant foreign data), count every key under PREFIX "/", or read one back.
+ * put returns 0 or a BINDLOG_E* code; count returns the number or -1. */
+int tu_etcd_put(const char *loc, const char *name, const void *value, size_t len);
+long tu_etcd_count(const char *loc);
 
 /* 1 if `loc` is an etcd location ("etcd://..."). */
 int tu_is_etcd_location(const char *loc);
