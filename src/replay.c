@@ -951,8 +951,14 @@ static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, M
         else if (c > 0)
             entry_problem(ck, db, &kb, "is missing from the store (the log produces it)");
         if (c <= 0) {
-            if (++n % 4096 == 0)
-                src_breathe(src); /* only between entries of the store's cursor */
+            if (++n % 4096 == 0) {
+                /* let the store's writers grow its map; the scratch lock is
+                 * dropped and retaken around it so that the locks are always
+                 * taken store first, scratch second */
+                bl_map_unlock(dst);
+                src_breathe(src);
+                bl_map_rdlock(dst);
+            }
             ra = bl_cursor_next(&a, &ka, &va);
         }
         if (c >= 0)
@@ -1104,6 +1110,10 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
                                    scratch->e->dbi[BL_DB_SESSIONS], 0,
                                    out->replay_digest)) != 0)
             goto out;
+        /* done with the scratch store before the store's digest, which
+         * releases and retakes the store's lock between chunks */
+        bl_read_end(scratch->e, dtxn);
+        dtxn = NULL;
     }
     rc = bl_digest_tables(src, stxn, src->dbi[BL_DB_BINDINGS], src->dbi[BL_DB_SESSIONS], 0,
                           out->state_digest);
