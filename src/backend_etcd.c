@@ -796,6 +796,7 @@ static int next_record(bindlog_iter *base, bindlog_record *rec)
             return BINDLOG_ECORRUPT;
         char d[BL_ES_LSN_DIGITS];
         bl_es_lsn_format(lsn, d);
+        bl_etcd_kvs_free(&it->one); /* the previous item's */
         rc = bl_es_get(it->st, BL_ES_LOG, d, sizeof d, it->rev, &it->one);
         if (rc == BINDLOG_ENOTFOUND)
             continue; /* compacted away */
@@ -832,6 +833,7 @@ static int next_binding(bindlog_iter *base, bindlog_binding *out)
 static int emit_session(etcd_iter *it, const void *id, size_t n, bindlog_session *out,
                         void *buf, size_t cap, bl_sval *sv)
 {
+    bl_etcd_kvs_free(&it->one); /* the previous item's */
     int rc = bl_es_get(it->st, BL_ES_SESSIONS, id, n, it->rev, &it->one);
     if (rc == BINDLOG_ENOTFOUND)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
@@ -965,6 +967,7 @@ static int etcd_iter_open(bindlog *h, int kind, const char *arg, size_t arg_len,
         break;
     default: { /* BL_IT_ANCESTORS */
         bl_sval sv;
+        bl_etcd_kvs_free(&it->one); /* the previous item's */
         rc = bl_es_get(st, BL_ES_SESSIONS, arg, arg_len, it->rev, &it->one);
         if (rc == 0)
             rc = bl_sval_decode(it->one.kvs[0].value, it->one.kvs[0].value_len, &sv);
@@ -1083,12 +1086,11 @@ const bl_backend_ops bl_etcd_ops = {
     .iter = etcd_iter_open,
     .stats = etcd_stats,
     .digest = etcd_digest,
-    /* Maintenance lives in etcd_maint.c (another engineer's; not yet
-     * there): NULL until then, and api.c refuses a NULL operation. */
-    .check = NULL,
-    .replay = NULL,
+    /* maintenance: etcd_maint.c */
+    .check = bl_etcd_check,
+    .replay = bl_etcd_replay,
     .lsn_at_time = etcd_lsn_at_time,
-    .compact = NULL,
-    .export_stream = NULL,
-    .import_stream = NULL,
+    .compact = bl_etcd_compact_log,
+    .export_stream = bl_etcd_export,
+    .import_stream = bl_etcd_import,
 };

@@ -7,7 +7,8 @@
  *      * two gateway processes (fork), three threads each, racing splits on
  *        the same keys: for every (key, parent, generation) at most one
  *        split is APPLIED, the others STALE/MOVED; afterwards the log,
- *        re-applied into a fresh LMDB store, gives the same digest;
+ *        re-applied into a fresh LMDB store, gives the same digest, and
+ *        bindlog_check() passes;
  *      * 16 threads through one handle: groups larger than one Txn; a batch
  *        too big for one Txn is BINDLOG_EINVAL and writes nothing;
  *      * what is not a store (foreign keys, forged magic, a newer format, a
@@ -15,7 +16,8 @@
  *      * unreachable endpoints: BINDLOG_EIO, fast.
  *  - three: a 3-member cluster: kill -9 a follower, then the leader, while
  *    8 writer threads run; writes go on after the election; every
- *    acknowledged event is in the log and nothing else is; then every
+ *    acknowledged event is in the log and nothing else is, and check
+ *    passes; then every
  *    member down: calls fail fast with BINDLOG_EIO and write nothing;
  *    service resumes when the members return.
  * Clusters are started with tests/etcd/cluster.sh in temporary directories
@@ -184,7 +186,8 @@ static int64_t replay_clock(void *ctx)
 /*
  * Re-apply every record of `s` through the public API into a new LMDB
  * store: each must be APPLIED with the same LSN and generation, and the
- * two digests must agree.  Returns the number of records.
+ * two digests must agree; then bindlog_check() must find nothing.  Returns
+ * the number of records.
  */
 static uint64_t replay_matches(bindlog *s)
 {
@@ -244,6 +247,13 @@ static uint64_t replay_matches(bindlog *s)
     bindlog_close(l);
     tu_rmtree(tmp);
     free(tmp);
+
+    /* and the library's own check agrees */
+    bindlog_check_report rep;
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    if (rep.problems != 0)
+        fail_msg("check: %llu problems: %s", (unsigned long long)rep.problems, rep.message);
+    assert_int_equal(rep.head_lsn, head);
     return n;
 }
 
