@@ -57,8 +57,9 @@
  *      "base"'s mod revisions: atomic.  A larger FULL import (moving a store
  *      into etcd) is fenced: one Txn creates meta "import" (a token) and
  *      rewrites meta "head" unchanged, so that writers whose reads came
- *      before fail their compare, re-read, and refuse with BINDLOG_EBUSY
- *      while meta "import" exists (the backend's commit checks it); then
+ *      before fail their compare and re-read (they stay out for the whole
+ *      import only if the backend's commit refuses while meta "import"
+ *      exists; readers may see part of the image until the end); then
  *      bounded Txns, each guarded by the token, write the image, the log
  *      and the indexes; the last one writes the meta records and deletes
  *      meta "import".  Until then meta "head" says the store is empty.  If
