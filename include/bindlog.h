@@ -186,7 +186,9 @@ typedef struct bindlog bindlog;
  * files), so any number of handles may be open at once.
  *
  * @param out   receives the handle; set to NULL on failure.
- * @param dir   the store directory.
+ * @param dir   the store directory, or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
+ *              for a store shared by a fleet on etcd (docs/scale-out.md).  Any
+ *              other "scheme://" is refused with BINDLOG_EINVAL.
  * @param opts  options, or NULL for the defaults.
  * @return 0, or
  *   BINDLOG_EINVAL (NULL out/dir, empty dir, bad opts->version or value),

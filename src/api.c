@@ -76,6 +76,17 @@ static const bl_backend_ops *const schemed[] = {
     &bl_etcd_ops,
 };
 
+/* 1 if the location starts like a URL ("word://"), which no directory
+ * path is meant to: a typo in a scheme must not create a directory. */
+static int looks_like_url(const char *location)
+{
+    const char *p = location;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '+' || *p == '-' || *p == '.')
+        p++;
+    return p != location && strncmp(p, "://", 3) == 0;
+}
+
 const bl_backend_ops *bl_backend_for(const char *location)
 {
     for (size_t i = 0; i < sizeof(schemed) / sizeof(schemed[0]); i++) {
@@ -83,7 +94,7 @@ const bl_backend_ops *bl_backend_for(const char *location)
         if (b != NULL && strncmp(location, b->scheme, strlen(b->scheme)) == 0)
             return b;
     }
-    return &bl_lmdb_ops;
+    return looks_like_url(location) ? NULL : &bl_lmdb_ops;
 }
 
 int64_t bl_now_ms(const bindlog *h)
@@ -123,6 +134,11 @@ int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
         return BINDLOG_ENOMEM;
     }
     h->ops = bl_backend_for(dir);
+    if (h->ops == NULL) {
+        free(h->path);
+        free(h);
+        return BINDLOG_EINVAL; /* an unknown "scheme://" */
+    }
     h->read_only = o.read_only != 0;
     h->durability = o.durability;
     h->clock_ms = o.clock_ms;

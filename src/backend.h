@@ -118,7 +118,7 @@ struct bl_backend_ops {
 };
 
 /* The backends.  bl_backend_for() picks the one whose scheme prefixes the
- * location, else LMDB. */
+ * location; any other "scheme://" is NULL (refused); a path is LMDB's. */
 extern const bl_backend_ops bl_lmdb_ops;
 extern const bl_backend_ops bl_etcd_ops;
 const bl_backend_ops *bl_backend_for(const char *location);
