@@ -32,6 +32,9 @@
  * etcd cannot be read for RESOLVE_MS, the outcome is truly unknown: the
  * store's handles turn sticky-failed (BINDLOG_EPANIC; reopen), since
  * reporting either APPLIED or an error could be a lie.
+ *
+ * While a fenced import runs (meta "import" exists, etcd_maint.c), every
+ * write is refused with BINDLOG_EBUSY.
  */
 #define _GNU_SOURCE
 #include "etcd_store.h"
@@ -540,6 +543,12 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
         if ((rc = bl_es_meta_read(st, 0, &c->m)) != 0) {
             rc = bl_es_error(rc, BINDLOG_EIO);
             fail_range(first, NULL, rc);
+            return NULL;
+        }
+        if (c->m.import_mod != 0) {
+            /* a fenced import is writing the store (etcd_maint.c): its
+             * fence moved meta "head", so nothing read before it commits */
+            fail_range(first, NULL, BINDLOG_EBUSY);
             return NULL;
         }
         bl_es_wset_reset(c->ws, c->m.revision);

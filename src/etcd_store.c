@@ -218,6 +218,8 @@ int bl_es_meta_read(bl_estore *st, int64_t revision, bl_es_meta *m)
                 m->base_time_ms = (int64_t)bl_get64(v);
         } else if (name_is(name, n, "base_counts")) {
             rc = bl_es_counts_decode(v, vl, &m->base_counts);
+        } else if (name_is(name, n, "import")) {
+            m->import_mod = kv->mod_revision;
         }
     }
     if (rc == 0 && !magic)

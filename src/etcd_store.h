@@ -88,6 +88,9 @@ typedef struct bl_es_meta {
     int64_t base_time_ms;     /* meta "base_time" */
     bl_es_counts base_counts; /* meta "base_counts" */
     int64_t base_mod;         /* mod_revision of meta "base" (0: absent) */
+    int64_t import_mod;       /* mod_revision of meta "import", the marker of a
+                                 fenced import in progress (0: none); writers
+                                 refuse with BINDLOG_EBUSY while it exists */
 } bl_es_meta;
 
 /*

@@ -13,6 +13,8 @@
  *        too big for one Txn is BINDLOG_EINVAL and writes nothing;
  *      * what is not a store (foreign keys, forged magic, a newer format, a
  *        store nested in another's prefix) is refused; bad locations too;
+ *      * while an import's marker (meta "import") exists, writes are
+ *        BINDLOG_EBUSY;
  *      * unreachable endpoints: BINDLOG_EIO, fast.
  *  - three: a 3-member cluster: kill -9 a follower, then the leader, while
  *    8 writer threads run; writes go on after the election; every
@@ -552,6 +554,25 @@ static void be__not_a_store_refused(void **state)
     free(loc);
 }
 
+/* While a fenced import runs (meta "import" exists) writes are refused,
+ * reads go on. */
+static void be__writes_wait_for_import_marker(void **state)
+{
+    cluster *cl = need_cluster(state);
+    char *loc = location(cl, "marker");
+    bindlog *s = xopen(loc);
+    bindlog_result r;
+    bindlog_binding b;
+    assert_int_equal(bindlog_bind(s, "k", "A", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    assert_int_equal(tu_etcd_put(loc, "m/import", "token", 5), 0);
+    assert_int_equal(bindlog_bind(s, "k", "B", NULL, NULL, NULL, 0, &r), BINDLOG_EBUSY);
+    assert_int_equal(bindlog_get(s, "k", &b), 0);
+    assert_string_equal(b.session_id, "A");
+    bindlog_close(s);
+    tu_store_remove(loc);
+    free(loc);
+}
+
 static void be__unreachable_endpoints_eio(void **state)
 {
     (void)state;
@@ -728,6 +749,7 @@ int main(void)
         cmocka_unit_test(be__two_processes_race_one_split_each),
         cmocka_unit_test(be__group_commit_cut_into_txns),
         cmocka_unit_test(be__not_a_store_refused),
+        cmocka_unit_test(be__writes_wait_for_import_marker),
     };
     const struct CMUnitTest offline[] = {
         cmocka_unit_test(be__unreachable_endpoints_eio),
