@@ -10,9 +10,11 @@
  *  - into an empty store, where a full stream may restore.
  *
  * Either way the import must not crash, and:
- *  - when it refuses (negative return), the store's digest and head are
- *    exactly what they were (nothing of a partial stream applied) and
- *    err_offset is within the input;
+ *  - when it refuses (negative return), the code is one bindlog.h documents
+ *    for a refused stream (BINDLOG_ECORRUPT, _EVERSION, _EEXIST,
+ *    _ENOTFOUND), the store's digest and head are exactly what they were
+ *    (nothing of a partial stream applied), and err_offset is set and
+ *    within the input;
  *  - when it accepts, `records` is the number of LSNs the head moved, and
  *    bindlog_check() finds no problem in the result; a store restored into
  *    an empty one exports (bindlog_export) into a stream that imports into
@@ -171,8 +173,15 @@ static int import_into(bindlog *s, const uint8_t *data, size_t size, const char 
                     (unsigned long long)h0, (unsigned long long)h1);
             abort();
         }
-        if (off != UINT64_MAX && off > size) {
-            fprintf(stderr, "stream_fuzzer: %s: err_offset %llu beyond the %zu input bytes\n",
+        if (rc != BINDLOG_ECORRUPT && rc != BINDLOG_EVERSION && rc != BINDLOG_EEXIST &&
+            rc != BINDLOG_ENOTFOUND) {
+            fprintf(stderr, "stream_fuzzer: %s: refused with %s, not a documented refusal\n",
+                    what, bindlog_code_name(rc));
+            abort();
+        }
+        if (off == UINT64_MAX || off > size) {
+            fprintf(stderr,
+                    "stream_fuzzer: %s: err_offset %llu unset or beyond the %zu input bytes\n",
                     what, (unsigned long long)off, size);
             abort();
         }
