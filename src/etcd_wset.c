@@ -245,8 +245,8 @@ fail:
 
 static int view_binding(void *ctx, const char *key, size_t key_len, bl_bval *out)
 {
-    const unsigned char *v;
-    size_t n;
+    const unsigned char *v = NULL; /* set when get() returns 0; -O3 cannot tell */
+    size_t n = 0;
     int rc = get(ctx, BL_ES_BINDINGS, key, key_len, &v, &n);
     if (rc == 0 && (rc = bl_bval_decode(v, n, out)) != 0 && ((bl_es_wset *)ctx)->error == 0)
         ((bl_es_wset *)ctx)->error = rc;
@@ -255,8 +255,8 @@ static int view_binding(void *ctx, const char *key, size_t key_len, bl_bval *out
 
 static int view_session(void *ctx, const char *id, size_t id_len, bl_sval *out)
 {
-    const unsigned char *v;
-    size_t n;
+    const unsigned char *v = NULL;
+    size_t n = 0;
     int rc = get(ctx, BL_ES_SESSIONS, id, id_len, &v, &n);
     if (rc == 0 && (rc = bl_sval_decode(v, n, out)) != 0 && ((bl_es_wset *)ctx)->error == 0)
         ((bl_es_wset *)ctx)->error = rc;
