@@ -139,6 +139,24 @@ static int bound_session(const bl_view *view, const bl_bval *cur, bl_sval *out)
     return rc == BINDLOG_ENOTFOUND ? BINDLOG_ECORRUPT : rc;
 }
 
+/* The record of an event that moved the key to ev->sid from the binding cur
+ * (BIND, NEW_SESSION): the new and the previous session, and the origin
+ * exactly as given (absent stays absent: a BIND without one keeps the
+ * re-opened session's origin, and replay must do the same). */
+static int record_move(bl_plan *p, const bl_event *ev, const bl_bval *cur)
+{
+    p->rec.sid = ev->sid;
+    p->rec.sid_len = ev->sid_len;
+    p->rec.other = cur->sid;
+    p->rec.other_len = cur->sid_len;
+    if (ev->origin != NULL) {
+        p->rec.flags = BL_REC_ORIGIN;
+        p->rec.origin = ev->origin;
+        p->rec.origin_len = ev->origin_len;
+    }
+    return BINDLOG_APPLIED;
+}
+
 static int decide_bind(const bl_view *view, const bl_event *ev, const bl_bval *cur,
                        int known, uint64_t lsn, int64_t t, bl_plan *p)
 {
@@ -200,17 +218,7 @@ static int decide_bind(const bl_view *view, const bl_event *ev, const bl_bval *c
         p->d_live_bindings = 1;
     }
     p->new_key = !known;
-
-    p->rec.sid = ev->sid;
-    p->rec.sid_len = ev->sid_len;
-    p->rec.other = cur->sid;
-    p->rec.other_len = cur->sid_len;
-    if (ev->origin != NULL) {
-        p->rec.flags = BL_REC_ORIGIN;
-        p->rec.origin = ev->origin;
-        p->rec.origin_len = ev->origin_len;
-    }
-    return BINDLOG_APPLIED;
+    return record_move(p, ev, cur);
 }
 
 static int decide_new(const bl_view *view, const bl_event *ev, const bl_bval *cur, int known,
@@ -254,17 +262,7 @@ static int decide_new(const bl_view *view, const bl_event *ev, const bl_bval *cu
         p->d_live_bindings = 1;
     }
     p->new_key = !known;
-
-    p->rec.sid = ev->sid;
-    p->rec.sid_len = ev->sid_len;
-    p->rec.other = cur->sid;
-    p->rec.other_len = cur->sid_len;
-    if (ev->origin != NULL) {
-        p->rec.flags = BL_REC_ORIGIN;
-        p->rec.origin = ev->origin;
-        p->rec.origin_len = ev->origin_len;
-    }
-    return BINDLOG_APPLIED;
+    return record_move(p, ev, cur);
 }
 
 static int decide_split(const bl_view *view, const bl_event *ev, const bl_bval *cur,
