@@ -86,6 +86,7 @@ static void set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): va_start is right above */
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
 }
@@ -100,6 +101,7 @@ static void append(char *buf, size_t cap, const char *fmt, ...)
     if (used + 1 >= cap)
         return;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): va_start is right above */
     n = vsnprintf(buf + used, cap - used, fmt, ap);
     va_end(ap);
     if (n >= 0 && (size_t)n >= cap - used && cap >= 4)

@@ -229,6 +229,7 @@ typedef struct bl_etcd_cmp {
 /* One operation of a Txn branch.  Pointers are borrowed for the call only. */
 typedef struct bl_etcd_op {
     int type;                   /* BL_ETCD_OP_* */
+    int flags;                  /* RANGE: BL_ETCD_KEYS_ONLY, _COUNT_ONLY, _SORT_DESCEND */
     const void *key;
     size_t key_len;             /* > 0 */
     const void *range_end;      /* RANGE, DELETE; NULL: the single key */
@@ -236,7 +237,6 @@ typedef struct bl_etcd_op {
     const void *value;          /* PUT (may be NULL when value_len is 0) */
     size_t value_len;
     int64_t limit;              /* RANGE: 0 = no limit */
-    int flags;                  /* RANGE: BL_ETCD_KEYS_ONLY, _COUNT_ONLY, _SORT_DESCEND */
 } bl_etcd_op;
 
 /* The response to one op of the branch that ran. */

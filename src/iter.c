@@ -165,7 +165,8 @@ static int next_history(lmdb_iter *it, bindlog_record *rec)
         rc = bl_cursor_next(&it->cur, &k, &v);
         if (rc <= 0)
             return rc;
-        if (k.mv_size != it->prefix_len + 8 || memcmp(k.mv_data, it->prefix, it->prefix_len)) {
+        if (k.mv_size != it->prefix_len + 8 ||
+            memcmp(k.mv_data, it->prefix, it->prefix_len) != 0) {
             it->cur.state = 2;
             return 0;
         }

@@ -596,8 +596,8 @@ static void etcd__range_at_old_revision(void **state)
 static void expect_cmp(bl_etcd *c, bl_etcd_cmp cm, int want)
 {
     bl_etcd_txn_result r = { 0 };
-    bl_etcd_op ok = { BL_ETCD_OP_PUT, "cmp/ok", 6, NULL, 0, "x", 1, 0, 0 };
-    bl_etcd_op no = { BL_ETCD_OP_RANGE, "cmp/k", 5, NULL, 0, NULL, 0, 0, 0 };
+    bl_etcd_op ok = { BL_ETCD_OP_PUT, 0, "cmp/ok", 6, NULL, 0, "x", 1, 0 };
+    bl_etcd_op no = { BL_ETCD_OP_RANGE, 0, "cmp/k", 5, NULL, 0, NULL, 0, 0 };
     CHECK(bl_etcd_txn(c, &cm, 1, &ok, 1, &no, 1, &r));
     if (r.succeeded != want)
         fail_msg("compare target %d result %d number %lld: succeeded %d, want %d", cm.target,
@@ -671,8 +671,8 @@ static void etcd__txn_compares(void **state)
         bl_etcd_cmp cm = { BL_ETCD_CMP_VERSION, BL_ETCD_EQUAL, "cmp/none", 8, NULL, 0, 0, NULL, 0 };
         bl_etcd_cmp all[3];
         bl_etcd_op ops[2] = {
-            { BL_ETCD_OP_PUT, "cmp/none", 8, NULL, 0, "new", 3, 0, 0 },
-            { BL_ETCD_OP_DELETE, "cmp/ok", 6, NULL, 0, NULL, 0, 0, 0 },
+            { BL_ETCD_OP_PUT, 0, "cmp/none", 8, NULL, 0, "new", 3, 0 },
+            { BL_ETCD_OP_DELETE, 0, "cmp/ok", 6, NULL, 0, NULL, 0, 0 },
         };
         all[0] = cm;
         all[1] = cm;
@@ -712,8 +712,8 @@ static void etcd__txn_compares(void **state)
     /* Bad compares and ops are refused before they are sent. */
     {
         bl_etcd_cmp cm = { 9, BL_ETCD_EQUAL, "cmp/k", 5, NULL, 0, 0, NULL, 0 };
-        bl_etcd_op op = { 7, "cmp/k", 5, NULL, 0, NULL, 0, 0, 0 };
-        bl_etcd_op nokey = { BL_ETCD_OP_PUT, "", 0, NULL, 0, "v", 1, 0, 0 };
+        bl_etcd_op op = { 7, 0, "cmp/k", 5, NULL, 0, NULL, 0, 0 };
+        bl_etcd_op nokey = { BL_ETCD_OP_PUT, 0, "", 0, NULL, 0, "v", 1, 0 };
         assert_int_equal(bl_etcd_txn(c, &cm, 1, NULL, 0, NULL, 0, &r), BINDLOG_EINVAL);
         assert_int_equal(bl_etcd_txn(c, NULL, 0, &op, 1, NULL, 0, &r), BINDLOG_EINVAL);
         assert_int_equal(bl_etcd_txn(c, NULL, 0, NULL, 0, &nokey, 1, &r), BINDLOG_EINVAL);
@@ -742,7 +742,7 @@ static void *race(void *arg)
         bl_etcd_txn_result res = { 0 };
         bl_etcd_cmp cm = { BL_ETCD_CMP_MOD, BL_ETCD_EQUAL, "race/k", 6, NULL, 0, 0, NULL, 0 };
         char v[16];
-        bl_etcd_op op = { BL_ETCD_OP_PUT, "race/k", 6, NULL, 0, v, 0, 0, 0 };
+        bl_etcd_op op = { BL_ETCD_OP_PUT, 0, "race/k", 6, NULL, 0, v, 0, 0 };
         pthread_barrier_wait(r->bar);
         /* Both read the same state, then both try to change it. */
         if (bl_etcd_range(r->c, "race/k", 6, NULL, 0, 0, 0, 0, &kvs) != 0 || kvs.n != 1)
@@ -815,7 +815,7 @@ static void etcd__txn_op_limit(void **state)
 
     for (i = 0; i < 130; i++) {
         snprintf(keys[i], sizeof keys[i], "ops/%03zu", i);
-        ops[i] = (bl_etcd_op){ BL_ETCD_OP_PUT, keys[i], strlen(keys[i]), NULL, 0, "v", 1, 0, 0 };
+        ops[i] = (bl_etcd_op){ BL_ETCD_OP_PUT, 0, keys[i], strlen(keys[i]), NULL, 0, "v", 1, 0 };
         cmps[i] = (bl_etcd_cmp){ BL_ETCD_CMP_VERSION, BL_ETCD_EQUAL, keys[i], strlen(keys[i]),
                                  NULL, 0, 0, NULL, 0 };
     }
@@ -899,7 +899,7 @@ static void etcd__hung_member_fails_over(void **state)
     bl_etcd *c = NULL;
     bl_etcd_txn_result r = { 0 };
     bl_etcd_kvs kvs = { 0 };
-    bl_etcd_op op = { BL_ETCD_OP_PUT, "hung/k", 6, NULL, 0, "v", 1, 0, 0 };
+    bl_etcd_op op = { BL_ETCD_OP_PUT, 0, "hung/k", 6, NULL, 0, "v", 1, 0 };
     char eps[600];
     int lfd, lport;
     long t0, dt;
@@ -961,7 +961,7 @@ static void etcd__quota_exhausted_is_enospc(void **state)
     unsigned char *big = calloc(1, len);
     bl_etcd_kvs kvs = { 0 };
     bl_etcd_txn_result r = { 0 };
-    bl_etcd_op op = { BL_ETCD_OP_PUT, "q/txn", 5, NULL, 0, "v", 1, 0, 0 };
+    bl_etcd_op op = { BL_ETCD_OP_PUT, 0, "q/txn", 5, NULL, 0, "v", 1, 0 };
     int i, rc = 0, written = 0;
 
     for (i = 0; i < 40; i++) {
