@@ -6,15 +6,21 @@
  * PREFIX is described in etcd_store.h.
  *
  * The write path.  Mutating calls queue on the store's group-commit queue
- * (group.c).  The leader reads meta at the latest revision R (a
- * linearizable range), then decides each event of the group in order with
- * bl_decide() over a write set (etcd_wset.c): reads of etcd at R through
- * an overlay of the group's own pending puts, so each event sees the ones
- * before it; a batch that fails half-way is rolled back to its savepoint.
- * The Txn then compares meta "head" and every key read against what R
- * showed and puts everything plus the new head and counters.  A group with
- * nothing APPLIED sends no Txn: STALE, MOVED and ALREADY were decided on
- * the linearizable read.  A group whose Txn would exceed etcd's
+ * (group.c).  The leader reads meta and every key the group's events name
+ * (their bindings, the sessions they name) in one read-only Txn, whose
+ * revision R is the group's, then the sessions those bindings are bound to
+ * in a second one (read_chunk; etcd_wset.c's prefetch): two round trips
+ * whatever the group's size.  It then decides each event of the group in
+ * order with bl_decide() over a write set: the prefetched values (any key
+ * not prefetched is read singly at R) through an overlay of the group's
+ * own pending puts, so each event sees the ones before it; a batch that
+ * fails half-way is rolled back to its savepoint.  The Txn then compares
+ * meta "head" and every key whose value a decision used against the
+ * mod_revision read, and puts everything plus the new head and counters.
+ * The second read Txn holds only if meta "head" is unchanged since R, so
+ * all values are R's (BL_ES_MOVED: read again).  A group with nothing
+ * APPLIED sends no Txn: STALE, MOVED and ALREADY were decided on the
+ * linearizable reads of R.  A group whose Txn would exceed etcd's
  * --max-txn-ops or our request size bound is cut into several Txns between
  * requests (never inside one: a request too big for one Txn alone is
  * BINDLOG_EINVAL).  When the compares fail (another process committed
@@ -425,6 +431,66 @@ static int apply_req(chunk *c, bl_greq *r)
     return wrote;
 }
 
+/* Name every key the events of the requests from `first` on read directly:
+ * the binding of the event's key, and the sessions it names (BIND's
+ * target and expected session, NEW_SESSION's id, SPLIT's child and
+ * parent).  The sessions bound to those keys follow in the prefetch's
+ * second round.  At most one read Txn's worth: a chunk cannot hold more
+ * applied events than that anyway (each puts >= 3 keys), and the events
+ * beyond read their keys singly. */
+static int want_keys(chunk *c, bl_greq *first)
+{
+    size_t cap = c->st->max_txn_ops - 2 - 3; /* meta and head ranges; one event's keys */
+    int rc = 0;
+    for (bl_greq *r = first; r != NULL && rc == 0; r = r->next)
+        for (size_t i = 0; i < r->n && rc == 0; i++) {
+            const bl_event *ev = &r->ev[i];
+            if (bl_es_wset_nwant(c->ws) > cap)
+                return 0;
+            if (bl_event_check(ev) != 0)
+                continue; /* bl_decide refuses it without reading */
+            rc = bl_es_wset_want(c->ws, BL_ES_BINDINGS, ev->key, ev->key_len);
+            if (rc == 0 && ev->sid != NULL && ev->sid_len != 0 &&
+                (ev->type == BINDLOG_EVENT_BIND || ev->type == BINDLOG_EVENT_NEW_SESSION ||
+                 ev->type == BINDLOG_EVENT_SPLIT))
+                rc = bl_es_wset_want(c->ws, BL_ES_SESSIONS, ev->sid, ev->sid_len);
+            if (rc == 0 && ev->expect != NULL && ev->expect_len != 0 &&
+                (ev->type == BINDLOG_EVENT_BIND || ev->type == BINDLOG_EVENT_SPLIT))
+                rc = bl_es_wset_want(c->ws, BL_ES_SESSIONS, ev->expect, ev->expect_len);
+        }
+    return rc;
+}
+
+/*
+ * The reads of one attempt: meta and the prefetch of the group's keys in
+ * one read Txn (its revision is the chunk's revision R), then the sessions
+ * those bindings are bound to (etcd_store.h, bl_es_wset_prefetch).  Two
+ * round trips for a group of any size up to --max-txn-ops keys.
+ */
+static int read_chunk(chunk *c, bl_greq *first)
+{
+    bl_ebuf b = {0}, e = {0};
+    bl_etcd_kvs meta = {0};
+    bl_etcd_op op;
+    int64_t rev = 0;
+    int rc;
+
+    bl_es_wset_reset(c->ws, 0);
+    if ((rc = bl_es_table_range(c->st, BL_ES_META, NULL, 0, &b, &e)) != 0 ||
+        (rc = want_keys(c, first)) != 0)
+        goto out;
+    op = (bl_etcd_op){.type = BL_ETCD_OP_RANGE, .key = b.p, .key_len = b.len,
+                      .range_end = e.p, .range_end_len = e.len};
+    if ((rc = bl_es_wset_prefetch(c->ws, &op, 1, &meta, &rev)) != 0)
+        goto out;
+    rc = bl_es_meta_parse(c->st, &meta, rev, &c->m);
+out:
+    bl_etcd_kvs_free(&meta);
+    bl_ebuf_free(&b);
+    bl_ebuf_free(&e);
+    return rc;
+}
+
 /* 1 if the write set no longer fits one Txn. */
 static int too_big(const chunk *c)
 {
@@ -540,7 +606,9 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
     for (int attempt = 0; attempt <= RACE_RETRIES; attempt++) {
         if (attempt > 0)
             backoff(attempt);
-        if ((rc = bl_es_meta_read(st, 0, &c->m)) != 0) {
+        if ((rc = read_chunk(c, first)) == BL_ES_MOVED)
+            continue; /* the store changed between the read Txns: read again */
+        if (rc != 0) {
             rc = bl_es_error(rc, BINDLOG_EIO);
             fail_range(first, NULL, rc);
             return NULL;
@@ -551,7 +619,6 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
             fail_range(first, NULL, BINDLOG_EBUSY);
             return NULL;
         }
-        bl_es_wset_reset(c->ws, c->m.revision);
         c->lsn = c->m.head_lsn;
         c->time_ms = c->m.head_time_ms;
         c->counts = c->m.counts;

@@ -164,21 +164,15 @@ static int name_is(const unsigned char *n, size_t len, const char *s)
     return len == strlen(s) && memcmp(n, s, len) == 0;
 }
 
-int bl_es_meta_read(bl_estore *st, int64_t revision, bl_es_meta *m)
+int bl_es_meta_parse(const bl_estore *st, const bl_etcd_kvs *kvs, int64_t revision,
+                     bl_es_meta *m)
 {
-    bl_ebuf b = {0}, e = {0};
-    bl_etcd_kvs kvs = {0};
-    int rc, magic = 0;
+    int rc = 0, magic = 0;
 
     memset(m, 0, sizeof(*m));
-    if ((rc = bl_es_table_range(st, BL_ES_META, NULL, 0, &b, &e)) != 0)
-        goto out;
-    rc = bl_etcd_range(st->c, b.p, b.len, e.p, e.len, revision, 0, 0, &kvs);
-    if (rc != 0)
-        goto out;
-    m->revision = kvs.revision;
-    for (size_t i = 0; i < kvs.n && rc == 0; i++) {
-        const bl_etcd_kv *kv = &kvs.kvs[i];
+    m->revision = revision;
+    for (size_t i = 0; i < kvs->n && rc == 0; i++) {
+        const bl_etcd_kv *kv = &kvs->kvs[i];
         size_t n;
         const unsigned char *name = bl_es_key_name(st, BL_ES_META, kv, &n);
         const unsigned char *v = kv->value;
@@ -228,6 +222,21 @@ int bl_es_meta_read(bl_estore *st, int64_t revision, bl_es_meta *m)
         rc = BINDLOG_ECORRUPT;
     if (rc == 0 && m->format > BINDLOG_FORMAT_VERSION)
         rc = BINDLOG_EVERSION;
+    return rc;
+}
+
+int bl_es_meta_read(bl_estore *st, int64_t revision, bl_es_meta *m)
+{
+    bl_ebuf b = {0}, e = {0};
+    bl_etcd_kvs kvs = {0};
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if ((rc = bl_es_table_range(st, BL_ES_META, NULL, 0, &b, &e)) != 0)
+        goto out;
+    rc = bl_etcd_range(st->c, b.p, b.len, e.p, e.len, revision, 0, 0, &kvs);
+    if (rc == 0)
+        rc = bl_es_meta_parse(st, &kvs, kvs.revision, m);
 out:
     bl_etcd_kvs_free(&kvs);
     bl_ebuf_free(&b);

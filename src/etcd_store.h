@@ -172,6 +172,12 @@ int bl_es_error(int rc, int compacted);
  */
 int bl_es_meta_read(bl_estore *st, int64_t revision, bl_es_meta *m);
 
+/* Decode the meta records `kvs` read at `revision` (a range over the meta
+ * table, e.g. inside a read Txn) into *m, with bl_es_meta_read's checks
+ * and errors. */
+int bl_es_meta_parse(const bl_estore *st, const bl_etcd_kvs *kvs, int64_t revision,
+                     bl_es_meta *m);
+
 /*
  * Read one key of `table` at `revision` (0: latest, linearizable).
  * Returns 0 with the value in *kvs (kvs->n == 1) or BINDLOG_ENOTFOUND
@@ -234,6 +240,36 @@ int bl_es_wset_new(bl_estore *st, int64_t revision, bl_es_wset **out);
 void bl_es_wset_free(bl_es_wset *ws);
 /* Forget everything and read at `revision` from now on. */
 void bl_es_wset_reset(bl_es_wset *ws, int64_t revision);
+
+/*
+ * Prefetch.  bl_es_wset_want() names a key of the state tables the group's
+ * events will read; bl_es_wset_prefetch() then reads every wanted key in
+ * as few read-only Txns (RANGE ops only, no compares) as --max-txn-ops
+ * allows, in two rounds: first the wanted keys plus the caller's `extra`
+ * RANGE ops (the meta table), then the session each fetched binding is
+ * bound to, where not fetched already.  The first Txn's revision becomes
+ * the set's revision (*revision; later single reads are pinned to it) and
+ * its answers to `extra` land in extra_out[0..nextra) (free each with
+ * bl_etcd_kvs_free()).  A Txn cannot be pinned to a revision, so every
+ * later Txn compares meta "head"'s mod_revision with the first one's: as
+ * every change of the state tables moves "head", all values then equal
+ * the first Txn's, one consistent snapshot (decisions that write nothing,
+ * e.g. MOVED, rest on it).  If "head" moved, the prefetch fails with
+ * BL_ES_MOVED: read again, as after a lost race.  A prefetched value
+ * counts as read -- gets its compare in the final Txn, on the
+ * mod_revision read -- only once a view read uses it; values never used
+ * cost no compare.  Keys not prefetched are read singly at the set's
+ * revision, as before.  Call on a set just reset; at most
+ * BL_ES_PREFETCH_MAX keys are fetched (the others fall back to single
+ * reads).
+ */
+#define BL_ES_PREFETCH_MAX 1024
+#define BL_ES_MOVED (-102) /* internal, like BL_ETCD_ECOMPACTED */
+int bl_es_wset_want(bl_es_wset *ws, int table, const void *name, size_t name_len);
+int bl_es_wset_prefetch(bl_es_wset *ws, const bl_etcd_op *extra, size_t nextra,
+                        bl_etcd_kvs *extra_out, int64_t *revision);
+/* Keys wanted so far. */
+size_t bl_es_wset_nwant(const bl_es_wset *ws);
 
 /* A bl_view over the set (state tables b and s). */
 void bl_es_wset_view(bl_es_wset *ws, bl_view *v);

@@ -18,6 +18,10 @@ typedef struct ent {
     unsigned char *key;
     size_t key_len;
     uint64_t hash;
+    int table;             /* BL_ES_* (wanted entries), else 0 */
+    int wanted;            /* queued for the prefetch */
+    int fetched;           /* prefetched: rval/present/mod valid, but no
+                              compare until a view read uses it */
     int read;              /* read from etcd: compare it */
     int present;           /* ... and it existed, with mod_revision `mod` */
     int64_t mod;
@@ -48,6 +52,10 @@ struct bl_es_wset {
     size_t nallocs, capallocs;
     size_t nputs, ncmps, bytes;
     int error;             /* first storage error of a view read */
+    size_t *want;          /* entries queued for the prefetch, in order */
+    size_t nwant, capwant;
+    int64_t head_mod;      /* mod_revision of meta "head" at the prefetch's
+                              revision (0: absent) */
     bl_ebuf kbuf;
 };
 
@@ -86,6 +94,8 @@ void bl_es_wset_reset(bl_es_wset *ws, int64_t revision)
     for (size_t i = 0; i < ws->n; i++)
         free(ws->ents[i].key);
     ws->nallocs = ws->n = ws->nundo = 0;
+    ws->nwant = 0;
+    ws->head_mod = 0;
     ws->nputs = ws->ncmps = ws->bytes = 0;
     ws->error = 0;
     memset(ws->slots, 0, ws->nslots * sizeof(size_t));
@@ -101,6 +111,7 @@ void bl_es_wset_free(bl_es_wset *ws)
     free(ws->slots);
     free(ws->undos);
     free(ws->allocs);
+    free(ws->want);
     bl_ebuf_free(&ws->kbuf);
     free(ws);
 }
@@ -208,22 +219,26 @@ static int get(bl_es_wset *ws, int table, const void *name, size_t name_len,
     if (e == NULL)
         goto fail;
     if (!e->written && !e->read) {
-        bl_etcd_kvs kvs;
-        size_t idx = (size_t)(e - ws->ents);
-        rc = bl_etcd_range(ws->st->c, ws->kbuf.p, ws->kbuf.len, NULL, 0, ws->revision, 0, 0,
-                           &kvs);
-        e = &ws->ents[idx];
-        if (rc == 0 && kvs.n == 1) {
-            e->rval = copy(ws, kvs.kvs[0].value, kvs.kvs[0].value_len);
-            if (e->rval == NULL)
-                rc = BINDLOG_ENOMEM;
-            e->rlen = kvs.kvs[0].value_len;
-            e->mod = kvs.kvs[0].mod_revision;
-            e->present = 1;
+        if (!e->fetched) {
+            bl_etcd_kvs kvs;
+            size_t idx = (size_t)(e - ws->ents);
+            rc = bl_etcd_range(ws->st->c, ws->kbuf.p, ws->kbuf.len, NULL, 0, ws->revision, 0,
+                               0, &kvs);
+            e = &ws->ents[idx];
+            if (rc == 0 && kvs.n == 1) {
+                e->rval = copy(ws, kvs.kvs[0].value, kvs.kvs[0].value_len);
+                if (e->rval == NULL)
+                    rc = BINDLOG_ENOMEM;
+                e->rlen = kvs.kvs[0].value_len;
+                e->mod = kvs.kvs[0].mod_revision;
+                e->present = 1;
+            }
+            bl_etcd_kvs_free(&kvs);
+            if (rc != 0)
+                goto fail;
         }
-        bl_etcd_kvs_free(&kvs);
-        if (rc != 0)
-            goto fail;
+        /* from here on the value is used: the Txn must compare it (its
+         * mod_revision as read, whichever revision it was read at) */
         e->read = 1;
         ws->ncmps++;
     }
@@ -242,6 +257,157 @@ fail:
         ws->error = rc;
     return rc;
 }
+
+/* ---- prefetch ---------------------------------------------------------------- */
+
+int bl_es_wset_want(bl_es_wset *ws, int table, const void *name, size_t name_len)
+{
+    int rc;
+    ent *e;
+    if (ws->nwant >= BL_ES_PREFETCH_MAX)
+        return 0; /* the rest falls back to single reads */
+    if ((rc = bl_es_key(ws->st, table, name, name_len, &ws->kbuf)) != 0)
+        return rc;
+    e = lookup(ws, ws->kbuf.p, ws->kbuf.len, 1, &rc);
+    if (e == NULL)
+        return rc;
+    if (e->wanted || e->fetched || e->read || e->written)
+        return 0;
+    if (ws->nwant == ws->capwant) {
+        size_t c = ws->capwant ? 2 * ws->capwant : 64;
+        size_t *a = realloc(ws->want, c * sizeof(*a));
+        if (a == NULL)
+            return BINDLOG_ENOMEM;
+        ws->want = a;
+        ws->capwant = c;
+    }
+    e->wanted = 1;
+    e->table = table;
+    ws->want[ws->nwant++] = (size_t)(e - ws->ents);
+    return 0;
+}
+
+/*
+ * One read Txn: extra[0..nextra) then RANGEs of want[*from .. *from + n),
+ * n as many as fit.  Marks those entries fetched; the extras' answers go to
+ * extra_out.  The first Txn of a prefetch (`first`) also reads meta "head"
+ * and sets the set's revision; every later one holds only if "head" still
+ * has that mod_revision (BL_ES_MOVED if not), so that all its values are
+ * also the first one's.
+ */
+static int fetch_txn(bl_es_wset *ws, int first, const bl_etcd_op *extra, size_t nextra,
+                     bl_etcd_kvs *extra_out, size_t *from)
+{
+    size_t max = bl_etcd_max_txn_ops(ws->st->c);
+    size_t n = ws->nwant - *from, nops;
+    bl_etcd_txn_result res = {0};
+    bl_etcd_cmp cmp;
+    bl_etcd_op *ops;
+    int rc;
+
+    if (nextra + 1 >= max)
+        return BINDLOG_EINVAL;
+    if (n > max - nextra - 1)
+        n = max - nextra - 1;
+    if ((rc = bl_es_key(ws->st, BL_ES_META, "head", 4, &ws->kbuf)) != 0)
+        return rc;
+    if ((ops = calloc(nextra + n + 1, sizeof(*ops))) == NULL)
+        return BINDLOG_ENOMEM;
+    for (size_t i = 0; i < nextra; i++)
+        ops[i] = extra[i];
+    for (size_t i = 0; i < n; i++) {
+        const ent *e = &ws->ents[ws->want[*from + i]];
+        ops[nextra + i] = (bl_etcd_op){.type = BL_ETCD_OP_RANGE, .key = e->key,
+                                       .key_len = e->key_len};
+    }
+    nops = nextra + n;
+    if (first)
+        ops[nops++] = (bl_etcd_op){.type = BL_ETCD_OP_RANGE, .key = ws->kbuf.p,
+                                   .key_len = ws->kbuf.len};
+    cmp = (bl_etcd_cmp){.target = BL_ETCD_CMP_MOD, .result = BL_ETCD_EQUAL,
+                        .key = ws->kbuf.p, .key_len = ws->kbuf.len, .number = ws->head_mod};
+    rc = bl_etcd_txn(ws->st->c, &cmp, first ? 0 : 1, ops, nops, NULL, 0, &res);
+    free(ops);
+    if (rc == 0 && !res.succeeded)
+        rc = BL_ES_MOVED; /* a state change since the first Txn */
+    if (rc == 0 && res.nresults != nops)
+        rc = BINDLOG_EIO;
+    for (size_t i = 0; rc == 0 && i < nops; i++)
+        if (res.results[i].type != BL_ETCD_OP_RANGE)
+            rc = BINDLOG_EIO;
+    if (rc == 0 && first) {
+        const bl_etcd_kvs *h = &res.results[nops - 1].kvs;
+        ws->head_mod = h->n == 1 ? h->kvs[0].mod_revision : 0;
+        ws->revision = res.revision;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        ent *e = &ws->ents[ws->want[*from + i]];
+        const bl_etcd_kvs *kvs = &res.results[nextra + i].kvs;
+        if (kvs->n > 1 ||
+            (kvs->n == 1 && (kvs->kvs[0].key_len != e->key_len ||
+                             memcmp(kvs->kvs[0].key, e->key, e->key_len) != 0))) {
+            rc = BINDLOG_EIO; /* not the answer to a single-key range */
+            break;
+        }
+        if (kvs->n == 1) {
+            if ((e->rval = copy(ws, kvs->kvs[0].value, kvs->kvs[0].value_len)) == NULL) {
+                rc = BINDLOG_ENOMEM;
+                break;
+            }
+            e->rlen = kvs->kvs[0].value_len;
+            e->mod = kvs->kvs[0].mod_revision;
+            e->present = 1;
+        }
+        e->fetched = 1;
+    }
+    if (rc == 0) {
+        for (size_t i = 0; i < nextra; i++) {
+            extra_out[i] = res.results[i].kvs;
+            memset(&res.results[i].kvs, 0, sizeof(res.results[i].kvs));
+        }
+        *from += n;
+    }
+    bl_etcd_txn_result_free(&res);
+    return rc;
+}
+
+int bl_es_wset_prefetch(bl_es_wset *ws, const bl_etcd_op *extra, size_t nextra,
+                        bl_etcd_kvs *extra_out, int64_t *revision)
+{
+    size_t done = 0, round1;
+    int rc;
+
+    for (size_t i = 0; i < nextra; i++)
+        memset(&extra_out[i], 0, sizeof(extra_out[i]));
+    /* round 1: the extras and the keys the events name */
+    if ((rc = fetch_txn(ws, 1, extra, nextra, extra_out, &done)) != 0)
+        goto fail;
+    *revision = ws->revision;
+    while (done < ws->nwant)
+        if ((rc = fetch_txn(ws, 0, NULL, 0, NULL, &done)) != 0)
+            goto fail;
+    /* round 2: the sessions the fetched bindings are bound to */
+    round1 = ws->nwant;
+    for (size_t i = 0; i < round1; i++) {
+        const ent *e = &ws->ents[ws->want[i]];
+        bl_bval b;
+        if (e->table != BL_ES_BINDINGS || !e->present ||
+            bl_bval_decode(e->rval, e->rlen, &b) != 0 || b.sid_len == 0)
+            continue; /* a bad value is the view read's to report */
+        if ((rc = bl_es_wset_want(ws, BL_ES_SESSIONS, b.sid, b.sid_len)) != 0)
+            goto fail;
+    }
+    while (done < ws->nwant)
+        if ((rc = fetch_txn(ws, 0, NULL, 0, NULL, &done)) != 0)
+            goto fail;
+    return 0;
+fail:
+    for (size_t i = 0; i < nextra; i++)
+        bl_etcd_kvs_free(&extra_out[i]);
+    return rc;
+}
+
+size_t bl_es_wset_nwant(const bl_es_wset *ws) { return ws->nwant; }
 
 static int view_binding(void *ctx, const char *key, size_t key_len, bl_bval *out)
 {
