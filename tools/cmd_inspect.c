@@ -217,7 +217,7 @@ static int run_get(cli *c)
 {
     static const cli_opt opts[] = {{"--json", NULL, 0, OPT_JSON}, CLI_OPT_END};
     static const char *const names[] = {"KEY"};
-    const char *key;
+    const char *key = NULL; /* set by parse_simple on success; -O3 cannot tell */
     bindlog *s = NULL;
     bindlog_binding b;
     bindlog_session ss;
