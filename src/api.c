@@ -379,6 +379,50 @@ int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out
 
 /* ---- iterators ------------------------------------------------------------- */
 
+int bl_rec_emit(bl_rec_buf *b, const void *bytes, size_t len, uint64_t lsn,
+                bindlog_record *rec)
+{
+    bl_record r;
+    int rc = bl_record_decode(bytes, len, &r);
+    if (rc != 0)
+        return rc;
+    if (r.lsn != lsn)
+        return BINDLOG_ECORRUPT; /* a record stored under another LSN's key */
+    if (r.origin_len > b->origin_cap) {
+        unsigned char *p = realloc(b->origin, r.origin_len);
+        if (p == NULL)
+            return BINDLOG_ENOMEM;
+        b->origin = p;
+        b->origin_cap = r.origin_len;
+    }
+    copy_str(b->key, r.key, r.key_len);
+    copy_str(b->sid, r.sid, r.sid_len);
+    copy_str(b->other, r.other, r.other_len);
+    copy_str(b->reason, r.reason, r.reason_len);
+    if (r.origin_len)
+        memcpy(b->origin, r.origin, r.origin_len);
+    rec->lsn = r.lsn;
+    rec->type = (int)r.type;
+    rec->time_ms = r.time_ms;
+    rec->generation = r.generation;
+    rec->key = b->key;
+    rec->key_len = r.key_len;
+    rec->session_id = b->sid;
+    rec->other_id = b->other;
+    rec->reason = b->reason;
+    rec->origin = r.origin_len ? b->origin : NULL;
+    rec->origin_len = r.origin_len;
+    rec->origin_present = (r.flags & BL_REC_ORIGIN) != 0;
+    return 1;
+}
+
+void bl_rec_buf_free(bl_rec_buf *b)
+{
+    free(b->origin);
+    b->origin = NULL;
+    b->origin_cap = 0;
+}
+
 static int open_iter(bindlog *s, int kind, const char *arg, size_t arg_len, uint64_t from,
                      uint64_t to, bindlog_iter **out)
 {

@@ -52,6 +52,23 @@ int64_t bl_now_ms(const bindlog *h);
 void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const bl_sval *v,
                      void *origin_buf, size_t origin_cap);
 
+/* The copies a log or history iterator hands records out of; what
+ * bl_rec_emit() points the caller's record at stays valid until the next
+ * emit or bl_rec_buf_free(). */
+typedef struct bl_rec_buf {
+    char key[BINDLOG_KEY_MAX + 1], sid[BINDLOG_ID_MAX + 1], other[BINDLOG_ID_MAX + 1];
+    char reason[BINDLOG_REASON_MAX + 1];
+    unsigned char *origin;
+    size_t origin_cap;
+} bl_rec_buf;
+
+/* Decode the stored record `bytes` that was found under `lsn` into `buf`
+ * and fill `rec` from it.  1, or BINDLOG_ECORRUPT (also for a record stored
+ * under another LSN's key), BINDLOG_EVERSION, BINDLOG_ENOMEM. */
+int bl_rec_emit(bl_rec_buf *buf, const void *bytes, size_t len, uint64_t lsn,
+                bindlog_record *rec);
+void bl_rec_buf_free(bl_rec_buf *buf);
+
 /* Iterator kinds; which next_* function a kind accepts is checked above the
  * seam. */
 enum {

@@ -791,10 +791,7 @@ typedef struct etcd_iter {
     char next_id[BINDLOG_ID_MAX + 1]; /* ancestors: the next session */
     size_t next_len;
     uint64_t steps, max_steps;
-    char key[BINDLOG_KEY_MAX + 1], sid[BINDLOG_ID_MAX + 1], other[BINDLOG_ID_MAX + 1];
-    char reason[BINDLOG_REASON_MAX + 1];
-    unsigned char *origin;
-    size_t origin_cap;
+    bl_rec_buf rb;   /* records handed to the caller */
     bl_etcd_kvs one; /* the last single-key read handed out */
 } etcd_iter;
 
@@ -804,44 +801,8 @@ static void iter_close(bindlog_iter *base)
     if (it->have_pg)
         bl_es_pager_close(&it->pg);
     bl_etcd_kvs_free(&it->one);
-    free(it->origin);
+    bl_rec_buf_free(&it->rb);
     free(it);
-}
-
-static int emit_record(etcd_iter *it, const bl_etcd_kv *kv, uint64_t lsn, bindlog_record *rec)
-{
-    bl_record r;
-    int rc = bl_record_decode(kv->value, kv->value_len, &r);
-    if (rc != 0)
-        return rc;
-    if (r.lsn != lsn)
-        return BINDLOG_ECORRUPT;
-    if (r.origin_len > it->origin_cap) {
-        unsigned char *p = realloc(it->origin, r.origin_len);
-        if (p == NULL)
-            return BINDLOG_ENOMEM;
-        it->origin = p;
-        it->origin_cap = r.origin_len;
-    }
-    copy_str(it->key, r.key, r.key_len);
-    copy_str(it->sid, r.sid, r.sid_len);
-    copy_str(it->other, r.other, r.other_len);
-    copy_str(it->reason, r.reason, r.reason_len);
-    if (r.origin_len)
-        memcpy(it->origin, r.origin, r.origin_len);
-    rec->lsn = r.lsn;
-    rec->type = (int)r.type;
-    rec->time_ms = r.time_ms;
-    rec->generation = r.generation;
-    rec->key = it->key;
-    rec->key_len = r.key_len;
-    rec->session_id = it->sid;
-    rec->other_id = it->other;
-    rec->reason = it->reason;
-    rec->origin = r.origin_len ? it->origin : NULL;
-    rec->origin_len = r.origin_len;
-    rec->origin_present = (r.flags & BL_REC_ORIGIN) != 0;
-    return 1;
 }
 
 static int page_err(int rc) { return rc < 0 ? bl_es_error(rc, BINDLOG_EBUSY) : rc; }
@@ -863,7 +824,7 @@ static int next_record(bindlog_iter *base, bindlog_record *rec)
             name = bl_es_key_name(it->st, BL_ES_LOG, kv, &n);
             if (name == NULL || bl_es_lsn_parse(name, n, &lsn) != 0)
                 return BINDLOG_ECORRUPT;
-            return emit_record(it, kv, lsn, rec);
+            return bl_rec_emit(&it->rb, kv->value, kv->value_len, lsn, rec);
         }
         /* history: name = key 0x00 lsn */
         name = bl_es_key_name(it->st, BL_ES_HISTORY, kv, &n);
@@ -878,7 +839,7 @@ static int next_record(bindlog_iter *base, bindlog_record *rec)
             continue; /* compacted away */
         if (rc != 0)
             return page_err(rc);
-        return emit_record(it, &it->one.kvs[0], lsn, rec);
+        return bl_rec_emit(&it->rb, it->one.kvs[0].value, it->one.kvs[0].value_len, lsn, rec);
     }
 }
 

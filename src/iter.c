@@ -27,11 +27,7 @@ typedef struct lmdb_iter {
     char next_id[BINDLOG_ID_MAX + 1];       /* ancestors: the next session to visit */
     size_t next_len;
     uint64_t steps, max_steps;              /* ancestors: cycle guard for damaged stores */
-    /* copies handed to the caller */
-    char key[BINDLOG_KEY_MAX + 1], sid[BINDLOG_ID_MAX + 1], other[BINDLOG_ID_MAX + 1];
-    char reason[BINDLOG_REASON_MAX + 1];
-    unsigned char *origin;
-    size_t origin_cap;
+    bl_rec_buf rb;                          /* records handed to the caller */
 } lmdb_iter;
 
 static void copy_str(char *dst, const char *src, size_t n)
@@ -99,45 +95,8 @@ static void iter_close(bindlog_iter *base)
     if (it->txn != NULL)
         mdb_txn_abort(it->txn);
     bl_map_unlock(it->base.h->e);
-    free(it->origin);
+    bl_rec_buf_free(&it->rb);
     free(it);
-}
-
-/* Decode a log value found under `lsn` into the caller's record. */
-static int emit_record(lmdb_iter *it, const MDB_val *v, uint64_t lsn, bindlog_record *rec)
-{
-    bl_record r;
-    int rc = bl_record_decode(v->mv_data, v->mv_size, &r);
-    if (rc != 0)
-        return rc;
-    if (r.lsn != lsn)
-        return BINDLOG_ECORRUPT; /* a record stored under another LSN's key */
-    if (r.origin_len > it->origin_cap) {
-        unsigned char *p = realloc(it->origin, r.origin_len);
-        if (p == NULL)
-            return BINDLOG_ENOMEM;
-        it->origin = p;
-        it->origin_cap = r.origin_len;
-    }
-    copy_str(it->key, r.key, r.key_len);
-    copy_str(it->sid, r.sid, r.sid_len);
-    copy_str(it->other, r.other, r.other_len);
-    copy_str(it->reason, r.reason, r.reason_len);
-    if (r.origin_len)
-        memcpy(it->origin, r.origin, r.origin_len);
-    rec->lsn = r.lsn;
-    rec->type = (int)r.type;
-    rec->time_ms = r.time_ms;
-    rec->generation = r.generation;
-    rec->key = it->key;
-    rec->key_len = r.key_len;
-    rec->session_id = it->sid;
-    rec->other_id = it->other;
-    rec->reason = it->reason;
-    rec->origin = r.origin_len ? it->origin : NULL;
-    rec->origin_len = r.origin_len;
-    rec->origin_present = (r.flags & BL_REC_ORIGIN) != 0;
-    return 1;
 }
 
 static int next_log(lmdb_iter *it, bindlog_record *rec)
@@ -153,7 +112,7 @@ static int next_log(lmdb_iter *it, bindlog_record *rec)
         it->cur.state = 2;
         return 0;
     }
-    return emit_record(it, &v, lsn, rec);
+    return bl_rec_emit(&it->rb, v.mv_data, v.mv_size, lsn, rec);
 }
 
 static int next_history(lmdb_iter *it, bindlog_record *rec)
@@ -179,7 +138,7 @@ static int next_history(lmdb_iter *it, bindlog_record *rec)
             continue; /* compacted away: its history entry goes with it soon */
         if (rc != 0)
             return bl_mdb_error(rc);
-        return emit_record(it, &v, lsn, rec);
+        return bl_rec_emit(&it->rb, v.mv_data, v.mv_size, lsn, rec);
     }
 }
 
