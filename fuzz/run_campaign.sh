@@ -8,8 +8,9 @@
 # -- but the store of machine_fuzzer lives on /dev/shm, so mind its size).
 #
 # Environment:
-#   BINDLOG_FUZZ_BUILD  build directory (default ${TMPDIR:-/tmp}/bindlog-fuzz-build);
-#                       reused between runs, so only the first build is slow
+#   BINDLOG_FUZZ_BUILD  build directory (default build-fuzz/ in this checkout, so
+#                       two checkouts never share a CMake cache); reused between
+#                       runs, so only the first build is slow
 #   CC                  clang to use (default clang)
 #
 # The committed corpus fuzz/corpora/TARGET is read but never written: new
@@ -33,7 +34,7 @@ seconds=$2
 shift 2
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BINDLOG_FUZZ_BUILD:-${TMPDIR:-/tmp}/bindlog-fuzz-build}
+build=${BINDLOG_FUZZ_BUILD:-$root/build-fuzz}
 cc=${CC:-clang}
 
 if [ ! -f "$root/fuzz/${target}_fuzzer.c" ]; then
