@@ -499,7 +499,7 @@ static int too_big(const chunk *c)
            bl_es_wset_bytes(c->ws) > TXN_MAX_BYTES;
 }
 
-static void fail_range(bl_greq *from, bl_greq *to, int rc)
+static void fail_range(bl_greq *from, const bl_greq *to, int rc)
 {
     for (bl_greq *r = from; r != to; r = r->next) {
         r->rc = rc;

@@ -977,13 +977,13 @@ static int commit_last(importer *im, bl_env *e)
         if ((rc = meta_get(im->st, metas[i], im->meta->revision, &kvs)) != 0 &&
             rc != BINDLOG_ENOTFOUND)
             goto out;
+        /* memcmp with a NULL pointer is undefined even for length 0 */
         int same = kvs.n == 1 && kvs.kvs[0].value_len == val.len &&
-                   memcmp(kvs.kvs[0].value, val.p, val.len) == 0;
+                   (val.len == 0 || memcmp(kvs.kvs[0].value, val.p, val.len) == 0);
         bl_etcd_kvs_free(&kvs);
         if ((!same || (im->fenced && i == 0)) &&
             (rc = batch_add(&im->b, &key, NULL, val.p, val.len)) != 0)
             goto out;
-        rc = 0;
     }
     if (im->fenced && (rc = batch_add(&im->b, &im->marker_key, NULL, NULL, 0)) != 0)
         goto out;

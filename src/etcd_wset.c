@@ -538,11 +538,12 @@ int bl_es_wset_commit(bl_es_wset *ws, int64_t head_mod, const bl_etcd_op *extra,
     int rc;
 
     *succeeded = *retried = 0;
-    if (cmps == NULL || ops == NULL ||
-        (rc = bl_es_key(ws->st, BL_ES_META, "head", 4, &head)) != 0) {
+    if (cmps == NULL || ops == NULL) {
         rc = BINDLOG_ENOMEM;
         goto out;
     }
+    if ((rc = bl_es_key(ws->st, BL_ES_META, "head", 4, &head)) != 0)
+        goto out;
     cmps[nc++] = (bl_etcd_cmp){.target = BL_ETCD_CMP_MOD, .result = BL_ETCD_EQUAL,
                                .key = head.p, .key_len = head.len, .number = head_mod};
     for (size_t i = 0; i < ws->n; i++) {

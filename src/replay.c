@@ -1028,7 +1028,6 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         /* without head and base there is nothing to replay against */
         problem(&ck, 0, NULL, 0, "meta records \"head\", \"base\" or \"counts\" are damaged");
         replay_ok = 0;
-        rc = 0;
     }
     out->head_lsn = head.lsn;
 
@@ -1073,7 +1072,6 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
                 from = x.found_lsn; /* 0: nothing after the hole */
             if (from != 0 && (rc = scan_rest(&ck, src, stxn, from, &scanned)) != 0)
                 goto out;
-            rc = 0;
         } else if (rc != 0) {
             goto out;
         }
