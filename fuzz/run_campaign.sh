@@ -42,14 +42,16 @@ if [ ! -f "$root/fuzz/${target}_fuzzer.c" ]; then
     exit 2
 fi
 
+# logs go inside the build directory, never beside it (that is the checkout)
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DBINDLOG_ENABLE_FUZZING=ON -DBINDLOG_BUILD_TESTS=OFF -DBINDLOG_BUILD_TOOLS=OFF \
-    -DBINDLOG_BUILD_EXAMPLES=OFF >"$build.cmake.log" 2>&1 || {
-    cat "$build.cmake.log" >&2
+    -DBINDLOG_BUILD_EXAMPLES=OFF >"$build/campaign-cmake.log" 2>&1 || {
+    cat "$build/campaign-cmake.log" >&2
     exit 3
 }
-cmake --build "$build" --target "${target}_fuzzer" -j "${JOBS:-2}" >"$build.build.log" 2>&1 || {
-    cat "$build.build.log" >&2
+cmake --build "$build" --target "${target}_fuzzer" -j "${JOBS:-2}" >"$build/campaign-build.log" 2>&1 || {
+    cat "$build/campaign-build.log" >&2
     exit 3
 }
 
