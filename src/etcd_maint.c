@@ -90,46 +90,6 @@
  * default --max-request-bytes (1.5 MiB) after base64 and JSON. */
 #define IMPORT_TXN_BYTES ((size_t)512 << 10)
 
-/* ---- scratch directories ------------------------------------------------------ */
-
-static char *scratch_new(void)
-{
-    const char *base = getenv("TMPDIR");
-    if (base == NULL || base[0] == '\0')
-        base = "/tmp";
-    size_t n = strlen(base) + sizeof("/bindlog-etcd-XXXXXX");
-    char *p = malloc(n);
-    if (p == NULL)
-        return NULL;
-    snprintf(p, n, "%s/bindlog-etcd-XXXXXX", base);
-    if (mkdtemp(p) == NULL) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-/* Remove a scratch directory: its files and those of its subdirectories
- * (a store directory holds only files). */
-static void scratch_remove(const char *dir)
-{
-    DIR *d;
-    struct dirent *de;
-    char path[4096];
-    if (dir == NULL || (d = opendir(dir)) == NULL)
-        return;
-    while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)
-            continue;
-        if (unlink(path) != 0 && errno == EISDIR)
-            scratch_remove(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 /* ---- the mirror --------------------------------------------------------------- */
 
 /* A key on etcd that has no LMDB spelling (check reports it). */
@@ -258,7 +218,7 @@ static void mirror_close(mirror *m)
 {
     bindlog_close(m->h);
     m->h = NULL;
-    scratch_remove(m->dir);
+    bl_scratch_remove(m->dir);
     free(m->dir);
     m->dir = NULL;
 }
@@ -269,7 +229,7 @@ static int scratch_store(mirror *m)
     char path[4096];
     bindlog_options o = BINDLOG_OPTIONS_INIT;
     memset(m, 0, sizeof(*m));
-    if ((m->dir = scratch_new()) == NULL)
+    if ((m->dir = bl_scratch_dir("etcd")) == NULL)
         return errno == ENOMEM ? BINDLOG_ENOMEM : BINDLOG_EIO;
     snprintf(path, sizeof path, "%s/store", m->dir);
     o.durability = BINDLOG_DURABILITY_NONE; /* scratch: never needs to survive a crash */
@@ -1060,7 +1020,7 @@ int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
         return BINDLOG_EREADONLY;
 
     /* phase 1: stage and verify, off etcd */
-    char *tmp = scratch_new();
+    char *tmp = bl_scratch_dir("etcd");
     if (tmp == NULL)
         return BINDLOG_EIO;
     snprintf(path, sizeof path, "%s/stream", tmp);
@@ -1115,7 +1075,7 @@ out:
     bl_ebuf_free(&im.token);
     if (m.dir != NULL)
         mirror_close(&m);
-    scratch_remove(tmp);
+    bl_scratch_remove(tmp);
     free(tmp);
     return rc;
 }

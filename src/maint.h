@@ -112,4 +112,8 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
 #define BL_CHUNK_BYTES ((size_t)16 << 20)
 #define BL_COMPACT_CHUNK 5000
 
+/* Scratch directories for check, replay and the etcd mirror (replay.c). */
+char *bl_scratch_dir(const char *tag);
+void bl_scratch_remove(const char *dir);
+
 #endif /* BL_MAINT_H */

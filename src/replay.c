@@ -273,20 +273,23 @@ static int open_target(bl_env *src, const char *dir, bindlog **out)
     return bindlog_open(out, dir, &o);
 }
 
-/* Remove a scratch store directory (only files, made by us). */
-static void remove_store_dir(const char *dir)
+/* Remove a scratch directory made by bl_scratch_dir(): its files and those
+ * of its subdirectories.  NULL is a no-op. */
+void bl_scratch_remove(const char *dir)
 {
-    DIR *d = opendir(dir);
+    DIR *d;
     struct dirent *de;
     char path[4096];
 
-    if (d == NULL)
+    if (dir == NULL || (d = opendir(dir)) == NULL)
         return;
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
-            unlink(path);
+        if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+            continue;
+        if (unlink(path) != 0 && errno == EISDIR)
+            bl_scratch_remove(path);
     }
     closedir(d);
     rmdir(dir);
@@ -970,17 +973,18 @@ static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, M
     return ra < 0 ? ra : rb < 0 ? rb : 0;
 }
 
-/* Make a scratch directory under $TMPDIR (or /tmp). */
-static char *scratch_dir(void)
+/* A new, empty directory under $TMPDIR (or /tmp) named bindlog-TAG-<random>
+ * (mkdtemp's template); malloc'd, NULL with errno set on failure. */
+char *bl_scratch_dir(const char *tag)
 {
     const char *base = getenv("TMPDIR");
     if (base == NULL || base[0] == '\0')
         base = "/tmp";
-    size_t n = strlen(base) + sizeof("/bindlog-check-XXXXXX");
+    size_t n = strlen(base) + strlen(tag) + sizeof("/bindlog--XXXXXX");
     char *p = malloc(n);
     if (p == NULL)
         return NULL;
-    snprintf(p, n, "%s/bindlog-check-XXXXXX", base);
+    snprintf(p, n, "%s/bindlog-%s-XXXXXX", base, tag);
     if (mkdtemp(p) == NULL) {
         free(p);
         return NULL;
@@ -1014,7 +1018,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     ck.out = out;
     src = s->e;
     bl_replayer_init(&r, 1, 0, NULL);
-    if ((dir = scratch_dir()) == NULL)
+    if ((dir = bl_scratch_dir("check")) == NULL)
         return bl_mdb_error(errno);
     if ((rc = bl_read_begin_fresh(src, &stxn)) != 0) {
         stxn = NULL;
@@ -1124,7 +1128,7 @@ out:
     if (stxn != NULL)
         bl_read_end(src, stxn);
     bindlog_close(scratch);
-    remove_store_dir(dir);
+    bl_scratch_remove(dir);
     free(dir);
     bl_replayer_free(&r);
     return rc;
