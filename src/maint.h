@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bulk.h"
 #include "store.h"
 
 /* ---- the base image's meta records ---------------------------------------
@@ -111,6 +112,60 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
 #define BL_CHUNK_RECORDS 20000
 #define BL_CHUNK_BYTES ((size_t)16 << 20)
 #define BL_COMPACT_CHUNK 5000
+
+/* ---- the bulk replay on LMDB (bulk_lmdb.c; see bulk.h) ---------------------
+ *
+ * An appender writes entries in key order with MDB_APPEND: into the
+ * caller's transaction (txn != NULL: import), or into transactions of its
+ * own, committed every 64 MiB, with the map grown before each (replay and
+ * check, whose targets nobody else writes).  Puts return 0 or BINDLOG_E*
+ * (BINDLOG_ECORRUPT for a key out of order or repeated). */
+typedef struct bl_appender {
+    bl_env *e;
+    MDB_txn *txn;
+    int own;
+    MDB_cursor *cur[BL_DB_COUNT];
+    size_t bytes;
+} bl_appender;
+
+int bl_appender_init(bl_appender *a, bl_env *e, MDB_txn *txn);
+int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void *v, size_t vn);
+int bl_appender_finish(bl_appender *a); /* commits its own transaction */
+void bl_appender_abort(bl_appender *a);
+/* A bulk sink writing bindings, history, sessions and children through a. */
+void bl_appender_sink(bl_appender *a, bl_bulk_sink *s);
+
+/* Grow e's map until `want` bytes are free past its last page (no
+ * transaction of this thread may be open).  0 or BINDLOG_E*. */
+int bl_reserve_map(bl_env *e, uint64_t want);
+
+/* Feed src's base image tables into b (and to base_out's base tables if
+ * not NULL), counting its live entries.  Caller holds src's map lock. */
+int bl_bulk_feed_image(bl_bulk *b, bl_env *src, MDB_txn *stxn, bl_appender *base_out,
+                       uint64_t *live_bindings, uint64_t *live_sessions);
+
+/* Feeding src's log from next_lsn up to last_lsn (records after to_time
+ * end it), copying records to log_out's log table if not NULL.  Any
+ * irregularity (a hole, a key that is not an LSN, time going back, a
+ * damaged record at the to_time stop) is BL_BULK_FALLBACK: the sequential
+ * replay reports it exactly. */
+typedef struct bl_bulk_scan {
+    bl_env *src;
+    MDB_txn *stxn;
+    uint64_t next_lsn, last_lsn; /* in: the range; out: next_lsn is one past the last fed */
+    int64_t last_time, to_time;  /* in: the time before next_lsn; out: the last fed */
+    bl_appender *log_out;
+    uint64_t scanned, total;
+    bindlog_progress_fn progress;
+    void *progress_ctx;
+} bl_bulk_scan;
+int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x);
+
+/* About how many bytes of image and log a bulk replay of e will be fed. */
+uint64_t bl_bulk_size_hint(bl_env *e, MDB_txn *txn);
+
+/* $TMPDIR, or /tmp when it is unset or empty. */
+const char *bl_tmp_root(void);
 
 /* Scratch directories for check, replay and the etcd mirror (replay.c). */
 char *bl_scratch_dir(const char *tag);

@@ -611,6 +611,111 @@ static int start_target(bl_env *src, MDB_txn *stxn, bl_env *dst, const bl_base *
     }
 }
 
+/* Stamp a target built by the bulk path: head, counts and the base image's
+ * meta records. */
+static int finish_target(bl_env *dst, const bl_base *base, const bl_replayer *r)
+{
+    for (int grow = 0;;) {
+        MDB_txn *txn;
+        int rc, map_full = 0;
+        if ((rc = bl_wtxn_begin(dst, &txn)) != 0)
+            return rc;
+        rc = put_meta(dst, txn, r, &map_full);
+        if (rc == 0 && (rc = bl_base_put(dst, txn, base)) != 0) {
+            map_full = rc == MDB_MAP_FULL;
+            rc = bl_mdb_error(rc);
+        }
+        if (rc == 0)
+            rc = bl_wtxn_commit(dst, txn, &map_full);
+        else
+            bl_wtxn_abort(dst, txn);
+        if (rc != 0 && map_full && grow++ < 64 && bl_env_resize(dst, 0) == 0)
+            continue;
+        return rc;
+    }
+}
+
+/* ---- the bulk path (bulk.h) ----------------------------------------------- */
+
+/* What a bulk replay did. */
+typedef struct bulk_result {
+    bl_bulk_scan scan;        /* scan.next_lsn: one past the last record replayed */
+    bl_counts counts;         /* meta "counts" after it */
+    uint64_t live_bindings, live_sessions; /* of the base image */
+    const char *why;          /* on BL_BULK_FALLBACK */
+} bulk_result;
+
+/*
+ * Replay src's base image and log (up to last_lsn and to_time) into the
+ * empty store dst by the bulk path: live tables always, and the log and
+ * base tables too when `full` (replay; check needs only the state).
+ * Returns 0, BL_BULK_FALLBACK (run the sequential replay instead, on a
+ * fresh dst: this one holds part of a build), or an error.  Caller holds
+ * src's map lock.
+ */
+static int replay_bulk(bl_env *src, MDB_txn *stxn, bl_env *dst, const bl_base *base,
+                       uint64_t last_lsn, int64_t to_time, int full, bulk_result *res,
+                       bindlog_progress_fn progress, void *progress_ctx)
+{
+    bl_bulk *b = NULL;
+    bl_appender a;
+    bl_bulk_sink sink;
+    bl_bulk_counts d;
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    if ((rc = bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn))) != 0)
+        return rc;
+    if ((rc = bl_appender_init(&a, dst, NULL)) != 0) {
+        bl_bulk_free(b);
+        return rc;
+    }
+    rc = bl_bulk_feed_image(b, src, stxn, full ? &a : NULL, &res->live_bindings,
+                            &res->live_sessions);
+    res->scan = (bl_bulk_scan){.src = src,
+                               .stxn = stxn,
+                               .next_lsn = base->lsn + 1,
+                               .last_lsn = last_lsn,
+                               .last_time = base->time_ms,
+                               .to_time = to_time,
+                               .log_out = full ? &a : NULL,
+                               .total = last_lsn > base->lsn ? last_lsn - base->lsn : 0,
+                               .progress = progress,
+                               .progress_ctx = progress_ctx};
+    if (rc == 0)
+        rc = bl_bulk_feed_log(b, &res->scan);
+    bl_appender_sink(&a, &sink);
+    if (rc == 0)
+        rc = bl_bulk_run(b, &sink, &d);
+    if (rc == 0)
+        rc = bl_appender_finish(&a);
+    else
+        bl_appender_abort(&a);
+    if (rc == 0) {
+        res->counts = base->counts;
+        for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+            res->counts.applied[i] += d.applied[i];
+        res->counts.live_bindings += (uint64_t)d.live_bindings;
+        res->counts.live_sessions += (uint64_t)d.live_sessions;
+        if (progress != NULL)
+            progress(progress_ctx, res->scan.total, res->scan.total);
+    }
+    res->why = bl_bulk_why(b);
+    bl_bulk_free(b);
+    return rc;
+}
+
+/* Remove what a failed build left in a store directory (the directory was
+ * empty before: dir_must_be_new). */
+static void wipe_store(const char *dir)
+{
+    static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+    char path[4096];
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        if (snprintf(path, sizeof(path), "%s/%s", dir, files[i]) < (int)sizeof(path))
+            unlink(path);
+}
+
 /* ---- bindlog_replay -------------------------------------------------------- */
 
 int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
@@ -645,6 +750,26 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     }
     if ((rc = open_target(src, out_dir, &dst)) != 0)
         goto out;
+    uint64_t last = to_lsn < head.lsn ? to_lsn : head.lsn;
+    if (bl_bulk_enabled()) {
+        bulk_result res;
+        rc = replay_bulk(src, stxn, dst->e, &base, last, to_time_ms, 1, &res, progress,
+                         progress_ctx);
+        if (rc == 0) {
+            bl_replayer_init(&r, res.scan.next_lsn, res.scan.last_time, &res.counts);
+            if ((rc = finish_target(dst->e, &base, &r)) != 0)
+                goto out;
+            goto built;
+        }
+        if (rc != BL_BULK_FALLBACK)
+            goto out;
+        /* start again from an empty store, record by record */
+        bindlog_close(dst);
+        dst = NULL;
+        wipe_store(out_dir);
+        if ((rc = open_target(src, out_dir, &dst)) != 0)
+            goto out;
+    }
     if ((rc = start_target(src, stxn, dst->e, &base, 1, &img)) != 0)
         goto out;
 
@@ -655,12 +780,13 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     x.stxn = stxn;
     x.dst = dst->e;
     x.dst_log = 1;
-    x.last_lsn = to_lsn < head.lsn ? to_lsn : head.lsn;
+    x.last_lsn = last;
     x.total = x.last_lsn - base.lsn;
     x.progress = progress;
     x.progress_ctx = progress_ctx;
     if ((rc = replay_log(&x, &r)) != 0)
         goto out;
+built:
     bl_read_end(src, stxn);
     stxn = NULL;
 
@@ -973,13 +1099,17 @@ static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, M
     return ra < 0 ? ra : rb < 0 ? rb : 0;
 }
 
+const char *bl_tmp_root(void)
+{
+    const char *base = getenv("TMPDIR");
+    return base == NULL || base[0] == '\0' ? "/tmp" : base;
+}
+
 /* A new, empty directory under $TMPDIR (or /tmp) named bindlog-TAG-<random>
  * (mkdtemp's template); malloc'd, NULL with errno set on failure. */
 char *bl_scratch_dir(const char *tag)
 {
-    const char *base = getenv("TMPDIR");
-    if (base == NULL || base[0] == '\0')
-        base = "/tmp";
+    const char *base = bl_tmp_root();
     size_t n = strlen(base) + strlen(tag) + sizeof("/bindlog--XXXXXX");
     char *p = malloc(n);
     if (p == NULL)
@@ -990,6 +1120,17 @@ char *bl_scratch_dir(const char *tag)
         return NULL;
     }
     return p;
+}
+
+static void base_counts_problem(checker *ck, const bl_base *base, uint64_t live_b,
+                                uint64_t live_s)
+{
+    problem(ck, base->lsn, NULL, 0,
+            "meta \"base_counts\" says %llu live bindings and %llu live sessions, the "
+            "base image holds %llu and %llu",
+            (unsigned long long)base->counts.live_bindings,
+            (unsigned long long)base->counts.live_sessions, (unsigned long long)live_b,
+            (unsigned long long)live_s);
 }
 
 int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn progress,
@@ -1009,7 +1150,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     image_copy img;
     log_replay x;
     uint64_t scanned = 0;
-    int rc, replay_ok = 1;
+    int rc, replay_ok = 1, bulk_done = 0;
 
     if (s == NULL || out == NULL)
         return BINDLOG_EINVAL;
@@ -1038,6 +1179,30 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     if (replay_ok) {
         if ((rc = open_target(src, dir, &scratch)) != 0)
             goto out;
+    }
+    if (replay_ok && bl_bulk_enabled()) {
+        bulk_result res;
+        rc = replay_bulk(src, stxn, scratch->e, &base, head.lsn, INT64_MAX, 0, &res, progress,
+                         progress_ctx);
+        if (rc == 0) {
+            bulk_done = 1;
+            bl_replayer_init(&r, res.scan.next_lsn, res.scan.last_time, &res.counts);
+            r.applied = res.scan.next_lsn - 1 - base.lsn;
+            if (res.live_bindings != base.counts.live_bindings ||
+                res.live_sessions != base.counts.live_sessions)
+                base_counts_problem(&ck, &base, res.live_bindings, res.live_sessions);
+        } else if (rc != BL_BULK_FALLBACK) {
+            goto out;
+        } else {
+            /* something to report: the sequential replay finds it exactly */
+            bindlog_close(scratch);
+            scratch = NULL;
+            wipe_store(dir);
+            if ((rc = open_target(src, dir, &scratch)) != 0)
+                goto out;
+        }
+    }
+    if (replay_ok && !bulk_done) {
         rc = start_target(src, stxn, scratch->e, &base, 0, &img);
         if (rc == BINDLOG_ECORRUPT) {
             char esc[200];
@@ -1048,15 +1213,10 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
             goto out;
         } else if (img.live_bindings != base.counts.live_bindings ||
                    img.live_sessions != base.counts.live_sessions) {
-            problem(&ck, base.lsn, NULL, 0,
-                    "meta \"base_counts\" says %llu live bindings and %llu live sessions, the "
-                    "base image holds %llu and %llu",
-                    (unsigned long long)base.counts.live_bindings,
-                    (unsigned long long)base.counts.live_sessions,
-                    (unsigned long long)img.live_bindings, (unsigned long long)img.live_sessions);
+            base_counts_problem(&ck, &base, img.live_bindings, img.live_sessions);
         }
     }
-    if (replay_ok) {
+    if (replay_ok && !bulk_done) {
         bl_replayer_init(&r, base.lsn + 1, base.time_ms, &base.counts);
         memset(&x, 0, sizeof(x));
         x.src = src;

@@ -1,0 +1,120 @@
+/*
+ * bulk.h -- re-deriving a whole log fast: partition it by key, decide each
+ * partition in memory, merge the results in table order.
+ *
+ * Replay, check and import into an empty store must re-derive every record
+ * (decode, decide again with the state machine, re-encode, compare byte for
+ * byte) and then write the state.  Done record by record against LMDB that
+ * is a handful of random B-tree reads and writes per record.  This module
+ * does the same re-derivation with the same bl_decide(), but:
+ *
+ *  1. scan: the caller feeds the base image and then the records in LSN
+ *     order; each goes to partition hash(key) % P, spilled to one temporary
+ *     file in blocks (a session of the image goes with its key);
+ *  2. decide: each partition is replayed alone, in LSN order, against an
+ *     in-memory view of its own keys and sessions, then sorted and written
+ *     out as two runs (keys with their history, sessions with their
+ *     children), up to two partitions at a time on two threads;
+ *  3. merge: the runs of all partitions are merged in table order and handed
+ *     to a sink (LMDB writes with MDB_APPEND, or comparisons).
+ *
+ * Why it is exact: an event reads the binding of its own key and sessions
+ * bound to that key (the current binding, the target, the parent), so a
+ * partition that holds every event of its keys decides each one exactly as
+ * the whole log would -- as long as no session is used by keys of two
+ * partitions.  That only happens when a BIND moves a session to another
+ * key (or in a damaged log), and it is detected: the same session id comes
+ * out of two partitions, or a child's parent is missing.  Then, and on any
+ * record that does not re-derive, bl_bulk_run() returns BL_BULK_FALLBACK and
+ * the caller runs the sequential replay (maint.h), which gives the exact
+ * first bad LSN.  So the fast path never decides anything the sequential one
+ * would not.
+ *
+ * Memory: a partition is sized (BL_BULK_PART_BYTES of input) so that its
+ * state fits comfortably; two are in memory at a time, plus a block buffer
+ * per partition during the scan and a read buffer per run during the merge.
+ * It does not grow with the log.  Disk: about the size of the log, then of
+ * the state, in unlinked temporary files under the given directory.
+ *
+ * No LMDB here: the inputs are bytes and the output goes through callbacks.
+ */
+#ifndef BL_BULK_H
+#define BL_BULK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bindlog.h"
+
+/* Returned by bl_bulk_* when the partitioned path cannot decide this input
+ * alone (see above): run the sequential path instead. */
+#define BL_BULK_FALLBACK 1
+
+/* Input bytes per partition (records and image entries). */
+#define BL_BULK_PART_BYTES ((uint64_t)24 << 20)
+
+typedef struct bl_bulk bl_bulk;
+
+/* Counter changes of the replayed records (meta "counts" deltas). */
+typedef struct bl_bulk_counts {
+    uint64_t applied[BINDLOG_EVENT_COUNT];
+    int64_t live_bindings, live_sessions;
+    uint64_t records;
+} bl_bulk_counts;
+
+/*
+ * Where the merged state goes, in table order: each binding (key order)
+ * followed by the history LSNs of that key (ascending); then each session
+ * (id order) followed by its children (id order).  A callback returns 0 or a
+ * negative BINDLOG_E* code, which stops the merge and is returned.
+ */
+typedef struct bl_bulk_sink {
+    void *ctx;
+    int (*binding)(void *ctx, const void *key, size_t key_len, const void *val, size_t val_len);
+    int (*history)(void *ctx, const void *key, size_t key_len, uint64_t lsn);
+    int (*session)(void *ctx, const void *id, size_t id_len, const void *val, size_t val_len);
+    int (*child)(void *ctx, const void *parent, size_t parent_len, const void *child,
+                 size_t child_len);
+} bl_bulk_sink;
+
+/*
+ * Start a bulk replay.  `tmpdir` holds the temporary files (unlinked at
+ * once); `size_hint` is about how many bytes of image and records will be
+ * fed (0 if unknown), which sets the number of partitions.  The environment
+ * variable BINDLOG_BULK_PARTITIONS=N forces N partitions (tests use it to
+ * exercise the merge on small stores).  0 or BINDLOG_ENOMEM / BINDLOG_EIO /
+ * BINDLOG_ENOSPC (the temporary files).
+ */
+int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint);
+void bl_bulk_free(bl_bulk *b);
+
+/* Feed the base image (any order), then the records in LSN order.  The
+ * bytes are copied.  `lsn` is the position the record was read from; the
+ * caller has checked that positions are dense.  0, BL_BULK_FALLBACK (an
+ * entry that cannot even be partitioned: damaged), or an I/O error. */
+int bl_bulk_image_binding(bl_bulk *b, const void *key, size_t key_len, const void *val,
+                          size_t val_len);
+int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void *val,
+                          size_t val_len);
+int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
+
+/*
+ * Decide every partition and merge into `sink`.  Returns 0 (counts filled),
+ * BL_BULK_FALLBACK (run the sequential path; the sink may have received part
+ * of the output, which the caller discards), a sink error, or
+ * BINDLOG_ENOMEM / BINDLOG_EIO.  Call once.
+ */
+int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts);
+
+/* Why the last BL_BULK_FALLBACK happened (static words), or NULL. */
+const char *bl_bulk_why(const bl_bulk *b);
+
+/* Process-wide tallies, for tests and the bench: bulk runs that finished,
+ * and those that fell back. */
+void bl_bulk_tally(uint64_t *finished, uint64_t *fell_back);
+
+/* 0 when BINDLOG_BULK=0 is set in the environment (forces the sequential
+ * path, for comparisons), else 1. */
+int bl_bulk_enabled(void);
+
+#endif /* BL_BULK_H */

@@ -1,0 +1,267 @@
+/*
+ * bulk_lmdb.c -- the LMDB side of the bulk replay (bulk.h): feeding a
+ * store's base image and log into it, and writing its merged output into a
+ * store's tables with MDB_APPEND.
+ *
+ * The merged output arrives in each table's key order, and the tables it
+ * fills are empty (a new store for replay, a scratch store for check, an
+ * empty store for import), so every write is an append: LMDB fills its pages
+ * left to right and never searches or splits in the middle.
+ */
+#include "maint.h"
+
+#include <string.h>
+
+/* Data written per transaction of our own (replay, check): large enough
+ * that commits cost little, small enough to stay below LMDB's dirty-page
+ * limit (512 MiB) without spilling. */
+#define APPEND_CHUNK ((size_t)64 << 20)
+
+int bl_reserve_map(bl_env *e, uint64_t want)
+{
+    for (int i = 0; i < 64; i++) {
+        MDB_envinfo info;
+        MDB_stat st;
+        bl_map_rdlock(e);
+        mdb_env_info(e->env, &info);
+        mdb_env_stat(e->env, &st);
+        bl_map_unlock(e);
+        uint64_t used = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+        if (info.me_mapsize >= used + want)
+            return 0;
+        int rc = bl_env_resize(e, 0);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- appending to tables ---------------------------------------------------- */
+
+static void app_close_cursors(bl_appender *a)
+{
+    for (int i = 0; i < BL_DB_COUNT; i++) {
+        if (a->cur[i] != NULL)
+            mdb_cursor_close(a->cur[i]);
+        a->cur[i] = NULL;
+    }
+}
+
+static int app_begin(bl_appender *a)
+{
+    int rc;
+    /* an appended page is full: 3x the data covers page headers, branch
+     * pages and values that take overflow pages of their own */
+    if ((rc = bl_reserve_map(a->e, 3 * (uint64_t)APPEND_CHUNK + ((uint64_t)64 << 20))) != 0)
+        return rc;
+    a->bytes = 0;
+    return bl_wtxn_begin(a->e, &a->txn);
+}
+
+int bl_appender_init(bl_appender *a, bl_env *e, MDB_txn *txn)
+{
+    memset(a, 0, sizeof(*a));
+    a->e = e;
+    if (txn != NULL) {
+        a->txn = txn;
+        return 0;
+    }
+    a->own = 1;
+    return app_begin(a);
+}
+
+int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void *v, size_t vn)
+{
+    MDB_val key = {kn, (void *)k}, val = {vn, (void *)v};
+    int rc, map_full = 0;
+
+    if (a->txn == NULL)
+        return BINDLOG_EINVAL; /* a failed commit ended it */
+    if (a->own && a->bytes >= APPEND_CHUNK) {
+        app_close_cursors(a);
+        rc = bl_wtxn_commit(a->e, a->txn, &map_full);
+        a->txn = NULL;
+        if (rc != 0 || (rc = app_begin(a)) != 0)
+            return rc;
+    }
+    if (a->cur[db] == NULL && (rc = mdb_cursor_open(a->txn, a->e->dbi[db], &a->cur[db])) != 0)
+        return bl_mdb_error(rc);
+    rc = mdb_cursor_put(a->cur[db], &key, &val, MDB_APPEND);
+    if (rc != 0)
+        /* MDB_KEYEXIST: a key out of order or twice (a damaged input) */
+        return rc == MDB_KEYEXIST ? BINDLOG_ECORRUPT : bl_mdb_error(rc);
+    a->bytes += kn + vn + 16;
+    return 0;
+}
+
+int bl_appender_finish(bl_appender *a)
+{
+    int rc = 0, map_full = 0;
+    app_close_cursors(a);
+    if (a->own && a->txn != NULL)
+        rc = bl_wtxn_commit(a->e, a->txn, &map_full);
+    a->txn = NULL;
+    return rc;
+}
+
+void bl_appender_abort(bl_appender *a)
+{
+    app_close_cursors(a);
+    if (a->own && a->txn != NULL)
+        bl_wtxn_abort(a->e, a->txn);
+    a->txn = NULL;
+}
+
+/* ---- the sink: merged state into the live tables ------------------------------ */
+
+static int sink_binding(void *ctx, const void *key, size_t key_len, const void *val,
+                        size_t val_len)
+{
+    return bl_appender_put(ctx, BL_DB_BINDINGS, key, key_len, val, val_len);
+}
+
+static int sink_history(void *ctx, const void *key, size_t key_len, uint64_t lsn)
+{
+    unsigned char k[BINDLOG_KEY_MAX + 1 + 8];
+    memcpy(k, key, key_len);
+    k[key_len] = 0;
+    bl_put64be(k + key_len + 1, lsn);
+    return bl_appender_put(ctx, BL_DB_HISTORY, k, key_len + 9, "", 0);
+}
+
+static int sink_session(void *ctx, const void *id, size_t id_len, const void *val,
+                        size_t val_len)
+{
+    return bl_appender_put(ctx, BL_DB_SESSIONS, id, id_len, val, val_len);
+}
+
+static int sink_child(void *ctx, const void *parent, size_t parent_len, const void *child,
+                      size_t child_len)
+{
+    unsigned char k[2 * BINDLOG_ID_MAX + 1];
+    memcpy(k, parent, parent_len);
+    k[parent_len] = 0;
+    memcpy(k + parent_len + 1, child, child_len);
+    return bl_appender_put(ctx, BL_DB_CHILDREN, k, parent_len + 1 + child_len, "", 0);
+}
+
+void bl_appender_sink(bl_appender *a, bl_bulk_sink *s)
+{
+    s->ctx = a;
+    s->binding = sink_binding;
+    s->history = sink_history;
+    s->session = sink_session;
+    s->child = sink_child;
+}
+
+/* ---- feeding a store's base image and log ------------------------------------- */
+
+int bl_bulk_feed_image(bl_bulk *b, bl_env *src, MDB_txn *stxn, bl_appender *base_out,
+                       uint64_t *live_bindings, uint64_t *live_sessions)
+{
+    *live_bindings = *live_sessions = 0;
+    for (int sess = 0; sess < 2; sess++) {
+        int db = sess ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS;
+        bl_cursor c;
+        MDB_val k, v;
+        unsigned long n = 0;
+        int rc;
+
+        if ((rc = bl_cursor_open(&c, src, stxn, src->dbi[db], NULL, 0)) != 0)
+            return rc;
+        while ((rc = bl_cursor_next(&c, &k, &v)) > 0) {
+            if (sess) {
+                bl_sval s;
+                if (bl_sval_decode(v.mv_data, v.mv_size, &s) != 0) {
+                    rc = BL_BULK_FALLBACK; /* the sequential path names it */
+                    break;
+                }
+                *live_sessions += s.ended_lsn == 0;
+                rc = bl_bulk_image_session(b, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+            } else {
+                bl_bval bv;
+                if (bl_bval_decode(v.mv_data, v.mv_size, &bv) != 0) {
+                    rc = BL_BULK_FALLBACK;
+                    break;
+                }
+                *live_bindings += bv.sid_len != 0;
+                rc = bl_bulk_image_binding(b, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+            }
+            if (rc == 0 && base_out != NULL)
+                rc = bl_appender_put(base_out, db, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+            if (rc != 0)
+                break;
+            if (++n % 65536 == 0) {
+                bl_map_unlock(src); /* let this process's writers grow the map */
+                bl_map_rdlock(src);
+            }
+        }
+        bl_cursor_close(&c);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
+{
+    bl_cursor c;
+    MDB_val k, v;
+    unsigned char kb[8];
+    int rc;
+
+    bl_put64be(kb, x->next_lsn);
+    if ((rc = bl_cursor_open(&c, x->src, x->stxn, x->src->dbi[BL_DB_LOG], kb, 8)) != 0)
+        return rc;
+    while (x->next_lsn <= x->last_lsn) {
+        if ((rc = bl_cursor_next(&c, &k, &v)) < 0)
+            break;
+        /* a hole, a foreign key or time going back: the sequential path
+         * gives the exact report */
+        if (rc == 0 || k.mv_size != 8 || bl_get64be(k.mv_data) != x->next_lsn ||
+            v.mv_size < BL_RECORD_FIXED + BL_RECORD_CHECKSUM) {
+            rc = BL_BULK_FALLBACK;
+            break;
+        }
+        const unsigned char *rec = v.mv_data;
+        int64_t t = (int64_t)bl_get64(rec + 12);
+        if (t < x->last_time) {
+            rc = BL_BULK_FALLBACK;
+            break;
+        }
+        if (t > x->to_time) {
+            /* the stop is decided on this record's time: it must be intact */
+            bl_record r;
+            rc = bl_record_decode(v.mv_data, v.mv_size, &r) == 0 ? 0 : BL_BULK_FALLBACK;
+            break;
+        }
+        if (x->log_out != NULL &&
+            (rc = bl_appender_put(x->log_out, BL_DB_LOG, k.mv_data, 8, v.mv_data, v.mv_size)) != 0)
+            break;
+        if ((rc = bl_bulk_record(b, v.mv_data, v.mv_size, x->next_lsn)) != 0)
+            break;
+        x->next_lsn++;
+        x->last_time = t;
+        if (++x->scanned % 65536 == 0) {
+            bl_map_unlock(x->src);
+            bl_map_rdlock(x->src);
+            if (x->progress != NULL)
+                x->progress(x->progress_ctx, x->scanned, x->total);
+        }
+        rc = 0;
+    }
+    bl_cursor_close(&c);
+    return rc;
+}
+
+uint64_t bl_bulk_size_hint(bl_env *e, MDB_txn *txn)
+{
+    MDB_stat st;
+    uint64_t pages = 0;
+    static const int dbs[] = {BL_DB_LOG, BL_DB_BASE_BINDINGS, BL_DB_BASE_SESSIONS};
+    for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++)
+        if (mdb_stat(txn, e->dbi[dbs[i]], &st) == 0)
+            pages += st.ms_leaf_pages + st.ms_overflow_pages;
+    mdb_env_stat(e->env, &st);
+    return pages * st.ms_psize;
+}
