@@ -87,6 +87,8 @@ int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void
     if (a->cur[db] == NULL && (rc = mdb_cursor_open(a->txn, a->e->dbi[db], &a->cur[db])) != 0)
         return bl_mdb_error(rc);
     rc = mdb_cursor_put(a->cur[db], &key, &val, MDB_APPEND);
+    if (rc == MDB_MAP_FULL)
+        a->map_full = 1;
     if (rc != 0)
         /* MDB_KEYEXIST: a key out of order or twice (a damaged input) */
         return rc == MDB_KEYEXIST ? BINDLOG_ECORRUPT : bl_mdb_error(rc);

@@ -126,6 +126,7 @@ typedef struct bl_appender {
     int own;
     MDB_cursor *cur[BL_DB_COUNT];
     size_t bytes;
+    int map_full;      /* a put found the map full (BINDLOG_ENOSPC) */
 } bl_appender;
 
 int bl_appender_init(bl_appender *a, bl_env *e, MDB_txn *txn);

@@ -32,6 +32,7 @@
 #include "maint.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -339,6 +340,11 @@ typedef struct importer {
     bindlog_progress_fn progress;
     void *progress_ctx;
     uint64_t records;
+    /* a full stream into an empty store goes the bulk way (bulk.h): */
+    bl_bulk *bulk;      /* the records and the image, partitioned */
+    bl_appender app;    /* base image and log, appended as they are read */
+    FILE *offsets;      /* u64 stream offset of each record, for a refusal
+                         * found after the scan */
 } importer;
 
 /* Read a frame header and payload into im->frame.  A truncated frame is
@@ -417,7 +423,29 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
         const char *key = (const char *)p + ko;
         const unsigned char *val = p + ko + kl;
         size_t vl = body - ko - kl;
-        if (!sess) {
+        if (im->bulk != NULL) {
+            /* base tables now, live ones from the bulk replay */
+            bl_bval b;
+            bl_sval sv;
+            if (!sess && (!bl_valid_key(key, kl) || bl_bval_decode(val, vl, &b) != 0))
+                return BINDLOG_ECORRUPT;
+            if (sess && (!bl_valid_id(key, kl) || bl_sval_decode(val, vl, &sv) != 0 ||
+                         (sv.parent_len && !bl_valid_id(sv.parent, sv.parent_len))))
+                return BINDLOG_ECORRUPT;
+            if (sess)
+                live_s += sv.ended_lsn == 0;
+            else
+                live_b += b.sid_len != 0;
+            rc = bl_appender_put(&im->app, sess ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS, key,
+                                 kl, val, vl);
+            if (rc == 0)
+                rc = sess ? bl_bulk_image_session(im->bulk, key, kl, val, vl)
+                          : bl_bulk_image_binding(im->bulk, key, kl, val, vl);
+            if (rc == BL_BULK_FALLBACK)
+                rc = BINDLOG_ECORRUPT; /* checked above: cannot happen */
+            if (rc != 0)
+                return rc;
+        } else if (!sess) {
             bl_bval b;
             if (!bl_valid_key(key, kl) || bl_bval_decode(val, vl, &b) != 0)
                 return BINDLOG_ECORRUPT;
@@ -453,6 +481,171 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
         im->map_full = rc == MDB_MAP_FULL;
         return bl_mdb_error(rc);
     }
+    return 0;
+}
+
+/* ---- import of a full stream by the bulk path ------------------------------ */
+
+static int import_bulk_start(importer *im)
+{
+    struct stat st;
+    uint64_t hint = 0;
+    int fd, rc;
+    char path[4096];
+
+    if (fstat(im->rd.fd, &st) == 0 && S_ISREG(st.st_mode))
+        hint = (uint64_t)st.st_size;
+    if ((rc = bl_bulk_open(&im->bulk, bl_tmp_root(), hint)) != 0)
+        return rc;
+    if (snprintf(path, sizeof(path), "%s/bindlog-offsets-XXXXXX", bl_tmp_root()) >=
+        (int)sizeof(path))
+        return BINDLOG_EINVAL;
+    if ((fd = mkstemp(path)) < 0)
+        return bl_mdb_error(errno);
+    unlink(path);
+    if ((im->offsets = fdopen(fd, "w+")) == NULL) {
+        close(fd);
+        return BINDLOG_ENOMEM;
+    }
+    return bl_appender_init(&im->app, im->e, im->txn);
+}
+
+/* One record of a full stream: the checks of its place in the sequence
+ * now (a refusal names this frame), the re-derivation in the bulk replay
+ * after the scan.  Appended to the log as it comes. */
+static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, size_t len)
+{
+    bl_record dec;
+    unsigned char kb[8];
+    int rc;
+
+    if (len < BL_RECORD_FIXED + BL_RECORD_CHECKSUM || bl_get64(rec + 4) != r->next_lsn ||
+        (int64_t)bl_get64(rec + 12) < r->last_time) {
+        rc = bl_record_decode(rec, len, &dec); /* EVERSION, as the sequential path says */
+        return rc != 0 ? rc : BINDLOG_ECORRUPT;
+    }
+    bl_put64be(kb, r->next_lsn);
+    if ((rc = bl_appender_put(&im->app, BL_DB_LOG, kb, 8, rec, len)) != 0)
+        return rc;
+    if (fwrite(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1)
+        return bl_mdb_error(errno);
+    rc = bl_bulk_record(im->bulk, rec, len, r->next_lsn);
+    if (rc == BL_BULK_FALLBACK) {
+        rc = bl_record_decode(rec, len, &dec);
+        return rc != 0 ? rc : BINDLOG_ECORRUPT;
+    }
+    if (rc != 0)
+        return rc;
+    r->next_lsn++;
+    r->last_time = (int64_t)bl_get64(rec + 12);
+    return 0;
+}
+
+/* Empty a live table of the import's transaction. */
+static int empty_table(importer *im, int db)
+{
+    int rc = mdb_drop(im->txn, im->e->dbi[db], 0);
+    im->map_full = rc == MDB_MAP_FULL;
+    return bl_mdb_error(rc);
+}
+
+/* The sequential re-derivation, from the base image and log tables the
+ * scan wrote into the transaction: what the bulk replay falls back to.  A
+ * record that does not re-derive sets im->err_off to its frame. */
+static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
+{
+    bl_env *e = im->e;
+    bl_tables t;
+    bl_base base;
+    MDB_cursor *c;
+    MDB_val k, v;
+    unsigned char *copy = NULL;
+    int rc, mrc;
+
+    if ((rc = empty_table(im, BL_DB_BINDINGS)) != 0 || (rc = empty_table(im, BL_DB_SESSIONS)) ||
+        (rc = empty_table(im, BL_DB_CHILDREN)) || (rc = empty_table(im, BL_DB_HISTORY)))
+        return rc;
+    if ((rc = bl_base_get(e, im->txn, &base)) != 0)
+        return rc;
+    /* the image into the live tables, with its children index */
+    for (int sess = 0; sess < 2; sess++) {
+        if ((mrc = mdb_cursor_open(im->txn, e->dbi[sess ? BL_DB_BASE_SESSIONS
+                                                        : BL_DB_BASE_BINDINGS], &c)) != 0)
+            return bl_mdb_error(mrc);
+        for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
+             mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+            rc = put_val(im, e->dbi[sess ? BL_DB_SESSIONS : BL_DB_BINDINGS], k.mv_data,
+                         k.mv_size, v.mv_data, v.mv_size, MDB_APPEND);
+            bl_sval sv;
+            if (rc == 0 && sess && bl_sval_decode(v.mv_data, v.mv_size, &sv) == 0 &&
+                sv.parent_len) {
+                unsigned char ck[2 * BINDLOG_ID_MAX + 1];
+                memcpy(ck, sv.parent, sv.parent_len);
+                ck[sv.parent_len] = 0;
+                memcpy(ck + sv.parent_len + 1, k.mv_data, k.mv_size);
+                rc = put_val(im, e->dbi[BL_DB_CHILDREN], ck, sv.parent_len + 1 + k.mv_size, "",
+                             0, 0);
+            }
+        }
+        mdb_cursor_close(c);
+        if (rc != 0)
+            return rc;
+        if (mrc != MDB_NOTFOUND)
+            return bl_mdb_error(mrc);
+    }
+    if ((copy = malloc(BL_RECORD_MAX)) == NULL)
+        return BINDLOG_ENOMEM;
+    bl_replayer_init(r, first, base.time_ms, &base.counts);
+    bl_tables_live(e, im->txn, &t);
+    t.log = 0; /* already there */
+    if ((mrc = mdb_cursor_open(im->txn, e->dbi[BL_DB_LOG], &c)) != 0) {
+        free(copy);
+        return bl_mdb_error(mrc);
+    }
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint64_t lsn = bl_get64be(k.mv_data);
+        /* the writes below may move the page the value is on */
+        memcpy(copy, v.mv_data, v.mv_size);
+        rc = bl_replay_one(r, &t, copy, v.mv_size, lsn, &im->map_full);
+        if (rc != 0) {
+            uint64_t off = 0;
+            if (fseeko(im->offsets, (off_t)((lsn - first) * sizeof(uint64_t)), SEEK_SET) == 0 &&
+                fread(&off, sizeof(off), 1, im->offsets) == 1)
+                im->err_off = off;
+            rc = rc == 1 ? BINDLOG_ECORRUPT : rc;
+        }
+    }
+    mdb_cursor_close(c);
+    free(copy);
+    if (rc == 0 && mrc != MDB_NOTFOUND)
+        rc = bl_mdb_error(mrc);
+    return rc;
+}
+
+/* After the scan: the live tables from the bulk replay, or from the
+ * sequential one when it falls back.  r holds the counts on return. */
+static int import_bulk_state(importer *im, uint64_t first, bl_replayer *r)
+{
+    bl_bulk_sink sink;
+    bl_bulk_counts d;
+    int rc;
+
+    if (fflush(im->offsets) != 0)
+        return bl_mdb_error(errno);
+    bl_appender_sink(&im->app, &sink);
+    rc = bl_bulk_run(im->bulk, &sink, &d);
+    if (rc == BL_BULK_FALLBACK) {
+        bl_appender_abort(&im->app); /* its cursors; the transaction is the import's */
+        return import_sequential(im, first, r);
+    }
+    if (rc != 0)
+        return rc;
+    bl_appender_abort(&im->app);
+    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+        r->counts.applied[i] += d.applied[i];
+    r->counts.live_bindings += (uint64_t)d.live_bindings;
+    r->counts.live_sessions += (uint64_t)d.live_sessions;
     return 0;
 }
 
@@ -511,6 +704,8 @@ static int import_once(importer *im, uint64_t *err_offset)
             rc = BINDLOG_EEXIST;
             goto out;
         }
+        if (bl_bulk_enabled() && (rc = import_bulk_start(im)) != 0)
+            goto out;
         if ((rc = import_image(im, first, &base)) != 0)
             goto out;
         head.lsn = base.lsn;
@@ -537,7 +732,11 @@ static int import_once(importer *im, uint64_t *err_offset)
         const unsigned char *rec = im->frame + ST_FRAME_HDR;
         /* a record's LSN is at byte 4; bl_replay_one checks it against it */
         uint64_t lsn = len >= 12 ? bl_get64(rec + 4) : 0;
-        if ((rc = bl_replay_one(&r, &t, rec, len, lsn, &im->map_full)) != 0) {
+        if (im->bulk != NULL)
+            rc = scan_record(im, &r, rec, len);
+        else
+            rc = bl_replay_one(&r, &t, rec, len, lsn, &im->map_full);
+        if (rc != 0) {
             rc = rc == 1 ? BINDLOG_ECORRUPT : rc;
             goto out;
         }
@@ -564,6 +763,8 @@ static int import_once(importer *im, uint64_t *err_offset)
         goto out;
     }
     im->err_off = t_off;
+    if (im->bulk != NULL && (rc = import_bulk_state(im, first, &r)) != 0)
+        goto out;
     /* inside the import's write transaction: keep the map lock throughout */
     if ((rc = bl_digest_tables(e, im->txn, e->dbi[BL_DB_BINDINGS], e->dbi[BL_DB_SESSIONS], 1,
                                digest)) != 0)
@@ -583,6 +784,15 @@ static int import_once(importer *im, uint64_t *err_offset)
     rc = bl_wtxn_commit(e, im->txn, &im->map_full);
     im->txn = NULL;
 out:
+    if (im->app.map_full)
+        im->map_full = 1;
+    bl_appender_abort(&im->app);
+    memset(&im->app, 0, sizeof(im->app));
+    bl_bulk_free(im->bulk);
+    im->bulk = NULL;
+    if (im->offsets != NULL)
+        fclose(im->offsets);
+    im->offsets = NULL;
     if (im->txn != NULL)
         bl_wtxn_abort(e, im->txn);
     im->txn = NULL;
@@ -590,27 +800,6 @@ out:
         *err_offset = im->err_off;
     bl_replayer_free(&r);
     return rc;
-}
-
-/* Grow the map until `want` bytes are free: an import cannot grow it
- * half-way through its single transaction. */
-static int reserve_map(bl_env *e, uint64_t want)
-{
-    for (int i = 0; i < 64; i++) {
-        MDB_envinfo info;
-        MDB_stat st;
-        bl_map_rdlock(e);
-        mdb_env_info(e->env, &info);
-        mdb_env_stat(e->env, &st);
-        bl_map_unlock(e);
-        uint64_t used = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
-        if (info.me_mapsize >= used + want)
-            return 0;
-        int rc = bl_env_resize(e, 0);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
 }
 
 int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
@@ -651,7 +840,7 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     uint64_t want = (uint64_t)2 << 30;
     if (start >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
         want = 4 * (uint64_t)(st.st_size > start ? st.st_size - start : 0) + ((uint64_t)64 << 20);
-    if ((rc = reserve_map(s->e, want)) != 0)
+    if ((rc = bl_reserve_map(s->e, want)) != 0)
         goto out;
     for (int attempt = 0;; attempt++) {
         XXH3_64bits_reset(im.rd.hash);
