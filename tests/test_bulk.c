@@ -1,0 +1,366 @@
+/*
+ * test_bulk.c -- the bulk replay (src/bulk.c) against the sequential one.
+ *
+ * Replay, check and import of a full stream first try the partitioned bulk
+ * path and fall back to the record-by-record replay when it cannot decide
+ * alone.  The contract: whichever path runs, every table of the result is
+ * byte-identical (BINDLOG_BULK=0 forces the sequential path), and the bulk
+ * path really runs on healthy stores (the process-wide tally says so).
+ * BINDLOG_BULK_PARTITIONS forces the number of partitions, so that small
+ * stores exercise the merge of many.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "bindlog.h"
+#include "bulk.h"
+#include "testutil.h"
+#include "workload.h"
+
+#define NEVENTS 3000
+
+static const char *const tables[] = {"meta",     "log",           "bindings",     "sessions",
+                                     "children", "history",       "base_bindings", "base_sessions"};
+
+typedef struct fx {
+    char *tmp;
+    char dir[1024];
+    bindlog *s;
+    int64_t mid_time; /* time of record NEVENTS / 2 */
+} fx;
+
+static void set_parts(int n)
+{
+    char v[16];
+    if (n <= 0) {
+        unsetenv("BINDLOG_BULK_PARTITIONS");
+        return;
+    }
+    snprintf(v, sizeof v, "%d", n);
+    setenv("BINDLOG_BULK_PARTITIONS", v, 1);
+}
+
+/* Partition of a key with n partitions, as bulk.c computes it. */
+static unsigned part_of(const char *key, unsigned n)
+{
+    return (unsigned)((XXH3_64bits(key, strlen(key)) >> 32) % n);
+}
+
+/* Two keys that land in different partitions when there are 2. */
+static void two_keys(char *a, char *b, size_t cap)
+{
+    snprintf(a, cap, "agent:main:move:a");
+    for (int i = 0;; i++) {
+        snprintf(b, cap, "agent:main:move:b%d", i);
+        if (part_of(a, 2) != part_of(b, 2))
+            return;
+    }
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof(*f));
+    wl_gen g;
+
+    f->tmp = tu_mkdtemp("bulk");
+    snprintf(f->dir, sizeof(f->dir), "%s/src", f->tmp);
+    wl_now = 1000000;
+    f->s = wl_open_store(f->dir);
+    wl_gen_init(&g, 7);
+    for (uint64_t n = 1; n <= NEVENTS; n++) {
+        assert_int_equal(wl_gen_step(&g, f->s), n);
+        if (n == NEVENTS / 2)
+            f->mid_time = wl_now;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    bindlog_close(f->s);
+    tu_rmtree(f->tmp);
+    free(f->tmp);
+    free(f);
+    unsetenv("BINDLOG_BULK");
+    set_parts(0);
+    return 0;
+}
+
+/* Every entry of every table of two closed stores is the same. */
+static void assert_same_tables(const char *a, const char *b)
+{
+    MDB_env *env[2];
+    MDB_txn *txn[2];
+    const char *dirs[2] = {a, b};
+
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(mdb_env_create(&env[i]), 0);
+        assert_int_equal(mdb_env_set_maxdbs(env[i], 16), 0);
+        assert_int_equal(mdb_env_open(env[i], dirs[i], MDB_RDONLY | MDB_NOLOCK, 0600), 0);
+        assert_int_equal(mdb_txn_begin(env[i], NULL, MDB_RDONLY, &txn[i]), 0);
+    }
+    for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+        MDB_dbi dbi[2];
+        MDB_cursor *c[2];
+        MDB_val k[2], v[2];
+        int rc[2];
+        uint64_t n = 0;
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(mdb_dbi_open(txn[i], tables[t], 0, &dbi[i]), 0);
+            assert_int_equal(mdb_cursor_open(txn[i], dbi[i], &c[i]), 0);
+            rc[i] = mdb_cursor_get(c[i], &k[i], &v[i], MDB_FIRST);
+        }
+        while (rc[0] == 0 && rc[1] == 0) {
+            if (k[0].mv_size != k[1].mv_size || memcmp(k[0].mv_data, k[1].mv_data, k[0].mv_size) ||
+                v[0].mv_size != v[1].mv_size || memcmp(v[0].mv_data, v[1].mv_data, v[0].mv_size))
+                fail_msg("table %s differs at entry %llu", tables[t], (unsigned long long)n);
+            n++;
+            for (int i = 0; i < 2; i++)
+                rc[i] = mdb_cursor_get(c[i], &k[i], &v[i], MDB_NEXT);
+        }
+        if (rc[0] != MDB_NOTFOUND || rc[1] != MDB_NOTFOUND)
+            fail_msg("table %s: one store has more entries (after %llu)", tables[t],
+                     (unsigned long long)n);
+        for (int i = 0; i < 2; i++)
+            mdb_cursor_close(c[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        mdb_txn_abort(txn[i]);
+        mdb_env_close(env[i]);
+    }
+}
+
+/* Replay s into tmp/name with the bulk path on (parts partitions) or off. */
+static void replay_to(fx *f, bindlog *s, const char *name, int bulk, int parts, uint64_t to_lsn,
+                      int64_t to_time)
+{
+    char out[1200];
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    uint64_t last;
+    snprintf(out, sizeof out, "%s/%s", f->tmp, name);
+    tu_rmtree(out);
+    if (bulk)
+        unsetenv("BINDLOG_BULK");
+    else
+        setenv("BINDLOG_BULK", "0", 1);
+    set_parts(parts);
+    assert_int_equal(bindlog_replay(s, out, to_lsn, to_time, dg, &last, NULL, NULL), 0);
+    unsetenv("BINDLOG_BULK");
+    set_parts(0);
+}
+
+static void path_of(fx *f, char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "%s/%s", f->tmp, name);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void bulk__replay_equals_sequential_for_any_partitioning(void **state)
+{
+    fx *f = *state;
+    char seq[1200], out[1200];
+    static const int parts[] = {1, 2, 3, 7, 64, 200};
+
+    replay_to(f, f->s, "seq", 0, 0, UINT64_MAX, INT64_MAX);
+    path_of(f, seq, sizeof seq, "seq");
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        uint64_t done0, fell0, done1, fell1;
+        bl_bulk_tally(&done0, &fell0);
+        replay_to(f, f->s, "bulk", 1, parts[i], UINT64_MAX, INT64_MAX);
+        bl_bulk_tally(&done1, &fell1);
+        assert_int_equal(done1, done0 + 1); /* the bulk path ran ... */
+        assert_int_equal(fell1, fell0);     /* ... and did not fall back */
+        path_of(f, out, sizeof out, "bulk");
+        assert_same_tables(seq, out);
+    }
+}
+
+static void bulk__replay_points_equal_sequential(void **state)
+{
+    fx *f = *state;
+    char a[1200], b[1200];
+    static const uint64_t lsns[] = {0, 1, 2, 999, NEVENTS - 1};
+
+    for (size_t i = 0; i < sizeof(lsns) / sizeof(lsns[0]); i++) {
+        replay_to(f, f->s, "seq", 0, 0, lsns[i], INT64_MAX);
+        replay_to(f, f->s, "bulk", 1, 5, lsns[i], INT64_MAX);
+        path_of(f, a, sizeof a, "seq");
+        path_of(f, b, sizeof b, "bulk");
+        assert_same_tables(a, b);
+    }
+    replay_to(f, f->s, "seq", 0, 0, UINT64_MAX, f->mid_time);
+    replay_to(f, f->s, "bulk", 1, 5, UINT64_MAX, f->mid_time);
+    assert_same_tables(a, b);
+}
+
+static void bulk__compacted_store(void **state)
+{
+    fx *f = *state;
+    char a[1200], b[1200];
+    uint64_t removed;
+    bindlog_check_report rep;
+
+    assert_int_equal(bindlog_compact(f->s, NEVENTS / 3, &removed, NULL, NULL), 0);
+    replay_to(f, f->s, "seq", 0, 0, UINT64_MAX, INT64_MAX);
+    replay_to(f, f->s, "bulk", 1, 4, UINT64_MAX, INT64_MAX);
+    path_of(f, a, sizeof a, "seq");
+    path_of(f, b, sizeof b, "bulk");
+    assert_same_tables(a, b);
+    set_parts(4);
+    assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+    set_parts(0);
+    assert_int_equal(rep.problems, 0);
+    assert_memory_equal(rep.state_digest, rep.replay_digest, BINDLOG_DIGEST_SIZE);
+}
+
+/* A BIND moves a session to a key of another partition: the bulk path
+ * cannot decide it alone, falls back, and the result is still exact. */
+static void bulk__session_moved_across_partitions_falls_back(void **state)
+{
+    fx *f = *state;
+    char ka[64], kb[64], a[1200], b[1200];
+    bindlog_result r;
+    bindlog_check_report rep;
+    uint64_t done0, fell0, done1, fell1;
+
+    two_keys(ka, kb, sizeof ka);
+    assert_int_equal(bindlog_bind(f->s, ka, "mv-1", NULL, NULL, "o", 1, &r), BINDLOG_APPLIED);
+    assert_int_equal(bindlog_new_session(f->s, ka, "mv-2", NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    assert_int_equal(bindlog_bind(f->s, kb, "mv-1", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    assert_int_equal(bindlog_split(f->s, kb, "mv-1", "mv-3", BINDLOG_ANY_GENERATION, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+
+    replay_to(f, f->s, "seq", 0, 0, UINT64_MAX, INT64_MAX);
+    bl_bulk_tally(&done0, &fell0);
+    replay_to(f, f->s, "bulk", 1, 2, UINT64_MAX, INT64_MAX);
+    bl_bulk_tally(&done1, &fell1);
+    assert_int_equal(fell1, fell0 + 1);
+    assert_int_equal(done1, done0);
+    path_of(f, a, sizeof a, "seq");
+    path_of(f, b, sizeof b, "bulk");
+    assert_same_tables(a, b);
+
+    set_parts(2);
+    assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+    set_parts(0);
+    assert_int_equal(rep.problems, 0);
+
+    /* with one partition nothing crosses: the bulk path decides it all */
+    bl_bulk_tally(&done0, &fell0);
+    replay_to(f, f->s, "bulk1", 1, 1, UINT64_MAX, INT64_MAX);
+    bl_bulk_tally(&done1, &fell1);
+    assert_int_equal(done1, done0 + 1);
+    path_of(f, b, sizeof b, "bulk1");
+    assert_same_tables(a, b);
+}
+
+/* Export, then import into empty stores by both paths: same tables. */
+static void bulk__import_equals_sequential(void **state)
+{
+    fx *f = *state;
+    char file[1200], a[1200], b[1200];
+    int fd;
+    uint64_t n, off, done0, fell0, done1, fell1;
+    bindlog *t;
+
+    path_of(f, file, sizeof file, "all.blx");
+    fd = open(file, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(bindlog_export(f->s, 0, fd, &n, NULL, NULL), 0);
+    close(fd);
+    for (int bulk = 0; bulk < 2; bulk++) {
+        path_of(f, bulk ? b : a, sizeof a, bulk ? "imp-bulk" : "imp-seq");
+        t = wl_open_store(bulk ? b : a);
+        fd = open(file, O_RDONLY);
+        if (!bulk)
+            setenv("BINDLOG_BULK", "0", 1);
+        set_parts(bulk ? 3 : 0);
+        bl_bulk_tally(&done0, &fell0);
+        assert_int_equal(bindlog_import(t, fd, &n, &off, NULL, NULL), 0);
+        bl_bulk_tally(&done1, &fell1);
+        assert_int_equal(done1, done0 + (uint64_t)bulk);
+        assert_int_equal(fell1, fell0);
+        unsetenv("BINDLOG_BULK");
+        set_parts(0);
+        close(fd);
+        bindlog_close(t);
+    }
+    assert_same_tables(a, b);
+}
+
+/* A damaged record: the bulk scan or decide notices, the sequential path
+ * names it, and the report is the one BINDLOG_BULK=0 gives. */
+static void bulk__check_reports_like_sequential(void **state)
+{
+    fx *f = *state;
+    bindlog_check_report seq, bulk;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k, v;
+    unsigned char kb[8], *copy;
+
+    bindlog_close(f->s);
+    f->s = NULL;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+    assert_int_equal(mdb_env_open(env, f->dir, 0, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "log", 0, &dbi), 0);
+    for (int i = 0; i < 8; i++)
+        kb[i] = (unsigned char)(1234u >> (56 - 8 * i));
+    k = (MDB_val){8, kb};
+    assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
+    copy = malloc(v.mv_size);
+    memcpy(copy, v.mv_data, v.mv_size);
+    copy[v.mv_size / 2] ^= 0x20; /* inside a string: the checksum fails */
+    v.mv_data = copy;
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    free(copy);
+    f->s = wl_open_store(f->dir);
+
+    setenv("BINDLOG_BULK", "0", 1);
+    assert_int_equal(bindlog_check(f->s, &seq, NULL, NULL), 0);
+    unsetenv("BINDLOG_BULK");
+    set_parts(3);
+    assert_int_equal(bindlog_check(f->s, &bulk, NULL, NULL), 0);
+    set_parts(0);
+    assert_true(seq.problems > 0);
+    assert_int_equal(seq.first_bad_lsn, 1234);
+    assert_int_equal(bulk.problems, seq.problems);
+    assert_int_equal(bulk.first_bad_lsn, seq.first_bad_lsn);
+    assert_string_equal(bulk.message, seq.message);
+    assert_int_equal(bulk.records, seq.records);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(bulk__replay_equals_sequential_for_any_partitioning,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__replay_points_equal_sequential, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__compacted_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__session_moved_across_partitions_falls_back, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(bulk__import_equals_sequential, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__check_reports_like_sequential, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
