@@ -11,6 +11,7 @@
  *   'b' image binding   u16 key_len, key, binding value
  *   's' image session   u8 id_len, id, session value
  *   'r' record          u64 lsn (its position), record bytes
+ *   'p' record by reference: u64 lsn, pointer, u32 length
  * Key run entry:     u16 key_len, key, u32 val_len, val, u32 n, n x u64 lsn
  * Session run entry: u8 id_len, id, u32 val_len, val, u32 n, n x (u8 len, child id)
  * Integers are in host order: the files never leave this process.
@@ -18,12 +19,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL /* hashing names is on the hot path: no library calls */
 #include <xxhash.h>
 
 #include "bulk.h"
@@ -31,8 +35,8 @@
 #include "record.h"
 
 #define SPILL_BLOCK ((size_t)128 << 10) /* > the largest entry (a record: 66 KiB) */
-#define RUN_BUF ((size_t)256 << 10)
-#define MAX_PARTS 256
+#define RUN_BUF ((size_t)128 << 10) /* > the largest run entry (a session: 66 KiB) */
+#define MAX_PARTS 512
 #define DEFAULT_PARTS 64 /* when the input size is unknown */
 #define MAX_THREADS 2
 
@@ -171,7 +175,22 @@ struct bl_bulk {
     int rc;            /* first failure */
     pthread_mutex_t mu;
     bl_bulk_counts counts;
+    double t_open;     /* BINDLOG_BULK_DEBUG: phase times */
 };
+
+/* Seconds on the monotonic clock. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int debug_on(void)
+{
+    const char *v = getenv("BINDLOG_BULK_DEBUG");
+    return v != NULL && strcmp(v, "0") != 0;
+}
 
 const char *bl_bulk_why(const bl_bulk *b)
 {
@@ -191,6 +210,7 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
     for (int i = 0; i < MAX_THREADS; i++)
         b->kfd[i] = b->sfd[i] = -1;
     pthread_mutex_init(&b->mu, NULL);
+    b->t_open = now_s();
     if (force != NULL && atoi(force) > 0)
         b->nparts = (unsigned)atoi(force);
     else if (size_hint == 0)
@@ -322,15 +342,32 @@ int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void 
     return spill(b, part_of(b, s.key, s.key_len), 's', &h, 1, id, id_len, val, val_len);
 }
 
-int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
+/* The partition of a record, by its key; UINT_MAX if it has none. */
+static unsigned record_part(const bl_bulk *b, const unsigned char *r, size_t len)
 {
-    const unsigned char *r = bytes;
     if (len < BL_RECORD_FIXED + BL_RECORD_CHECKSUM)
-        return fall_back(b, "record too short");
+        return UINT_MAX;
     size_t key_len = bl_get16(r + 28);
     if (key_len == 0 || BL_RECORD_FIXED + key_len + BL_RECORD_CHECKSUM > len)
-        return fall_back(b, "record with a bad key length");
-    return spill(b, part_of(b, r + BL_RECORD_FIXED, key_len), 'r', &lsn, 8, bytes, len, NULL, 0);
+        return UINT_MAX;
+    return part_of(b, r + BL_RECORD_FIXED, key_len);
+}
+
+int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
+{
+    unsigned p = record_part(b, bytes, len);
+    if (p == UINT_MAX)
+        return fall_back(b, "record without a key");
+    return spill(b, p, 'r', &lsn, 8, bytes, len, NULL, 0);
+}
+
+int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
+{
+    unsigned p = record_part(b, bytes, len);
+    uint32_t n = (uint32_t)len;
+    if (p == UINT_MAX || len > BL_RECORD_MAX)
+        return fall_back(b, "record without a key");
+    return spill(b, p, 'p', &lsn, 8, &bytes, sizeof(bytes), &n, 4);
 }
 
 /* ---- decide: one partition in memory --------------------------------- */
@@ -376,7 +413,7 @@ typedef struct skey {
 } skey;
 
 typedef struct dstate {
-    arena_chunk *arena;
+    arena_chunk *arena, *full;
     etab keys, sess;
     hist *h;
     size_t nh, caph;
@@ -393,6 +430,14 @@ typedef struct dstate {
 static void *arena_alloc(dstate *d, size_t n)
 {
     n = (n + 7) & ~(size_t)7;
+    /* d->arena: chunks with room, first the current one; d->full: used up */
+    while (d->arena != NULL && d->arena->cap - d->arena->used < n &&
+           d->arena->used > d->arena->cap / 2) {
+        arena_chunk *c = d->arena;
+        d->arena = c->next;
+        c->next = d->full;
+        d->full = c;
+    }
     if (d->arena == NULL || d->arena->cap - d->arena->used < n) {
         size_t cap = n > ((size_t)1 << 20) ? n : (size_t)1 << 20;
         arena_chunk *c = malloc(sizeof(arena_chunk) + cap);
@@ -408,12 +453,39 @@ static void *arena_alloc(dstate *d, size_t n)
     return p;
 }
 
+/* Forget the partition, keeping the memory for the next one (fresh pages
+ * from the kernel cost a fault and a clearing each). */
 static void dstate_reset(dstate *d)
+{
+    while (d->full != NULL) {
+        arena_chunk *c = d->full;
+        d->full = c->next;
+        c->next = d->arena;
+        d->arena = c;
+    }
+    for (arena_chunk *c = d->arena; c != NULL; c = c->next)
+        c->used = 0;
+    d->keys.n = d->sess.n = 0;
+    if (d->keys.slot != NULL)
+        memset(d->keys.slot, 0, ((size_t)d->keys.mask + 1) * sizeof(uint32_t));
+    if (d->sess.slot != NULL)
+        memset(d->sess.slot, 0, ((size_t)d->sess.mask + 1) * sizeof(uint32_t));
+    d->nh = d->nk = d->npd = 0;
+    memset(&d->counts, 0, sizeof(d->counts));
+    d->why = NULL;
+}
+
+static void dstate_free(dstate *d)
 {
     while (d->arena != NULL) {
         arena_chunk *n = d->arena->next;
         free(d->arena);
         d->arena = n;
+    }
+    while (d->full != NULL) {
+        arena_chunk *n = d->full->next;
+        free(d->full);
+        d->full = n;
     }
     free(d->keys.v);
     free(d->keys.slot);
@@ -422,11 +494,9 @@ static void dstate_reset(dstate *d)
     free(d->h);
     free(d->k);
     free(d->pd);
-    unsigned char *in = d->in;
-    bl_encoded enc = d->enc;
+    free(d->in);
+    free(d->enc.buf);
     memset(d, 0, sizeof(*d));
-    d->in = in;
-    d->enc = enc;
 }
 
 static int64_t tab_find(const etab *t, const void *name, size_t len, uint64_t h)
@@ -522,7 +592,8 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
     int64_t i = tab_find(&d->sess, id, len, XXH3_64bits(id, len));
     if (i < 0)
         return BINDLOG_ENOTFOUND;
-    return bl_sval_decode(d->sess.v[i].val, d->sess.v[i].val_len, out);
+    /* every value here was validated or encoded by this process */
+    return bl_sval_decode_trusted(d->sess.v[i].val, d->sess.v[i].val_len, out);
 }
 
 #define GROW(arr, n, cap)                                                        \
@@ -598,10 +669,12 @@ static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_
     rc = bl_decide(&view, &ev, rec.lsn, rec.time_ms, &plan);
     if (rc != BINDLOG_APPLIED)
         return (d->why = "a record does not apply within its partition"), BL_BULK_FALLBACK;
-    if ((rc = bl_plan_encode(&plan, &d->enc)) != 0)
-        return rc;
-    if (d->enc.rec_len != len || memcmp(d->enc.buf + d->enc.rec_off, bytes, len) != 0)
+    /* The same fields in the current record version give the same bytes:
+     * comparing fields spares encoding and checksumming the record again. */
+    if (bytes[0] != BINDLOG_RECORD_VERSION || !bl_record_same(&plan.rec, &rec))
         return (d->why = "a record re-derives to other bytes"), BL_BULK_FALLBACK;
+    if ((rc = bl_plan_encode_state(&plan, &d->enc)) != 0)
+        return rc;
 
     const unsigned char *b = d->enc.buf;
     if ((rc = tab_put(d, &d->keys, rec.key, rec.key_len, b + d->enc.bval_off, d->enc.bval_len,
@@ -837,10 +910,19 @@ static int decide_part(bl_bulk *b, unsigned pi, int t, dstate *d, wfile *kw, wfi
                 rc = add_image_binding(d, e + 5, len);
             } else if (e[0] == 's') {
                 rc = add_image_session(d, e + 5, len);
-            } else {
+            } else if (e[0] == 'r') {
                 uint64_t lsn;
                 memcpy(&lsn, e + 5, 8);
                 rc = add_record(d, e + 13, len - 8, lsn);
+            } else {
+                /* 'p': the record stays where the caller keeps it */
+                uint64_t lsn;
+                const unsigned char *rec;
+                uint32_t n;
+                memcpy(&lsn, e + 5, 8);
+                memcpy(&rec, e + 13, sizeof(rec));
+                memcpy(&n, e + 13 + sizeof(rec), 4);
+                rc = add_record(d, rec, n, lsn);
             }
             o += 5 + (size_t)len;
         }
@@ -923,9 +1005,7 @@ static void *decide_thread(void *arg)
         pthread_mutex_unlock(&b->mu);
         atomic_store(&b->stop, 1);
     }
-    dstate_reset(&d);
-    free(d.in);
-    free(d.enc.buf);
+    dstate_free(&d);
     free(kw.buf);
     free(sw.buf);
     w->rc = rc;
@@ -1104,12 +1184,217 @@ out:
     return rc;
 }
 
+/* ---- the merge on a thread of its own ----------------------------------
+ *
+ * The merge (reading runs, the heap) and the sink (LMDB writes or
+ * comparisons, which must stay on the caller's thread: LMDB transactions
+ * are bound to it) take about as long as each other, so the merge runs on
+ * a second thread and hands its output over through a ring of entries:
+ *   u8 kind ('B', 'H', 'S', 'C'; 0: wrap to the start), 3 bytes unused,
+ *   u16 name_len, u16 unused, u32 val_len, name, val, padded to 8 bytes.
+ * The producer publishes in slices, so the two rarely touch the lock. */
+
+#define RING_BYTES ((size_t)8 << 20)
+#define RING_SLICE ((size_t)256 << 10)
+#define RING_HDR 12
+
+typedef struct ring {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned char *buf;
+    uint64_t head;     /* producer: bytes written (its own view) */
+    uint64_t pub;      /* bytes the consumer may read (under mu) */
+    uint64_t tail;     /* bytes the consumer is done with (under mu) */
+    uint64_t tail_seen; /* producer's copy of tail */
+    int done, rc;      /* producer finished, with rc */
+    int stop;          /* consumer failed: producer gives up */
+    bl_bulk *b;
+} ring;
+
+static int ring_publish(ring *r, int done, int rc)
+{
+    int stop;
+    pthread_mutex_lock(&r->mu);
+    r->pub = r->head;
+    if (done) {
+        r->done = 1;
+        r->rc = rc;
+    }
+    stop = r->stop;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return stop;
+}
+
+static int ring_put(ring *r, int kind, const void *name, size_t nl, const void *val, size_t vl)
+{
+    size_t need = (RING_HDR + nl + vl + 7) & ~(size_t)7;
+    size_t at = (size_t)(r->head % RING_BYTES);
+    size_t waste = at + need > RING_BYTES ? RING_BYTES - at : 0;
+
+    /* room for the entry (and the wrap before it) */
+    if (r->head + waste + need - r->tail_seen > RING_BYTES) {
+        pthread_mutex_lock(&r->mu);
+        r->pub = r->head;
+        pthread_cond_broadcast(&r->cv);
+        while (r->head + waste + need - r->tail > RING_BYTES && !r->stop)
+            pthread_cond_wait(&r->cv, &r->mu);
+        r->tail_seen = r->tail;
+        int stop = r->stop;
+        pthread_mutex_unlock(&r->mu);
+        if (stop)
+            return BINDLOG_EIO; /* the consumer's error is the one returned */
+    }
+    if (waste) {
+        r->buf[at] = 0;
+        r->head += waste;
+        at = 0;
+    }
+    unsigned char *e = r->buf + at;
+    uint16_t n16 = (uint16_t)nl;
+    uint32_t v32 = (uint32_t)vl;
+    e[0] = (unsigned char)kind;
+    memcpy(e + 4, &n16, 2);
+    memcpy(e + 8, &v32, 4);
+    memcpy(e + RING_HDR, name, nl);
+    if (vl)
+        memcpy(e + RING_HDR + nl, val, vl);
+    r->head += need;
+    if (r->head - r->pub >= RING_SLICE && ring_publish(r, 0, 0))
+        return BINDLOG_EIO;
+    return 0;
+}
+
+static int ring_binding(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    return ring_put(ctx, 'B', k, kn, v, vn);
+}
+
+static int ring_history(void *ctx, const void *k, size_t kn, uint64_t lsn)
+{
+    return ring_put(ctx, 'H', k, kn, &lsn, 8);
+}
+
+static int ring_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    return ring_put(ctx, 'S', k, kn, v, vn);
+}
+
+static int ring_child(void *ctx, const void *p, size_t pn, const void *c, size_t cn)
+{
+    return ring_put(ctx, 'C', p, pn, c, cn);
+}
+
+static void *merge_thread(void *arg)
+{
+    ring *r = arg;
+    bl_bulk_sink sink = {r, ring_binding, ring_history, ring_session, ring_child};
+    int rc = merge(r->b, 1, &sink);
+    if (rc == 0)
+        rc = merge(r->b, 0, &sink);
+    ring_publish(r, 1, rc);
+    return NULL;
+}
+
+/* Take the merged entries off the ring into `sink` until the producer is
+ * done.  Returns the sink's error, or the producer's result. */
+static int ring_drain(ring *r, const bl_bulk_sink *sink)
+{
+    uint64_t tail = 0;
+    int rc = 0;
+
+    for (;;) {
+        uint64_t pub;
+        int done, prc;
+        pthread_mutex_lock(&r->mu);
+        r->tail = tail;
+        pthread_cond_broadcast(&r->cv);
+        while (r->pub == tail && !r->done)
+            pthread_cond_wait(&r->cv, &r->mu);
+        pub = r->pub;
+        done = r->done;
+        prc = r->rc;
+        pthread_mutex_unlock(&r->mu);
+        while (rc == 0 && tail < pub) {
+            const unsigned char *e = r->buf + tail % RING_BYTES;
+            if (e[0] == 0) {
+                tail += RING_BYTES - tail % RING_BYTES;
+                continue;
+            }
+            uint16_t nl;
+            uint32_t vl;
+            memcpy(&nl, e + 4, 2);
+            memcpy(&vl, e + 8, 4);
+            const unsigned char *name = e + RING_HDR, *val = name + nl;
+            switch (e[0]) {
+            case 'B':
+                rc = sink->binding(sink->ctx, name, nl, val, vl);
+                break;
+            case 'H': {
+                uint64_t lsn;
+                memcpy(&lsn, val, 8);
+                rc = sink->history(sink->ctx, name, nl, lsn);
+                break;
+            }
+            case 'S':
+                rc = sink->session(sink->ctx, name, nl, val, vl);
+                break;
+            default:
+                rc = sink->child(sink->ctx, name, nl, val, vl);
+                break;
+            }
+            tail += (RING_HDR + nl + vl + 7) & ~(size_t)7;
+        }
+        if (rc != 0) {
+            pthread_mutex_lock(&r->mu);
+            r->stop = 1;
+            pthread_cond_broadcast(&r->cv);
+            pthread_mutex_unlock(&r->mu);
+            return rc;
+        }
+        if (done && tail == pub)
+            return prc;
+    }
+}
+
+/* Merge into `sink`, on a second thread when there is one. */
+static int merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads)
+{
+    ring r;
+    pthread_t th;
+    int rc;
+
+    if (threads < 2 || (r.buf = malloc(RING_BYTES)) == NULL) {
+        rc = merge(b, 1, sink);
+        return rc == 0 ? merge(b, 0, sink) : rc;
+    }
+    r.head = r.pub = r.tail = r.tail_seen = 0;
+    r.done = r.rc = r.stop = 0;
+    r.b = b;
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    if (pthread_create(&th, NULL, merge_thread, &r) != 0) {
+        free(r.buf);
+        pthread_mutex_destroy(&r.mu);
+        pthread_cond_destroy(&r.cv);
+        rc = merge(b, 1, sink);
+        return rc == 0 ? merge(b, 0, sink) : rc;
+    }
+    rc = ring_drain(&r, sink);
+    pthread_join(th, NULL);
+    pthread_mutex_destroy(&r.mu);
+    pthread_cond_destroy(&r.cv);
+    free(r.buf);
+    return rc;
+}
+
 int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts)
 {
     worker w[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = ncpu >= 2 && b->nparts >= 2 ? 2 : 1, started = 0, rc = 0;
+    double t_scan = now_s(), t_decide = 0;
 
     for (unsigned p = 0; rc == 0 && p < b->nparts; p++) {
         rc = part_flush(b, &b->parts[p]);
@@ -1133,10 +1418,15 @@ int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts)
             pthread_join(th[t], NULL);
     /* (a thread that could not start left its partitions to thread 0) */
     rc = b->rc;
+    t_decide = now_s();
     if (rc == 0)
-        rc = merge(b, 1, sink);
-    if (rc == 0)
-        rc = merge(b, 0, sink);
+        rc = merge_all(b, sink, (int)(ncpu >= 2 ? 2 : 1));
+    if (debug_on())
+        fprintf(stderr,
+                "bulk: %u partitions, %.1f MB spilled; scan %.2f s, decide %.2f s, merge "
+                "%.2f s; rc %d%s%s\n",
+                b->nparts, (double)b->spill_size / 1e6, t_scan - b->t_open, t_decide - t_scan,
+                now_s() - t_decide, rc, b->why ? ": " : "", b->why ? b->why : "");
     if (rc == 0 && counts != NULL)
         *counts = b->counts;
 out:

@@ -51,7 +51,7 @@
 #define BL_BULK_FALLBACK 1
 
 /* Input bytes per partition (records and image entries). */
-#define BL_BULK_PART_BYTES ((uint64_t)24 << 20)
+#define BL_BULK_PART_BYTES ((uint64_t)8 << 20)
 
 typedef struct bl_bulk bl_bulk;
 
@@ -97,6 +97,12 @@ int bl_bulk_image_binding(bl_bulk *b, const void *key, size_t key_len, const voi
 int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void *val,
                           size_t val_len);
 int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
+
+/* The same, without copying the record: the caller guarantees that the
+ * bytes stay where they are, unchanged, until bl_bulk_run() has returned
+ * (an LMDB read transaction whose map is not moved: replay and check hold
+ * the map lock meanwhile). */
+int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 
 /*
  * Decide every partition and merge into `sink`.  Returns 0 (counts filled),

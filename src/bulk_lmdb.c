@@ -240,16 +240,14 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
         if (x->log_out != NULL &&
             (rc = bl_appender_put(x->log_out, BL_DB_LOG, k.mv_data, 8, v.mv_data, v.mv_size)) != 0)
             break;
-        if ((rc = bl_bulk_record(b, v.mv_data, v.mv_size, x->next_lsn)) != 0)
+        /* by reference: the map lock is held until the bulk run is done
+         * (no breathing here), so the snapshot's pages stay mapped */
+        if ((rc = bl_bulk_record_ref(b, v.mv_data, v.mv_size, x->next_lsn)) != 0)
             break;
         x->next_lsn++;
         x->last_time = t;
-        if (++x->scanned % 65536 == 0) {
-            bl_map_unlock(x->src);
-            bl_map_rdlock(x->src);
-            if (x->progress != NULL)
-                x->progress(x->progress_ctx, x->scanned, x->total);
-        }
+        if (++x->scanned % 65536 == 0 && x->progress != NULL)
+            x->progress(x->progress_ctx, x->scanned, x->total);
         rc = 0;
     }
     bl_cursor_close(&c);

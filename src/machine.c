@@ -464,7 +464,7 @@ static size_t enc_reserve(bl_encoded *enc, size_t *used, size_t n)
     return off;
 }
 
-int bl_plan_encode(const bl_plan *p, bl_encoded *enc)
+static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
 {
     size_t used = 0, n;
 
@@ -494,9 +494,22 @@ int bl_plan_encode(const bl_plan *p, bl_encoded *enc)
         enc->child_len = n;
     }
 
+    enc->rec_off = enc->rec_len = 0;
+    if (!with_record)
+        return 0;
     n = bl_record_size(&p->rec);
     if ((enc->rec_off = enc_reserve(enc, &used, n)) == SIZE_MAX)
         return BINDLOG_ENOMEM;
     enc->rec_len = bl_record_encode(&p->rec, enc->buf + enc->rec_off, n);
     return 0;
+}
+
+int bl_plan_encode(const bl_plan *p, bl_encoded *enc)
+{
+    return plan_encode(p, enc, 1);
+}
+
+int bl_plan_encode_state(const bl_plan *p, bl_encoded *enc)
+{
+    return plan_encode(p, enc, 0);
 }

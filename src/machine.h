@@ -126,4 +126,9 @@ typedef struct bl_encoded {
  */
 int bl_plan_encode(const bl_plan *plan, bl_encoded *enc);
 
+/* bl_plan_encode() without the record (enc->rec_len = 0): for a replay that
+ * compares plan->rec with the stored record field by field
+ * (bl_record_same) instead of byte by byte. */
+int bl_plan_encode_state(const bl_plan *plan, bl_encoded *enc);
+
 #endif /* BL_MACHINE_H */

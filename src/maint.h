@@ -149,7 +149,9 @@ int bl_bulk_feed_image(bl_bulk *b, bl_env *src, MDB_txn *stxn, bl_appender *base
  * end it), copying records to log_out's log table if not NULL.  Any
  * irregularity (a hole, a key that is not an LSN, time going back, a
  * damaged record at the to_time stop) is BL_BULK_FALLBACK: the sequential
- * replay reports it exactly. */
+ * replay reports it exactly.  Records are fed by reference
+ * (bl_bulk_record_ref): the caller keeps src's map lock, without releasing
+ * it, until bl_bulk_run() has decided every partition. */
 typedef struct bl_bulk_scan {
     bl_env *src;
     MDB_txn *stxn;

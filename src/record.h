@@ -83,6 +83,10 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap);
  */
 int bl_record_decode(const void *buf, size_t len, bl_record *out);
 
+/* 1 if two records have the same fields (so that both encode, in the same
+ * version, to the same bytes), else 0. */
+int bl_record_same(const bl_record *a, const bl_record *b);
+
 /* ---- state values (the materialised tables) ------------------------------ */
 
 /* A binding value.  sid_len 0 = tombstone. */
@@ -116,6 +120,9 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out);
 size_t bl_sval_size(const bl_sval *v);
 size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap);
 int bl_sval_decode(const void *buf, size_t len, bl_sval *out);
+/* bl_sval_decode() without checking the fields' byte rules: only for values
+ * this process encoded itself (the bulk replay's in-memory state). */
+int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out);
 
 /* ---- validation of caller bytes ------------------------------------------ */
 

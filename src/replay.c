@@ -642,65 +642,95 @@ typedef struct bulk_result {
     bl_bulk_scan scan;        /* scan.next_lsn: one past the last record replayed */
     bl_counts counts;         /* meta "counts" after it */
     uint64_t live_bindings, live_sessions; /* of the base image */
-    const char *why;          /* on BL_BULK_FALLBACK */
+    unsigned char digest[BINDLOG_DIGEST_SIZE]; /* of the state replayed */
 } bulk_result;
 
+/* A sink that adds bindings and sessions to the digest on their way to
+ * another sink. */
+typedef struct digest_tee {
+    const bl_bulk_sink *next;
+    bl_digest *st;
+} digest_tee;
+
+static int tee_binding(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    digest_tee *t = ctx;
+    bl_digest_add(t->st, 'B', k, kn, v, vn);
+    return t->next->binding(t->next->ctx, k, kn, v, vn);
+}
+
+static int tee_history(void *ctx, const void *k, size_t kn, uint64_t lsn)
+{
+    digest_tee *t = ctx;
+    return t->next->history(t->next->ctx, k, kn, lsn);
+}
+
+static int tee_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    digest_tee *t = ctx;
+    bl_digest_add(t->st, 'S', k, kn, v, vn);
+    return t->next->session(t->next->ctx, k, kn, v, vn);
+}
+
+static int tee_child(void *ctx, const void *p, size_t pn, const void *c, size_t cn)
+{
+    digest_tee *t = ctx;
+    return t->next->child(t->next->ctx, p, pn, c, cn);
+}
+
 /*
- * Replay src's base image and log (up to last_lsn and to_time) into the
- * empty store dst by the bulk path: live tables always, and the log and
- * base tables too when `full` (replay; check needs only the state).
- * Returns 0, BL_BULK_FALLBACK (run the sequential replay instead, on a
- * fresh dst: this one holds part of a build), or an error.  Caller holds
- * src's map lock.
+ * Replay src's base image and log (up to last_lsn and to_time) by the bulk
+ * path into `sink`, and into `copy` (if not NULL) the base image and the
+ * log records themselves (replay keeps them; check does not).  Returns 0,
+ * BL_BULK_FALLBACK (the sequential replay must run instead: what the sink
+ * and copy received is to be discarded), or an error.  Caller holds src's
+ * map lock.
  */
-static int replay_bulk(bl_env *src, MDB_txn *stxn, bl_env *dst, const bl_base *base,
-                       uint64_t last_lsn, int64_t to_time, int full, bulk_result *res,
-                       bindlog_progress_fn progress, void *progress_ctx)
+static int replay_bulk(bl_env *src, MDB_txn *stxn, const bl_base *base, uint64_t last_lsn,
+                       int64_t to_time, bl_appender *copy, const bl_bulk_sink *sink,
+                       int want_digest, bulk_result *res, bindlog_progress_fn progress,
+                       void *progress_ctx)
 {
     bl_bulk *b = NULL;
-    bl_appender a;
-    bl_bulk_sink sink;
     bl_bulk_counts d;
+    digest_tee tee = {sink, want_digest ? bl_digest_new() : NULL};
+    bl_bulk_sink teed = {&tee, tee_binding, tee_history, tee_session, tee_child};
     int rc;
 
     memset(res, 0, sizeof(*res));
-    if ((rc = bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn))) != 0)
-        return rc;
-    if ((rc = bl_appender_init(&a, dst, NULL)) != 0) {
-        bl_bulk_free(b);
+    if (want_digest && tee.st == NULL)
+        return BINDLOG_ENOMEM;
+    if ((rc = bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn))) != 0) {
+        bl_digest_free(tee.st);
         return rc;
     }
-    rc = bl_bulk_feed_image(b, src, stxn, full ? &a : NULL, &res->live_bindings,
-                            &res->live_sessions);
+    rc = bl_bulk_feed_image(b, src, stxn, copy, &res->live_bindings, &res->live_sessions);
     res->scan = (bl_bulk_scan){.src = src,
                                .stxn = stxn,
                                .next_lsn = base->lsn + 1,
                                .last_lsn = last_lsn,
                                .last_time = base->time_ms,
                                .to_time = to_time,
-                               .log_out = full ? &a : NULL,
+                               .log_out = copy,
                                .total = last_lsn > base->lsn ? last_lsn - base->lsn : 0,
                                .progress = progress,
                                .progress_ctx = progress_ctx};
     if (rc == 0)
         rc = bl_bulk_feed_log(b, &res->scan);
-    bl_appender_sink(&a, &sink);
     if (rc == 0)
-        rc = bl_bulk_run(b, &sink, &d);
-    if (rc == 0)
-        rc = bl_appender_finish(&a);
-    else
-        bl_appender_abort(&a);
+        rc = bl_bulk_run(b, want_digest ? &teed : sink, &d);
     if (rc == 0) {
         res->counts = base->counts;
         for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
             res->counts.applied[i] += d.applied[i];
         res->counts.live_bindings += (uint64_t)d.live_bindings;
         res->counts.live_sessions += (uint64_t)d.live_sessions;
+        if (want_digest)
+            bl_digest_final(tee.st, res->digest);
         if (progress != NULL)
             progress(progress_ctx, res->scan.total, res->scan.total);
     }
-    res->why = bl_bulk_why(b);
+    bl_digest_free(tee.st);
     bl_bulk_free(b);
     return rc;
 }
@@ -730,7 +760,8 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     bl_replayer r;
     image_copy img;
     log_replay x;
-    int rc;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    int rc, have_digest = 0;
 
     if (s == NULL || out_dir == NULL || out_dir[0] == '\0')
         return BINDLOG_EINVAL;
@@ -753,12 +784,23 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     uint64_t last = to_lsn < head.lsn ? to_lsn : head.lsn;
     if (bl_bulk_enabled()) {
         bulk_result res;
-        rc = replay_bulk(src, stxn, dst->e, &base, last, to_time_ms, 1, &res, progress,
+        bl_appender app;
+        bl_bulk_sink sink;
+        if ((rc = bl_appender_init(&app, dst->e, NULL)) != 0)
+            goto out;
+        bl_appender_sink(&app, &sink);
+        rc = replay_bulk(src, stxn, &base, last, to_time_ms, &app, &sink, 1, &res, progress,
                          progress_ctx);
+        if (rc == 0)
+            rc = bl_appender_finish(&app);
+        else
+            bl_appender_abort(&app);
         if (rc == 0) {
             bl_replayer_init(&r, res.scan.next_lsn, res.scan.last_time, &res.counts);
             if ((rc = finish_target(dst->e, &base, &r)) != 0)
                 goto out;
+            have_digest = 1;
+            memcpy(dg, res.digest, sizeof(dg));
             goto built;
         }
         if (rc != BL_BULK_FALLBACK)
@@ -795,7 +837,9 @@ built:
         rc = bl_mdb_error(rc);
         goto out;
     }
-    if (digest != NULL)
+    if (digest != NULL && have_digest)
+        memcpy(digest, dg, sizeof(dg));
+    else if (digest != NULL)
         rc = bindlog_digest(dst, digest, NULL);
     if (rc == 0 && last_lsn != NULL)
         *last_lsn = r.next_lsn - 1;
@@ -1099,6 +1143,244 @@ static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, M
     return ra < 0 ? ra : rb < 0 ? rb : 0;
 }
 
+/* meta "counts" against the replay's event counts and the tables' live
+ * entries. */
+static void compare_counts(checker *ck, const bl_counts *stored, const bl_counts *replayed,
+                           uint64_t live_b, uint64_t live_s)
+{
+    for (int i = 1; i < BINDLOG_EVENT_COUNT; i++)
+        if (stored->applied[i] != replayed->applied[i])
+            problem(ck, 0, NULL, 0,
+                    "meta \"counts\" says %llu %s events applied, base image and log say %llu",
+                    (unsigned long long)stored->applied[i], bindlog_event_name(i),
+                    (unsigned long long)replayed->applied[i]);
+    if (stored->live_bindings != live_b || stored->live_sessions != live_s)
+        problem(ck, 0, NULL, 0,
+                "meta \"counts\" says %llu live bindings and %llu live sessions, the tables "
+                "hold %llu and %llu",
+                (unsigned long long)stored->live_bindings,
+                (unsigned long long)stored->live_sessions, (unsigned long long)live_b,
+                (unsigned long long)live_s);
+}
+
+static void base_counts_problem(checker *ck, const bl_base *base, uint64_t live_b,
+                                uint64_t live_s)
+{
+    problem(ck, base->lsn, NULL, 0,
+            "meta \"base_counts\" says %llu live bindings and %llu live sessions, the "
+            "base image holds %llu and %llu",
+            (unsigned long long)base->counts.live_bindings,
+            (unsigned long long)base->counts.live_sessions, (unsigned long long)live_b,
+            (unsigned long long)live_s);
+}
+
+/* ---- check by the bulk path: the merged replay against the stored tables -- */
+
+/* The four tables compared, in the order their problems are reported. */
+static const int cmp_db[4] = {BL_DB_BINDINGS, BL_DB_SESSIONS, BL_DB_CHILDREN, BL_DB_HISTORY};
+enum { T_BIND, T_SESS, T_CHILD, T_HIST };
+
+typedef struct walker {
+    bl_cursor c;
+    MDB_val k, v;
+    int rc;       /* 1: (k, v) is the current stored entry; 0: none left; < 0: error */
+} walker;
+
+/* A sink that walks each stored table beside the merged replay, like
+ * compare_table() does with a scratch store.  Problems are kept per table
+ * and reported in compare_table()'s order at the end; the stored state's
+ * digest is taken on the way. */
+typedef struct cmp_sink {
+    bl_env *src;
+    MDB_txn *stxn;
+    unsigned epoch;
+    walker w[4];
+    bindlog_check_report rep[4];
+    checker ck[4];
+    uint64_t live[4];
+    bl_digest *st;      /* digest of the stored bindings, then sessions */
+    int sessions_begun;
+    unsigned long calls;
+} cmp_sink;
+
+static void stored_seen(cmp_sink *c, int t)
+{
+    walker *w = &c->w[t];
+    int db = cmp_db[t];
+    c->live[t] += (uint64_t)entry_live(db, &w->v);
+    if (t == T_BIND || t == T_SESS)
+        bl_digest_add(c->st, t == T_BIND ? 'B' : 'S', w->k.mv_data, w->k.mv_size, w->v.mv_data,
+                      w->v.mv_size);
+}
+
+/* Let this process's writers grow the store's map now and then; a cursor
+ * whose map moved is re-opened on its current key. */
+static int cmp_breathe(cmp_sink *c)
+{
+    if (++c->calls % 4096 != 0)
+        return 0;
+    src_breathe(c->src);
+    if (c->epoch == c->src->map_epoch)
+        return 0;
+    c->epoch = c->src->map_epoch;
+    for (int t = 0; t < 4; t++) {
+        walker *w = &c->w[t];
+        unsigned char key[512];
+        size_t n = w->c.key_len;
+        if (w->rc <= 0)
+            continue;
+        memcpy(key, w->c.key, n);
+        bl_cursor_close(&w->c);
+        if ((w->rc = bl_cursor_open(&w->c, c->src, c->stxn, c->src->dbi[cmp_db[t]], key, n)) ==
+            0)
+            w->rc = bl_cursor_next(&w->c, &w->k, &w->v);
+        if (w->rc < 0)
+            return w->rc;
+    }
+    return 0;
+}
+
+/* The replay produced (k, v) in table t: match it with the stored entries. */
+static int cmp_entry(cmp_sink *c, int t, const void *k, size_t kn, const void *v, size_t vn)
+{
+    walker *w = &c->w[t];
+    MDB_val key = {kn, (void *)k};
+    int db = cmp_db[t];
+
+    while (w->rc > 0) {
+        int order = key_cmp(&w->k, &key);
+        if (order > 0)
+            break;
+        stored_seen(c, t);
+        if (order == 0) {
+            if (w->v.mv_size != vn || (vn && memcmp(w->v.mv_data, v, vn) != 0))
+                entry_problem(&c->ck[t], db, &key, "differs from what the log replays to");
+            w->rc = bl_cursor_next(&w->c, &w->k, &w->v);
+            return w->rc < 0 ? w->rc : cmp_breathe(c);
+        }
+        entry_problem(&c->ck[t], db, &w->k, "is in the store but the log does not produce it");
+        w->rc = bl_cursor_next(&w->c, &w->k, &w->v);
+    }
+    if (w->rc < 0)
+        return w->rc;
+    entry_problem(&c->ck[t], db, &key, "is missing from the store (the log produces it)");
+    return cmp_breathe(c);
+}
+
+/* The stored entries of table t that the replay did not produce. */
+static int cmp_drain(cmp_sink *c, int t)
+{
+    walker *w = &c->w[t];
+    while (w->rc > 0) {
+        stored_seen(c, t);
+        entry_problem(&c->ck[t], cmp_db[t], &w->k,
+                      "is in the store but the log does not produce it");
+        w->rc = bl_cursor_next(&w->c, &w->k, &w->v);
+    }
+    return w->rc;
+}
+
+static int cmp_binding(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    return cmp_entry(ctx, T_BIND, k, kn, v, vn);
+}
+
+static int cmp_history(void *ctx, const void *key, size_t key_len, uint64_t lsn)
+{
+    unsigned char k[BINDLOG_KEY_MAX + 1 + 8];
+    memcpy(k, key, key_len);
+    k[key_len] = 0;
+    bl_put64be(k + key_len + 1, lsn);
+    return cmp_entry(ctx, T_HIST, k, key_len + 9, "", 0);
+}
+
+static int cmp_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    cmp_sink *c = ctx;
+    int rc;
+    if (!c->sessions_begun) {
+        /* the stored bindings' digest is complete before the sessions' */
+        c->sessions_begun = 1;
+        if ((rc = cmp_drain(c, T_BIND)) < 0)
+            return rc;
+    }
+    return cmp_entry(c, T_SESS, k, kn, v, vn);
+}
+
+static int cmp_child(void *ctx, const void *parent, size_t pn, const void *child, size_t cn)
+{
+    unsigned char k[2 * BINDLOG_ID_MAX + 1];
+    memcpy(k, parent, pn);
+    k[pn] = 0;
+    memcpy(k + pn + 1, child, cn);
+    return cmp_entry(ctx, T_CHILD, k, pn + 1 + cn, "", 0);
+}
+
+/*
+ * check by the bulk path.  Returns 0 when the check is complete (every
+ * problem reported into ck, digests and record count in the report),
+ * BL_BULK_FALLBACK when the sequential check must run instead (nothing has
+ * been reported), or an error.  Caller holds src's map lock.
+ */
+static int check_bulk(checker *ck, bl_env *src, MDB_txn *stxn, const bl_head *head,
+                      const bl_base *base, const bl_counts *stored, bindlog_progress_fn progress,
+                      void *progress_ctx)
+{
+    bindlog_check_report *out = ck->out;
+    cmp_sink c;
+    bl_bulk_sink sink = {&c, cmp_binding, cmp_history, cmp_session, cmp_child};
+    bulk_result res;
+    int rc = 0;
+
+    memset(&c, 0, sizeof(c));
+    c.src = src;
+    c.stxn = stxn;
+    c.epoch = src->map_epoch;
+    if ((c.st = bl_digest_new()) == NULL)
+        return BINDLOG_ENOMEM;
+    for (int t = 0; t < 4; t++) {
+        c.ck[t].out = &c.rep[t];
+        c.w[t].rc = 0;
+        if (rc == 0 && (rc = bl_cursor_open(&c.w[t].c, src, stxn, src->dbi[cmp_db[t]], NULL,
+                                            0)) == 0)
+            rc = c.w[t].rc = bl_cursor_next(&c.w[t].c, &c.w[t].k, &c.w[t].v);
+        rc = rc > 0 ? 0 : rc;
+    }
+    if (rc == 0)
+        rc = replay_bulk(src, stxn, base, head->lsn, INT64_MAX, NULL, &sink, 0, &res, progress,
+                         progress_ctx);
+    /* what the replay did not produce, in the order of the digest */
+    for (int t = c.sessions_begun; rc == 0 && t < 4; t++)
+        rc = cmp_drain(&c, t);
+    /* A state that differs from its log: the sequential check reports it
+     * with both digests.  Otherwise the replay produced exactly the stored
+     * bindings and sessions, and so has the same digest. */
+    if (rc == 0 && (c.rep[T_BIND].problems || c.rep[T_SESS].problems))
+        rc = BL_BULK_FALLBACK;
+    if (rc == 0) {
+        if (res.live_bindings != base->counts.live_bindings ||
+            res.live_sessions != base->counts.live_sessions)
+            base_counts_problem(ck, base, res.live_bindings, res.live_sessions);
+        out->records = res.scan.next_lsn - 1 - base->lsn;
+        rc = check_log_bounds(ck, src, stxn, base->lsn, head->lsn);
+    }
+    if (rc == 0) {
+        for (int t = 0; t < 4; t++)
+            if (c.rep[t].problems) {
+                problem(ck, c.rep[t].first_bad_lsn, c.rep[t].first_bad_key,
+                        strlen(c.rep[t].first_bad_key), "%s", c.rep[t].message);
+                out->problems += c.rep[t].problems - 1;
+            }
+        compare_counts(ck, stored, &res.counts, c.live[T_BIND], c.live[T_SESS]);
+        bl_digest_final(c.st, out->state_digest);
+        memcpy(out->replay_digest, out->state_digest, BINDLOG_DIGEST_SIZE);
+    }
+    for (int t = 0; t < 4; t++)
+        bl_cursor_close(&c.w[t].c);
+    bl_digest_free(c.st);
+    return rc;
+}
+
 const char *bl_tmp_root(void)
 {
     const char *base = getenv("TMPDIR");
@@ -1122,17 +1404,6 @@ char *bl_scratch_dir(const char *tag)
     return p;
 }
 
-static void base_counts_problem(checker *ck, const bl_base *base, uint64_t live_b,
-                                uint64_t live_s)
-{
-    problem(ck, base->lsn, NULL, 0,
-            "meta \"base_counts\" says %llu live bindings and %llu live sessions, the "
-            "base image holds %llu and %llu",
-            (unsigned long long)base->counts.live_bindings,
-            (unsigned long long)base->counts.live_sessions, (unsigned long long)live_b,
-            (unsigned long long)live_s);
-}
-
 int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn progress,
                   void *progress_ctx)
 {
@@ -1150,7 +1421,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     image_copy img;
     log_replay x;
     uint64_t scanned = 0;
-    int rc, replay_ok = 1, bulk_done = 0;
+    int rc, replay_ok = 1;
 
     if (s == NULL || out == NULL)
         return BINDLOG_EINVAL;
@@ -1176,33 +1447,17 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     }
     out->head_lsn = head.lsn;
 
+    if (replay_ok && bl_bulk_enabled()) {
+        rc = check_bulk(&ck, src, stxn, &head, &base, &counts, progress, progress_ctx);
+        if (rc != BL_BULK_FALLBACK)
+            goto out; /* done, or an error */
+        /* something to report: the sequential replay finds it exactly */
+        memset(out, 0, sizeof(*out));
+        out->head_lsn = head.lsn;
+    }
     if (replay_ok) {
         if ((rc = open_target(src, dir, &scratch)) != 0)
             goto out;
-    }
-    if (replay_ok && bl_bulk_enabled()) {
-        bulk_result res;
-        rc = replay_bulk(src, stxn, scratch->e, &base, head.lsn, INT64_MAX, 0, &res, progress,
-                         progress_ctx);
-        if (rc == 0) {
-            bulk_done = 1;
-            bl_replayer_init(&r, res.scan.next_lsn, res.scan.last_time, &res.counts);
-            r.applied = res.scan.next_lsn - 1 - base.lsn;
-            if (res.live_bindings != base.counts.live_bindings ||
-                res.live_sessions != base.counts.live_sessions)
-                base_counts_problem(&ck, &base, res.live_bindings, res.live_sessions);
-        } else if (rc != BL_BULK_FALLBACK) {
-            goto out;
-        } else {
-            /* something to report: the sequential replay finds it exactly */
-            bindlog_close(scratch);
-            scratch = NULL;
-            wipe_store(dir);
-            if ((rc = open_target(src, dir, &scratch)) != 0)
-                goto out;
-        }
-    }
-    if (replay_ok && !bulk_done) {
         rc = start_target(src, stxn, scratch->e, &base, 0, &img);
         if (rc == BINDLOG_ECORRUPT) {
             char esc[200];
@@ -1216,7 +1471,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
             base_counts_problem(&ck, &base, img.live_bindings, img.live_sessions);
         }
     }
-    if (replay_ok && !bulk_done) {
+    if (replay_ok) {
         bl_replayer_init(&r, base.lsn + 1, base.time_ms, &base.counts);
         memset(&x, 0, sizeof(x));
         x.src = src;
@@ -1258,19 +1513,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
             (rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_CHILDREN, &dummy)) ||
             (rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_HISTORY, &dummy)))
             goto out;
-        for (int i = 1; i < BINDLOG_EVENT_COUNT; i++)
-            if (counts.applied[i] != r.counts.applied[i])
-                problem(&ck, 0, NULL, 0,
-                        "meta \"counts\" says %llu %s events applied, base image and log say %llu",
-                        (unsigned long long)counts.applied[i], bindlog_event_name(i),
-                        (unsigned long long)r.counts.applied[i]);
-        if (counts.live_bindings != live_b || counts.live_sessions != live_s)
-            problem(&ck, 0, NULL, 0,
-                    "meta \"counts\" says %llu live bindings and %llu live sessions, the tables "
-                    "hold %llu and %llu",
-                    (unsigned long long)counts.live_bindings,
-                    (unsigned long long)counts.live_sessions, (unsigned long long)live_b,
-                    (unsigned long long)live_s);
+        compare_counts(&ck, &counts, &r.counts, live_b, live_s);
         if ((rc = bl_digest_tables(scratch->e, dtxn, scratch->e->dbi[BL_DB_BINDINGS],
                                    scratch->e->dbi[BL_DB_SESSIONS], 0,
                                    out->replay_digest)) != 0)
