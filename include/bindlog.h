@@ -518,10 +518,18 @@ typedef struct bindlog_check_report {
  * (digests equal, and the first differing key named), the children and
  * history indexes, and the persistent counters.  Returns 0 when the check
  * ran (see out->problems), or a negative error if it could not run.
- * Memory stays bounded whatever the store's size: the replay is built in a
- * scratch store under $TMPDIR (or /tmp), which needs about as much disk as
- * the store's state and indexes, and is removed before returning.  Reads
- * only.  Thread-safe.
+ *
+ * How (docs/design.md, "Bulk replay"): the log is replayed partitioned by
+ * key, each partition in memory with the same state machine as the write
+ * path, and the result is compared with the stored tables in one ordered
+ * pass.  Memory stays bounded whatever the store's size (a few partitions
+ * of 8 MiB of log at a time); temporary files under $TMPDIR (or /tmp) take
+ * about as much disk as the state, and are unlinked at once.  While the
+ * log is read and the partitions decided, this process's writers cannot
+ * grow the map (they wait for it, other processes do not).  When anything
+ * is wrong, or a session moved between keys of two partitions, the check
+ * is redone record by record in a scratch store under $TMPDIR, which names
+ * the first bad LSN or key exactly.  Reads only.  Thread-safe.
  */
 BINDLOG_API int bindlog_check(bindlog *s, bindlog_check_report *out,
                               bindlog_progress_fn progress, void *progress_ctx);
@@ -537,7 +545,11 @@ BINDLOG_API int bindlog_check(bindlog *s, bindlog_check_report *out,
  * out_dir holds anything; BINDLOG_ENOTFOUND if to_lsn (or to_time_ms) lies
  * before the base image (that past was compacted away); BINDLOG_ECORRUPT
  * if a record does not re-derive (with the store left at `out_dir`
- * unusable: remove it).  Thread-safe.
+ * unusable: remove it).  Runs the bulk replay described at
+ * bindlog_check() (same memory, disk and map-growth notes), writing every
+ * table of the new store in key order, and falls back to the record-by-
+ * record replay when the bulk one cannot decide alone.  The new store is
+ * synced once at the end.  Thread-safe.
  */
 BINDLOG_API int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn,
                                int64_t to_time_ms, unsigned char digest[BINDLOG_DIGEST_SIZE],
@@ -597,9 +609,11 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  * into a non-empty store or an overlapping incremental one
  * (BINDLOG_EEXIST), an incremental stream that leaves a gap after the head
  * (BINDLOG_ENOTFOUND).  The whole stream is applied in one write
- * transaction, so other writers of the store wait until it is done.
- * `records` (if not NULL) receives the number of records applied.
- * Thread-safe.
+ * transaction, so other writers of the store wait until it is done.  A
+ * full stream is re-derived by the bulk replay described at
+ * bindlog_check() (its records are copied to temporary files, about the
+ * stream's size); an incremental one record by record.  `records` (if not
+ * NULL) receives the number of records applied.  Thread-safe.
  */
 BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
                                bindlog_progress_fn progress, void *progress_ctx);
