@@ -342,7 +342,7 @@ static void bulk__check_reports_like_sequential(void **state)
     assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
     assert_int_equal(mdb_dbi_open(txn, "log", 0, &dbi), 0);
     for (int i = 0; i < 8; i++)
-        kb[i] = (unsigned char)(1234u >> (56 - 8 * i));
+        kb[i] = (unsigned char)((uint64_t)1234 >> (56 - 8 * i));
     k = (MDB_val){8, kb};
     assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
     copy = malloc(v.mv_size);
