@@ -31,6 +31,7 @@
 #include <xxhash.h>
 
 #include "bulk.h"
+#include "digest.h"
 #include "machine.h"
 #include "record.h"
 
@@ -1024,6 +1025,7 @@ typedef struct rrun {
     size_t name_len;
     const unsigned char *val;
     size_t val_len;
+    uint64_t pfx;          /* the name's first 8 bytes, big-endian, zero-padded */
     uint32_t items;        /* list items still to read */
 } rrun;
 
@@ -1072,6 +1074,9 @@ static int rr_next(rrun *r, int is_key)
     const unsigned char *e = r->buf + r->pos;
     r->name = (const char *)e + nl_bytes;
     r->name_len = nl;
+    r->pfx = 0;
+    for (size_t i = 0; i < 8; i++)
+        r->pfx = r->pfx << 8 | (i < nl ? (unsigned char)r->name[i] : 0u);
     r->val = e + nl_bytes + nl + 4;
     r->val_len = vl;
     memcpy(&r->items, e + total - 4, 4);
@@ -1081,6 +1086,8 @@ static int rr_next(rrun *r, int is_key)
 
 static int rr_less(const rrun *a, const rrun *b)
 {
+    if (a->pfx != b->pfx)
+        return a->pfx < b->pfx;
     return name_cmp(a->name, a->name_len, b->name, b->name_len) < 0;
 }
 
@@ -1101,7 +1108,7 @@ static void heap_down(rrun **h, size_t n, size_t i)
     }
 }
 
-static int merge(bl_bulk *b, int is_key, const bl_bulk_sink *sink)
+static int merge(bl_bulk *b, int is_key, const bl_bulk_sink *sink, bl_digest *dg)
 {
     rrun *runs = calloc(b->nparts, sizeof(rrun));
     rrun **heap = calloc(b->nparts, sizeof(rrun *));
@@ -1145,6 +1152,8 @@ static int merge(bl_bulk *b, int is_key, const bl_bulk_sink *sink)
         memcpy(last, name, nl);
         last_len = nl;
         have_last = 1;
+        if (dg != NULL)
+            bl_digest_add(dg, is_key ? 'B' : 'S', name, nl, r->val, r->val_len);
         rc = is_key ? sink->binding(sink->ctx, name, nl, r->val, r->val_len)
                     : sink->session(sink->ctx, name, nl, r->val, r->val_len);
         for (uint32_t i = r->items; rc == 0 && i > 0; i--) {
@@ -1209,6 +1218,7 @@ typedef struct ring {
     int done, rc;      /* producer finished, with rc */
     int stop;          /* consumer failed: producer gives up */
     bl_bulk *b;
+    bl_digest *dg;
 } ring;
 
 static int ring_publish(ring *r, int done, int rc)
@@ -1289,9 +1299,9 @@ static void *merge_thread(void *arg)
 {
     ring *r = arg;
     bl_bulk_sink sink = {r, ring_binding, ring_history, ring_session, ring_child};
-    int rc = merge(r->b, 1, &sink);
+    int rc = merge(r->b, 1, &sink, r->dg);
     if (rc == 0)
-        rc = merge(r->b, 0, &sink);
+        rc = merge(r->b, 0, &sink, r->dg);
     ring_publish(r, 1, rc);
     return NULL;
 }
@@ -1358,27 +1368,28 @@ static int ring_drain(ring *r, const bl_bulk_sink *sink)
 }
 
 /* Merge into `sink`, on a second thread when there is one. */
-static int merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads)
+static int merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_digest *dg)
 {
     ring r;
     pthread_t th;
     int rc;
 
     if (threads < 2 || (r.buf = malloc(RING_BYTES)) == NULL) {
-        rc = merge(b, 1, sink);
-        return rc == 0 ? merge(b, 0, sink) : rc;
+        rc = merge(b, 1, sink, dg);
+        return rc == 0 ? merge(b, 0, sink, dg) : rc;
     }
     r.head = r.pub = r.tail = r.tail_seen = 0;
     r.done = r.rc = r.stop = 0;
     r.b = b;
+    r.dg = dg;
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);
     if (pthread_create(&th, NULL, merge_thread, &r) != 0) {
         free(r.buf);
         pthread_mutex_destroy(&r.mu);
         pthread_cond_destroy(&r.cv);
-        rc = merge(b, 1, sink);
-        return rc == 0 ? merge(b, 0, sink) : rc;
+        rc = merge(b, 1, sink, dg);
+        return rc == 0 ? merge(b, 0, sink, dg) : rc;
     }
     rc = ring_drain(&r, sink);
     pthread_join(th, NULL);
@@ -1388,8 +1399,10 @@ static int merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads)
     return rc;
 }
 
-int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts)
+int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
+                unsigned char digest[BINDLOG_DIGEST_SIZE])
 {
+    bl_digest *dg = NULL;
     worker w[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1419,8 +1432,13 @@ int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts)
     /* (a thread that could not start left its partitions to thread 0) */
     rc = b->rc;
     t_decide = now_s();
+    if (rc == 0 && digest != NULL && (dg = bl_digest_new()) == NULL)
+        rc = BINDLOG_ENOMEM;
     if (rc == 0)
-        rc = merge_all(b, sink, (int)(ncpu >= 2 ? 2 : 1));
+        rc = merge_all(b, sink, (int)(ncpu >= 2 ? 2 : 1), dg);
+    if (rc == 0 && dg != NULL)
+        bl_digest_final(dg, digest);
+    bl_digest_free(dg);
     if (debug_on())
         fprintf(stderr,
                 "bulk: %u partitions, %.1f MB spilled; scan %.2f s, decide %.2f s, merge "

@@ -105,12 +105,15 @@ int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 
 /*
- * Decide every partition and merge into `sink`.  Returns 0 (counts filled),
- * BL_BULK_FALLBACK (run the sequential path; the sink may have received part
- * of the output, which the caller discards), a sink error, or
- * BINDLOG_ENOMEM / BINDLOG_EIO.  Call once.
+ * Decide every partition and merge into `sink`.  Returns 0 (counts filled,
+ * and when `digest` is not NULL the state digest of the merged bindings
+ * and sessions, taken on the merge's thread), BL_BULK_FALLBACK (run the
+ * sequential path; the sink may have received part of the output, which
+ * the caller discards), a sink error, or BINDLOG_ENOMEM / BINDLOG_EIO.
+ * Call once.
  */
-int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts);
+int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
+                unsigned char digest[BINDLOG_DIGEST_SIZE]);
 
 /* Why the last BL_BULK_FALLBACK happened (static words), or NULL. */
 const char *bl_bulk_why(const bl_bulk *b);

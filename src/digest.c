@@ -24,6 +24,12 @@
  * up for the whole scan of a large store. */
 #define DIGEST_CHUNK 4096
 
+struct bl_digest {
+    XXH3_state_t *st;
+    size_t len;
+    unsigned char buf[64 << 10];
+};
+
 bl_digest *bl_digest_new(void)
 {
     bl_digest *d = malloc(sizeof(*d));

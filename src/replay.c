@@ -645,39 +645,6 @@ typedef struct bulk_result {
     unsigned char digest[BINDLOG_DIGEST_SIZE]; /* of the state replayed */
 } bulk_result;
 
-/* A sink that adds bindings and sessions to the digest on their way to
- * another sink. */
-typedef struct digest_tee {
-    const bl_bulk_sink *next;
-    bl_digest *st;
-} digest_tee;
-
-static int tee_binding(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
-{
-    digest_tee *t = ctx;
-    bl_digest_add(t->st, 'B', k, kn, v, vn);
-    return t->next->binding(t->next->ctx, k, kn, v, vn);
-}
-
-static int tee_history(void *ctx, const void *k, size_t kn, uint64_t lsn)
-{
-    digest_tee *t = ctx;
-    return t->next->history(t->next->ctx, k, kn, lsn);
-}
-
-static int tee_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
-{
-    digest_tee *t = ctx;
-    bl_digest_add(t->st, 'S', k, kn, v, vn);
-    return t->next->session(t->next->ctx, k, kn, v, vn);
-}
-
-static int tee_child(void *ctx, const void *p, size_t pn, const void *c, size_t cn)
-{
-    digest_tee *t = ctx;
-    return t->next->child(t->next->ctx, p, pn, c, cn);
-}
-
 /*
  * Replay src's base image and log (up to last_lsn and to_time) by the bulk
  * path into `sink`, and into `copy` (if not NULL) the base image and the
@@ -693,17 +660,11 @@ static int replay_bulk(bl_env *src, MDB_txn *stxn, const bl_base *base, uint64_t
 {
     bl_bulk *b = NULL;
     bl_bulk_counts d;
-    digest_tee tee = {sink, want_digest ? bl_digest_new() : NULL};
-    bl_bulk_sink teed = {&tee, tee_binding, tee_history, tee_session, tee_child};
     int rc;
 
     memset(res, 0, sizeof(*res));
-    if (want_digest && tee.st == NULL)
-        return BINDLOG_ENOMEM;
-    if ((rc = bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn))) != 0) {
-        bl_digest_free(tee.st);
+    if ((rc = bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn))) != 0)
         return rc;
-    }
     rc = bl_bulk_feed_image(b, src, stxn, copy, &res->live_bindings, &res->live_sessions);
     res->scan = (bl_bulk_scan){.src = src,
                                .stxn = stxn,
@@ -718,19 +679,16 @@ static int replay_bulk(bl_env *src, MDB_txn *stxn, const bl_base *base, uint64_t
     if (rc == 0)
         rc = bl_bulk_feed_log(b, &res->scan);
     if (rc == 0)
-        rc = bl_bulk_run(b, want_digest ? &teed : sink, &d);
+        rc = bl_bulk_run(b, sink, &d, want_digest ? res->digest : NULL);
     if (rc == 0) {
         res->counts = base->counts;
         for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
             res->counts.applied[i] += d.applied[i];
         res->counts.live_bindings += (uint64_t)d.live_bindings;
         res->counts.live_sessions += (uint64_t)d.live_sessions;
-        if (want_digest)
-            bl_digest_final(tee.st, res->digest);
         if (progress != NULL)
             progress(progress_ctx, res->scan.total, res->scan.total);
     }
-    bl_digest_free(tee.st);
     bl_bulk_free(b);
     return rc;
 }
@@ -1188,8 +1146,7 @@ typedef struct walker {
 
 /* A sink that walks each stored table beside the merged replay, like
  * compare_table() does with a scratch store.  Problems are kept per table
- * and reported in compare_table()'s order at the end; the stored state's
- * digest is taken on the way. */
+ * and reported in compare_table()'s order at the end. */
 typedef struct cmp_sink {
     bl_env *src;
     MDB_txn *stxn;
@@ -1198,19 +1155,12 @@ typedef struct cmp_sink {
     bindlog_check_report rep[4];
     checker ck[4];
     uint64_t live[4];
-    bl_digest *st;      /* digest of the stored bindings, then sessions */
-    int sessions_begun;
     unsigned long calls;
 } cmp_sink;
 
 static void stored_seen(cmp_sink *c, int t)
 {
-    walker *w = &c->w[t];
-    int db = cmp_db[t];
-    c->live[t] += (uint64_t)entry_live(db, &w->v);
-    if (t == T_BIND || t == T_SESS)
-        bl_digest_add(c->st, t == T_BIND ? 'B' : 'S', w->k.mv_data, w->k.mv_size, w->v.mv_data,
-                      w->v.mv_size);
+    c->live[t] += (uint64_t)entry_live(cmp_db[t], &c->w[t].v);
 }
 
 /* Let this process's writers grow the store's map now and then; a cursor
@@ -1296,15 +1246,7 @@ static int cmp_history(void *ctx, const void *key, size_t key_len, uint64_t lsn)
 
 static int cmp_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
 {
-    cmp_sink *c = ctx;
-    int rc;
-    if (!c->sessions_begun) {
-        /* the stored bindings' digest is complete before the sessions' */
-        c->sessions_begun = 1;
-        if ((rc = cmp_drain(c, T_BIND)) < 0)
-            return rc;
-    }
-    return cmp_entry(c, T_SESS, k, kn, v, vn);
+    return cmp_entry(ctx, T_SESS, k, kn, v, vn);
 }
 
 static int cmp_child(void *ctx, const void *parent, size_t pn, const void *child, size_t cn)
@@ -1336,8 +1278,6 @@ static int check_bulk(checker *ck, bl_env *src, MDB_txn *stxn, const bl_head *he
     c.src = src;
     c.stxn = stxn;
     c.epoch = src->map_epoch;
-    if ((c.st = bl_digest_new()) == NULL)
-        return BINDLOG_ENOMEM;
     for (int t = 0; t < 4; t++) {
         c.ck[t].out = &c.rep[t];
         c.w[t].rc = 0;
@@ -1347,10 +1287,10 @@ static int check_bulk(checker *ck, bl_env *src, MDB_txn *stxn, const bl_head *he
         rc = rc > 0 ? 0 : rc;
     }
     if (rc == 0)
-        rc = replay_bulk(src, stxn, base, head->lsn, INT64_MAX, NULL, &sink, 0, &res, progress,
+        rc = replay_bulk(src, stxn, base, head->lsn, INT64_MAX, NULL, &sink, 1, &res, progress,
                          progress_ctx);
-    /* what the replay did not produce, in the order of the digest */
-    for (int t = c.sessions_begun; rc == 0 && t < 4; t++)
+    /* what the replay did not produce */
+    for (int t = 0; rc == 0 && t < 4; t++)
         rc = cmp_drain(&c, t);
     /* A state that differs from its log: the sequential check reports it
      * with both digests.  Otherwise the replay produced exactly the stored
@@ -1372,12 +1312,11 @@ static int check_bulk(checker *ck, bl_env *src, MDB_txn *stxn, const bl_head *he
                 out->problems += c.rep[t].problems - 1;
             }
         compare_counts(ck, stored, &res.counts, c.live[T_BIND], c.live[T_SESS]);
-        bl_digest_final(c.st, out->state_digest);
-        memcpy(out->replay_digest, out->state_digest, BINDLOG_DIGEST_SIZE);
+        memcpy(out->replay_digest, res.digest, BINDLOG_DIGEST_SIZE);
+        memcpy(out->state_digest, res.digest, BINDLOG_DIGEST_SIZE);
     }
     for (int t = 0; t < 4; t++)
         bl_cursor_close(&c.w[t].c);
-    bl_digest_free(c.st);
     return rc;
 }
 

@@ -20,10 +20,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <xxhash.h>
 
 #include "bindlog.h"
 #include "backend.h"
+#include "digest.h"
 #include "group.h"
 #include "machine.h"
 
@@ -179,17 +179,6 @@ int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, siz
 int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions,
                      int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE]);
 
-/* The digest one entry at a time (digest.c): add the bindings in key order
- * (tag 'B'), then the sessions in id order ('S'), then take the 16 bytes. */
-typedef struct bl_digest {
-    XXH3_state_t *st;
-    size_t len;
-    unsigned char buf[64 << 10];
-} bl_digest;
-bl_digest *bl_digest_new(void); /* NULL when out of memory */
-void bl_digest_free(bl_digest *d);
-void bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v, size_t vn);
-void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE]);
 
 /* Handles open on the environment in this process (vacuum refuses if any
  * other than its own). */

@@ -345,6 +345,8 @@ typedef struct importer {
     bl_appender app;    /* base image and log, appended as they are read */
     FILE *offsets;      /* u64 stream offset of each record, for a refusal
                          * found after the scan */
+    unsigned char digest[BINDLOG_DIGEST_SIZE]; /* of the state the bulk replay built */
+    int have_digest;
 } importer;
 
 /* Read a frame header and payload into im->frame.  A truncated frame is
@@ -634,7 +636,7 @@ static int import_bulk_state(importer *im, uint64_t first, bl_replayer *r)
     if (fflush(im->offsets) != 0)
         return bl_mdb_error(errno);
     bl_appender_sink(&im->app, &sink);
-    rc = bl_bulk_run(im->bulk, &sink, &d);
+    rc = bl_bulk_run(im->bulk, &sink, &d, im->digest);
     if (rc == BL_BULK_FALLBACK) {
         bl_appender_abort(&im->app); /* its cursors; the transaction is the import's */
         return import_sequential(im, first, r);
@@ -642,6 +644,7 @@ static int import_bulk_state(importer *im, uint64_t first, bl_replayer *r)
     if (rc != 0)
         return rc;
     bl_appender_abort(&im->app);
+    im->have_digest = 1;
     for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
         r->counts.applied[i] += d.applied[i];
     r->counts.live_bindings += (uint64_t)d.live_bindings;
@@ -668,6 +671,7 @@ static int import_once(importer *im, uint64_t *err_offset)
     im->err_off = 0;
     im->map_full = 0;
     im->records = 0;
+    im->have_digest = 0;
     if ((rc = bl_wtxn_begin(e, &im->txn)) != 0)
         return rc;
 
@@ -766,8 +770,10 @@ static int import_once(importer *im, uint64_t *err_offset)
     if (im->bulk != NULL && (rc = import_bulk_state(im, first, &r)) != 0)
         goto out;
     /* inside the import's write transaction: keep the map lock throughout */
-    if ((rc = bl_digest_tables(e, im->txn, e->dbi[BL_DB_BINDINGS], e->dbi[BL_DB_SESSIONS], 1,
-                               digest)) != 0)
+    if (im->have_digest)
+        memcpy(digest, im->digest, sizeof(digest)); /* what the bulk replay wrote */
+    else if ((rc = bl_digest_tables(e, im->txn, e->dbi[BL_DB_BINDINGS],
+                                    e->dbi[BL_DB_SESSIONS], 1, digest)) != 0)
         goto out;
     if (memcmp(digest, p + 24, BINDLOG_DIGEST_SIZE) != 0) {
         rc = BINDLOG_ECORRUPT; /* the state is not the one the exporter had */

@@ -1,0 +1,25 @@
+/*
+ * digest.h -- the state digest, fed one entry at a time (digest.c).
+ *
+ * XXH3-128 over every binding in key order as
+ *     'B'  u16 key_len  key  u32 value_len  binding value
+ * then every session in id order as
+ *     'S'  u8 id_len  id  u32 value_len  session value
+ * (docs/format.md).  No LMDB here: the bulk replay digests its merge with it.
+ */
+#ifndef BL_DIGEST_H
+#define BL_DIGEST_H
+
+#include <stddef.h>
+
+#include "bindlog.h"
+
+/* The digest one entry at a time (digest.c): add the bindings in key order
+ * (tag 'B'), then the sessions in id order ('S'), then take the 16 bytes. */
+typedef struct bl_digest bl_digest; /* opaque: an XXH3 state and a buffer */
+bl_digest *bl_digest_new(void); /* NULL when out of memory */
+void bl_digest_free(bl_digest *d);
+void bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v, size_t vn);
+void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE]);
+
+#endif /* BL_DIGEST_H */
