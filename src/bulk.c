@@ -176,7 +176,11 @@ struct bl_bulk {
     int rc;            /* first failure */
     pthread_mutex_t mu;
     bl_bulk_counts counts;
-    double t_open;     /* BINDLOG_BULK_DEBUG: phase times */
+    double t_open, c_open; /* BINDLOG_BULK_DEBUG: phase times, wall and CPU */
+    /* the copier: records fed by reference are copied into the spill by a
+     * second thread, in the order they come (see bl_bulk_record_ref) */
+    struct copier *cp;
+    int no_copier;
 };
 
 /* Seconds on the monotonic clock. */
@@ -184,6 +188,14 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU seconds of the whole process. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -212,6 +224,7 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
         b->kfd[i] = b->sfd[i] = -1;
     pthread_mutex_init(&b->mu, NULL);
     b->t_open = now_s();
+    b->c_open = cpu_s();
     if (force != NULL && atoi(force) > 0)
         b->nparts = (unsigned)atoi(force);
     else if (size_hint == 0)
@@ -235,10 +248,13 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
     return 0;
 }
 
+static int copier_finish(bl_bulk *b);
+
 void bl_bulk_free(bl_bulk *b)
 {
     if (b == NULL)
         return;
+    copier_finish(b);
     if (b->why != NULL)
         atomic_fetch_add(&tally_fell_back, 1);
     for (unsigned p = 0; b->parts != NULL && p < b->nparts; p++) {
@@ -362,11 +378,151 @@ int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
     return spill(b, p, 'r', &lsn, 8, bytes, len, NULL, 0);
 }
 
+/* ---- the copier ----------------------------------------------------------
+ *
+ * A record fed by reference would be read again when its partition is
+ * decided: in partition order, which jumps through the caller's memory and
+ * stalls on nearly every record.  Copied into the spill while it is still
+ * in the cache, it is read back in blocks.  The copy runs on a second
+ * thread (the other core idles during the scan otherwise): the caller
+ * queues references in batches, the copier spills them in order.  Without
+ * a second thread, records are spilled as references ('p') and read where
+ * they lie. */
+
+#define COPY_BATCH 8192
+
+typedef struct ref {
+    const void *p;
+    uint64_t lsn;
+    uint32_t len;
+} ref;
+
+typedef struct copier {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ref *batch[2];
+    size_t n[2];     /* a handed-over batch's size; 0 = free */
+    int fill;        /* the batch the caller fills */
+    size_t filled;
+    int next;        /* the batch the copier takes next */
+    int end, rc;
+    const char *why;
+    bl_bulk *b;
+} copier;
+
+static void *copier_thread(void *arg)
+{
+    copier *c = arg;
+    int rc = 0;
+    for (int k = 0;; k ^= 1) {
+        pthread_mutex_lock(&c->mu);
+        while (c->n[k] == 0 && !c->end)
+            pthread_cond_wait(&c->cv, &c->mu);
+        size_t n = c->n[k];
+        pthread_mutex_unlock(&c->mu);
+        if (n == 0)
+            break; /* ended, nothing left */
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            const ref *r = &c->batch[k][i];
+            unsigned p = record_part(c->b, r->p, r->len);
+            if (p == UINT_MAX) {
+                c->why = "record without a key"; /* handed to b->why at the end */
+                rc = BL_BULK_FALLBACK;
+            } else {
+                rc = spill(c->b, p, 'r', &r->lsn, 8, r->p, r->len, NULL, 0);
+            }
+        }
+        pthread_mutex_lock(&c->mu);
+        c->n[k] = 0;
+        if (rc != 0)
+            c->rc = rc;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+    }
+    return NULL;
+}
+
+/* Hand the batch being filled to the copier (waiting for it to be free). */
+static int copier_hand(copier *c)
+{
+    int rc;
+    pthread_mutex_lock(&c->mu);
+    c->n[c->fill] = c->filled;
+    pthread_cond_broadcast(&c->cv);
+    c->fill ^= 1;
+    while (c->n[c->fill] != 0 && c->rc == 0)
+        pthread_cond_wait(&c->cv, &c->mu);
+    rc = c->rc;
+    pthread_mutex_unlock(&c->mu);
+    c->filled = 0;
+    return rc;
+}
+
+/* Wait for the copier to spill everything queued; frees it.  Its result. */
+static int copier_finish(bl_bulk *b)
+{
+    copier *c = b->cp;
+    int rc = 0;
+    if (c == NULL)
+        return 0;
+    if (c->filled)
+        rc = copier_hand(c);
+    pthread_mutex_lock(&c->mu);
+    c->end = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->th, NULL);
+    if (rc == 0)
+        rc = c->rc;
+    if (c->why != NULL)
+        fall_back(b, c->why);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c->batch[0]);
+    free(c->batch[1]);
+    free(c);
+    b->cp = NULL;
+    return rc;
+}
+
+static copier *copier_start(bl_bulk *b)
+{
+    copier *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->b = b;
+    c->batch[0] = malloc(COPY_BATCH * sizeof(ref));
+    c->batch[1] = malloc(COPY_BATCH * sizeof(ref));
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    if (c->batch[0] == NULL || c->batch[1] == NULL ||
+        pthread_create(&c->th, NULL, copier_thread, c) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+        free(c->batch[0]);
+        free(c->batch[1]);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
 int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
 {
+    if (len > BL_RECORD_MAX)
+        return fall_back(b, "record longer than any record");
+    if (b->cp == NULL && !b->no_copier && sysconf(_SC_NPROCESSORS_ONLN) >= 2 &&
+        (b->cp = copier_start(b)) == NULL)
+        b->no_copier = 1;
+    if (b->cp != NULL) {
+        copier *c = b->cp;
+        c->batch[c->fill][c->filled++] = (ref){bytes, lsn, (uint32_t)len};
+        return c->filled == COPY_BATCH ? copier_hand(c) : 0;
+    }
     unsigned p = record_part(b, bytes, len);
     uint32_t n = (uint32_t)len;
-    if (p == UINT_MAX || len > BL_RECORD_MAX)
+    if (p == UINT_MAX)
         return fall_back(b, "record without a key");
     return spill(b, p, 'p', &lsn, 8, &bytes, sizeof(bytes), &n, 4);
 }
@@ -1407,8 +1563,9 @@ int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
     pthread_t th[MAX_THREADS];
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = ncpu >= 2 && b->nparts >= 2 ? 2 : 1, started = 0, rc = 0;
-    double t_scan = now_s(), t_decide = 0;
+    double t_scan = now_s(), t_decide = 0, c_scan = cpu_s(), c_decide = 0;
 
+    rc = copier_finish(b);
     for (unsigned p = 0; rc == 0 && p < b->nparts; p++) {
         rc = part_flush(b, &b->parts[p]);
         free(b->parts[p].buf);
@@ -1432,6 +1589,7 @@ int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
     /* (a thread that could not start left its partitions to thread 0) */
     rc = b->rc;
     t_decide = now_s();
+    c_decide = cpu_s();
     if (rc == 0 && digest != NULL && (dg = bl_digest_new()) == NULL)
         rc = BINDLOG_ENOMEM;
     if (rc == 0)
@@ -1441,10 +1599,11 @@ int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
     bl_digest_free(dg);
     if (debug_on())
         fprintf(stderr,
-                "bulk: %u partitions, %.1f MB spilled; scan %.2f s, decide %.2f s, merge "
-                "%.2f s; rc %d%s%s\n",
-                b->nparts, (double)b->spill_size / 1e6, t_scan - b->t_open, t_decide - t_scan,
-                now_s() - t_decide, rc, b->why ? ": " : "", b->why ? b->why : "");
+                "bulk: %u partitions, %.1f MB spilled; scan %.2f s (cpu %.2f), decide %.2f s "
+                "(cpu %.2f), merge %.2f s (cpu %.2f); rc %d%s%s\n",
+                b->nparts, (double)b->spill_size / 1e6, t_scan - b->t_open, c_scan - b->c_open,
+                t_decide - t_scan, c_decide - c_scan, now_s() - t_decide, cpu_s() - c_decide, rc,
+                b->why ? ": " : "", b->why ? b->why : "");
     if (rc == 0 && counts != NULL)
         *counts = b->counts;
 out:

@@ -98,10 +98,11 @@ int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void 
                           size_t val_len);
 int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 
-/* The same, without copying the record: the caller guarantees that the
- * bytes stay where they are, unchanged, until bl_bulk_run() has returned
- * (an LMDB read transaction whose map is not moved: replay and check hold
- * the map lock meanwhile). */
+/* The same, for bytes the caller keeps where they are, unchanged, until
+ * bl_bulk_run() has returned (an LMDB read transaction whose map is not
+ * moved: replay and check hold the map lock meanwhile).  A second thread
+ * copies them into the spill in the order they come; without one they are
+ * read in place when their partition is decided. */
 int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 
 /*
