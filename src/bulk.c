@@ -282,6 +282,8 @@ static int fall_back(bl_bulk *b, const char *why)
     return BL_BULK_FALLBACK;
 }
 
+static int own_failure(bl_bulk *b, int rc);
+
 static int part_flush(bl_bulk *b, part *p)
 {
     if (p->len == 0)
@@ -344,7 +346,8 @@ int bl_bulk_image_binding(bl_bulk *b, const void *key, size_t key_len, const voi
     if (key_len == 0 || key_len > BINDLOG_KEY_MAX)
         return fall_back(b, "image binding with a bad key length");
     memcpy(h, &(uint16_t){(uint16_t)key_len}, 2);
-    return spill(b, part_of(b, key, key_len), 'b', h, 2, key, key_len, val, val_len);
+    return own_failure(b, spill(b, part_of(b, key, key_len), 'b', h, 2, key, key_len, val,
+                                val_len));
 }
 
 int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void *val,
@@ -356,7 +359,8 @@ int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void 
         s.key_len == 0)
         return fall_back(b, "damaged image session");
     /* a session lives with the key it is (or was last) bound to */
-    return spill(b, part_of(b, s.key, s.key_len), 's', &h, 1, id, id_len, val, val_len);
+    return own_failure(b, spill(b, part_of(b, s.key, s.key_len), 's', &h, 1, id, id_len, val,
+                                val_len));
 }
 
 /* The partition of a record, by its key; UINT_MAX if it has none. */
@@ -375,7 +379,7 @@ int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
     unsigned p = record_part(b, bytes, len);
     if (p == UINT_MAX)
         return fall_back(b, "record without a key");
-    return spill(b, p, 'r', &lsn, 8, bytes, len, NULL, 0);
+    return own_failure(b, spill(b, p, 'r', &lsn, 8, bytes, len, NULL, 0));
 }
 
 /* ---- the copier ----------------------------------------------------------
@@ -518,13 +522,13 @@ int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
     if (b->cp != NULL) {
         copier *c = b->cp;
         c->batch[c->fill][c->filled++] = (ref){bytes, lsn, (uint32_t)len};
-        return c->filled == COPY_BATCH ? copier_hand(c) : 0;
+        return c->filled == COPY_BATCH ? own_failure(b, copier_hand(c)) : 0;
     }
     unsigned p = record_part(b, bytes, len);
     uint32_t n = (uint32_t)len;
     if (p == UINT_MAX)
         return fall_back(b, "record without a key");
-    return spill(b, p, 'p', &lsn, 8, &bytes, sizeof(bytes), &n, 4);
+    return own_failure(b, spill(b, p, 'p', &lsn, 8, &bytes, sizeof(bytes), &n, 4));
 }
 
 /* ---- decide: one partition in memory --------------------------------- */
@@ -1555,8 +1559,64 @@ static int merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_diges
     return rc;
 }
 
+/* The caller's sink, remembering whether an error came from it. */
+typedef struct sink_guard {
+    const bl_bulk_sink *s;
+    int rc;
+} sink_guard;
+
+static int guard_binding(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    sink_guard *g = ctx;
+    return g->rc = g->s->binding(g->s->ctx, k, kn, v, vn);
+}
+
+static int guard_history(void *ctx, const void *k, size_t kn, uint64_t lsn)
+{
+    sink_guard *g = ctx;
+    return g->rc = g->s->history(g->s->ctx, k, kn, lsn);
+}
+
+static int guard_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    sink_guard *g = ctx;
+    return g->rc = g->s->session(g->s->ctx, k, kn, v, vn);
+}
+
+static int guard_child(void *ctx, const void *p, size_t pn, const void *c, size_t cn)
+{
+    sink_guard *g = ctx;
+    return g->rc = g->s->child(g->s->ctx, p, pn, c, cn);
+}
+
+/* An error of the bulk path's own (its temporary files, its memory) is a
+ * reason to take the sequential path, which needs neither. */
+static int own_failure(bl_bulk *b, int rc)
+{
+    if (rc >= 0)
+        return rc;
+    fall_back(b, rc == BINDLOG_ENOMEM ? "out of memory"
+                 : rc == BINDLOG_ENOSPC ? "no room for its temporary files"
+                                        : "its temporary files failed");
+    return BL_BULK_FALLBACK;
+}
+
+static int bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
+                    unsigned char digest[BINDLOG_DIGEST_SIZE]);
+
 int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
                 unsigned char digest[BINDLOG_DIGEST_SIZE])
+{
+    sink_guard g = {sink, 0};
+    bl_bulk_sink guarded = {&g, guard_binding, guard_history, guard_session, guard_child};
+    int rc = bulk_run(b, &guarded, counts, digest);
+    if (rc < 0 && g.rc == 0)
+        rc = own_failure(b, rc);
+    return rc;
+}
+
+static int bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
+                    unsigned char digest[BINDLOG_DIGEST_SIZE])
 {
     bl_digest *dg = NULL;
     worker w[MAX_THREADS];

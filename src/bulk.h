@@ -90,8 +90,10 @@ void bl_bulk_free(bl_bulk *b);
 
 /* Feed the base image (any order), then the records in LSN order.  The
  * bytes are copied.  `lsn` is the position the record was read from; the
- * caller has checked that positions are dense.  0, BL_BULK_FALLBACK (an
- * entry that cannot even be partitioned: damaged), or an I/O error. */
+ * caller has checked that positions are dense.  0 or BL_BULK_FALLBACK (an
+ * entry that cannot even be partitioned, i.e. damage; or the bulk path's
+ * own temporary files or memory failed, which the sequential path does
+ * not need). */
 int bl_bulk_image_binding(bl_bulk *b, const void *key, size_t key_len, const void *val,
                           size_t val_len);
 int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void *val,
@@ -110,8 +112,8 @@ int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
  * and when `digest` is not NULL the state digest of the merged bindings
  * and sessions, taken on the merge's thread), BL_BULK_FALLBACK (run the
  * sequential path; the sink may have received part of the output, which
- * the caller discards), a sink error, or BINDLOG_ENOMEM / BINDLOG_EIO.
- * Call once.
+ * the caller discards; this includes failures of the bulk path's own
+ * temporary files or memory), or the sink's error.  Call once.
  */
 int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
                 unsigned char digest[BINDLOG_DIGEST_SIZE]);

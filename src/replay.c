@@ -663,8 +663,8 @@ static int replay_bulk(bl_env *src, MDB_txn *stxn, const bl_base *base, uint64_t
     int rc;
 
     memset(res, 0, sizeof(*res));
-    if ((rc = bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn))) != 0)
-        return rc;
+    if (bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn)) != 0)
+        return BL_BULK_FALLBACK; /* no temporary files: the sequential path needs none */
     rc = bl_bulk_feed_image(b, src, stxn, copy, &res->live_bindings, &res->live_sessions);
     res->scan = (bl_bulk_scan){.src = src,
                                .stxn = stxn,

@@ -347,6 +347,8 @@ typedef struct importer {
                          * found after the scan */
     unsigned char digest[BINDLOG_DIGEST_SIZE]; /* of the state the bulk replay built */
     int have_digest;
+    int scan;           /* a full stream the bulk way: image to the base tables
+                         * only, records appended by scan_record() */
 } importer;
 
 /* Read a frame header and payload into im->frame.  A truncated frame is
@@ -388,6 +390,14 @@ static int put_val(importer *im, MDB_dbi dbi, const void *k, size_t kn, const vo
     return rc == MDB_KEYEXIST ? BINDLOG_ECORRUPT : bl_mdb_error(rc);
 }
 
+/* The bulk path failed for reasons of its own (temporary files, memory):
+ * the scan goes on, and the sequential replay of its tables follows. */
+static void import_bulk_drop(importer *im)
+{
+    bl_bulk_free(im->bulk);
+    im->bulk = NULL;
+}
+
 /* The base image of a full stream, into an empty store: live and base
  * tables, the children index, and the base meta records. */
 static int import_image(importer *im, uint64_t first, bl_base *base)
@@ -425,7 +435,7 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
         const char *key = (const char *)p + ko;
         const unsigned char *val = p + ko + kl;
         size_t vl = body - ko - kl;
-        if (im->bulk != NULL) {
+        if (im->scan) {
             /* base tables now, live ones from the bulk replay */
             bl_bval b;
             bl_sval sv;
@@ -440,11 +450,10 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
                 live_b += b.sid_len != 0;
             rc = bl_appender_put(&im->app, sess ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS, key,
                                  kl, val, vl);
-            if (rc == 0)
-                rc = sess ? bl_bulk_image_session(im->bulk, key, kl, val, vl)
-                          : bl_bulk_image_binding(im->bulk, key, kl, val, vl);
-            if (rc == BL_BULK_FALLBACK)
-                rc = BINDLOG_ECORRUPT; /* checked above: cannot happen */
+            if (rc == 0 && im->bulk != NULL &&
+                (sess ? bl_bulk_image_session(im->bulk, key, kl, val, vl)
+                      : bl_bulk_image_binding(im->bulk, key, kl, val, vl)) != 0)
+                import_bulk_drop(im); /* checked above, so its own files failed */
             if (rc != 0)
                 return rc;
         } else if (!sess) {
@@ -488,28 +497,29 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
 
 /* ---- import of a full stream by the bulk path ------------------------------ */
 
-static int import_bulk_start(importer *im)
+/* Start the bulk way, if its temporary files can be made (otherwise the
+ * import goes record by record, as an incremental one does). */
+static void import_bulk_start(importer *im)
 {
     struct stat st;
     uint64_t hint = 0;
-    int fd, rc;
+    int fd;
     char path[4096];
 
     if (fstat(im->rd.fd, &st) == 0 && S_ISREG(st.st_mode))
         hint = (uint64_t)st.st_size;
-    if ((rc = bl_bulk_open(&im->bulk, bl_tmp_root(), hint)) != 0)
-        return rc;
-    if (snprintf(path, sizeof(path), "%s/bindlog-offsets-XXXXXX", bl_tmp_root()) >=
-        (int)sizeof(path))
-        return BINDLOG_EINVAL;
-    if ((fd = mkstemp(path)) < 0)
-        return bl_mdb_error(errno);
-    unlink(path);
-    if ((im->offsets = fdopen(fd, "w+")) == NULL) {
-        close(fd);
-        return BINDLOG_ENOMEM;
+    if (bl_bulk_open(&im->bulk, bl_tmp_root(), hint) != 0)
+        return;
+    im->scan = 1;
+    bl_appender_init(&im->app, im->e, im->txn); /* with the caller's txn: cannot fail */
+    /* without it a refusal found after the scan names no offset */
+    if (snprintf(path, sizeof(path), "%s/bindlog-offsets-XXXXXX", bl_tmp_root()) <
+            (int)sizeof(path) &&
+        (fd = mkstemp(path)) >= 0) {
+        unlink(path);
+        if ((im->offsets = fdopen(fd, "w+")) == NULL)
+            close(fd);
     }
-    return bl_appender_init(&im->app, im->e, im->txn);
 }
 
 /* One record of a full stream: the checks of its place in the sequence
@@ -529,15 +539,18 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
     bl_put64be(kb, r->next_lsn);
     if ((rc = bl_appender_put(&im->app, BL_DB_LOG, kb, 8, rec, len)) != 0)
         return rc;
-    if (fwrite(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1)
-        return bl_mdb_error(errno);
-    rc = bl_bulk_record(im->bulk, rec, len, r->next_lsn);
-    if (rc == BL_BULK_FALLBACK) {
-        rc = bl_record_decode(rec, len, &dec);
-        return rc != 0 ? rc : BINDLOG_ECORRUPT;
+    if (im->offsets != NULL && fwrite(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1) {
+        fclose(im->offsets);
+        im->offsets = NULL;
     }
-    if (rc != 0)
-        return rc;
+    if (im->bulk != NULL &&
+        (rc = bl_bulk_record(im->bulk, rec, len, r->next_lsn)) == BL_BULK_FALLBACK) {
+        /* a record that cannot even be partitioned is damaged; otherwise
+         * the bulk path's own files failed */
+        if ((rc = bl_record_decode(rec, len, &dec)) != 0)
+            return rc;
+        import_bulk_drop(im);
+    }
     r->next_lsn++;
     r->last_time = (int64_t)bl_get64(rec + 12);
     return 0;
@@ -612,7 +625,8 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
         rc = bl_replay_one(r, &t, copy, v.mv_size, lsn, &im->map_full);
         if (rc != 0) {
             uint64_t off = 0;
-            if (fseeko(im->offsets, (off_t)((lsn - first) * sizeof(uint64_t)), SEEK_SET) == 0 &&
+            if (im->offsets != NULL && fflush(im->offsets) == 0 &&
+                fseeko(im->offsets, (off_t)((lsn - first) * sizeof(uint64_t)), SEEK_SET) == 0 &&
                 fread(&off, sizeof(off), 1, im->offsets) == 1)
                 im->err_off = off;
             rc = rc == 1 ? BINDLOG_ECORRUPT : rc;
@@ -631,12 +645,11 @@ static int import_bulk_state(importer *im, uint64_t first, bl_replayer *r)
 {
     bl_bulk_sink sink;
     bl_bulk_counts d;
-    int rc;
+    int rc = BL_BULK_FALLBACK;
 
-    if (fflush(im->offsets) != 0)
-        return bl_mdb_error(errno);
     bl_appender_sink(&im->app, &sink);
-    rc = bl_bulk_run(im->bulk, &sink, &d, im->digest);
+    if (im->bulk != NULL)
+        rc = bl_bulk_run(im->bulk, &sink, &d, im->digest);
     if (rc == BL_BULK_FALLBACK) {
         bl_appender_abort(&im->app); /* its cursors; the transaction is the import's */
         return import_sequential(im, first, r);
@@ -708,8 +721,8 @@ static int import_once(importer *im, uint64_t *err_offset)
             rc = BINDLOG_EEXIST;
             goto out;
         }
-        if (bl_bulk_enabled() && (rc = import_bulk_start(im)) != 0)
-            goto out;
+        if (bl_bulk_enabled())
+            import_bulk_start(im);
         if ((rc = import_image(im, first, &base)) != 0)
             goto out;
         head.lsn = base.lsn;
@@ -736,7 +749,7 @@ static int import_once(importer *im, uint64_t *err_offset)
         const unsigned char *rec = im->frame + ST_FRAME_HDR;
         /* a record's LSN is at byte 4; bl_replay_one checks it against it */
         uint64_t lsn = len >= 12 ? bl_get64(rec + 4) : 0;
-        if (im->bulk != NULL)
+        if (im->scan)
             rc = scan_record(im, &r, rec, len);
         else
             rc = bl_replay_one(&r, &t, rec, len, lsn, &im->map_full);
@@ -767,7 +780,7 @@ static int import_once(importer *im, uint64_t *err_offset)
         goto out;
     }
     im->err_off = t_off;
-    if (im->bulk != NULL && (rc = import_bulk_state(im, first, &r)) != 0)
+    if (im->scan && (rc = import_bulk_state(im, first, &r)) != 0)
         goto out;
     /* inside the import's write transaction: keep the map lock throughout */
     if (im->have_digest)
@@ -796,6 +809,7 @@ out:
     memset(&im->app, 0, sizeof(im->app));
     bl_bulk_free(im->bulk);
     im->bulk = NULL;
+    im->scan = 0;
     if (im->offsets != NULL)
         fclose(im->offsets);
     im->offsets = NULL;

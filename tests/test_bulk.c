@@ -369,6 +369,47 @@ static void bulk__check_reports_like_sequential(void **state)
     assert_int_equal(bulk.records, seq.records);
 }
 
+/* Without a usable $TMPDIR the bulk path cannot start: replay and import
+ * go record by record (they need no temporary files) and give the same
+ * stores; check, which needs a scratch store then, says so. */
+static void bulk__unusable_tmpdir(void **state)
+{
+    fx *f = *state;
+    char a[1200], b[1200], file[1200], *saved = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+    bindlog_check_report rep;
+    uint64_t n, off;
+    int fd;
+    bindlog *t;
+
+    replay_to(f, f->s, "seq", 0, 0, UINT64_MAX, INT64_MAX);
+    path_of(f, file, sizeof file, "all.blx");
+    fd = open(file, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(bindlog_export(f->s, 0, fd, &n, NULL, NULL), 0);
+    close(fd);
+
+    setenv("TMPDIR", "/nonexistent/bindlog-test", 1);
+    replay_to(f, f->s, "notmp", 1, 3, UINT64_MAX, INT64_MAX);
+    path_of(f, a, sizeof a, "seq");
+    path_of(f, b, sizeof b, "notmp");
+    assert_same_tables(a, b);
+
+    path_of(f, b, sizeof b, "imp-notmp");
+    t = wl_open_store(b);
+    fd = open(file, O_RDONLY);
+    assert_int_equal(bindlog_import(t, fd, &n, &off, NULL, NULL), 0);
+    assert_int_equal(n, NEVENTS);
+    close(fd);
+    bindlog_close(t);
+
+    assert_true(bindlog_check(f->s, &rep, NULL, NULL) < 0);
+    if (saved != NULL)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +421,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(bulk__import_equals_sequential, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__check_reports_like_sequential, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__unusable_tmpdir, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
