@@ -124,11 +124,8 @@ static int sink_binding(void *ctx, const void *key, size_t key_len, const void *
 
 static int sink_history(void *ctx, const void *key, size_t key_len, uint64_t lsn)
 {
-    unsigned char k[BINDLOG_KEY_MAX + 1 + 8];
-    memcpy(k, key, key_len);
-    k[key_len] = 0;
-    bl_put64be(k + key_len + 1, lsn);
-    return bl_appender_put(ctx, BL_DB_HISTORY, k, key_len + 9, "", 0);
+    unsigned char k[BL_HISTORY_KEY_MAX];
+    return bl_appender_put(ctx, BL_DB_HISTORY, k, bl_history_key(k, key, key_len, lsn), "", 0);
 }
 
 static int sink_session(void *ctx, const void *id, size_t id_len, const void *val,
@@ -140,11 +137,9 @@ static int sink_session(void *ctx, const void *id, size_t id_len, const void *va
 static int sink_child(void *ctx, const void *parent, size_t parent_len, const void *child,
                       size_t child_len)
 {
-    unsigned char k[2 * BINDLOG_ID_MAX + 1];
-    memcpy(k, parent, parent_len);
-    k[parent_len] = 0;
-    memcpy(k + parent_len + 1, child, child_len);
-    return bl_appender_put(ctx, BL_DB_CHILDREN, k, parent_len + 1 + child_len, "", 0);
+    unsigned char k[BL_CHILD_KEY_MAX];
+    return bl_appender_put(ctx, BL_DB_CHILDREN, k,
+                           bl_child_key(k, parent, parent_len, child, child_len), "", 0);
 }
 
 void bl_appender_sink(bl_appender *a, bl_bulk_sink *s)

@@ -124,6 +124,33 @@ int bl_sval_decode(const void *buf, size_t len, bl_sval *out);
  * this process encoded itself (the bulk replay's in-memory state). */
 int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out);
 
+/* ---- index keys (docs/format.md, "Tables") ------------------------------- */
+
+/* history: key 0x00 be64 lsn.  out holds BINDLOG_KEY_MAX + 9 bytes. */
+#define BL_HISTORY_KEY_MAX (BINDLOG_KEY_MAX + 1 + 8)
+static inline size_t bl_history_key(unsigned char *out, const void *key, size_t key_len,
+                                    uint64_t lsn)
+{
+    for (size_t i = 0; i < key_len; i++)
+        out[i] = ((const unsigned char *)key)[i];
+    out[key_len] = 0;
+    bl_put64be(out + key_len + 1, lsn);
+    return key_len + 9;
+}
+
+/* children: parent 0x00 child.  out holds 2 * BINDLOG_ID_MAX + 1 bytes. */
+#define BL_CHILD_KEY_MAX (2 * BINDLOG_ID_MAX + 1)
+static inline size_t bl_child_key(unsigned char *out, const void *parent, size_t parent_len,
+                                  const void *child, size_t child_len)
+{
+    for (size_t i = 0; i < parent_len; i++)
+        out[i] = ((const unsigned char *)parent)[i];
+    out[parent_len] = 0;
+    for (size_t i = 0; i < child_len; i++)
+        out[parent_len + 1 + i] = ((const unsigned char *)child)[i];
+    return parent_len + 1 + child_len;
+}
+
 /* ---- validation of caller bytes ------------------------------------------ */
 
 /* 1 if [p, p+n) is a valid key / session id / reason, else 0. */

@@ -1237,11 +1237,8 @@ static int cmp_binding(void *ctx, const void *k, size_t kn, const void *v, size_
 
 static int cmp_history(void *ctx, const void *key, size_t key_len, uint64_t lsn)
 {
-    unsigned char k[BINDLOG_KEY_MAX + 1 + 8];
-    memcpy(k, key, key_len);
-    k[key_len] = 0;
-    bl_put64be(k + key_len + 1, lsn);
-    return cmp_entry(ctx, T_HIST, k, key_len + 9, "", 0);
+    unsigned char k[BL_HISTORY_KEY_MAX];
+    return cmp_entry(ctx, T_HIST, k, bl_history_key(k, key, key_len, lsn), "", 0);
 }
 
 static int cmp_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
@@ -1251,11 +1248,8 @@ static int cmp_session(void *ctx, const void *k, size_t kn, const void *v, size_
 
 static int cmp_child(void *ctx, const void *parent, size_t pn, const void *child, size_t cn)
 {
-    unsigned char k[2 * BINDLOG_ID_MAX + 1];
-    memcpy(k, parent, pn);
-    k[pn] = 0;
-    memcpy(k + pn + 1, child, cn);
-    return cmp_entry(ctx, T_CHILD, k, pn + 1 + cn, "", 0);
+    unsigned char k[BL_CHILD_KEY_MAX];
+    return cmp_entry(ctx, T_CHILD, k, bl_child_key(k, parent, pn, child, cn), "", 0);
 }
 
 /*

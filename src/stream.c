@@ -594,12 +594,10 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
             bl_sval sv;
             if (rc == 0 && sess && bl_sval_decode(v.mv_data, v.mv_size, &sv) == 0 &&
                 sv.parent_len) {
-                unsigned char ck[2 * BINDLOG_ID_MAX + 1];
-                memcpy(ck, sv.parent, sv.parent_len);
-                ck[sv.parent_len] = 0;
-                memcpy(ck + sv.parent_len + 1, k.mv_data, k.mv_size);
-                rc = put_val(im, e->dbi[BL_DB_CHILDREN], ck, sv.parent_len + 1 + k.mv_size, "",
-                             0, 0);
+                unsigned char ck[BL_CHILD_KEY_MAX];
+                rc = put_val(im, e->dbi[BL_DB_CHILDREN], ck,
+                             bl_child_key(ck, sv.parent, sv.parent_len, k.mv_data, k.mv_size),
+                             "", 0, 0);
             }
         }
         mdb_cursor_close(c);
