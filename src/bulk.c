@@ -1379,6 +1379,7 @@ typedef struct ring {
     int stop;          /* consumer failed: producer gives up */
     bl_bulk *b;
     bl_digest *dg;
+    unsigned long full_waits, empty_waits; /* BINDLOG_BULK_DEBUG: who waited on whom */
 } ring;
 
 static int ring_publish(ring *r, int done, int rc)
@@ -1407,8 +1408,10 @@ static int ring_put(ring *r, int kind, const void *name, size_t nl, const void *
         pthread_mutex_lock(&r->mu);
         r->pub = r->head;
         pthread_cond_broadcast(&r->cv);
-        while (r->head + waste + need - r->tail > RING_BYTES && !r->stop)
+        while (r->head + waste + need - r->tail > RING_BYTES && !r->stop) {
+            r->full_waits++;
             pthread_cond_wait(&r->cv, &r->mu);
+        }
         r->tail_seen = r->tail;
         int stop = r->stop;
         pthread_mutex_unlock(&r->mu);
@@ -1479,8 +1482,10 @@ static int ring_drain(ring *r, const bl_bulk_sink *sink)
         pthread_mutex_lock(&r->mu);
         r->tail = tail;
         pthread_cond_broadcast(&r->cv);
-        while (r->pub == tail && !r->done)
+        while (r->pub == tail && !r->done) {
+            r->empty_waits++;
             pthread_cond_wait(&r->cv, &r->mu);
+        }
         pub = r->pub;
         done = r->done;
         prc = r->rc;
@@ -1539,6 +1544,7 @@ static int merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_diges
         return rc == 0 ? merge(b, 0, sink, dg) : rc;
     }
     r.head = r.pub = r.tail = r.tail_seen = 0;
+    r.full_waits = r.empty_waits = 0;
     r.done = r.rc = r.stop = 0;
     r.b = b;
     r.dg = dg;
@@ -1553,6 +1559,9 @@ static int merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_diges
     }
     rc = ring_drain(&r, sink);
     pthread_join(th, NULL);
+    if (debug_on())
+        fprintf(stderr, "bulk: merge ring: producer waited %lu times, consumer %lu times\n",
+                r.full_waits, r.empty_waits);
     pthread_mutex_destroy(&r.mu);
     pthread_cond_destroy(&r.cv);
     free(r.buf);
