@@ -970,6 +970,10 @@ static uint32_t *rank_names(ent *ents, uint32_t n)
 
 /* ---- writing a partition's runs ---------------------------------------- */
 
+/* Entries are written in name order, not in the order they were made: ask
+ * for the one this many places ahead while writing one. */
+#define RUN_PREFETCH 8
+
 static int write_key_run(dstate *d, const uint32_t *order, wfile *w)
 {
     /* history grouped by key rank, LSN order kept (stable counting sort) */
@@ -992,6 +996,11 @@ static int write_key_run(dstate *d, const uint32_t *order, wfile *w)
     for (uint32_t r = 0; rc == 0 && r < n; r++) {
         const ent *e = &d->keys.v[order[r]];
         size_t from = r ? start[r - 1] : 0;
+        if (r + RUN_PREFETCH < n) {
+            const ent *f = &d->keys.v[order[r + RUN_PREFETCH]];
+            __builtin_prefetch(f->name);
+            __builtin_prefetch(f->val);
+        }
         uint16_t kl = (uint16_t)e->name_len;
         uint32_t vl = e->val_len, nh = (uint32_t)(start[r] - from);
         if ((rc = wf_put(w, &kl, 2)) == 0 && (rc = wf_put(w, e->name, kl)) == 0 &&
@@ -1030,6 +1039,13 @@ static int write_session_run(dstate *d, const uint32_t *order, wfile *w)
     size_t ki = 0;
     for (uint32_t r = 0; rc == 0 && r < n; r++) {
         const ent *e = &d->sess.v[order[r]];
+        if (r + RUN_PREFETCH < n) {
+            /* sorted order jumps through the partition's memory */
+            const ent *f = &d->sess.v[order[r + RUN_PREFETCH]];
+            __builtin_prefetch(f->name);
+            for (uint32_t o = 0; o < f->val_len && o < 256; o += 64)
+                __builtin_prefetch(f->val + o);
+        }
         uint8_t il = (uint8_t)e->name_len;
         uint32_t vl = e->val_len, nk = 0;
         size_t k0 = ki;
