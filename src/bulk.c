@@ -1,8 +1,15 @@
 /*
  * bulk.c -- partitioned re-derivation of a whole log (see bulk.h).
  *
+ * Threads: during the scan, the caller's thread feeds entries and a copier
+ * thread spills the records it references (bl_bulk_record_ref); in
+ * bl_bulk_run(), the caller's thread and one more decide partitions, then
+ * a merge thread merges the runs and hands entries to the caller's thread
+ * (which calls the sink) through a ring.  Without a second CPU everything
+ * runs on the caller's thread.
+ *
  * Files: one spill file for the scan (each partition's entries, appended in
- * blocks of up to `block` bytes; a partition remembers where its blocks
+ * blocks of up to SPILL_BLOCK bytes; a partition remembers where its blocks
  * are), and per decide thread one file for key runs and one for session
  * runs (a partition's run is one segment of those).  All are unlinked as
  * soon as they are created.
