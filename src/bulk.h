@@ -103,8 +103,8 @@ int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 /* The same, for bytes the caller keeps where they are, unchanged, until
  * bl_bulk_run() has returned (an LMDB read transaction whose map is not
  * moved: replay and check hold the map lock meanwhile).  A second thread
- * copies them into the spill in the order they come; without one they are
- * read in place when their partition is decided. */
+ * copies them into the spill in the order they come, so that the caller's
+ * thread goes on reading; without a second CPU the caller copies them. */
 int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 
 /*
