@@ -495,7 +495,9 @@ BINDLOG_API void bindlog_digest_hex(const unsigned char digest[BINDLOG_DIGEST_SI
  * These stream the log in bounded memory and work on a live store while
  * other handles and processes write.  Long operations report progress
  * through an optional callback, called from the calling thread now and then
- * with the records done so far and the total expected (0 if unknown).
+ * with how far they have got and the total expected (0 if unknown), both
+ * counted in records.  (A bulk replay counts its three phases, reading
+ * the log, deciding and merging, as a third of the total each.)
  */
 /**@{*/
 typedef void (*bindlog_progress_fn)(void *ctx, uint64_t done, uint64_t total);

@@ -187,6 +187,13 @@ struct bl_bulk {
      * second thread, in the order they come (see bl_bulk_record_ref) */
     struct copier *cp;
     int no_copier;
+    /* progress: the scan is the first third of `total`, deciding the
+     * second, merging the last (bl_bulk_set_progress) */
+    bindlog_progress_fn progress;
+    void *progress_ctx;
+    uint64_t total;
+    unsigned parts_done;      /* under mu */
+    uint64_t entries, merged; /* keys and sessions decided (under mu) / merged */
 };
 
 /* Seconds on the monotonic clock. */
@@ -209,6 +216,13 @@ static int debug_on(void)
 {
     const char *v = getenv("BINDLOG_BULK_DEBUG");
     return v != NULL && strcmp(v, "0") != 0;
+}
+
+void bl_bulk_set_progress(bl_bulk *b, bindlog_progress_fn fn, void *ctx, uint64_t total)
+{
+    b->progress = fn;
+    b->progress_ctx = ctx;
+    b->total = total;
 }
 
 const char *bl_bulk_why(const bl_bulk *b)
@@ -1158,7 +1172,12 @@ static void *decide_thread(void *arg)
             b->counts.live_bindings += d.counts.live_bindings;
             b->counts.live_sessions += d.counts.live_sessions;
             b->counts.records += d.counts.records;
+            b->entries += (uint64_t)d.keys.n + d.sess.n;
+            uint64_t done = b->total / 3 + b->total / 3 * ++b->parts_done / b->nparts;
             pthread_mutex_unlock(&b->mu);
+            /* progress is reported on the caller's thread only (bindlog.h) */
+            if (w->t == 0 && b->progress != NULL)
+                b->progress(b->progress_ctx, done, b->total);
         }
     }
     if (rc == 0)
@@ -1580,11 +1599,24 @@ static int merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_diges
 typedef struct sink_guard {
     const bl_bulk_sink *s;
     int rc;
+    bl_bulk *b;
 } sink_guard;
+
+/* Progress through the merge, every 65536 keys and sessions. */
+static void merge_progress(bl_bulk *b)
+{
+    if (b->progress != NULL && ++b->merged % 65536 == 0 && b->entries > 0)
+        b->progress(b->progress_ctx,
+                    2 * (b->total / 3) + b->total / 3 * (b->merged < b->entries ? b->merged
+                                                                                  : b->entries) /
+                                             b->entries,
+                    b->total);
+}
 
 static int guard_binding(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
 {
     sink_guard *g = ctx;
+    merge_progress(g->b);
     return g->rc = g->s->binding(g->s->ctx, k, kn, v, vn);
 }
 
@@ -1597,6 +1629,7 @@ static int guard_history(void *ctx, const void *k, size_t kn, uint64_t lsn)
 static int guard_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
 {
     sink_guard *g = ctx;
+    merge_progress(g->b);
     return g->rc = g->s->session(g->s->ctx, k, kn, v, vn);
 }
 
@@ -1624,7 +1657,7 @@ static int bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts
 int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
                 unsigned char digest[BINDLOG_DIGEST_SIZE])
 {
-    sink_guard g = {sink, 0};
+    sink_guard g = {sink, 0, b};
     bl_bulk_sink guarded = {&g, guard_binding, guard_history, guard_session, guard_child};
     int rc = bulk_run(b, &guarded, counts, digest);
     if (rc < 0 && g.rc == 0)

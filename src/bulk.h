@@ -118,6 +118,11 @@ int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
                 unsigned char digest[BINDLOG_DIGEST_SIZE]);
 
+/* Report progress to fn, on the caller's thread only, in units of `total`:
+ * the caller reports its scan as the first third, bl_bulk_run() the
+ * deciding as the second and the merge as the last. */
+void bl_bulk_set_progress(bl_bulk *b, bindlog_progress_fn fn, void *ctx, uint64_t total);
+
 /* Why the last BL_BULK_FALLBACK happened (static words), or NULL. */
 const char *bl_bulk_why(const bl_bulk *b);
 

@@ -241,8 +241,12 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
             break;
         x->next_lsn++;
         x->last_time = t;
-        if (++x->scanned % 65536 == 0 && x->progress != NULL)
-            x->progress(x->progress_ctx, x->scanned, x->total);
+        /* the scan is the first third of the work (bl_bulk_set_progress) */
+        if (++x->scanned % 65536 == 0 && x->progress != NULL && x->total > 0)
+            x->progress(x->progress_ctx, x->total / 3 * (x->scanned < x->total ? x->scanned
+                                                                                 : x->total) /
+                                             x->total,
+                        x->total);
         rc = 0;
     }
     bl_cursor_close(&c);

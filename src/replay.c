@@ -665,6 +665,8 @@ static int replay_bulk(bl_env *src, MDB_txn *stxn, const bl_base *base, uint64_t
     memset(res, 0, sizeof(*res));
     if (bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn)) != 0)
         return BL_BULK_FALLBACK; /* no temporary files: the sequential path needs none */
+    if (progress != NULL && last_lsn > base->lsn)
+        bl_bulk_set_progress(b, progress, progress_ctx, last_lsn - base->lsn);
     rc = bl_bulk_feed_image(b, src, stxn, copy, &res->live_bindings, &res->live_sessions);
     res->scan = (bl_bulk_scan){.src = src,
                                .stxn = stxn,
