@@ -20,7 +20,7 @@
  *      entry, the children index entry and the head (7 puts).  STALE and
  *      MOVED events write nothing.
  *
- * Keys follow the etcd backend's layout (src/etcd_store.h): PREFIX "/m/head",
+ * Keys follow the etcd backend's layout (src/etcd/etcd_store.h): PREFIX "/m/head",
  * "/b/" key, "/s/" id, "/l/" 20-digit LSN, "/h/" key 0x00 LSN, "/c/" parent
  * 0x00 child.
  *
@@ -44,7 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "etcd_client.h"
+#include "etcd/etcd_client.h"
 
 #ifndef BINDLOG_BENCH_SOURCE_DIR
 #define BINDLOG_BENCH_SOURCE_DIR "."

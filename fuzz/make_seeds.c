@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
-#include "record.h"
+#include "core/record.h"
 
 static const char *outdir;
 

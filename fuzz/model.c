@@ -21,7 +21,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "record.h"
+#include "core/record.h"
 
 #define ALLOC_OR_DIE(p)  \
     do {                 \

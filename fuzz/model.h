@@ -4,11 +4,11 @@
  * machine_fuzzer applies every call both to a real store and to this model
  * and aborts when they disagree.  The model is written from the
  * specification (SPEC.md section 2 and the comments of include/bindlog.h),
- * not from src/machine.c, and shares no decision code with the library: it
+ * not from src/core/machine.c, and shares no decision code with the library: it
  * keeps the state in plain arrays, decides each event with its own reading
  * of the rules, and computes the state digest itself.  The only library code
- * it uses are the value encoders of src/record.h, because the digest is
- * defined over those exact bytes (docs/format.md, src/digest.c).
+ * it uses are the value encoders of src/core/record.h, because the digest is
+ * defined over those exact bytes (docs/format.md, src/core/digest.c).
  *
  * Everything is in memory and O(n) per lookup: the fuzzer's states hold a
  * few dozen keys and sessions.  Not thread-safe.
@@ -100,7 +100,7 @@ int fm_apply_batch(fm_model *m, const bindlog_event *ev, size_t n, int64_t now,
 const fm_binding *fm_binding_get(const fm_model *m, const char *key);
 const fm_session *fm_session_get(const fm_model *m, const char *id);
 
-/* The state digest (SPEC 5, src/digest.c) of the model's state. */
+/* The state digest (SPEC 5, src/core/digest.c) of the model's state. */
 void fm_digest(const fm_model *m, unsigned char out[BINDLOG_DIGEST_SIZE]);
 
 /* Sort bindings and sessions into LMDB key order (memcmp, shorter first),

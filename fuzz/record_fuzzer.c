@@ -1,5 +1,5 @@
 /*
- * record_fuzzer.c -- the byte decoders of src/record.c against arbitrary input.
+ * record_fuzzer.c -- the byte decoders of src/core/record.c against arbitrary input.
  *
  * Must not crash, read out of bounds or trip UBSan on any input; and every
  * input a decoder accepts must re-encode to exactly the same bytes (abort()
@@ -24,8 +24,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "machine.h"
-#include "record.h"
+#include "core/machine.h"
+#include "core/record.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# scripts/lint.sh -- static analysis of the library sources (src/*.c).
+# scripts/lint.sh -- static analysis of the library sources (src/*/*.c).
 #
-# Runs cppcheck and clang-tidy over src/*.c with the compile commands of a
+# Runs cppcheck and clang-tidy over src/*/*.c with the compile commands of a
 # CMake build (both library configurations: release and bindlog_faults,
 # which compiles the failpoints in), using the checked-in .clang-tidy and
 # .cppcheck-suppressions (each suppression says why).  Prints every finding
@@ -60,7 +60,7 @@ echo "== clang-tidy ($("$CLANG_TIDY" --version | grep -o 'version [0-9.]*'))"
 : >"$build/tidy.out"
 crashed=""
 export CLANG_TIDY build
-printf '%s\n' "$root"/src/*.c |
+printf '%s\n' "$root"/src/*/*.c |
     xargs -P "$jobs" -I{} sh -c \
         '"$CLANG_TIDY" -p "$build" --quiet "$1" >"$build/tidy.$(basename "$1").out" 2>/dev/null
          rc=$?; [ $rc -gt 1 ] && echo "$1" >>"$build/tidy.crashed"; exit 0' _ {}

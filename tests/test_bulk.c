@@ -1,5 +1,5 @@
 /*
- * test_bulk.c -- the bulk replay (src/bulk.c) against the sequential one.
+ * test_bulk.c -- the bulk replay (src/maint/bulk.c) against the sequential one.
  *
  * Replay, check and import of a full stream first try the partitioned bulk
  * path and fall back to the record-by-record replay when it cannot decide
@@ -25,7 +25,7 @@
 #include <xxhash.h>
 
 #include "bindlog.h"
-#include "bulk.h"
+#include "maint/bulk.h"
 #include "testutil.h"
 #include "workload.h"
 

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "bindlog.h"
-#include "record.h"
+#include "core/record.h"
 #include "testutil.h"
 #include "workload.h"
 

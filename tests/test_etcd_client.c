@@ -1,5 +1,5 @@
 /*
- * test_etcd_client.c -- the etcd v3 client (src/etcd_client.c) against a
+ * test_etcd_client.c -- the etcd v3 client (src/etcd/etcd_client.c) against a
  * real etcd.
  *
  * Four groups:
@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "etcd_client.h"
+#include "etcd/etcd_client.h"
 #include "testutil.h"
 
 /* ---- harness ---------------------------------------------------------------- */

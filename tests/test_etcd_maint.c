@@ -1,6 +1,6 @@
 /*
  * test_etcd_maint.c -- check, replay, compaction, export and import of a
- * store on etcd (src/etcd_maint.c), against a real 1-member etcd cluster.
+ * store on etcd (src/etcd/etcd_maint.c), against a real 1-member etcd cluster.
  *
  * The cluster is started here with tests/etcd/cluster.sh (etcd's default
  * --max-txn-ops of 128, so that imports and compactions really span several
@@ -26,8 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "etcd_store.h"
-#include "record.h"
+#include "etcd/etcd_store.h"
+#include "core/record.h"
 #include "testutil.h"
 #include "workload.h"
 

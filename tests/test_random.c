@@ -3,7 +3,7 @@
  * model of SPEC section 2.
  *
  * The model below is written from the specification alone (plain arrays and
- * a chained hash table; it does not use src/machine.c).  Every event goes to
+ * a chained hash table; it does not use src/core/machine.c).  Every event goes to
  * both; every outcome, error code and result field must agree.  Every ~5,000
  * events, and at the end, the whole state is compared: every key through
  * bindlog_get and the bindings iterator, every session with all its fields
@@ -31,7 +31,7 @@
 #include <xxhash.h>
 
 #include "bindlog.h"
-#include "record.h"
+#include "core/record.h"
 #include "testutil.h"
 
 #define NKEYS          300

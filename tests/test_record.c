@@ -1,5 +1,5 @@
 /*
- * test_record.c -- the byte encodings of src/record.c.
+ * test_record.c -- the byte encodings of src/core/record.c.
  *
  * Damaged inputs are always decoded from a heap copy of exactly the bytes
  * under test, so a sanitizer or valgrind catches any read past the end.
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "record.h"
+#include "core/record.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

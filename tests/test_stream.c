@@ -29,7 +29,7 @@
 #include <xxhash.h>
 
 #include "bindlog.h"
-#include "record.h"
+#include "core/record.h"
 #include "testutil.h"
 #include "workload.h"
 

@@ -20,7 +20,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "etcd_client.h"
+#include "etcd/etcd_client.h"
 
 /* The base directory: first non-empty of $BINDLOG_TEST_TMPDIR, $TMPDIR, /tmp. */
 static const char *tmp_base(void)

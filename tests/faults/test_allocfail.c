@@ -10,7 +10,7 @@
  * Each run must return success or BINDLOG_ENOMEM (never crash, never
  * another code), and the store must reopen, hold every acknowledged event
  * and check afterwards (faultutil.h).  One exception, counted and printed:
- * when LMDB's mdb_txn_commit itself fails with ENOMEM, src/commit.c treats
+ * when LMDB's mdb_txn_commit itself fails with ENOMEM, src/lmdb/commit.c treats
  * it like any failed commit and panics the environment (BINDLOG_EPANIC);
  * that is safe (a reopen finds the last commit) but stronger than needed,
  * since LMDB marks a commit that failed after writing the meta page fatal

@@ -1,6 +1,6 @@
 /*
  * test_failpoints.c -- kill, abort and fail the write path at every named
- * failpoint (src/failpoint.h), linked with bindlog_faults.
+ * failpoint (src/core/failpoint.h), linked with bindlog_faults.
  *
  * Kill: a child runs the 4-thread FULL-mode workload (faultutil.h), which
  * acknowledges every APPLIED event on a pipe after the call returned, with
@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "bindlog.h"
-#include "failpoint.h"
+#include "core/failpoint.h"
 #include "faultutil.h"
 #include "testutil.h"
 

@@ -36,7 +36,7 @@
  * byte string this file produces decodes again: a bug upstream shows up at
  * write time, not when the log is replayed years later.
  */
-#include "record.h"
+#include "core/record.h"
 
 #include <string.h>
 #define XXH_INLINE_ALL /* every record is checksummed: no library calls */

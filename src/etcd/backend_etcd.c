@@ -43,7 +43,7 @@
  * write is refused with BINDLOG_EBUSY.
  */
 #define _GNU_SOURCE
-#include "etcd_store.h"
+#include "etcd/etcd_store.h"
 
 #include <stdio.h>
 #include <stdlib.h>

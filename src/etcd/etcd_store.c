@@ -3,7 +3,7 @@
  * revision, paged scans and the state digest (etcd_store.h).
  */
 #define _GNU_SOURCE
-#include "etcd_store.h"
+#include "etcd/etcd_store.h"
 
 #include <stdlib.h>
 #include <string.h>

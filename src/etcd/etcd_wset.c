@@ -9,7 +9,7 @@
  * returned survive later puts, rollbacks and array growth.
  */
 #define _GNU_SOURCE
-#include "etcd_store.h"
+#include "etcd/etcd_store.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "record.h"
+#include "core/record.h"
 
 /* One event with explicit lengths.  A NULL pointer means "not given". */
 typedef struct bl_event {

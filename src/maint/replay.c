@@ -21,7 +21,7 @@
  * bindings, sessions, children and history tables in one sequential pass.
  */
 #define _GNU_SOURCE
-#include "maint.h"
+#include "maint/maint.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
  * empty store for import), so every write is an append: LMDB fills its pages
  * left to right and never searches or splits in the middle.
  */
-#include "maint.h"
+#include "maint/maint.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * group.c -- group commit, independent of the storage backend (group.h).
  */
 #define _GNU_SOURCE
-#include "group.h"
+#include "core/group.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -29,7 +29,7 @@
  * needs a seekable input; for a pipe the map is grown generously first.
  */
 #define _GNU_SOURCE
-#include "maint.h"
+#include "maint/maint.h"
 
 #include <errno.h>
 #include <stdio.h>

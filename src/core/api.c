@@ -15,7 +15,7 @@
 
 #include <time.h>
 
-#include "backend.h"
+#include "core/backend.h"
 
 const char *bindlog_version(void) { return BINDLOG_VERSION_STRING; }
 

@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bulk.h"
-#include "store.h"
+#include "maint/bulk.h"
+#include "lmdb/store.h"
 
 /* ---- the base image's meta records ---------------------------------------
  *

@@ -6,7 +6,7 @@
  * replay.c, compact.c and stream.c.  This file only opens and closes a
  * handle on the shared environment and lists the functions.
  */
-#include "store.h"
+#include "lmdb/store.h"
 
 static int lmdb_open(bindlog *h, const bindlog_options *o)
 {

@@ -36,10 +36,10 @@
 #define XXH_INLINE_ALL /* hashing names is on the hot path: no library calls */
 #include <xxhash.h>
 
-#include "bulk.h"
-#include "digest.h"
-#include "machine.h"
-#include "record.h"
+#include "maint/bulk.h"
+#include "core/digest.h"
+#include "core/machine.h"
+#include "core/record.h"
 
 #define SPILL_BLOCK ((size_t)128 << 10) /* > the largest entry (a record: 66 KiB) */
 #define RUN_BUF ((size_t)128 << 10) /* > the largest run entry (a session: 66 KiB) */

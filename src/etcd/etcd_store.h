@@ -43,10 +43,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "etcd_client.h"
-#include "group.h"
-#include "machine.h"
+#include "core/backend.h"
+#include "etcd/etcd_client.h"
+#include "core/group.h"
+#include "core/machine.h"
 
 /* Tables (the letter T of the layout above). */
 #define BL_ES_META 'm'

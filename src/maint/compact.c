@@ -41,7 +41,7 @@
  * which the next vacuum removes).
  */
 #define _GNU_SOURCE
-#include "maint.h"
+#include "maint/maint.h"
 
 #include <errno.h>
 #include <fcntl.h>

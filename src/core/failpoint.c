@@ -10,7 +10,7 @@
  * which only test builds pay.
  */
 #define _GNU_SOURCE
-#include "failpoint.h"
+#include "core/failpoint.h"
 
 #ifdef BINDLOG_FAILPOINTS
 

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "bindlog.h"
-#include "machine.h"
+#include "core/machine.h"
 
 typedef struct bl_backend_ops bl_backend_ops;
 struct bl_env;

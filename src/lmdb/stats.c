@@ -1,99 +1,20 @@
 /*
- * digest.c -- the state digest and the statistics.
+ * stats.c -- the state digest of LMDB tables, and the statistics.
  *
- * The digest is XXH3-128 over a canonical encoding of the state: every
- * binding in key byte order as
- *     'B'  u16 key_len  key  u32 value_len  binding value
- * then every session in id byte order as
- *     'S'  u8 id_len  id  u32 value_len  session value
- * where the values are the canonical encodings of record.h (which is what
- * the tables hold, so hashing needs no decoding).  The 16 output bytes are
- * XXH128's canonical form: high 64 bits then low 64 bits, big-endian.  Any
- * backend or model that encodes the same state gets the same digest.
+ * The digest's encoding lives in core/digest.c; this file feeds it the
+ * bindings and sessions tables in key order, from one read snapshot.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 
-#include "store.h"
+#include "lmdb/store.h"
 
 /* Entries hashed between releases of the map lock, so growth is not held
  * up for the whole scan of a large store. */
 #define DIGEST_CHUNK 4096
-
-struct bl_digest {
-    XXH3_state_t *st;
-    size_t len;
-    unsigned char buf[64 << 10];
-};
-
-bl_digest *bl_digest_new(void)
-{
-    bl_digest *d = malloc(sizeof(*d));
-    if (d == NULL)
-        return NULL;
-    if ((d->st = XXH3_createState()) == NULL) {
-        free(d);
-        return NULL;
-    }
-    XXH3_128bits_reset(d->st);
-    d->len = 0;
-    return d;
-}
-
-void bl_digest_free(bl_digest *d)
-{
-    if (d == NULL)
-        return;
-    XXH3_freeState(d->st);
-    free(d);
-}
-
-/* Entries are gathered in d->buf and hashed in large pieces: the same bytes
- * as hashing each piece at once, at a fraction of the calls. */
-void bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v, size_t vn)
-{
-    unsigned char hdr[1 + 2 + 4];
-    size_t h = 0;
-    hdr[h++] = (unsigned char)tag;
-    if (tag == 'B') {
-        bl_put16(hdr + h, (uint16_t)kn);
-        h += 2;
-    } else {
-        hdr[h++] = (unsigned char)kn;
-    }
-    bl_put32(hdr + h, (uint32_t)vn);
-    /* tag, key length, key, value length, value */
-    if (d->len + h + kn + 4 + vn > sizeof(d->buf)) {
-        XXH3_128bits_update(d->st, d->buf, d->len);
-        d->len = 0;
-    }
-    if (h + kn + 4 + vn > sizeof(d->buf)) {
-        XXH3_128bits_update(d->st, hdr, h);
-        XXH3_128bits_update(d->st, k, kn);
-        XXH3_128bits_update(d->st, hdr + h, 4);
-        XXH3_128bits_update(d->st, v, vn);
-        return;
-    }
-    unsigned char *o = d->buf + d->len;
-    memcpy(o, hdr, h);
-    memcpy(o + h, k, kn);
-    memcpy(o + h + kn, hdr + h, 4);
-    memcpy(o + h + kn + 4, v, vn);
-    d->len += h + kn + 4 + vn;
-}
-
-void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE])
-{
-    XXH128_canonical_t c;
-    XXH3_128bits_update(d->st, d->buf, d->len);
-    d->len = 0;
-    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(d->st));
-    memcpy(out, c.digest, BINDLOG_DIGEST_SIZE);
-}
 
 static int hash_table(bl_env *e, MDB_txn *txn, MDB_dbi dbi, int tag, int keep_lock,
                       bl_digest *st)
@@ -151,17 +72,6 @@ int bl_lmdb_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t 
         *head_lsn = head.lsn;
     bl_read_end(s->e, txn);
     return rc;
-}
-
-void bindlog_digest_hex(const unsigned char d[BINDLOG_DIGEST_SIZE],
-                        char hex[2 * BINDLOG_DIGEST_SIZE + 1])
-{
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < BINDLOG_DIGEST_SIZE; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
-    }
-    hex[2 * BINDLOG_DIGEST_SIZE] = '\0';
 }
 
 static uint64_t entries(MDB_txn *txn, MDB_dbi dbi)

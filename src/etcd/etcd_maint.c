@@ -72,8 +72,8 @@
  *      written: ship increments more often, or raise etcd's --max-txn-ops.
  */
 #define _GNU_SOURCE
-#include "etcd_store.h"
-#include "maint.h"
+#include "etcd/etcd_store.h"
+#include "maint/maint.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "core/backend.h"
 
 typedef struct bl_greq {
     struct bl_greq *next;

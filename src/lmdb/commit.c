@@ -18,9 +18,9 @@
  * how data gets lost.
  */
 #define _GNU_SOURCE
-#include "store.h"
+#include "lmdb/store.h"
 
-#include "failpoint.h"
+#include "core/failpoint.h"
 
 #include <errno.h>
 #include <stdlib.h>

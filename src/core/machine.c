@@ -16,7 +16,7 @@
  *  - every record is re-derivable: bl_decide() on the state before it, fed
  *    bl_event_from_record(), yields the same record byte for byte.
  */
-#include "machine.h"
+#include "core/machine.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -21,7 +21,7 @@
  * the same files: closing it would drop the first one's fcntl locks.
  */
 #define _GNU_SOURCE
-#include "store.h"
+#include "lmdb/store.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -22,10 +22,10 @@
 #include <sys/types.h>
 
 #include "bindlog.h"
-#include "backend.h"
-#include "digest.h"
-#include "group.h"
-#include "machine.h"
+#include "core/backend.h"
+#include "core/digest.h"
+#include "core/group.h"
+#include "core/machine.h"
 
 /* Named LMDB tables.  docs/format.md describes each key and value. */
 enum {

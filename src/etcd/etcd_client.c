@@ -14,7 +14,7 @@
  *  - an error is {"error": "...", "message": "...", "code": N} with N a gRPC
  *    status code and an HTTP status derived from it (400, 429, 503, ...).
  */
-#include "etcd_client.h"
+#include "etcd/etcd_client.h"
 
 #include <curl/curl.h>
 #include <errno.h>

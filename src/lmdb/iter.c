@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "lmdb/store.h"
 
 /* LMDB's iterator; the generic part (ops, handle, kind) comes first. */
 typedef struct lmdb_iter {
