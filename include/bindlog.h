@@ -109,7 +109,8 @@ BINDLOG_API const char *bindlog_version(void);
 #define BINDLOG_ENOTSTORE -12 /**< the directory holds something that is not a bindlog store */
 #define BINDLOG_EACCES -13    /**< permission denied */
 #define BINDLOG_EPANIC -14    /**< a fatal I/O error made the handle unusable: close and reopen */
-#define BINDLOG_ERROR_MIN -14 /**< most negative error code */
+#define BINDLOG_ENOTSUP -15   /**< not supported by this build (e.g. a backend module not installed) */
+#define BINDLOG_ERROR_MIN -15 /**< most negative error code */
 /**@}*/
 
 /**
@@ -118,6 +119,21 @@ BINDLOG_API const char *bindlog_version(void);
  * Thread-safe.
  */
 BINDLOG_API const char *bindlog_strerror(int rc);
+
+/**
+ * The calling thread's message for the last error a bindlog call returned
+ * to it, naming what failed and why: the call and its subject, then the
+ * detail, e.g. "split agent:main:x: key is not bound" or "open ./store:
+ * data.mdb: ...".  "" after a call that succeeded (any non-negative
+ * return, STALE and MOVED included).  Caller bytes inside it are escaped
+ * (\xNN) and long ones cut with "...".
+ *
+ * Ownership: a thread-local buffer owned by the library; valid until the
+ * calling thread's next bindlog call.  Never NULL.  Thread-safe: each
+ * thread sees only the outcome of its own calls.  bindlog_close(),
+ * bindlog_iter_close() and bindlog_strerror() leave it unchanged.
+ */
+BINDLOG_API const char *bindlog_last_error(void);
 
 /**
  * The symbolic name of an error code or outcome, e.g. "BINDLOG_ENOTFOUND"

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "core/backend.h"
+#include "core/error.h"
 
 const char *bindlog_version(void) { return BINDLOG_VERSION_STRING; }
 
@@ -43,6 +44,7 @@ static const struct {
     {BINDLOG_EACCES, "BINDLOG_EACCES", "permission denied"},
     {BINDLOG_EPANIC, "BINDLOG_EPANIC",
      "a fatal I/O error made the handle unusable: close every handle and reopen"},
+    {BINDLOG_ENOTSUP, "BINDLOG_ENOTSUP", "not supported by this build"},
 };
 
 const char *bindlog_strerror(int rc)
@@ -60,6 +62,20 @@ const char *bindlog_code_name(int rc)
             return codes[i].name;
     return "BINDLOG_UNKNOWN";
 }
+
+const char *bindlog_last_error(void) { return bl_err_get(); }
+
+/* A caller string inside a message: escaped, bounded.  Used as
+ * Q(buf, s) with a char buf[BL_ERR_QUOTE_MAX]. */
+static const char *quote(char *buf, const char *s, size_t max)
+{
+    if (s == NULL)
+        return "(null)";
+    return bl_err_bytes(buf, BL_ERR_QUOTE_MAX, s, strnlen(s, max + 1));
+}
+#define QKEY(buf, k) quote(buf, k, BINDLOG_KEY_MAX)
+#define QID(buf, k) quote(buf, k, BINDLOG_ID_MAX)
+#define QPATH(buf, k) quote(buf, k, 4096)
 
 const char *bindlog_event_name(int type)
 {
@@ -106,24 +122,26 @@ int64_t bl_now_ms(const bindlog *h)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
+static int open_store(bindlog **out, const char *dir, const bindlog_options *opts)
 {
     bindlog_options o = BINDLOG_OPTIONS_INIT;
     bindlog *h;
     int rc;
 
     if (out == NULL)
-        return BINDLOG_EINVAL;
+        return bl_err_set(BINDLOG_EINVAL, "out is NULL");
     *out = NULL;
     if (dir == NULL || dir[0] == '\0')
-        return BINDLOG_EINVAL;
+        return bl_err_set(BINDLOG_EINVAL, "the store location is NULL or empty");
     if (opts != NULL) {
         if (opts->version == 0 || opts->version > BINDLOG_OPTIONS_VERSION)
-            return BINDLOG_EINVAL;
+            return bl_err_set(BINDLOG_EINVAL,
+                              "options version %u is not 1..%u (use BINDLOG_OPTIONS_INIT)",
+                              opts->version, (unsigned)BINDLOG_OPTIONS_VERSION);
         o = *opts;
     }
     if (o.durability < BINDLOG_DURABILITY_FULL || o.durability > BINDLOG_DURABILITY_NONE)
-        return BINDLOG_EINVAL;
+        return bl_err_set(BINDLOG_EINVAL, "unknown durability mode %d", o.durability);
 
     h = calloc(1, sizeof(*h));
     if (h == NULL)
@@ -137,7 +155,8 @@ int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
     if (h->ops == NULL) {
         free(h->path);
         free(h);
-        return BINDLOG_EINVAL; /* an unknown "scheme://" */
+        return bl_err_set(BINDLOG_EINVAL, "unknown scheme (a store is a directory path or "
+                                          "etcd://HOST:PORT/PREFIX)");
     }
     h->read_only = o.read_only != 0;
     h->durability = o.durability;
@@ -151,6 +170,14 @@ int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
     }
     *out = h;
     return 0;
+}
+
+int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    bl_err_clear();
+    int rc = open_store(out, dir, opts);
+    return bl_api_done(rc, "open %s", QPATH(q, dir));
 }
 
 void bindlog_close(bindlog *s)
@@ -216,6 +243,19 @@ static int to_event(const bindlog_event *in, bl_event *ev)
     return bl_event_check(ev);
 }
 
+/* to_event(), with the refusal's words as the last-error detail. */
+static int event_arg(const bindlog_event *in, bl_event *ev)
+{
+    int rc = to_event(in, ev);
+    if (rc != 0) {
+        const char *why = bl_event_problem(ev);
+        if (why == NULL && in->type > 0 && in->type < BINDLOG_EVENT_COUNT)
+            why = "an argument this event type does not take was given";
+        bl_err_set(rc, "%s", why ? why : "unknown event type");
+    }
+    return rc;
+}
+
 static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
 {
     bl_event ev;
@@ -223,10 +263,10 @@ static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
     int rc;
 
     if (s == NULL)
-        return BINDLOG_EINVAL;
-    rc = to_event(in, &ev);
+        return bl_err_set(BINDLOG_EINVAL, "handle is NULL");
+    rc = event_arg(in, &ev);
     if (rc == 0 && s->read_only)
-        rc = BINDLOG_EREADONLY;
+        rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
     if (rc != 0) {
         s->ops->count(s, (unsigned)(in->type > 0 ? in->type : 0), rc);
         return rc;
@@ -237,12 +277,21 @@ static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
     return rc < 0 ? rc : out->outcome;
 }
 
+/* One event call, with its last-error context: "<type> <key>". */
+static int submit_call(bindlog *s, const bindlog_event *in, bindlog_result *out)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    bl_err_clear();
+    int rc = submit_one(s, in, out);
+    return bl_api_done(rc, "%s %s", bindlog_event_name(in->type), QKEY(q, in->key));
+}
+
 int bindlog_bind(bindlog *s, const char *key, const char *session_id, const char *expect,
                  const char *reason, const void *origin, size_t origin_len, bindlog_result *out)
 {
     bindlog_event ev = {BINDLOG_EVENT_BIND, key, session_id, expect, 0, reason, origin,
                         origin_len};
-    return submit_one(s, &ev, out);
+    return submit_call(s, &ev, out);
 }
 
 int bindlog_new_session(bindlog *s, const char *key, const char *session_id, const char *reason,
@@ -250,7 +299,7 @@ int bindlog_new_session(bindlog *s, const char *key, const char *session_id, con
 {
     bindlog_event ev = {BINDLOG_EVENT_NEW_SESSION, key, session_id, NULL, 0, reason, origin,
                         origin_len};
-    return submit_one(s, &ev, out);
+    return submit_call(s, &ev, out);
 }
 
 int bindlog_split(bindlog *s, const char *key, const char *parent_id, const char *child_id,
@@ -259,23 +308,23 @@ int bindlog_split(bindlog *s, const char *key, const char *parent_id, const char
 {
     bindlog_event ev = {BINDLOG_EVENT_SPLIT, key, child_id, parent_id, run_generation, NULL,
                         origin, origin_len};
-    return submit_one(s, &ev, out);
+    return submit_call(s, &ev, out);
 }
 
 int bindlog_invalidate(bindlog *s, const char *key, const char *reason, bindlog_result *out)
 {
     bindlog_event ev = {BINDLOG_EVENT_INVALIDATE, key, NULL, NULL, 0, reason, NULL, 0};
-    return submit_one(s, &ev, out);
+    return submit_call(s, &ev, out);
 }
 
 int bindlog_unbind(bindlog *s, const char *key, const char *reason, bindlog_result *out)
 {
     bindlog_event ev = {BINDLOG_EVENT_UNBIND, key, NULL, NULL, 0, reason, NULL, 0};
-    return submit_one(s, &ev, out);
+    return submit_call(s, &ev, out);
 }
 
-int bindlog_apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_result *out,
-                        size_t *err_index)
+static int apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_result *out,
+                       size_t *err_index)
 {
     bl_event stack[16], *ev = stack;
     bindlog_result *res = out;
@@ -283,14 +332,16 @@ int bindlog_apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_r
 
     if (err_index != NULL)
         *err_index = 0;
-    if (s == NULL || (in == NULL && n != 0) || n > SIZE_MAX / sizeof(bindlog_result))
-        return BINDLOG_EINVAL;
+    if (s == NULL)
+        return bl_err_set(BINDLOG_EINVAL, "handle is NULL");
+    if ((in == NULL && n != 0) || n > SIZE_MAX / sizeof(bindlog_result))
+        return bl_err_set(BINDLOG_EINVAL, "events is NULL or n is too large");
     if (n == 0)
         return 0;
     if (n > sizeof(stack) / sizeof(stack[0]) && (ev = malloc(n * sizeof(*ev))) == NULL)
         return BINDLOG_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        if ((rc = to_event(&in[i], &ev[i])) != 0) {
+        if ((rc = event_arg(&in[i], &ev[i])) != 0) {
             if (err_index != NULL)
                 *err_index = i;
             s->ops->count(s, (unsigned)(in[i].type > 0 ? in[i].type : 0), rc);
@@ -298,7 +349,7 @@ int bindlog_apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_r
         }
     }
     if (s->read_only) {
-        rc = BINDLOG_EREADONLY;
+        rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
         s->ops->count(s, (unsigned)in[0].type, rc);
         goto out;
     }
@@ -314,6 +365,21 @@ out:
     if (res != out)
         free(res);
     return rc;
+}
+
+int bindlog_apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_result *out,
+                        size_t *err_index)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    size_t at = 0;
+    bl_err_clear();
+    int rc = apply_batch(s, in, n, out, &at);
+    if (err_index != NULL)
+        *err_index = at;
+    if (rc < 0 && in != NULL && at < n && s != NULL)
+        return bl_api_done(rc, "apply_batch event %zu (%s %s)", at,
+                           bindlog_event_name(in[at].type), QKEY(q, in[at].key));
+    return bl_api_done(rc, "apply_batch");
 }
 
 /* ---- reads ------------------------------------------------------------ */
@@ -344,10 +410,17 @@ static int id_arg(const char *id, size_t *n)
 
 int bindlog_get(bindlog *s, const char *key, bindlog_binding *out)
 {
+    char q[BL_ERR_QUOTE_MAX];
     size_t n;
-    if (s == NULL || out == NULL || key_arg(key, &n) != 0)
-        return BINDLOG_EINVAL;
-    return s->ops->get(s, key, n, out);
+    int rc;
+    bl_err_clear();
+    if (s == NULL || out == NULL)
+        rc = bl_err_set(BINDLOG_EINVAL, "handle or out is NULL");
+    else if (key_arg(key, &n) != 0)
+        rc = bl_err_set(BINDLOG_EINVAL, "not a valid key (NULL, empty, over 400 bytes)");
+    else if ((rc = s->ops->get(s, key, n, out)) == BINDLOG_ENOTFOUND)
+        rc = bl_err_set(rc, "key is not bound");
+    return bl_api_done(rc, "get %s", QKEY(q, key));
 }
 
 void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const bl_sval *v,
@@ -370,11 +443,19 @@ void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const 
 int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out,
                         void *origin_buf, size_t origin_cap)
 {
+    char q[BL_ERR_QUOTE_MAX];
     size_t n;
-    if (s == NULL || out == NULL || (origin_buf == NULL && origin_cap) ||
-        id_arg(session_id, &n) != 0)
-        return BINDLOG_EINVAL;
-    return s->ops->session_get(s, session_id, n, out, origin_buf, origin_cap);
+    int rc;
+    bl_err_clear();
+    if (s == NULL || out == NULL || (origin_buf == NULL && origin_cap))
+        rc = bl_err_set(BINDLOG_EINVAL, "handle or out is NULL, or origin_cap without a buffer");
+    else if (id_arg(session_id, &n) != 0)
+        rc = bl_err_set(BINDLOG_EINVAL,
+                        "not a valid session id (NULL, empty, over 128 bytes, control bytes)");
+    else if ((rc = s->ops->session_get(s, session_id, n, out, origin_buf, origin_cap)) ==
+             BINDLOG_ENOTFOUND)
+        rc = bl_err_set(rc, "no such session");
+    return bl_api_done(rc, "session_get %s", QID(q, session_id));
 }
 
 /* ---- iterators ------------------------------------------------------------- */
@@ -426,80 +507,111 @@ void bl_rec_buf_free(bl_rec_buf *b)
 static int open_iter(bindlog *s, int kind, const char *arg, size_t arg_len, uint64_t from,
                      uint64_t to, bindlog_iter **out)
 {
+    static const char *const names[] = {
+        [BL_IT_LOG] = "log_iter",           [BL_IT_HISTORY] = "history_iter",
+        [BL_IT_BINDINGS] = "bindings_iter", [BL_IT_SESSIONS] = "sessions_iter",
+        [BL_IT_CHILDREN] = "children_iter", [BL_IT_ANCESTORS] = "ancestors_iter",
+    };
+    char q[BL_ERR_QUOTE_MAX];
+    int rc;
     if (out == NULL)
-        return BINDLOG_EINVAL;
-    *out = NULL;
-    if (s == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->iter(s, kind, arg, arg_len, from, to, out);
+        rc = bl_err_set(BINDLOG_EINVAL, "out is NULL");
+    else if ((*out = NULL, s == NULL))
+        rc = bl_err_set(BINDLOG_EINVAL, "handle is NULL");
+    else
+        rc = s->ops->iter(s, kind, arg, arg_len, from, to, out);
+    if (arg == NULL)
+        return bl_api_done(rc, "%s", names[kind]);
+    return bl_api_done(rc, "%s %s", names[kind], bl_err_bytes(q, sizeof q, arg, arg_len));
+}
+
+/* An argument refused before the iterator opens. */
+static int iter_arg_refused(const char *call, const char *what, const char *arg, size_t max)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    bl_err_set(BINDLOG_EINVAL, "not a valid %s", what);
+    return bl_api_done(BINDLOG_EINVAL, "%s %s", call, quote(q, arg, max));
 }
 
 int bindlog_log_iter(bindlog *s, uint64_t from_lsn, uint64_t to_lsn, bindlog_iter **out)
 {
+    bl_err_clear();
     return open_iter(s, BL_IT_LOG, NULL, 0, from_lsn, to_lsn, out);
 }
 
 int bindlog_history_iter(bindlog *s, const char *key, bindlog_iter **out)
 {
     size_t n;
+    bl_err_clear();
     if (out != NULL)
         *out = NULL;
     if (key_arg(key, &n) != 0)
-        return BINDLOG_EINVAL;
+        return iter_arg_refused("history_iter", "key", key, BINDLOG_KEY_MAX);
     return open_iter(s, BL_IT_HISTORY, key, n, 0, UINT64_MAX, out);
 }
 
 int bindlog_bindings_iter(bindlog *s, bindlog_iter **out)
 {
+    bl_err_clear();
     return open_iter(s, BL_IT_BINDINGS, NULL, 0, 0, 0, out);
 }
 
 int bindlog_sessions_iter(bindlog *s, bindlog_iter **out)
 {
+    bl_err_clear();
     return open_iter(s, BL_IT_SESSIONS, NULL, 0, 0, 0, out);
 }
 
 int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out)
 {
     size_t n;
+    bl_err_clear();
     if (out != NULL)
         *out = NULL;
     if (id_arg(session_id, &n) != 0)
-        return BINDLOG_EINVAL;
+        return iter_arg_refused("children_iter", "session id", session_id, BINDLOG_ID_MAX);
     return open_iter(s, BL_IT_CHILDREN, session_id, n, 0, 0, out);
 }
 
 int bindlog_ancestors_iter(bindlog *s, const char *session_id, bindlog_iter **out)
 {
     size_t n;
+    bl_err_clear();
     if (out != NULL)
         *out = NULL;
     if (id_arg(session_id, &n) != 0)
-        return BINDLOG_EINVAL;
+        return iter_arg_refused("ancestors_iter", "session id", session_id, BINDLOG_ID_MAX);
     return open_iter(s, BL_IT_ANCESTORS, session_id, n, 0, 0, out);
 }
 
 int bindlog_iter_next_record(bindlog_iter *it, bindlog_record *rec)
 {
+    bl_err_clear();
     if (it == NULL || rec == NULL || (it->kind != BL_IT_LOG && it->kind != BL_IT_HISTORY))
-        return BINDLOG_EINVAL;
-    return it->ops->next_record(it, rec);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "not a log or history iterator"),
+                           "iter_next_record");
+    return bl_api_done(it->ops->next_record(it, rec), "iter_next_record");
 }
 
 int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out)
 {
+    bl_err_clear();
     if (it == NULL || out == NULL || it->kind != BL_IT_BINDINGS)
-        return BINDLOG_EINVAL;
-    return it->ops->next_binding(it, out);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "not a bindings iterator"),
+                           "iter_next_binding");
+    return bl_api_done(it->ops->next_binding(it, out), "iter_next_binding");
 }
 
 int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out, void *buf, size_t cap)
 {
+    bl_err_clear();
     if (it == NULL || out == NULL || (buf == NULL && cap != 0) ||
         (it->kind != BL_IT_SESSIONS && it->kind != BL_IT_CHILDREN &&
          it->kind != BL_IT_ANCESTORS))
-        return BINDLOG_EINVAL;
-    return it->ops->next_session(it, out, buf, cap);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "not a sessions, children or ancestors "
+                                                      "iterator, or cap without a buffer"),
+                           "iter_next_session");
+    return bl_api_done(it->ops->next_session(it, out, buf, cap), "iter_next_session");
 }
 
 void bindlog_iter_close(bindlog_iter *it)
@@ -512,16 +624,18 @@ void bindlog_iter_close(bindlog_iter *it)
 
 int bindlog_stats_get(bindlog *s, bindlog_stats *out)
 {
+    bl_err_clear();
     if (s == NULL || out == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->stats(s, out);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or out is NULL"), "stats_get");
+    return bl_api_done(s->ops->stats(s, out), "stats_get");
 }
 
 int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn)
 {
+    bl_err_clear();
     if (s == NULL || out == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->digest(s, out, head_lsn);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or out is NULL"), "digest");
+    return bl_api_done(s->ops->digest(s, out, head_lsn), "digest");
 }
 
 /* The maintenance operations check their other arguments (paths, ranges,
@@ -530,48 +644,59 @@ int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t 
 int bindlog_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn progress,
                   void *progress_ctx)
 {
+    bl_err_clear();
     if (s == NULL || out == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->check(s, out, progress, progress_ctx);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or out is NULL"), "check");
+    return bl_api_done(s->ops->check(s, out, progress, progress_ctx), "check");
 }
 
 int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
                    unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
                    bindlog_progress_fn progress, void *progress_ctx)
 {
+    char q[BL_ERR_QUOTE_MAX];
+    bl_err_clear();
     if (s == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn, progress,
-                          progress_ctx);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "replay");
+    return bl_api_done(s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn,
+                                      progress, progress_ctx),
+                       "replay into %s", QPATH(q, out_dir));
 }
 
 int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
 {
+    bl_err_clear();
     if (s == NULL || lsn == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->lsn_at_time(s, time_ms, lsn);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or lsn is NULL"), "lsn_at_time");
+    return bl_api_done(s->ops->lsn_at_time(s, time_ms, lsn), "lsn_at_time");
 }
 
 int bindlog_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
                     bindlog_progress_fn progress, void *progress_ctx)
 {
+    bl_err_clear();
     if (s == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->compact(s, keep_from_lsn, removed, progress, progress_ctx);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "compact");
+    return bl_api_done(s->ops->compact(s, keep_from_lsn, removed, progress, progress_ctx),
+                       "compact to LSN %llu", (unsigned long long)keep_from_lsn);
 }
 
 int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
                    bindlog_progress_fn progress, void *progress_ctx)
 {
+    bl_err_clear();
     if (s == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "export");
+    return bl_api_done(s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx),
+                       "export");
 }
 
 int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn progress, void *progress_ctx)
 {
+    bl_err_clear();
     if (s == NULL)
-        return BINDLOG_EINVAL;
-    return s->ops->import_stream(s, fd, records, err_offset, progress, progress_ctx);
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "import");
+    return bl_api_done(s->ops->import_stream(s, fd, records, err_offset, progress, progress_ctx),
+                       "import");
 }

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "core/group.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,9 @@ void bl_group_destroy(bl_group *g)
 
 void bl_group_fail(bl_greq *group, int rc)
 {
+    const char *detail = bl_err_isset() ? bl_err_get() : "";
     for (bl_greq *r = group; r != NULL; r = r->next) {
+        snprintf(r->msg, sizeof r->msg, "%s", detail);
         r->rc = rc;
         r->err_index = 0;
         for (size_t i = 0; i < r->n; i++)
@@ -140,5 +143,7 @@ int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindl
         *err_index = req.err_index;
     if (n != 1)
         free(req.outcomes);
+    if (req.rc < 0 && req.msg[0] != '\0')
+        bl_err_set(req.rc, "%s", req.msg); /* in the caller's thread */
     return req.rc;
 }

@@ -21,6 +21,10 @@
 #include <stdint.h>
 
 #include "core/backend.h"
+#include "core/error.h"
+
+/* Room for the detail of a request's error (bl_greq.msg). */
+#define BL_GREQ_MSG_MAX 320
 
 typedef struct bl_greq {
     struct bl_greq *next;
@@ -32,6 +36,10 @@ typedef struct bl_greq {
     size_t err_index;     /* the failing event when rc < 0 */
     int rc;               /* 0 or the request's error */
     int done;
+    /* The detail of rc, in words, for the caller's bindlog_last_error():
+     * the leader runs in another thread, so it cannot set the caller's
+     * thread-local message itself.  "" = none (the code's text is used). */
+    char msg[BL_GREQ_MSG_MAX];
 } bl_greq;
 
 typedef struct bl_group {
@@ -59,7 +67,8 @@ void bl_group_destroy(bl_group *g);
 int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
                     size_t *err_index, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx);
 
-/* Every request of the group fails with rc. */
+/* Every request of the group fails with rc; the detail is the leader's
+ * current last-error message, when one was set while running the group. */
 void bl_group_fail(bl_greq *group, int rc);
 
 /* Mark the group sticky-failed; returns BINDLOG_EPANIC. */

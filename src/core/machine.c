@@ -18,8 +18,11 @@
  */
 #include "core/machine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/error.h"
 
 static const char *const default_reasons[BINDLOG_EVENT_COUNT] = {
     [BINDLOG_EVENT_BIND] = "switch",
@@ -41,44 +44,80 @@ static int same(const char *a, size_t an, const char *b, size_t bn)
     return an == bn && (an == 0 || memcmp(a, b, an) == 0);
 }
 
-int bl_event_check(const bl_event *ev)
+/* The id rule's refusal, in words: an id that is empty, too long or holds a
+ * control byte. */
+static const char *id_problem(const char *what_empty, const char *what_bad, const char *id,
+                              size_t n)
 {
+    if (n == 0)
+        return what_empty;
+    return bl_valid_id(id, n) ? NULL : what_bad;
+}
+
+const char *bl_event_problem(const bl_event *ev)
+{
+    const char *why;
+
     if (ev == NULL || ev->type == 0 || ev->type >= BINDLOG_EVENT_COUNT)
-        return BINDLOG_EINVAL;
-    if (ev->key == NULL || !bl_valid_key(ev->key, ev->key_len))
-        return BINDLOG_EINVAL;
+        return "unknown event type";
+    if (ev->key == NULL)
+        return "key is NULL";
+    if (ev->key_len == 0)
+        return "key is empty";
+    if (ev->key_len > BINDLOG_KEY_MAX)
+        return "key is longer than BINDLOG_KEY_MAX (400) bytes";
+    if (!bl_valid_key(ev->key, ev->key_len))
+        return "key holds a NUL byte";
     if (ev->reason != NULL && !bl_valid_reason(ev->reason, ev->reason_len))
-        return BINDLOG_EINVAL;
-    if (ev->origin == NULL ? ev->origin_len != 0 : ev->origin_len > BINDLOG_ORIGIN_MAX)
-        return BINDLOG_EINVAL;
+        return ev->reason_len > BINDLOG_REASON_MAX
+                   ? "reason is longer than BINDLOG_REASON_MAX (64) bytes"
+                   : "reason holds a control byte";
+    if (ev->origin == NULL && ev->origin_len != 0)
+        return "origin is NULL but origin_len is not 0";
+    if (ev->origin != NULL && ev->origin_len > BINDLOG_ORIGIN_MAX)
+        return "origin is longer than BINDLOG_ORIGIN_MAX (65536) bytes";
 
     switch (ev->type) {
     case BINDLOG_EVENT_BIND:
-        if (ev->sid == NULL || !bl_valid_id(ev->sid, ev->sid_len))
-            return BINDLOG_EINVAL;
-        /* expect "" (only if unbound) is valid; anything else must be an id */
-        if (ev->expect != NULL && ev->expect_len != 0 && !bl_valid_id(ev->expect, ev->expect_len))
-            return BINDLOG_EINVAL;
-        break;
     case BINDLOG_EVENT_NEW_SESSION:
-        if (ev->sid == NULL || !bl_valid_id(ev->sid, ev->sid_len))
-            return BINDLOG_EINVAL;
-        break;
     case BINDLOG_EVENT_SPLIT:
-        if (ev->sid == NULL || !bl_valid_id(ev->sid, ev->sid_len))
-            return BINDLOG_EINVAL;
-        if (ev->expect == NULL || !bl_valid_id(ev->expect, ev->expect_len))
-            return BINDLOG_EINVAL;
-        if (same(ev->sid, ev->sid_len, ev->expect, ev->expect_len))
-            return BINDLOG_EINVAL;
+        if (ev->sid == NULL)
+            return ev->type == BINDLOG_EVENT_SPLIT ? "child session id is NULL"
+                                                   : "session id is NULL";
+        why = ev->sid_len > BINDLOG_ID_MAX
+                  ? "session id is longer than BINDLOG_ID_MAX (128) bytes"
+                  : id_problem("session id is empty", "session id holds a control byte",
+                               ev->sid, ev->sid_len);
+        if (why != NULL)
+            return why;
         break;
     default: /* INVALIDATE and UNBIND take no id and no origin */
         if (ev->origin != NULL)
-            return BINDLOG_EINVAL;
+            return "invalidate and unbind take no origin";
         break;
     }
-    return 0;
+    if (ev->type == BINDLOG_EVENT_BIND && ev->expect != NULL && ev->expect_len != 0) {
+        /* expect "" (only if unbound) is valid; anything else must be an id */
+        if (ev->expect_len > BINDLOG_ID_MAX || !bl_valid_id(ev->expect, ev->expect_len))
+            return "expected session id is too long or holds a control byte";
+    }
+    if (ev->type == BINDLOG_EVENT_SPLIT) {
+        if (ev->expect == NULL)
+            return "parent session id is NULL";
+        why = ev->expect_len > BINDLOG_ID_MAX
+                  ? "parent session id is longer than BINDLOG_ID_MAX (128) bytes"
+                  : id_problem("parent session id is empty",
+                               "parent session id holds a control byte", ev->expect,
+                               ev->expect_len);
+        if (why != NULL)
+            return why;
+        if (same(ev->sid, ev->sid_len, ev->expect, ev->expect_len))
+            return "parent and child are the same session";
+    }
+    return NULL;
 }
+
+int bl_event_check(const bl_event *ev) { return bl_event_problem(ev) ? BINDLOG_EINVAL : 0; }
 
 /* Fill the parts of a plan common to every APPLIED event. */
 static void plan_record(bl_plan *p, const bl_event *ev, uint64_t lsn, int64_t t,
@@ -173,8 +212,12 @@ static int decide_bind(const bl_view *view, const bl_event *ev, const bl_bval *c
         return rc;
     exists = rc == 0;
     /* live and not ours (ours would have been ALREADY): another key's binding */
-    if (exists && target.ended_lsn == 0)
+    if (exists && target.ended_lsn == 0) {
+        p->why = "session is the live binding of key";
+        p->why_key = target.key;
+        p->why_key_len = target.key_len;
         return BINDLOG_ECONFLICT;
+    }
 
     const char *reason = ev->reason ? ev->reason : default_reasons[BINDLOG_EVENT_BIND];
     size_t reason_len = ev->reason ? ev->reason_len : strlen(reason);
@@ -230,8 +273,10 @@ static int decide_new(const bl_view *view, const bl_event *ev, const bl_bval *cu
     if (same(cur->sid, cur->sid_len, ev->sid, ev->sid_len))
         return p->outcome = BINDLOG_ALREADY;
     rc = view->session(view->ctx, ev->sid, ev->sid_len, &existing);
-    if (rc == 0)
+    if (rc == 0) {
+        p->why = "session id already exists (a new session needs a fresh id)";
         return BINDLOG_EEXIST;
+    }
     if (rc != BINDLOG_ENOTFOUND)
         return rc;
 
@@ -271,8 +316,10 @@ static int decide_split(const bl_view *view, const bl_event *ev, const bl_bval *
     bl_sval child, parent;
     int rc;
 
-    if (cur->sid_len == 0)
+    if (cur->sid_len == 0) {
+        p->why = "key is not bound";
         return BINDLOG_ENOTFOUND;
+    }
     if (same(cur->sid, cur->sid_len, ev->sid, ev->sid_len))
         return p->outcome = BINDLOG_ALREADY;
     if (ev->generation != BINDLOG_ANY_GENERATION && ev->generation != cur->generation)
@@ -280,8 +327,10 @@ static int decide_split(const bl_view *view, const bl_event *ev, const bl_bval *
     if (!same(cur->sid, cur->sid_len, ev->expect, ev->expect_len))
         return p->outcome = BINDLOG_MOVED;
     rc = view->session(view->ctx, ev->sid, ev->sid_len, &child);
-    if (rc == 0)
+    if (rc == 0) {
+        p->why = "child session id already exists";
         return BINDLOG_EEXIST;
+    }
     if (rc != BINDLOG_ENOTFOUND)
         return rc;
     rc = bound_session(view, cur, &parent);
@@ -322,8 +371,10 @@ static int decide_split(const bl_view *view, const bl_event *ev, const bl_bval *
 static int decide_invalidate(const bl_event *ev, const bl_bval *cur, uint64_t lsn, int64_t t,
                              bl_plan *p)
 {
-    if (cur->sid_len == 0)
+    if (cur->sid_len == 0) {
+        p->why = "key is not bound";
         return BINDLOG_ENOTFOUND;
+    }
     const char *reason = ev->reason ? ev->reason : default_reasons[BINDLOG_EVENT_INVALIDATE];
     size_t reason_len = ev->reason ? ev->reason_len : strlen(reason);
 
@@ -341,8 +392,10 @@ static int decide_unbind(const bl_view *view, const bl_event *ev, const bl_bval 
     bl_sval prev;
     int rc;
 
-    if (!known)
+    if (!known) {
+        p->why = "key was never bound";
         return BINDLOG_ENOTFOUND;
+    }
     if (cur->sid_len == 0)
         return p->outcome = BINDLOG_ALREADY;
     rc = bound_session(view, cur, &prev);
@@ -372,10 +425,9 @@ int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t tim
     bl_bval cur;
     int rc, known;
 
-    rc = bl_event_check(ev);
-    if (rc < 0)
-        return rc;
     memset(p, 0, sizeof(*p));
+    if ((p->why = bl_event_problem(ev)) != NULL)
+        return BINDLOG_EINVAL;
 
     rc = view->binding(view->ctx, ev->key, ev->key_len, &cur);
     if (rc < 0 && rc != BINDLOG_ENOTFOUND)
@@ -387,8 +439,10 @@ int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t tim
         cur.sid = "";
     /* A generation at the ceiling could never be bumped or told apart from
      * BINDLOG_ANY_GENERATION: refuse to go there rather than wrap. */
-    if (cur.generation >= BINDLOG_ANY_GENERATION - 1)
+    if (cur.generation >= BINDLOG_ANY_GENERATION - 1) {
+        p->why = "the key's stored generation is at the top of its range (damaged state)";
         return BINDLOG_ECORRUPT;
+    }
     p->after = cur;
 
     switch (ev->type) {
@@ -512,4 +566,20 @@ int bl_plan_encode(const bl_plan *p, bl_encoded *enc)
 int bl_plan_encode_state(const bl_plan *p, bl_encoded *enc)
 {
     return plan_encode(p, enc, 0);
+}
+
+void bl_plan_explain(const bl_plan *p, int rc, char *buf, size_t cap)
+{
+    char key[BL_ERR_QUOTE_MAX];
+
+    if (cap == 0)
+        return;
+    buf[0] = '\0';
+    if (p->why == NULL)
+        return;
+    if (rc == BINDLOG_ECONFLICT && p->why_key != NULL)
+        snprintf(buf, cap, "%s %s", p->why,
+                 bl_err_bytes(key, sizeof key, p->why_key, p->why_key_len));
+    else
+        snprintf(buf, cap, "%s", p->why);
 }

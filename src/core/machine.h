@@ -77,6 +77,13 @@ typedef struct bl_plan {
     int d_live_bindings;      /* change in bound keys: -1, 0 or +1 */
     int d_sessions;           /* new sessions: 0 or 1 */
     int d_live_sessions;      /* change in live sessions: -1, 0 or +1 */
+    /* When bl_decide() returns an error of its own (EINVAL, ENOTFOUND,
+     * EEXIST, ECONFLICT, ECORRUPT): why, in words (static), and for
+     * ECONFLICT the key that holds the session (view memory).  NULL when
+     * the error came from the view. */
+    const char *why;
+    const char *why_key;
+    size_t why_key_len;
 } bl_plan;
 
 /* The reason recorded when the caller gave none. */
@@ -87,6 +94,19 @@ const char *bl_default_reason(unsigned type);
  * parent == child, NULL origin with a length...).  0 or BINDLOG_EINVAL.
  */
 int bl_event_check(const bl_event *ev);
+
+/* What is wrong with the event's arguments, in words (a static string), or
+ * NULL when bl_event_check() accepts it. */
+const char *bl_event_problem(const bl_event *ev);
+
+/*
+ * Put into buf (cap bytes) why bl_decide() refused with error rc, as the
+ * detail of a last-error message: plan->why, with the conflicting key for
+ * ECONFLICT.  Empty when the plan says nothing (the error came from the
+ * view: the backend's storage).  Must run while the view memory the plan
+ * points into is still valid.
+ */
+void bl_plan_explain(const bl_plan *plan, int rc, char *buf, size_t cap);
 
 /*
  * Decide `ev` against `view`.  `lsn` and `time_ms` are what the event gets

@@ -359,7 +359,7 @@ typedef struct chunk {
 } chunk;
 
 /* Decide one event into the write set.  Returns its outcome or error. */
-static int apply_one(chunk *c, bindlog *h, const bl_event *ev, bindlog_result *res)
+static int apply_one(chunk *c, bindlog *h, const bl_event *ev, bindlog_result *res, char *why)
 {
     bl_view view;
     bl_plan plan;
@@ -374,8 +374,10 @@ static int apply_one(chunk *c, bindlog *h, const bl_event *ev, bindlog_result *r
         c->fatal = bl_es_wset_error(c->ws);
         return c->fatal;
     }
-    if (rc < 0)
+    if (rc < 0) {
+        bl_plan_explain(&plan, rc, why, BL_GREQ_MSG_MAX);
         return rc;
+    }
     fill_result(res, &plan);
     if (rc != BINDLOG_APPLIED)
         return rc;
@@ -411,7 +413,7 @@ static int apply_req(chunk *c, bl_greq *r)
     r->rc = 0;
     r->err_index = 0;
     for (size_t i = 0; i < r->n; i++) {
-        int rc = apply_one(c, r->h, &r->ev[i], &r->out[i]);
+        int rc = apply_one(c, r->h, &r->ev[i], &r->out[i], r->msg);
         r->outcomes[i] = rc;
         if (rc < 0) {
             r->rc = rc;

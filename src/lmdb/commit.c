@@ -41,7 +41,8 @@ static void fill_result(bindlog_result *r, const bl_plan *p)
  * (nothing written); a storage failure is also stored in *fatal.
  */
 static int apply_one(bl_env *e, bl_tables *t, bindlog *h, const bl_event *ev, bl_head *head,
-                     bl_counts *counts, bindlog_result *res, int *fatal, int *map_full)
+                     bl_counts *counts, bindlog_result *res, char *why, int *fatal,
+                     int *map_full)
 {
     bl_view view;
     bl_plan plan;
@@ -52,8 +53,10 @@ static int apply_one(bl_env *e, bl_tables *t, bindlog *h, const bl_event *ev, bl
         t_ms = head->time_ms; /* the wall clock went back: keep the log monotonic */
     bl_view_init(&view, t);
     rc = bl_decide(&view, ev, head->lsn + 1, t_ms, &plan);
-    if (rc < 0)
+    if (rc < 0) {
+        bl_plan_explain(&plan, rc, why, BL_GREQ_MSG_MAX);
         return rc;
+    }
     if (res != NULL)
         fill_result(res, &plan); /* before any write moves what plan points at */
     if (rc != BINDLOG_APPLIED)
@@ -86,7 +89,7 @@ static int apply_req(bl_env *e, MDB_txn *txn, bl_greq *r, int alone, bl_head *he
 
     if (r->n == 1) {
         bl_tables_live(e, txn, &t);
-        rc = apply_one(e, &t, r->h, r->ev, head, counts, r->out, fatal, map_full);
+        rc = apply_one(e, &t, r->h, r->ev, head, counts, r->out, r->msg, fatal, map_full);
         r->outcomes[0] = rc;
         r->rc = rc < 0 ? rc : 0;
         r->err_index = 0;
@@ -107,8 +110,8 @@ static int apply_req(bl_env *e, MDB_txn *txn, bl_greq *r, int alone, bl_head *he
     bl_tables_live(e, sub, &t);
     r->rc = 0;
     for (size_t i = 0; i < r->n; i++) {
-        rc = apply_one(e, &t, r->h, &r->ev[i], head, counts, r->out ? &r->out[i] : NULL, fatal,
-                       map_full);
+        rc = apply_one(e, &t, r->h, &r->ev[i], head, counts, r->out ? &r->out[i] : NULL, r->msg,
+                       fatal, map_full);
         r->outcomes[i] = rc;
         if (rc < 0) {
             r->rc = rc;

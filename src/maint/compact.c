@@ -42,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include "maint/maint.h"
+#include "core/error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -233,7 +234,7 @@ static uint64_t file_size(const char *path)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-int bindlog_vacuum(const char *dir, uint64_t *before, uint64_t *after)
+static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
 {
     char *data = NULL, *tmp = NULL, *lock = NULL, *lmdb_lock = NULL;
     bindlog_options o = BINDLOG_OPTIONS_INIT;
@@ -350,4 +351,13 @@ out:
     free(lock);
     free(lmdb_lock);
     return rc;
+}
+
+int bindlog_vacuum(const char *dir, uint64_t *before, uint64_t *after)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    bl_err_clear();
+    int rc = vacuum(dir, before, after);
+    return bl_api_done(rc, "vacuum %s",
+                       dir ? bl_err_bytes(q, sizeof q, dir, strnlen(dir, 4096)) : "(null)");
 }
