@@ -575,6 +575,23 @@ BINDLOG_API int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn,
                                void *progress_ctx);
 
 /**
+ * Wait for the log to move: return 0 as soon as the head LSN is greater
+ * than `after_lsn`, or once `timeout_ms` milliseconds have passed (0: look
+ * once and return at once; -1: no timeout), with the head LSN seen stored
+ * in `*head` (if not NULL).  The caller compares *head with after_lsn to
+ * tell a change from a timeout.  Events committed by other handles and
+ * other processes count, as on etcd.  The waiting thread sleeps: it does
+ * not spin.  This is what `bindlog dump --log --follow` and the bindings'
+ * follow() are built on: read the records after after_lsn with
+ * bindlog_log_iter(), then wait again after the last one.
+ *
+ * Returns 0, or BINDLOG_EINVAL (NULL handle, timeout_ms < -1), or an
+ * error reading the head (BINDLOG_EPANIC, BINDLOG_EIO, ...).  Thread-safe;
+ * any number of threads may wait on one handle.
+ */
+BINDLOG_API int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head);
+
+/**
  * The smallest LSN whose record's time_ms is >= time_ms (head + 1 if none),
  * found by binary search over the log.  For "compact everything older than".
  */

@@ -113,6 +113,32 @@ const bl_backend_ops *bl_backend_for(const char *location)
     return looks_like_url(location) ? NULL : &bl_lmdb_ops;
 }
 
+/* CLOCK_MONOTONIC in milliseconds. */
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int bl_wait_poll(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head,
+                 int (*read_head)(bindlog *h, uint64_t *head), int period_ms)
+{
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+    for (;;) {
+        int rc = read_head(h, head);
+        if (rc != 0 || *head > after_lsn)
+            return rc;
+        int64_t left = deadline - mono_ms();
+        if (left <= 0)
+            return 0;
+        int64_t nap = left < period_ms ? left : period_ms;
+        struct timespec ts = {(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) /* EINTR: sleep the rest */
+            ;
+    }
+}
+
 int64_t bl_now_ms(const bindlog *h)
 {
     if (h->clock_ms != NULL)
@@ -661,6 +687,22 @@ int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     return bl_api_done(s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn,
                                       progress, progress_ctx),
                        "replay into %s", QPATH(q, out_dir));
+}
+
+int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head)
+{
+    uint64_t seen = 0;
+    int rc;
+    bl_err_clear();
+    if (s == NULL)
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "wait");
+    if (timeout_ms < -1)
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "timeout_ms %d is below -1", timeout_ms),
+                           "wait");
+    rc = s->ops->wait(s, after_lsn, timeout_ms, &seen);
+    if (rc == 0 && head != NULL)
+        *head = seen;
+    return bl_api_done(rc, "wait after LSN %llu", (unsigned long long)after_lsn);
 }
 
 int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)

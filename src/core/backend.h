@@ -126,6 +126,10 @@ struct bl_backend_ops {
                   unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
                   bindlog_progress_fn fn, void *ctx);
     int (*lsn_at_time)(bindlog *h, int64_t time_ms, uint64_t *lsn);
+    /* bindlog_wait(): return once the head LSN exceeds after_lsn or
+     * timeout_ms passed (-1: never), the head seen in *head (never NULL
+     * here).  Changes made by other processes count. */
+    int (*wait)(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head);
     int (*compact)(bindlog *h, uint64_t keep_from_lsn, uint64_t *removed,
                    bindlog_progress_fn fn, void *ctx);
     int (*export_stream)(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
@@ -133,6 +137,12 @@ struct bl_backend_ops {
     int (*import_stream)(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                          bindlog_progress_fn fn, void *ctx);
 };
+
+/* A wait that polls read_head every period_ms (a backend without a way to
+ * be woken: the caller sleeps between reads, never spins).  read_head
+ * returns 0 with the head LSN, or an error that ends the wait. */
+int bl_wait_poll(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head,
+                 int (*read_head)(bindlog *h, uint64_t *head), int period_ms);
 
 /* The backends.  bl_backend_for() picks the one whose scheme prefixes the
  * location; any other "scheme://" is NULL (refused); a path is LMDB's. */

@@ -1073,6 +1073,23 @@ static int etcd_digest(bindlog *h, unsigned char out[BINDLOG_DIGEST_SIZE], uint6
     return bl_es_error(rc, BINDLOG_EBUSY);
 }
 
+/* The head LSN, from a linearizable read of meta. */
+static int etcd_read_head(bindlog *h, uint64_t *head)
+{
+    bl_es_meta m;
+    int rc = bl_es_meta_read(bl_es_of(h), 0, &m);
+    if (rc != 0)
+        return bl_es_error(rc, BINDLOG_EIO);
+    *head = m.head_lsn;
+    return 0;
+}
+
+/* Polls meta every 20 ms (one small range read each). */
+static int etcd_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head)
+{
+    return bl_wait_poll(h, after_lsn, timeout_ms, head, etcd_read_head, 20);
+}
+
 static int etcd_lsn_at_time(bindlog *h, int64_t time_ms, uint64_t *lsn)
 {
     bl_estore *st = bl_es_of(h);
@@ -1129,6 +1146,7 @@ const bl_backend_ops bl_etcd_ops = {
     .check = bl_etcd_check,
     .replay = bl_etcd_replay,
     .lsn_at_time = etcd_lsn_at_time,
+    .wait = etcd_wait,
     .compact = bl_etcd_compact_log,
     .export_stream = bl_etcd_export,
     .import_stream = bl_etcd_import,

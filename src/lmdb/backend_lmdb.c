@@ -38,6 +38,7 @@ const bl_backend_ops bl_lmdb_ops = {
     .check = bl_lmdb_check,
     .replay = bl_lmdb_replay,
     .lsn_at_time = bl_lmdb_lsn_at_time,
+    .wait = bl_lmdb_wait,
     .compact = bl_lmdb_compact,
     .export_stream = bl_lmdb_export,
     .import_stream = bl_lmdb_import,

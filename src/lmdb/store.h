@@ -194,6 +194,7 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
                  uint64_t to, bindlog_iter **out);
 int bl_lmdb_stats(bindlog *h, bindlog_stats *out);
 int bl_lmdb_digest(bindlog *h, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn);
+int bl_lmdb_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head);
 int bl_lmdb_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn, void *ctx);
 int bl_lmdb_replay(bindlog *h, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
                    unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,
