@@ -87,10 +87,11 @@ const char *bindlog_event_name(int type)
 
 /* ---- backends and handles ----------------------------------------------- */
 
-/* Backends chosen by a location prefix; a plain path is LMDB's. */
-static const bl_backend_ops *const schemed[] = {
-    &bl_etcd_ops,
-};
+/* Backends chosen by a location prefix; a plain path is LMDB's.  The etcd
+ * backend is referenced weakly: a build of the library without src/etcd
+ * (the Python and Node packages compile core, lmdb and maint only) links
+ * without it, and an etcd:// open is then BINDLOG_ENOTSUP. */
+extern const bl_backend_ops bl_etcd_ops __attribute__((weak));
 
 /* 1 if the location starts like a URL ("word://"), which no directory
  * path is meant to: a typo in a scheme must not create a directory. */
@@ -105,12 +106,19 @@ static int looks_like_url(const char *location)
 
 const bl_backend_ops *bl_backend_for(const char *location)
 {
+    const bl_backend_ops *schemed[] = {&bl_etcd_ops};
     for (size_t i = 0; i < sizeof(schemed) / sizeof(schemed[0]); i++) {
         const bl_backend_ops *b = schemed[i];
         if (b != NULL && strncmp(location, b->scheme, strlen(b->scheme)) == 0)
             return b;
     }
     return looks_like_url(location) ? NULL : &bl_lmdb_ops;
+}
+
+/* 1 when the location names a backend this build does not contain. */
+static int backend_missing(const char *location)
+{
+    return &bl_etcd_ops == NULL && strncmp(location, "etcd://", 7) == 0;
 }
 
 /* CLOCK_MONOTONIC in milliseconds. */
@@ -178,6 +186,11 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
         return BINDLOG_ENOMEM;
     }
     h->ops = bl_backend_for(dir);
+    if (h->ops == NULL && backend_missing(dir)) {
+        free(h->path);
+        free(h);
+        return bl_err_set(BINDLOG_ENOTSUP, "this build of libbindlog has no etcd backend");
+    }
     if (h->ops == NULL) {
         free(h->path);
         free(h);
