@@ -87,11 +87,18 @@ const char *bindlog_event_name(int type)
 
 /* ---- backends and handles ----------------------------------------------- */
 
-/* Backends chosen by a location prefix; a plain path is LMDB's.  The etcd
- * backend is referenced weakly: a build of the library without src/etcd
- * (the Python and Node packages compile core, lmdb and maint only) links
- * without it, and an etcd:// open is then BINDLOG_ENOTSUP. */
-extern const bl_backend_ops bl_etcd_ops __attribute__((weak));
+/* Backends chosen by a location prefix; a plain path is LMDB's.  A build
+ * of the library without src/etcd (the Python and Node packages compile
+ * core, lmdb and maint only) leaves BINDLOG_WITH_ETCD undefined, and an
+ * etcd:// open is then BINDLOG_ENOTSUP.  (A weak reference would not do:
+ * it does not pull the backend out of a static library.) */
+#ifdef BINDLOG_WITH_ETCD
+#define ETCD_OPS (&bl_etcd_ops)
+#define ETCD_BUILT 1
+#else
+#define ETCD_OPS ((const bl_backend_ops *)NULL)
+#define ETCD_BUILT 0
+#endif
 
 /* 1 if the location starts like a URL ("word://"), which no directory
  * path is meant to: a typo in a scheme must not create a directory. */
@@ -106,7 +113,7 @@ static int looks_like_url(const char *location)
 
 const bl_backend_ops *bl_backend_for(const char *location)
 {
-    const bl_backend_ops *schemed[] = {&bl_etcd_ops};
+    const bl_backend_ops *schemed[] = {ETCD_OPS};
     for (size_t i = 0; i < sizeof(schemed) / sizeof(schemed[0]); i++) {
         const bl_backend_ops *b = schemed[i];
         if (b != NULL && strncmp(location, b->scheme, strlen(b->scheme)) == 0)
@@ -118,7 +125,7 @@ const bl_backend_ops *bl_backend_for(const char *location)
 /* 1 when the location names a backend this build does not contain. */
 static int backend_missing(const char *location)
 {
-    return &bl_etcd_ops == NULL && strncmp(location, "etcd://", 7) == 0;
+    return !ETCD_BUILT && strncmp(location, "etcd://", 7) == 0;
 }
 
 /* CLOCK_MONOTONIC in milliseconds. */
