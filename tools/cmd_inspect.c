@@ -207,7 +207,8 @@ const cli_command cli_cmd_stat = {
     "\n"
     "Print the store's statistics (bindlog_stats_get) and its state digest as\n"
     "aligned 'name: value' lines, or one JSON object with --json.\n"
-    "calls.* and commits count this process's own calls (always 0 here).\n",
+    "calls.* count this process's own calls (always 0 here); commits and\n"
+    "grouped_events are the store's, every process's (one per log frame).\n",
     run_stat};
 
 /* ------------------------------------------------------------------------ */

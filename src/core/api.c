@@ -10,6 +10,7 @@
  * arguments (BINDLOG_EINVAL), then read-only (BINDLOG_EREADONLY), then state.
  */
 #define _GNU_SOURCE
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,7 +180,9 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
             return bl_err_set(BINDLOG_EINVAL,
                               "options version %u is not 1..%u (use BINDLOG_OPTIONS_INIT)",
                               opts->version, (unsigned)BINDLOG_OPTIONS_VERSION);
-        o = *opts;
+        /* a version-1 caller's struct ends before log_size */
+        memcpy(&o, opts,
+               opts->version == 1 ? offsetof(bindlog_options, log_size) : sizeof(o));
     }
     if (o.durability < BINDLOG_DURABILITY_FULL || o.durability > BINDLOG_DURABILITY_NONE)
         return bl_err_set(BINDLOG_EINVAL, "unknown durability mode %d", o.durability);
@@ -723,6 +726,24 @@ int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head)
     if (rc == 0 && head != NULL)
         *head = seen;
     return bl_api_done(rc, "wait after LSN %llu", (unsigned long long)after_lsn);
+}
+
+int bindlog_checkpoint(bindlog *s, uint64_t *checkpoint_lsn)
+{
+    uint64_t lsn = 0;
+    int rc;
+    bl_err_clear();
+    if (s == NULL)
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "checkpoint");
+    if (s->read_only)
+        rc = bl_err_set(BINDLOG_EREADONLY, "a read-only handle does not write the store");
+    else if (s->ops->checkpoint == NULL)
+        rc = bl_err_set(BINDLOG_ENOTSUP, "the %s backend has no write-ahead log", s->ops->name);
+    else
+        rc = s->ops->checkpoint(s, &lsn);
+    if (rc == 0 && checkpoint_lsn != NULL)
+        *checkpoint_lsn = lsn;
+    return bl_api_done(rc, "checkpoint");
 }
 
 int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)

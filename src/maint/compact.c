@@ -42,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include "maint/maint.h"
+#include "lmdb/walenv.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -173,6 +174,10 @@ int bl_lmdb_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
     if (panic)
         return BINDLOG_EPANIC;
 
+    /* compaction works on records LMDB holds: fold the log's tail first,
+     * so that it can reach everything acknowledged so far */
+    if ((rc = bl_ckpt_run(s->e, 0)) != 0)
+        return rc;
     bl_replayer_init(&r, 1, 0, NULL);
     for (int first = 1;; first = 0) {
         rc = compact_chunk(s->e, &r, keep_from_lsn, &cut, first, &total, &moved);

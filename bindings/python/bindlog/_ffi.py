@@ -75,7 +75,7 @@ DURABILITY_FULL = 0
 DURABILITY_NORMAL = 1
 DURABILITY_NONE = 2
 
-OPTIONS_VERSION = 1
+OPTIONS_VERSION = 2
 
 STAT_ERROR = OUTCOME_COUNT
 STAT_COLUMNS = OUTCOME_COUNT + 1
@@ -100,6 +100,7 @@ class bindlog_options(Structure):
         ("max_readers", c_uint),
         ("clock_ms", clock_fn),
         ("clock_ctx", c_void_p),
+        ("log_size", c_uint64),
     ]
 
 
@@ -186,6 +187,8 @@ class bindlog_stats(Structure):
         ("readers_max", c_uint),
         ("durability", c_int),
         ("format_version", c_uint),
+        ("checkpoint_lsn", c_uint64),
+        ("log_size", c_uint64),
     ]
 
 

@@ -26,6 +26,7 @@ int main(void)
     F(bindlog_options, max_readers);
     F(bindlog_options, clock_ms);
     F(bindlog_options, clock_ctx);
+    F(bindlog_options, log_size);
 
     S(bindlog_result);
     F(bindlog_result, outcome);
@@ -94,6 +95,8 @@ int main(void)
     F(bindlog_stats, readers_max);
     F(bindlog_stats, durability);
     F(bindlog_stats, format_version);
+    F(bindlog_stats, checkpoint_lsn);
+    F(bindlog_stats, log_size);
 
     S(bindlog_check_report);
     F(bindlog_check_report, problems);
