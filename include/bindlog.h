@@ -503,6 +503,9 @@ typedef struct bindlog_stats {
     /** Size of the write-ahead log file (bindlog.wal), bytes: fixed, the
      * log is preallocated. */
     uint64_t log_size;
+    /** Bytes of the log's ring holding frames not yet checkpointed (0 in a
+     * process that reads the log without the shared memory). */
+    uint64_t log_used;
 } bindlog_stats;
 
 /** Fill `out` from one snapshot.  Returns 0 or an error. */

@@ -110,7 +110,7 @@ static int create_store(bl_estore *st)
     size_t nc = 0, na = 0;
     int rc;
 
-    bl_put32(fmt, BINDLOG_FORMAT_VERSION);
+    bl_put32(fmt, BL_ES_FORMAT);
     if ((rc = bl_ebuf_append(&b, st->prefix, st->prefix_len)) != 0 ||
         (rc = bl_ebuf_reserve(&e, b.len + 2)) != 0)
         goto out;

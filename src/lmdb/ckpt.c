@@ -387,14 +387,22 @@ static int fill_step(bl_env *e)
 
 /* ---- the background thread ------------------------------------------------ */
 
-static void *ckpt_main(void *arg)
+typedef struct ckpt_arg {
+    bl_env *e;
+    unsigned gen; /* the thread runs while the environment's generation is this */
+} ckpt_arg;
+
+static void *ckpt_main(void *p)
 {
-    bl_env *e = arg;
+    ckpt_arg a = *(ckpt_arg *)p;
+    bl_env *e = a.e;
     bl_walenv *w = e->wal;
     int64_t backoff_ms = 0;
 
+    free(p);
     pthread_mutex_lock(&w->cmu);
-    while (!w->stop) {
+#define STOPPED (w->gen != a.gen)
+    while (!STOPPED) {
         if (!w->kicked || backoff_ms) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -407,7 +415,7 @@ static void *ckpt_main(void *arg)
             }
             pthread_cond_timedwait(&w->ccv, &w->cmu, &ts);
         }
-        if (w->stop)
+        if (STOPPED)
             break;
         w->kicked = 0;
         pthread_mutex_unlock(&w->cmu);
@@ -418,7 +426,7 @@ static void *ckpt_main(void *arg)
         /* the zero-fill, one step at a time while nobody asks to stop */
         while (!bl_group_panicked(&e->g) && fill_step(e)) {
             pthread_mutex_lock(&w->cmu);
-            int stop = w->stop;
+            int stop = STOPPED;
             pthread_mutex_unlock(&w->cmu);
             if (stop)
                 break;
@@ -428,6 +436,7 @@ static void *ckpt_main(void *arg)
         pthread_mutex_lock(&w->cmu);
     }
     pthread_mutex_unlock(&w->cmu);
+#undef STOPPED
     return NULL;
 }
 
@@ -450,9 +459,16 @@ int bl_ckpt_start(bl_env *e)
         return 0;
     pthread_mutex_lock(&w->cmu);
     if (!w->thread_on) {
-        w->stop = 0;
-        w->kicked = 1; /* start with the zero-fill of a new log */
-        rc = pthread_create(&w->thread, NULL, ckpt_main, e);
+        ckpt_arg *a = malloc(sizeof(*a));
+        if (a == NULL) {
+            rc = ENOMEM;
+        } else {
+            *a = (ckpt_arg){e, w->gen};
+            w->kicked = 1; /* start with the zero-fill of a new log */
+            rc = pthread_create(&w->thread, NULL, ckpt_main, a);
+            if (rc != 0)
+                free(a);
+        }
         w->thread_on = rc == 0;
     }
     pthread_mutex_unlock(&w->cmu);
@@ -464,12 +480,13 @@ void bl_ckpt_stop(bl_env *e)
     bl_walenv *w = e->wal;
     pthread_mutex_lock(&w->cmu);
     int on = w->thread_on;
-    w->stop = 1;
-    pthread_cond_signal(&w->ccv);
+    pthread_t t = w->thread;
+    w->thread_on = 0;
+    w->gen++; /* that thread's generation is over; a new one may start */
+    pthread_cond_broadcast(&w->ccv);
     pthread_mutex_unlock(&w->cmu);
     if (on)
-        pthread_join(w->thread, NULL);
-    w->thread_on = 0;
+        pthread_join(t, NULL);
 }
 
 /* ---- direct LMDB writes ------------------------------------------------- */

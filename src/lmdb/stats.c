@@ -167,5 +167,6 @@ int bl_lmdb_stats(bindlog *s, bindlog_stats *out)
     out->durability = s->durability;
     out->file_size = file_size(e->path, "data.mdb");
     out->log_size = file_size(e->path, BL_WAL_FILE);
+    out->log_used = bl_wal_used(e);
     return 0;
 }

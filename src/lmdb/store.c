@@ -525,7 +525,7 @@ static void env_free(bl_env *e)
 {
     if (e == NULL)
         return;
-    bl_walenv_close(e); /* the last checkpoint needs the environment */
+    bl_walenv_close(e);
     while (e->rtxns != NULL) {
         bl_rtxn *rt = e->rtxns;
         e->rtxns = rt->next;
@@ -669,14 +669,17 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
             e->writers++;
         *out = e;
     } else if (e != NULL && e->refs == 0) {
-        /* created just now for this call: unlink and free */
+        /* created just now for this call: unlink, and free below */
         bl_env **pp = &registry;
         while (*pp != e)
             pp = &(*pp)->next;
         *pp = e->next;
-        env_free(e);
+    } else {
+        e = NULL;
     }
     pthread_mutex_unlock(&registry_mu);
+    if (rc != 0 && e != NULL)
+        env_free(e);
     return rc;
 }
 
@@ -690,6 +693,14 @@ int bl_env_open_handles(bl_env *e)
 
 void bl_env_release(bl_env *e)
 {
+    /* The last handle folds the log first, without the registry's lock
+     * (the checkpoint takes the map lock, which readers take before the
+     * registry's); a handle opened meanwhile simply keeps the environment. */
+    pthread_mutex_lock(&registry_mu);
+    int last = e->refs == 1;
+    pthread_mutex_unlock(&registry_mu);
+    if (last)
+        bl_walenv_finish(e);
     pthread_mutex_lock(&registry_mu);
     e->refs--;
     if (e->refs == 0) {
@@ -698,6 +709,8 @@ void bl_env_release(bl_env *e)
             pp = &(*pp)->next;
         *pp = e->next;
         env_free(e);
+    } else if (last && e->writers > 0) {
+        bl_ckpt_start(e); /* another handle came: its checkpointer goes on */
     }
     pthread_mutex_unlock(&registry_mu);
 }

@@ -477,16 +477,24 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
     return 0;
 }
 
+void bl_walenv_finish(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    if (w == NULL)
+        return;
+    bl_ckpt_stop(e);
+    /* the last handle of a writing process folds what it can, so that a
+     * store at rest has an empty log (and opens in a few milliseconds) */
+    if (!w->log_rdonly && w->shm.m != NULL && !bl_group_panicked(&e->g))
+        bl_ckpt_run(e, 0);
+}
+
 void bl_walenv_close(bl_env *e)
 {
     bl_walenv *w = e->wal;
     if (w == NULL)
         return;
     bl_ckpt_stop(e);
-    /* the last writer of this process folds what it can, so that a store
-     * at rest has an empty log (and opens in a few milliseconds) */
-    if (!w->log_rdonly && w->shm.m != NULL && !bl_group_panicked(&e->g))
-        bl_ckpt_run(e, 0);
     walenv_free(w);
     e->wal = NULL;
 }

@@ -62,7 +62,8 @@ typedef struct bl_walenv {
     pthread_mutex_t cmu;
     pthread_cond_t ccv;
     pthread_t thread;
-    int thread_on, stop, kicked;
+    int thread_on, kicked;
+    unsigned gen;             /* bumped to stop the running thread */
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
     int ckpt_mode;            /* durability of this process's checkpoints */
     uint64_t trigger;         /* tail bytes that start a checkpoint */
@@ -75,8 +76,10 @@ typedef struct bl_walenv {
  * it is missing and may_create, recover or attach, fill the index.
  * Sets e->wal.  0 or BINDLOG_E* with a last-error detail. */
 int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create);
-/* Close: the last checkpoint (when writable and not panicked), the
- * thread, the files.  Never fails. */
+/* Before the last handle goes: stop the background thread and run the
+ * last checkpoint (when writable and not panicked).  Never fails. */
+void bl_walenv_finish(bl_env *e);
+/* Close: the thread, the files, the index.  Never fails. */
 void bl_walenv_close(bl_env *e);
 
 /* The meta "wal" record.  Getter: BINDLOG_ECORRUPT for a bad size,

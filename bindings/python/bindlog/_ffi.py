@@ -189,6 +189,7 @@ class bindlog_stats(Structure):
         ("format_version", c_uint),
         ("checkpoint_lsn", c_uint64),
         ("log_size", c_uint64),
+        ("log_used", c_uint64),
     ]
 
 

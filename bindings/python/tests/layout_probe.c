@@ -97,6 +97,7 @@ int main(void)
     F(bindlog_stats, format_version);
     F(bindlog_stats, checkpoint_lsn);
     F(bindlog_stats, log_size);
+    F(bindlog_stats, log_used);
 
     S(bindlog_check_report);
     F(bindlog_check_report, problems);
