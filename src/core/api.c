@@ -17,6 +17,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/module.h"
 
 const char *bindlog_version(void) { return BINDLOG_VERSION_STRING; }
 
@@ -87,18 +88,10 @@ const char *bindlog_event_name(int type)
 
 /* ---- backends and handles ----------------------------------------------- */
 
-/* Backends chosen by a location prefix; a plain path is LMDB's.  A build
- * of the library without src/etcd (the Python and Node packages compile
- * core, lmdb and maint only) leaves BINDLOG_WITH_ETCD undefined, and an
- * etcd:// open is then BINDLOG_ENOTSUP.  (A weak reference would not do:
- * it does not pull the backend out of a static library.) */
-#ifdef BINDLOG_WITH_ETCD
-#define ETCD_OPS (&bl_etcd_ops)
-#define ETCD_BUILT 1
-#else
-#define ETCD_OPS ((const bl_backend_ops *)NULL)
-#define ETCD_BUILT 0
-#endif
+/* A plain path is LMDB's; etcd:// and etcds:// are served by the etcd
+ * module, loaded on first use (core/module.h): libbindlog itself links
+ * neither libcurl nor json-c.  Without the module such an open is
+ * BINDLOG_ENOTSUP with a message saying what to install. */
 
 /* 1 if the location starts like a URL ("word://"), which no directory
  * path is meant to: a typo in a scheme must not create a directory. */
@@ -111,21 +104,21 @@ static int looks_like_url(const char *location)
     return p != location && strncmp(p, "://", 3) == 0;
 }
 
-const bl_backend_ops *bl_backend_for(const char *location)
+/* The backend of `location`: 0 with *ops, BINDLOG_ENOTSUP (its module
+ * cannot be loaded) or BINDLOG_EINVAL (an unknown scheme), each with its
+ * last-error detail. */
+static int backend_for(const char *location, const bl_backend_ops **ops)
 {
-    const bl_backend_ops *schemed[] = {ETCD_OPS};
-    for (size_t i = 0; i < sizeof(schemed) / sizeof(schemed[0]); i++) {
-        const bl_backend_ops *b = schemed[i];
-        if (b != NULL && strncmp(location, b->scheme, strlen(b->scheme)) == 0)
-            return b;
-    }
-    return looks_like_url(location) ? NULL : &bl_lmdb_ops;
-}
-
-/* 1 when the location names a backend this build does not contain. */
-static int backend_missing(const char *location)
-{
-    return !ETCD_BUILT && strncmp(location, "etcd://", 7) == 0;
+    int rc = bl_module_backend(location, ops);
+    if (rc == 1)
+        return 0;
+    if (rc < 0)
+        return rc;
+    if (looks_like_url(location))
+        return bl_err_set(BINDLOG_EINVAL, "unknown scheme (a store is a directory path, "
+                                          "etcd://HOST:PORT/PREFIX or etcds://HOST:PORT/PREFIX)");
+    *ops = &bl_lmdb_ops;
+    return 0;
 }
 
 /* CLOCK_MONOTONIC in milliseconds. */
@@ -192,17 +185,10 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
         free(h);
         return BINDLOG_ENOMEM;
     }
-    h->ops = bl_backend_for(dir);
-    if (h->ops == NULL && backend_missing(dir)) {
+    if ((rc = backend_for(dir, &h->ops)) != 0) {
         free(h->path);
         free(h);
-        return bl_err_set(BINDLOG_ENOTSUP, "this build of libbindlog has no etcd backend");
-    }
-    if (h->ops == NULL) {
-        free(h->path);
-        free(h);
-        return bl_err_set(BINDLOG_EINVAL, "unknown scheme (a store is a directory path or "
-                                          "etcd://HOST:PORT/PREFIX)");
+        return rc;
     }
     h->read_only = o.read_only != 0;
     h->durability = o.durability;

@@ -214,6 +214,30 @@ static unsigned max_txn_ops(void)
     return BL_ETCD_DEFAULT_MAX_TXN_OPS;
 }
 
+/* The last-error detail of a failed attach: what the client said when it
+ * spoke, else what the store's keys showed. */
+static int attach_error(int rc)
+{
+    const char *client = bl_etcd_last_error();
+    switch (rc) {
+    case BINDLOG_ENOTSTORE:
+        return bl_err_set(rc, "the prefix holds keys that are not a bindlog store, or lies "
+                              "inside or around another store's prefix");
+    case BINDLOG_ENOTFOUND:
+        return bl_err_set(rc, "no store under this prefix (a read-only open creates none)");
+    case BINDLOG_EVERSION:
+        return bl_err_set(rc, "the store's format is newer than this library's (%u)",
+                          (unsigned)BINDLOG_FORMAT_VERSION);
+    case BINDLOG_ECORRUPT:
+        if (client[0] == '\0')
+            return bl_err_set(rc, "the store's meta records are damaged");
+        break;
+    default:
+        break;
+    }
+    return client[0] != '\0' ? bl_err_set(rc, "%s", client) : rc;
+}
+
 static int etcd_open(bindlog *h, const bindlog_options *o)
 {
     bl_estore *st;
@@ -242,17 +266,19 @@ static int etcd_open(bindlog *h, const bindlog_options *o)
         rc = BINDLOG_ENOMEM;
         goto fail;
     }
-    if ((rc = parse_location(h->path, &st->endpoints, &st->prefix, &st->prefix_len)) != 0)
-        goto fail;
-    if (memchr(st->prefix, '\0', st->prefix_len) != NULL) {
-        rc = BINDLOG_EINVAL;
+    if ((rc = parse_location(h->path, &st->endpoints, &st->prefix, &st->prefix_len)) != 0) {
+        if (rc == BINDLOG_EINVAL)
+            bl_err_set(rc, "not an etcd location: want etcd://HOST:PORT[,HOST:PORT...]/PREFIX "
+                           "with a non-empty PREFIX");
         goto fail;
     }
     st->max_txn_ops = eo.max_txn_ops = max_txn_ops();
-    if ((rc = bl_etcd_open(st->endpoints, &eo, &st->c)) != 0)
+    if ((rc = bl_etcd_open(st->endpoints, &eo, &st->c)) != 0) {
+        bl_err_set(rc, "%s", bl_etcd_last_error());
         goto fail;
+    }
     if ((rc = attach(st, h->read_only)) != 0) {
-        rc = bl_es_error(rc, BINDLOG_EIO);
+        rc = attach_error(bl_es_error(rc, BINDLOG_EIO));
         goto fail;
     }
 

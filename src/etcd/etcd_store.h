@@ -47,6 +47,7 @@
 #include "etcd/etcd_client.h"
 #include "core/group.h"
 #include "core/machine.h"
+#include "core/module.h"
 
 /* Tables (the letter T of the layout above). */
 #define BL_ES_META 'm'
@@ -324,5 +325,14 @@ int bl_etcd_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
                    bindlog_progress_fn fn, void *ctx);
 int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn fn, void *ctx);
+
+/* ---- the backend and the module's entry ------------------------------------------ */
+
+/* The etcd backend's operations (backend_etcd.c): etcd:// and etcds://. */
+extern const bl_backend_ops bl_etcd_ops;
+
+/* The entry libbindlog calls when it loads libbindlog-etcd.so
+ * (etcd_module.c, core/module.h). */
+const bl_module_info *bindlog_module_init(const bl_module_host *host, char *why, size_t cap);
 
 #endif /* BL_ETCD_STORE_H */
