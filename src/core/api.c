@@ -10,6 +10,8 @@
  * arguments (BINDLOG_EINVAL), then read-only (BINDLOG_EREADONLY), then state.
  */
 #define _GNU_SOURCE
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +158,13 @@ int64_t bl_now_ms(const bindlog *h)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The size of the options struct of each version (fields are only added
+ * at the end). */
+static size_t options_size(unsigned version)
+{
+    return version >= 2 ? sizeof(bindlog_options) : offsetof(bindlog_options, etcd_cacert);
+}
+
 static int open_store(bindlog **out, const char *dir, const bindlog_options *opts)
 {
     bindlog_options o = BINDLOG_OPTIONS_INIT;
@@ -172,7 +181,9 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
             return bl_err_set(BINDLOG_EINVAL,
                               "options version %u is not 1..%u (use BINDLOG_OPTIONS_INIT)",
                               opts->version, (unsigned)BINDLOG_OPTIONS_VERSION);
-        o = *opts;
+        /* only the fields the caller's version has: an older caller's
+         * struct ends sooner */
+        memcpy(&o, opts, options_size(opts->version));
     }
     if (o.durability < BINDLOG_DURABILITY_FULL || o.durability > BINDLOG_DURABILITY_NONE)
         return bl_err_set(BINDLOG_EINVAL, "unknown durability mode %d", o.durability);
@@ -204,12 +215,32 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
     return 0;
 }
 
+/* A location for a message.  In a URL whose authority holds '@'
+ * ("etcds://user:password@host:port/P", refused by the backend), what
+ * precedes the last '@' may be a password: it becomes "***". */
+static const char *qlocation(char *buf, const char *loc)
+{
+    if (loc == NULL || !looks_like_url(loc))
+        return QPATH(buf, loc);
+    const char *auth = strstr(loc, "://") + 3;
+    size_t alen = strcspn(auth, "/");
+    const char *at = NULL;
+    for (const char *p = auth; p < auth + alen; p++)
+        if (*p == '@')
+            at = p;
+    if (at == NULL)
+        return QPATH(buf, loc);
+    char tmp[BL_ERR_QUOTE_MAX];
+    snprintf(tmp, sizeof tmp, "%.*s***%s", (int)(auth - loc), loc, at);
+    return QPATH(buf, tmp);
+}
+
 int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
 {
     char q[BL_ERR_QUOTE_MAX];
     bl_err_clear();
     int rc = open_store(out, dir, opts);
-    return bl_api_done(rc, "open %s", QPATH(q, dir));
+    return bl_api_done(rc, "open %s", qlocation(q, dir));
 }
 
 void bindlog_close(bindlog *s)

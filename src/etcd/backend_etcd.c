@@ -56,274 +56,6 @@
  * etcd refuses requests over --max-request-bytes (default 1.5 MiB). */
 #define TXN_MAX_BYTES (900u * 1024u)
 
-/* ---- the registry of open stores -------------------------------------------- */
-
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
-static bl_estore *registry;
-
-static void store_free(bl_estore *st)
-{
-    if (st == NULL)
-        return;
-    bl_etcd_close(st->c);
-    bl_group_destroy(&st->g);
-    free(st->location);
-    free(st->endpoints);
-    free(st->prefix);
-    free(st);
-}
-
-/* Split "etcd://EPS/PREFIX".  BINDLOG_EINVAL if malformed. */
-static int parse_location(const char *loc, char **eps, unsigned char **prefix, size_t *plen)
-{
-    const char *p = loc + strlen("etcd://");
-    const char *slash = strchr(p, '/');
-    *eps = NULL;
-    *prefix = NULL;
-    if (slash == NULL || slash == p || slash[1] == '\0')
-        return BINDLOG_EINVAL; /* no endpoints, or no PREFIX */
-    *eps = strndup(p, (size_t)(slash - p));
-    *plen = strlen(slash + 1) + 1;
-    *prefix = malloc(*plen);
-    if (*eps == NULL || *prefix == NULL) {
-        free(*eps);
-        free(*prefix);
-        return BINDLOG_ENOMEM;
-    }
-    memcpy(*prefix, slash + 1, *plen - 1);
-    (*prefix)[*plen - 1] = '/';
-    return 0;
-}
-
-/*
- * Make the store: an atomic Txn that holds only if nothing at all is under
- * PREFIX/ and no enclosing prefix holds a store (whose tables would then
- * contain ours), and puts the meta records.
- */
-static int create_store(bl_estore *st)
-{
-    bl_ebuf b = {0}, e = {0}, keys[5] = {{0}}, anc[16] = {{0}};
-    bl_etcd_cmp cmps[1 + 16];
-    bl_etcd_op ops[4];
-    bl_etcd_txn_result res = {0};
-    unsigned char fmt[4], head[16] = {0}, counts[BL_ES_COUNTS_BYTES] = {0};
-    size_t nc = 0, na = 0;
-    int rc;
-
-    bl_put32(fmt, BINDLOG_FORMAT_VERSION);
-    if ((rc = bl_ebuf_append(&b, st->prefix, st->prefix_len)) != 0 ||
-        (rc = bl_ebuf_reserve(&e, b.len + 2)) != 0)
-        goto out;
-    e.len = bl_etcd_prefix_end(b.p, b.len, e.p);
-    cmps[nc++] = (bl_etcd_cmp){.target = BL_ETCD_CMP_VERSION, .result = BL_ETCD_EQUAL,
-                               .key = b.p, .key_len = b.len, .range_end = e.p,
-                               .range_end_len = e.len, .number = 0};
-    /* enclosing prefixes "a" and "a/b" of "a/b/c/": their magic must not exist */
-    for (size_t i = 0; i + 1 < st->prefix_len && na < 16; i++) {
-        if (st->prefix[i] != '/' || i == 0)
-            continue;
-        if ((rc = bl_ebuf_append(&anc[na], st->prefix, i + 1)) != 0 ||
-            (rc = bl_ebuf_append(&anc[na], "m/magic", 7)) != 0)
-            goto out;
-        cmps[nc++] = (bl_etcd_cmp){.target = BL_ETCD_CMP_CREATE, .result = BL_ETCD_EQUAL,
-                                   .key = anc[na].p, .key_len = anc[na].len, .number = 0};
-        na++;
-    }
-    if ((rc = bl_es_key(st, BL_ES_META, "magic", 5, &keys[0])) != 0 ||
-        (rc = bl_es_key(st, BL_ES_META, "format", 6, &keys[1])) != 0 ||
-        (rc = bl_es_key(st, BL_ES_META, "head", 4, &keys[2])) != 0 ||
-        (rc = bl_es_key(st, BL_ES_META, "counts", 6, &keys[3])) != 0)
-        goto out;
-    ops[0] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = keys[0].p, .key_len = keys[0].len,
-                          .value = BL_ES_MAGIC, .value_len = strlen(BL_ES_MAGIC)};
-    ops[1] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = keys[1].p, .key_len = keys[1].len,
-                          .value = fmt, .value_len = 4};
-    ops[2] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = keys[2].p, .key_len = keys[2].len,
-                          .value = head, .value_len = 16};
-    ops[3] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = keys[3].p, .key_len = keys[3].len,
-                          .value = counts, .value_len = sizeof counts};
-    rc = bl_etcd_txn(st->c, cmps, nc, ops, 4, NULL, 0, &res);
-    /* a failed compare (someone else made it, or something else is there)
-     * and a retried Txn are sorted out by the caller's re-read */
-out:
-    bl_etcd_txn_result_free(&res);
-    bl_ebuf_free(&b);
-    bl_ebuf_free(&e);
-    for (size_t i = 0; i < 5; i++)
-        bl_ebuf_free(&keys[i]);
-    for (size_t i = 0; i < 16; i++)
-        bl_ebuf_free(&anc[i]);
-    return rc;
-}
-
-/* 1 if anything at all is stored under PREFIX/, 0 if not, or an error. */
-static int prefix_used(bl_estore *st)
-{
-    bl_ebuf e = {0};
-    bl_etcd_kvs kvs = {0};
-    int rc = bl_ebuf_reserve(&e, st->prefix_len + 2);
-    if (rc == 0) {
-        e.len = bl_etcd_prefix_end(st->prefix, st->prefix_len, e.p);
-        rc = bl_etcd_range(st->c, st->prefix, st->prefix_len, e.p, e.len, 0, 1,
-                           BL_ETCD_KEYS_ONLY, &kvs);
-        if (rc == 0)
-            rc = kvs.n > 0;
-    }
-    bl_etcd_kvs_free(&kvs);
-    bl_ebuf_free(&e);
-    return rc;
-}
-
-/* Check (and unless read-only, create) the store. */
-static int attach(bl_estore *st, int read_only)
-{
-    bl_es_meta m;
-    for (int attempt = 0; attempt < 3; attempt++) {
-        int rc = bl_es_meta_read(st, 0, &m);
-        if (rc != BINDLOG_ENOTSTORE)
-            return rc;
-        /* no magic: an empty prefix is a store to make; anything else is
-         * not ours */
-        if ((rc = prefix_used(st)) < 0)
-            return rc;
-        if (rc == 1) {
-            /* a creator in another process may be half-way: look again */
-            if ((rc = bl_es_meta_read(st, 0, &m)) != BINDLOG_ENOTSTORE)
-                return rc;
-            return BINDLOG_ENOTSTORE;
-        }
-        if (read_only)
-            return BINDLOG_ENOTFOUND;
-        if ((rc = create_store(st)) != 0)
-            return rc;
-    }
-    return BINDLOG_ENOTSTORE;
-}
-
-/* The --max-txn-ops of the servers: BINDLOG_ETCD_MAX_TXN_OPS, else etcd's
- * default (there is no API to ask etcd). */
-static unsigned max_txn_ops(void)
-{
-    const char *v = getenv("BINDLOG_ETCD_MAX_TXN_OPS");
-    if (v != NULL && *v != '\0') {
-        char *end;
-        unsigned long n = strtoul(v, &end, 10);
-        if (*end == '\0' && n >= 16 && n <= 1000000)
-            return (unsigned)n;
-    }
-    return BL_ETCD_DEFAULT_MAX_TXN_OPS;
-}
-
-/* The last-error detail of a failed attach: what the client said when it
- * spoke, else what the store's keys showed. */
-static int attach_error(int rc)
-{
-    const char *client = bl_etcd_last_error();
-    switch (rc) {
-    case BINDLOG_ENOTSTORE:
-        return bl_err_set(rc, "the prefix holds keys that are not a bindlog store, or lies "
-                              "inside or around another store's prefix");
-    case BINDLOG_ENOTFOUND:
-        return bl_err_set(rc, "no store under this prefix (a read-only open creates none)");
-    case BINDLOG_EVERSION:
-        return bl_err_set(rc, "the store's format is newer than this library's (%u)",
-                          (unsigned)BINDLOG_FORMAT_VERSION);
-    case BINDLOG_ECORRUPT:
-        if (client[0] == '\0')
-            return bl_err_set(rc, "the store's meta records are damaged");
-        break;
-    default:
-        break;
-    }
-    return client[0] != '\0' ? bl_err_set(rc, "%s", client) : rc;
-}
-
-static int etcd_open(bindlog *h, const bindlog_options *o)
-{
-    bl_estore *st;
-    bl_etcd_options eo = BL_ETCD_OPTIONS_INIT;
-    int rc;
-
-    (void)o; /* durability: an acknowledged Txn is fsynced on a quorum already */
-    pthread_mutex_lock(&registry_mu);
-    for (st = registry; st != NULL; st = st->next)
-        if (strcmp(st->location, h->path) == 0)
-            break;
-    if (st != NULL) {
-        st->refs++;
-        pthread_mutex_unlock(&registry_mu);
-        h->be = st;
-        return 0;
-    }
-    pthread_mutex_unlock(&registry_mu);
-
-    st = calloc(1, sizeof(*st));
-    if (st == NULL)
-        return BINDLOG_ENOMEM;
-    bl_group_init(&st->g);
-    st->refs = 1;
-    if ((st->location = strdup(h->path)) == NULL) {
-        rc = BINDLOG_ENOMEM;
-        goto fail;
-    }
-    if ((rc = parse_location(h->path, &st->endpoints, &st->prefix, &st->prefix_len)) != 0) {
-        if (rc == BINDLOG_EINVAL)
-            bl_err_set(rc, "not an etcd location: want etcd://HOST:PORT[,HOST:PORT...]/PREFIX "
-                           "with a non-empty PREFIX");
-        goto fail;
-    }
-    st->max_txn_ops = eo.max_txn_ops = max_txn_ops();
-    if ((rc = bl_etcd_open(st->endpoints, &eo, &st->c)) != 0) {
-        bl_err_set(rc, "%s", bl_etcd_last_error());
-        goto fail;
-    }
-    if ((rc = attach(st, h->read_only)) != 0) {
-        rc = attach_error(bl_es_error(rc, BINDLOG_EIO));
-        goto fail;
-    }
-
-    /* another thread may have opened the same store meanwhile: share its */
-    pthread_mutex_lock(&registry_mu);
-    bl_estore *other;
-    for (other = registry; other != NULL; other = other->next)
-        if (strcmp(other->location, h->path) == 0)
-            break;
-    if (other != NULL) {
-        other->refs++;
-        pthread_mutex_unlock(&registry_mu);
-        store_free(st);
-        h->be = other;
-        return 0;
-    }
-    st->next = registry;
-    registry = st;
-    pthread_mutex_unlock(&registry_mu);
-    h->be = st;
-    return 0;
-fail:
-    store_free(st);
-    return rc;
-}
-
-static void etcd_close(bindlog *h)
-{
-    bl_estore *st = bl_es_of(h);
-    pthread_mutex_lock(&registry_mu);
-    if (--st->refs > 0) {
-        pthread_mutex_unlock(&registry_mu);
-        h->be = NULL;
-        return;
-    }
-    for (bl_estore **p = &registry; *p != NULL; p = &(*p)->next)
-        if (*p == st) {
-            *p = st->next;
-            break;
-        }
-    pthread_mutex_unlock(&registry_mu);
-    store_free(st);
-    h->be = NULL;
-}
-
 static void etcd_count(bindlog *h, unsigned type, int rc)
 {
     bl_group_count(&bl_es_of(h)->g, type, rc);
@@ -527,14 +259,19 @@ static int too_big(const chunk *c)
            bl_es_wset_bytes(c->ws) > TXN_MAX_BYTES;
 }
 
+/* Every request of [from, to) fails with rc; the detail is the leader's
+ * last-error message when one was set (bl_es_error sets the client's). */
 static void fail_range(bl_greq *from, const bl_greq *to, int rc)
 {
+    const char *detail = bl_err_isset() ? bl_err_get() : "";
     for (bl_greq *r = from; r != to; r = r->next) {
+        snprintf(r->msg, sizeof r->msg, "%s", detail);
         r->rc = rc;
         r->err_index = 0;
         for (size_t i = 0; i < r->n; i++)
             r->outcomes[i] = rc;
     }
+    bl_err_clear(); /* the next failure of this group says its own */
 }
 
 /*
@@ -644,6 +381,8 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
         if (c->m.import_mod != 0) {
             /* a fenced import is writing the store (etcd_maint.c): its
              * fence moved meta "head", so nothing read before it commits */
+            bl_err_set(BINDLOG_EBUSY, "a fenced import is writing this store (meta \"import\" "
+                                      "exists): writes wait until it ends");
             fail_range(first, NULL, BINDLOG_EBUSY);
             return NULL;
         }
@@ -669,6 +408,9 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
                 c->first_lsn = first0;
                 if (r == first) {
                     /* alone too big for one Txn: never split a request */
+                    bl_err_set(BINDLOG_EINVAL, "the batch alone needs more than one etcd Txn "
+                                               "holds (--max-txn-ops %u, about 900 KiB)",
+                               st->max_txn_ops);
                     fail_range(r, r->next, BINDLOG_EINVAL);
                     r->err_index = 0;
                     continue;
@@ -725,6 +467,9 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
                 return end;
             }
             /* truly unknown: nobody can say whether these events happened */
+            bl_err_set(BINDLOG_EPANIC, "an etcd Txn's outcome could not be learnt within %d ms "
+                                       "(%s): close every handle of this store and reopen",
+                       RESOLVE_MS, bl_etcd_last_error());
             fail_range(first, NULL, bl_group_panic(&st->g));
             return NULL;
         }
@@ -732,6 +477,8 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
         fail_range(first, NULL, bl_es_error(rc, BINDLOG_EIO));
         return NULL;
     }
+    bl_err_set(BINDLOG_EBUSY, "other writers committed first %d times in a row",
+               RACE_RETRIES + 1);
     fail_range(first, end, BINDLOG_EBUSY);
     return end;
 }
@@ -1159,8 +906,8 @@ static int etcd_lsn_at_time(bindlog *h, int64_t time_ms, uint64_t *lsn)
 const bl_backend_ops bl_etcd_ops = {
     .name = "etcd",
     .scheme = "etcd://",
-    .open = etcd_open,
-    .close = etcd_close,
+    .open = bl_es_open,
+    .close = bl_es_close,
     .commit = etcd_commit,
     .count = etcd_count,
     .get = etcd_get,

@@ -45,6 +45,7 @@
 
 #include "core/backend.h"
 #include "etcd/etcd_client.h"
+#include "core/error.h"
 #include "core/group.h"
 #include "core/machine.h"
 #include "core/module.h"
@@ -103,12 +104,14 @@ typedef struct bl_es_meta {
 typedef struct bl_estore {
     struct bl_estore *next;   /* registry list (registry mutex) */
     int refs;                 /* handles */
-    char *location;           /* "etcd://..." as opened (registry key) */
+    char *location;           /* "etcd[s]://..." as opened (registry key) */
     char *endpoints;          /* "host:port,..." */
     unsigned char *prefix;    /* PREFIX "/" (not NUL-terminated) */
     size_t prefix_len;
     bl_etcd *c;               /* the client (thread-safe) */
     unsigned max_txn_ops;     /* the servers' --max-txn-ops as configured */
+    uint64_t settings;        /* salted hash of the security settings and the
+                                 Txn limit: part of the registry key */
     bl_group g;               /* group commit, sticky failure, statistics */
 } bl_estore;
 
@@ -159,7 +162,9 @@ const unsigned char *bl_es_key_name(const bl_estore *st, int table, const bl_etc
 /*
  * Map a client error to the public codes: BL_ETCD_ECOMPACTED becomes
  * `compacted` (the caller knows what a compacted revision means for it);
- * everything else passes unchanged.
+ * everything else passes unchanged, and the client's message of the
+ * failure (bl_etcd_last_error) becomes the last-error detail when none was
+ * set since the call began.
  */
 int bl_es_error(int rc, int compacted);
 
@@ -327,6 +332,11 @@ int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn fn, void *ctx);
 
 /* ---- the backend and the module's entry ------------------------------------------ */
+
+/* Open and close a handle's store (etcd_open.c): bl_backend_ops.open and
+ * .close of the etcd backend. */
+int bl_es_open(bindlog *h, const bindlog_options *o);
+void bl_es_close(bindlog *h);
 
 /* The etcd backend's operations (backend_etcd.c): etcd:// and etcds://. */
 extern const bl_backend_ops bl_etcd_ops;
