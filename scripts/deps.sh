@@ -3,7 +3,8 @@
 #
 # Checks for: a C compiler, make, cmake, pkg-config, the LMDB, xxHash, cmocka
 # and SQLite development packages, lmdb-utils (mdb_stat, mdb_dump), python3
-# (binding tests), libcurl + json-c + etcd (the etcd backend and its tests)
+# (binding tests), libcurl + json-c + etcd (the etcd backend and its tests),
+# openssl (the etcd TLS tests make their certificates with it)
 # and clang with libFuzzer's runtime (fuzz harnesses).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
@@ -17,7 +18,7 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     # the Python binding's tests and its offline install
     python3 python3-setuptools python3-venv
     # the etcd backend: its client libraries and a real etcd for the tests
-    libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client
+    libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client openssl
     # libFuzzer harnesses (clang with its runtime)
     clang libclang-rt-14-dev)
 
@@ -43,6 +44,7 @@ have_pkg() {
     libjson-c-dev) pkg-config --exists json-c 2>/dev/null ;;
     etcd-server) command -v etcd >/dev/null 2>&1 ;;
     etcd-client) command -v etcdctl >/dev/null 2>&1 ;;
+    openssl) command -v openssl >/dev/null 2>&1 ;;
     clang) command -v clang >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
