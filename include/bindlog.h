@@ -471,11 +471,17 @@ typedef struct bindlog_stats {
     /** APPLIED events by type over the store's whole life (persistent,
      * every process): applied[BINDLOG_EVENT_BIND] ... */
     uint64_t applied[BINDLOG_EVENT_COUNT];
-    /** Calls by type and result in this process since its first handle
-     * opened the store: events[type][outcome], events[type][BINDLOG_STAT_ERROR].
-     * Rejected calls write nothing, so these are not persistent. */
+    /** Calls made through THIS HANDLE since it was opened, by type and
+     * result: events[type][outcome], events[type][BINDLOG_STAT_ERROR]
+     * (arguments refused included; a failed batch counts one error, for
+     * the event at fault; each entry of bindlog_import_entries counts as a
+     * bind).  Per handle, not per process or store: another handle of the
+     * same process starts from zero, and nothing persists (a refused call
+     * writes nothing).  Store-wide counts of what was applied are in
+     * applied[]. */
     uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
-    uint64_t commits;          /**< write transactions committed by this process */
+    uint64_t commits;          /**< write transactions committed by this process
+                                    (every handle of it on this store) */
     uint64_t grouped_events;   /**< events those commits carried (group commit) */
     uint64_t map_size;         /**< current LMDB map size, bytes */
     uint64_t map_used;         /**< bytes of the map in use (last page) */

@@ -47,37 +47,21 @@ void bl_group_committed(bl_group *g)
     pthread_mutex_unlock(&g->mu);
 }
 
-void bl_group_count(bl_group *g, unsigned type, int rc)
-{
-    if (type == 0 || type >= BINDLOG_EVENT_COUNT)
-        type = 0; /* an unknown type is counted in the unused row 0 */
-    pthread_mutex_lock(&g->mu);
-    g->events[type][rc < 0 ? BINDLOG_STAT_ERROR : rc]++;
-    pthread_mutex_unlock(&g->mu);
-}
-
 void bl_group_stats(bl_group *g, bindlog_stats *out)
 {
     pthread_mutex_lock(&g->mu);
-    memcpy(out->events, g->events, sizeof(out->events));
     out->commits = g->commits;
     out->grouped_events = g->grouped_events;
     pthread_mutex_unlock(&g->mu);
 }
 
-/* Statistics and wake-ups for a finished group (g->mu held). */
+/* Statistics and wake-ups for a finished group (g->mu held).  Outcomes
+ * are counted by the caller's handle (api.c), not here. */
 static void complete(bl_group *g, bl_greq *group)
 {
     for (bl_greq *r = group, *next; r != NULL; r = next) {
         next = r->next;
         g->grouped_events += r->n;
-        for (size_t i = 0; i < r->n; i++) {
-            int o = r->outcomes[i];
-            unsigned type = r->ev[i].type < BINDLOG_EVENT_COUNT ? r->ev[i].type : 0;
-            g->events[type][o < 0 ? BINDLOG_STAT_ERROR : o]++;
-            if (r->rc < 0 && i == r->err_index)
-                break; /* events after a batch's failure never ran */
-        }
         r->done = 1;
     }
     pthread_cond_broadcast(&g->cv);

@@ -298,11 +298,6 @@ static void etcd_close(bindlog *h)
     h->be = NULL;
 }
 
-static void etcd_count(bindlog *h, unsigned type, int rc)
-{
-    bl_group_count(&bl_es_of(h)->g, type, rc);
-}
-
 /* ---- the write path ------------------------------------------------------------ */
 
 static void sleep_ms(long ms)
@@ -1136,7 +1131,6 @@ const bl_backend_ops bl_etcd_ops = {
     .open = etcd_open,
     .close = etcd_close,
     .commit = etcd_commit,
-    .count = etcd_count,
     .get = etcd_get,
     .session_get = etcd_session_get,
     .iter = etcd_iter_open,

@@ -207,7 +207,4 @@ int bl_lmdb_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
 int bl_lmdb_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn fn, void *ctx);
 
-/* Count a call refused before reaching the write path (statistics). */
-void bl_stats_count(bl_env *e, unsigned type, int rc);
-
 #endif /* BL_STORE_H */
