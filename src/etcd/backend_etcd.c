@@ -358,7 +358,7 @@ static int apply_one(chunk *c, bindlog *h, const bl_event *ev, bindlog_result *r
 {
     bl_view view;
     bl_plan plan;
-    int64_t t_ms = bl_now_ms(h);
+    int64_t t_ms = ev->time_ms != 0 ? ev->time_ms : bl_now_ms(h); /* 0: the clock */
     int rc;
 
     if (t_ms < c->time_ms)
