@@ -118,6 +118,12 @@ struct bl_backend_ops {
      * (bl_event_check) and the handle writable. */
     int (*commit)(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
                   size_t *err_index);
+    /* n independent events (bindlog_import_entries): each applied or
+     * refused alone, all in as few storage transactions as the backend can
+     * (one group commit).  codes[i]: outcome or error of event i; out[i]:
+     * its result.  0, or a storage error that failed them all. */
+    int (*commit_each)(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
+                       int *codes);
 
     int (*get)(bindlog *h, const char *key, size_t key_len, bindlog_binding *out);
     int (*session_get)(bindlog *h, const char *id, size_t id_len, bindlog_session *out,

@@ -67,6 +67,26 @@ void bl_group_destroy(bl_group *g);
 int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
                     size_t *err_index, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx);
 
+/*
+ * Queue n independent events at once, one request each, so that they share
+ * a storage transaction without sharing its fate: each is applied or
+ * refused alone.  codes[i] receives event i's outcome or error and out[i]
+ * its result.  Returns 0 when every event was decided (refusals included),
+ * or the storage error that failed them (then every code is an error and
+ * nothing of theirs was committed, unless the group had already committed).
+ */
+int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
+                         bindlog_result *out, int *codes, bl_group_run_fn run,
+                         bl_group_finish_fn finish, void *ctx);
+
+/* 1 for the errors the state machine decides for one event alone
+ * (EINVAL, ENOTFOUND, EEXIST, ECONFLICT), 0 for the storage's. */
+static inline int bl_group_refusal(int rc)
+{
+    return rc == BINDLOG_EINVAL || rc == BINDLOG_ENOTFOUND || rc == BINDLOG_EEXIST ||
+           rc == BINDLOG_ECONFLICT;
+}
+
 /* Every request of the group fails with rc; the detail is the leader's
  * current last-error message, when one was set while running the group. */
 void bl_group_fail(bl_greq *group, int rc);

@@ -729,6 +729,13 @@ static int etcd_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result 
     return bl_group_submit(&st->g, h, ev, n, out, err_index, run_group, NULL, st);
 }
 
+static int etcd_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
+                            int *codes)
+{
+    bl_estore *st = bl_es_of(h);
+    return bl_group_submit_each(&st->g, h, ev, n, out, codes, run_group, NULL, st);
+}
+
 /* ---- point reads ------------------------------------------------------------------ */
 
 static void copy_str(char *dst, const void *src, size_t n)
@@ -1131,6 +1138,7 @@ const bl_backend_ops bl_etcd_ops = {
     .open = etcd_open,
     .close = etcd_close,
     .commit = etcd_commit,
+    .commit_each = etcd_commit_each,
     .get = etcd_get,
     .session_get = etcd_session_get,
     .iter = etcd_iter_open,

@@ -27,6 +27,7 @@ const bl_backend_ops bl_lmdb_ops = {
     .open = lmdb_open,
     .close = lmdb_close,
     .commit = bl_commit,
+    .commit_each = bl_commit_each,
     .get = bl_lmdb_get,
     .session_get = bl_lmdb_session_get,
     .iter = bl_lmdb_iter,

@@ -313,3 +313,8 @@ int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, siz
 {
     return bl_group_submit(&h->e->g, h, ev, n, out, err_index, run_group, finish_group, h->e);
 }
+
+int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes)
+{
+    return bl_group_submit_each(&h->e->g, h, ev, n, out, codes, run_group, finish_group, h->e);
+}
