@@ -722,9 +722,11 @@ int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "replay");
-    return bl_api_done(s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn,
-                                      progress, progress_ctx),
-                       "replay into %s", QPATH(q, out_dir));
+    int rc = s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn, progress,
+                            progress_ctx);
+    if (rc == BINDLOG_EEXIST && !bl_err_isset())
+        bl_err_set(rc, "the directory is not empty: replay needs a new or empty one");
+    return bl_api_done(rc, "replay into %s", QPATH(q, out_dir));
 }
 
 int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head)
@@ -767,8 +769,11 @@ int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "export");
-    return bl_api_done(s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx),
-                       "export");
+    int rc = s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx);
+    if (rc == BINDLOG_ENOTFOUND && !bl_err_isset())
+        bl_err_set(rc, "no records from LSN %llu on (compacted, or beyond the head + 1)",
+                   (unsigned long long)from_lsn);
+    return bl_api_done(rc, "export from LSN %llu to fd %d", (unsigned long long)from_lsn, fd);
 }
 
 int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
@@ -777,6 +782,24 @@ int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "import");
-    return bl_api_done(s->ops->import_stream(s, fd, records, err_offset, progress, progress_ctx),
-                       "import");
+    uint64_t off = 0;
+    int rc = s->ops->import_stream(s, fd, records, &off, progress, progress_ctx);
+    if (err_offset != NULL)
+        *err_offset = off;
+    if (rc < 0) {
+        /* Where the stream went wrong, and what was wrong there. */
+        char detail[BL_ERRMSG_MAX];
+        const char *why;
+        if (bl_err_isset())
+            why = strcpy(detail, bl_err_get());
+        else if (rc == BINDLOG_EEXIST)
+            why = "the store already holds records (a full stream needs an empty store, an "
+                  "incremental one must start at head + 1)";
+        else if (rc == BINDLOG_ENOTFOUND)
+            why = "the stream starts after head + 1 (it would leave a gap)";
+        else
+            why = bindlog_strerror(rc);
+        bl_err_set(rc, "stream refused at byte %llu: %s", (unsigned long long)off, why);
+    }
+    return bl_api_done(rc, "import");
 }
