@@ -92,10 +92,15 @@ int cli_next(cli_args *a, const cli_opt *opts, const char **val);
 /* "bindlog CMD: MESSAGE\nTry 'bindlog CMD --help'."  Returns CLI_USAGE. */
 int cli_usage_error(const cli *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* "bindlog CMD: MESSAGE: <strerror> (<code name>)".  Returns the exit code
- * the library error deserves: CLI_USAGE for BINDLOG_EINVAL (the operator's
- * arguments were refused), CLI_PROBLEM for state refusals (ENOTFOUND,
- * EEXIST, ECONFLICT), CLI_STORE for everything else. */
+/* "bindlog CMD: MESSAGE: <what failed> (<code name>)", where <what failed>
+ * is bindlog_last_error() -- the failing call, its subject (key, session,
+ * file) and the check that refused -- or the code's bindlog_strerror()
+ * text when the library left none (an error of the tool's own, like
+ * BINDLOG_ENOMEM).  So call it right after the failing library call.  An
+ * empty MESSAGE leaves out its ": ".  Returns the exit code the error
+ * deserves: CLI_USAGE for BINDLOG_EINVAL (the operator's arguments were
+ * refused), CLI_PROBLEM for state refusals (ENOTFOUND, EEXIST,
+ * ECONFLICT), CLI_STORE for everything else. */
 int cli_lib_error(const cli *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The exit code a library error deserves, as cli_lib_error() picks it. */

@@ -691,10 +691,7 @@ static int run_lineage(cli *c)
     if ((rc = cli_open(c, 1, &s)) != 0)
         return rc;
     if ((rc = bindlog_session_get(s, id, &ss, NULL, 0)) != 0) {
-        fprintf(stderr, "bindlog lineage: session '");
-        cli_put_escaped(stderr, id, strlen(id));
-        fprintf(stderr, "': %s (%s)\n", bindlog_strerror(rc), bindlog_code_name(rc));
-        rc = cli_exit_code(rc);
+        rc = cli_lib_error(c, rc, "%s", "");
         goto out;
     }
     /* Ancestors come nearest first; the tree prints them root first. */
