@@ -4,8 +4,8 @@
  * The tool is a thin layer over the public API (<bindlog.h>) and nothing
  * else: if an operator can do it here, a program can do it through the
  * library.  bindlog.c holds main, the option parser, dispatch and the output
- * helpers below; cmd_inspect.c, cmd_write.c and cmd_maint.c hold the
- * commands.
+ * helpers below; cmd_inspect.c, cmd_stat.c, cmd_write.c, cmd_maint.c and
+ * cmd_import_json.c hold the commands (json.c is import-json's parser).
  *
  * Exit codes are part of the interface (docs/tools.md):
  *   0 success, 1 a problem found (check failed, an event refused, a key or
@@ -50,7 +50,7 @@ extern const cli_command cli_cmd_stat, cli_cmd_get, cli_cmd_history, cli_cmd_lin
 extern const cli_command cli_cmd_bind, cli_cmd_new, cli_cmd_split, cli_cmd_invalidate,
     cli_cmd_unbind;
 extern const cli_command cli_cmd_check, cli_cmd_replay, cli_cmd_compact, cli_cmd_export,
-    cli_cmd_import;
+    cli_cmd_import, cli_cmd_import_json;
 
 /* ---- option parsing ----------------------------------------------------- */
 
