@@ -27,7 +27,7 @@
 /* Entries per commit_each call: one group commit each, so one sync each in
  * FULL mode, and a write transaction whose dirty pages stay far below
  * LMDB's limit whatever the entries hold. */
-#define CHUNK 4096
+#define CHUNK 8192
 
 /* codes[] of entries not decided yet (replaced before the call returns). */
 #define PENDING INT_MIN
