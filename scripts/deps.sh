@@ -4,8 +4,9 @@
 # Checks for: a C compiler, make, cmake, pkg-config, the LMDB, xxHash, cmocka
 # and SQLite development packages, lmdb-utils (mdb_stat, mdb_dump), python3
 # (binding tests), libcurl + json-c + etcd (the etcd backend and its tests),
-# openssl (the etcd TLS tests make their certificates with it)
-# and clang with libFuzzer's runtime (fuzz harnesses).
+# openssl (the etcd TLS tests make their certificates with it), clang with
+# libFuzzer's runtime (fuzz harnesses) and prometheus (promtool, the CLI
+# tests' lint of stat --prometheus).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -20,7 +21,9 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     # the etcd backend: its client libraries and a real etcd for the tests
     libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client openssl
     # libFuzzer harnesses (clang with its runtime)
-    clang libclang-rt-14-dev)
+    clang libclang-rt-14-dev
+    # promtool, which lints the output of bindlog stat --prometheus in the CLI tests
+    prometheus)
 
 have_pkg() {
     local pkg=$1
@@ -46,6 +49,7 @@ have_pkg() {
     etcd-client) command -v etcdctl >/dev/null 2>&1 ;;
     openssl) command -v openssl >/dev/null 2>&1 ;;
     clang) command -v clang >/dev/null 2>&1 ;;
+    prometheus) command -v promtool >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
 }
