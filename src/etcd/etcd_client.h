@@ -300,6 +300,22 @@ void bl_etcd_txn_result_free(bl_etcd_txn_result *r);
 int bl_etcd_txn(bl_etcd *c, const bl_etcd_cmp *cmps, size_t ncmp, const bl_etcd_op *success,
                 size_t nsucc, const bl_etcd_op *failure, size_t nfail, bl_etcd_txn_result *out);
 
+/* ---- watch ------------------------------------------------------------------ */
+
+/*
+ * Watch `key` from `start_revision` (0: from now) for at most timeout_ms
+ * (> 0): fn is called with each change of the key, in revision order
+ * (a deletion has an empty value and version 0), until it returns
+ * non-zero.  The kv is valid during the call only.  One streaming request
+ * to the endpoint that answered last (the others if it cannot be reached).
+ * Returns 1 (fn asked to stop), 0 (the time ran out with the watch in
+ * place), or BL_ETCD_ECOMPACTED (start_revision is compacted: read again),
+ * BINDLOG_EACCES, BINDLOG_EIO (no endpoint kept a watch), BINDLOG_EINVAL,
+ * BINDLOG_ENOMEM.  Thread-safe; each call holds its own connection.
+ */
+int bl_etcd_watch(bl_etcd *c, const void *key, size_t key_len, int64_t start_revision,
+                  long timeout_ms, int (*fn)(void *ctx, const bl_etcd_kv *kv), void *ctx);
+
 /* ---- maintenance ------------------------------------------------------------ */
 
 /* The status of the member that answered. */

@@ -338,6 +338,18 @@ int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
 int bl_es_open(bindlog *h, const bindlog_options *o);
 void bl_es_close(bindlog *h);
 
+/* The reads (etcd_read.c): bl_backend_ops.get, .session_get, .iter,
+ * .stats, .digest, .lsn_at_time and .wait, as core/backend.h describes. */
+int bl_es_op_get(bindlog *h, const char *key, size_t n, bindlog_binding *out);
+int bl_es_op_session_get(bindlog *h, const char *id, size_t n, bindlog_session *out, void *buf,
+                         size_t cap);
+int bl_es_op_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t from,
+                  uint64_t to, bindlog_iter **out);
+int bl_es_op_stats(bindlog *h, bindlog_stats *out);
+int bl_es_op_digest(bindlog *h, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn);
+int bl_es_op_lsn_at_time(bindlog *h, int64_t time_ms, uint64_t *lsn);
+int bl_es_op_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head);
+
 /* The etcd backend's operations (backend_etcd.c): etcd:// and etcds://. */
 extern const bl_backend_ops bl_etcd_ops;
 
