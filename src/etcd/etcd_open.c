@@ -40,6 +40,7 @@ static void store_free(bl_estore *st)
     if (st == NULL)
         return;
     bl_etcd_close(st->c);
+    bl_es_hints_free(st->hints);
     bl_group_destroy(&st->g);
     free(st->location);
     free(st->endpoints);

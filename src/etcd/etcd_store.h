@@ -113,6 +113,8 @@ typedef struct bl_estore {
     uint64_t settings;        /* salted hash of the security settings and the
                                  Txn limit: part of the registry key */
     bl_group g;               /* group commit, sticky failure, statistics */
+    struct bl_es_hints *hints; /* bound-session hints of the prefetch
+                                  (etcd_wset.c); NULL until first used */
 } bl_estore;
 
 /* The store of a handle of the etcd backend. */
@@ -240,6 +242,10 @@ int bl_es_scan(bl_estore *st, int table, const void *name, size_t name_len, int6
  * is reset or freed.
  */
 typedef struct bl_es_wset bl_es_wset;
+
+/* The store's bound-session hints (see etcd_wset.c); freed with it. */
+typedef struct bl_es_hints bl_es_hints;
+void bl_es_hints_free(bl_es_hints *h);
 
 /* A new, empty set reading `st` at `revision` (> 0).  BINDLOG_ENOMEM. */
 int bl_es_wset_new(bl_estore *st, int64_t revision, bl_es_wset **out);
