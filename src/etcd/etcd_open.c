@@ -353,6 +353,8 @@ int bl_es_open(bindlog *h, const bindlog_options *o)
     if ((st = calloc(1, sizeof(*st))) == NULL)
         goto out;
     bl_group_init(&st->g);
+    /* a commit is a network round trip: let steady writers share it */
+    bl_group_fill(&st->g, BL_ES_GROUP_FILL_US);
     st->refs = 1;
     st->settings = key;
     st->max_txn_ops = set.max_txn_ops;

@@ -117,6 +117,10 @@ typedef struct bl_estore {
                                   (etcd_wset.c); NULL until first used */
 } bl_estore;
 
+/* The longest a group's leader waits for the writers of the last group to
+ * queue again (bl_group_fill; never more than a quarter of a group's run). */
+#define BL_ES_GROUP_FILL_US 2000
+
 /* The store of a handle of the etcd backend. */
 static inline bl_estore *bl_es_of(bindlog *h) { return (bl_estore *)h->be; }
 
