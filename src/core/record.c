@@ -39,13 +39,13 @@
 #include "core/record.h"
 
 #include <string.h>
+
+#include "core/error.h"
 #define XXH_INLINE_ALL /* every record is checksummed: no library calls */
 #include <xxhash.h>
 
 #define BL_BVAL_VERSION 1
-#define BL_BVAL_FIXED 26
 #define BL_SVAL_VERSION 1
-#define BL_SVAL_FIXED 42
 /* Smallest input whose checksum and version can be examined at all. */
 #define BL_RECORD_MIN (1 + BL_RECORD_CHECKSUM)
 
@@ -227,9 +227,20 @@ static int record_parse(const unsigned char *b, size_t len, bl_record *r)
     return 0;
 }
 
+/* A length over the encoding's maximum is damage that must not be read:
+ * the bytes behind it may not exist (a flipped length in an LMDB node runs
+ * off the map).  Says so in the last-error detail. */
+static int over_limit(const char *what, size_t len, size_t max)
+{
+    return bl_err_set(BINDLOG_ECORRUPT, "%s of %zu bytes is over the limit of %zu bytes", what,
+                      len, max);
+}
+
 int bl_record_decode(const void *buf, size_t len, bl_record *out)
 {
     const unsigned char *b = buf;
+    if (len > BL_RECORD_MAX)
+        return over_limit("log record", len, BL_RECORD_MAX);
     if (b == NULL || len < BL_RECORD_MIN || !checksum_ok(b, len))
         return BINDLOG_ECORRUPT;
     int rc = check_version(b[0], BINDLOG_RECORD_VERSION);
@@ -270,6 +281,8 @@ size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
 int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
 {
     const unsigned char *b = buf;
+    if (len > BL_BVAL_MAX)
+        return over_limit("binding value", len, BL_BVAL_MAX);
     if (b == NULL || len < BL_BVAL_FIXED)
         return BINDLOG_ECORRUPT;
     int rc = check_version(b[0], BL_BVAL_VERSION);
@@ -332,6 +345,8 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
 static int sval_parse(const void *buf, size_t len, bl_sval *out)
 {
     const unsigned char *b = buf;
+    if (len > BL_SVAL_MAX)
+        return over_limit("session value", len, BL_SVAL_MAX);
     if (b == NULL || len < BL_SVAL_FIXED)
         return BINDLOG_ECORRUPT;
     int rc = check_version(b[0], BL_SVAL_VERSION);

@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "lmdb/store.h"
+#include "lmdb/limits.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +41,11 @@ static const char *const db_names[BL_DB_COUNT] = {
     "meta", "log", "bindings", "sessions", "children", "history", "base_bindings",
     "base_sessions",
 };
+
+const char *bl_db_name(int db)
+{
+    return db >= 0 && db < BL_DB_COUNT ? db_names[db] : "(unknown)";
+}
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static bl_env *registry;
@@ -225,7 +231,7 @@ static int dir_is_empty_enough(const char *dir)
 static int meta_get(bl_env *e, MDB_txn *txn, const char *name, MDB_val *v)
 {
     MDB_val k = {strlen(name), (void *)name};
-    return bl_mdb_error(mdb_get(txn, e->dbi[BL_DB_META], &k, v));
+    return bl_get_checked(txn, e->dbi[BL_DB_META], BL_DB_META, &k, v);
 }
 
 static int meta_put(bl_env *e, MDB_txn *txn, const char *name, const void *p, size_t n)
@@ -798,13 +804,15 @@ void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->children = t->history = t->log = 0;
 }
 
+/* The view's tables are live, base or another store's: their encodings,
+ * and so their limits, are those of bindings and sessions. */
 static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
 {
     bl_tables *t = ctx;
     MDB_val k = {len, (void *)key}, v;
-    int rc = mdb_get(t->txn, t->bindings, &k, &v);
+    int rc = bl_get_checked(t->txn, t->bindings, BL_DB_BINDINGS, &k, &v);
     if (rc != 0)
-        return bl_mdb_error(rc);
+        return rc;
     return bl_bval_decode(v.mv_data, v.mv_size, out);
 }
 
@@ -812,9 +820,9 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
 {
     bl_tables *t = ctx;
     MDB_val k = {len, (void *)id}, v;
-    int rc = mdb_get(t->txn, t->sessions, &k, &v);
+    int rc = bl_get_checked(t->txn, t->sessions, BL_DB_SESSIONS, &k, &v);
     if (rc != 0)
-        return bl_mdb_error(rc);
+        return rc;
     return bl_sval_decode(v.mv_data, v.mv_size, out);
 }
 
@@ -874,6 +882,7 @@ int bl_cursor_open(bl_cursor *c, bl_env *e, MDB_txn *txn, MDB_dbi dbi, const voi
     c->e = e;
     c->txn = txn;
     c->dbi = dbi;
+    c->db = bl_table_of(e, dbi);
     if (seek_len > sizeof(c->key))
         return BINDLOG_EINVAL;
     if (seek_len)
@@ -915,8 +924,8 @@ int bl_cursor_next(bl_cursor *c, MDB_val *k, MDB_val *v)
     if (rc != 0)
         return bl_mdb_error(rc);
     c->state = 1;
-    if (k->mv_size > sizeof(c->key))
-        return BINDLOG_ECORRUPT;
+    if ((rc = bl_entry_check(c->db, k, v)) != 0)
+        return rc;
     memcpy(c->key, k->mv_data, k->mv_size);
     c->key_len = k->mv_size;
     return 1;

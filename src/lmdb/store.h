@@ -122,6 +122,9 @@ typedef struct bl_tables {
     MDB_dbi children, history, log; /* 0 = do not maintain */
 } bl_tables;
 
+/* The LMDB name of table db (BL_DB_*): "log", "bindings", ... */
+const char *bl_db_name(int db);
+
 void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t);
 void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t);
 
@@ -150,6 +153,7 @@ typedef struct bl_cursor {
     bl_env *e;
     MDB_txn *txn;
     MDB_dbi dbi;
+    int db;                     /* BL_DB_* of dbi (limits.h), or -1 */
     MDB_cursor *c;
     unsigned epoch;
     int state;                  /* 0 fresh, 1 positioned, 2 at end */
@@ -161,7 +165,9 @@ typedef struct bl_cursor {
 int bl_cursor_open(bl_cursor *c, bl_env *e, MDB_txn *txn, MDB_dbi dbi, const void *seek,
                    size_t seek_len);
 /* Next entry (the first one after open).  Caller holds map_lock shared and
- * uses k/v only while it does.  1 entry, 0 end, <0 error. */
+ * uses k/v only while it does.  1 entry, 0 end, <0 error.  The entry's
+ * lengths are checked against its table's limits first (limits.h): a
+ * damaged length is BINDLOG_ECORRUPT, never handed on. */
 int bl_cursor_next(bl_cursor *c, MDB_val *k, MDB_val *v);
 void bl_cursor_close(bl_cursor *c);
 

@@ -31,6 +31,9 @@
 #define _GNU_SOURCE
 #include "maint/maint.h"
 
+#include "core/error.h"
+#include "lmdb/limits.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -589,6 +592,11 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
             return bl_mdb_error(mrc);
         for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
              mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+            /* written by this import from checked frames; checked again all
+             * the same, as everything LMDB hands back is (limits.h) */
+            if ((rc = bl_entry_check(sess ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS, &k,
+                                     &v)) != 0)
+                break;
             rc = put_val(im, e->dbi[sess ? BL_DB_SESSIONS : BL_DB_BINDINGS], k.mv_data,
                          k.mv_size, v.mv_data, v.mv_size, MDB_APPEND);
             bl_sval sv;
@@ -617,6 +625,8 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
     }
     for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
          mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        if ((rc = bl_entry_check(BL_DB_LOG, &k, &v)) != 0)
+            break;
         uint64_t lsn = bl_get64be(k.mv_data);
         /* the writes below may move the page the value is on */
         memcpy(copy, v.mv_data, v.mv_size);

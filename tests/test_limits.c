@@ -1,0 +1,379 @@
+/*
+ * test_limits.c -- every length and number from a store or a stream is
+ * checked against its limit before it is used.
+ *
+ * Lengths: LMDB hands back whatever length a node header says.  These tests
+ * forge the header itself -- the bytes of a leaf node in a copy of
+ * data.mdb, as a flipped bit would leave them (a 160-byte record read as
+ * 536,871,072 bytes) -- rather than storing an oversize value through
+ * LMDB, which would only test LMDB.  Before the checks, hashing or copying
+ * such a value ran off the map (SIGBUS); now every reader refuses it with
+ * BINDLOG_ECORRUPT and a message naming the table, the entry and the
+ * length, and check reports it.
+ *
+ * Numbers: LSNs stay at or below BINDLOG_LSN_MAX (2^63 - 1) and times
+ * within years 0-9999 (BINDLOG_TIME_*_MS): forged streams beyond them are
+ * refused at the right byte offset with nothing applied, the decoders
+ * refuse such records, the event that would need LSN 2^63 is refused with
+ * BINDLOG_ENOSPC, and a clock past year 9999 logs nothing.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "bindlog.h"
+#include "core/digest.h"
+#include "core/error.h"
+#include "core/record.h"
+#include "testutil.h"
+
+typedef struct fx {
+    char *tmp;
+    char dir[1024];
+    int64_t now;
+} fx;
+
+static int64_t fx_clock(void *ctx)
+{
+    int64_t *t = ctx;
+    return *t += 10;
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof(*f));
+    f->tmp = tu_mkdtemp("limits");
+    snprintf(f->dir, sizeof(f->dir), "%s/store", f->tmp);
+    f->now = 1767225600000; /* 2026-01-01 */
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    tu_rmtree(f->tmp);
+    free(f->tmp);
+    free(f);
+    return 0;
+}
+
+static bindlog *open_store(fx *f, const char *dir, int read_only)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    o.durability = BINDLOG_DURABILITY_NONE;
+    o.read_only = read_only;
+    o.clock_ms = fx_clock;
+    o.clock_ctx = &f->now;
+    int rc = bindlog_open(&s, dir, &o);
+    if (rc != 0)
+        fail_msg("open %s: %s", dir, bindlog_last_error());
+    return s;
+}
+
+static void assert_error_mentions(const char *what)
+{
+    const char *m = bindlog_last_error();
+    if (strstr(m, what) == NULL)
+        fail_msg("last error \"%s\" does not mention \"%s\"", m, what);
+}
+
+/* ---- the decoders' own bounds ------------------------------------------------ */
+
+/* Lengths past the limit are refused before a byte is read: the buffers
+ * below are far shorter than the lengths claimed, so reading them would be
+ * an ASan finding (and, with a mapped store, a SIGBUS). */
+static void limits__decoders_refuse_over_limit_lengths(void **state)
+{
+    (void)state;
+    unsigned char small[64] = {1};
+    bl_record r;
+    bl_bval b;
+    bl_sval sv;
+
+    bl_err_clear();
+    assert_int_equal(bl_record_decode(small, (size_t)536871072, &r), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bl_err_get(), "536871072 bytes is over the limit"));
+    assert_int_equal(bl_record_decode(small, BL_RECORD_MAX + 1, &r), BINDLOG_ECORRUPT);
+    assert_int_equal(bl_bval_decode(small, BL_BVAL_MAX + 1, &b), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bl_err_get(), "binding value"));
+    assert_int_equal(bl_sval_decode(small, (size_t)1879048335, &sv), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bl_err_get(), "session value of 1879048335 bytes"));
+    assert_int_equal(bl_sval_decode_trusted(small, BL_SVAL_MAX + 1, &sv), BINDLOG_ECORRUPT);
+
+    bl_digest *d = bl_digest_new();
+    assert_non_null(d);
+    assert_int_equal(bl_digest_add(d, 'B', "k", 1, small, (size_t)1879048335), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bl_err_get(), "bindings table, key k: value of 1879048335 bytes"));
+    assert_int_equal(bl_digest_add(d, 'S', "s", 1, small, BL_SVAL_MAX + 1), BINDLOG_ECORRUPT);
+    assert_int_equal(bl_digest_add(d, 'B', small, BINDLOG_KEY_MAX + 1, small, 30),
+                     BINDLOG_ECORRUPT);
+    assert_int_equal(bl_digest_add(d, 'S', small, 0, small, 30), BINDLOG_ECORRUPT);
+    /* the largest legal entries still go in */
+    unsigned char *big = calloc(1, BL_SVAL_MAX);
+    assert_int_equal(bl_digest_add(d, 'S', "s", 1, big, BL_SVAL_MAX), 0);
+    assert_int_equal(bl_digest_add(d, 'B', "k", 1, big, BL_BVAL_MAX), 0);
+    free(big);
+    bl_digest_free(d);
+}
+
+/* ---- forging a node header in data.mdb -------------------------------------------- */
+
+typedef struct file_bytes {
+    unsigned char *p;
+    size_t n;
+} file_bytes;
+
+static file_bytes slurp(const char *path)
+{
+    file_bytes b = {0};
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    b.n = (size_t)st.st_size;
+    b.p = malloc(b.n);
+    assert_int_equal(pread(fd, b.p, b.n, 0), (ssize_t)b.n);
+    close(fd);
+    return b;
+}
+
+static void spill(const char *path, const file_bytes *b)
+{
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, b->p, b->n, 0), (ssize_t)b->n);
+    close(fd);
+}
+
+/*
+ * Set the data size of every LMDB leaf node whose key is `key` (and whose
+ * data starts with `first`) to `size`, in dir/data.mdb.  A leaf node is
+ * u16 mn_lo, u16 mn_hi (the data size, low and high halves on a
+ * little-endian machine), u16 mn_flags, u16 mn_ksize, the key, the data.
+ * Stale copies of the node in free pages are patched too, which is
+ * harmless.  Returns how many nodes were patched.
+ */
+static int forge_node_size(const char *dir, const void *key, size_t klen, unsigned char first,
+                           uint32_t size)
+{
+    char path[1100];
+    int n = 0;
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    file_bytes b = slurp(path);
+    for (size_t off = 8; off + klen + 1 <= b.n; off++) {
+        if (memcmp(b.p + off, key, klen) != 0 || b.p[off + klen] != first)
+            continue;
+        unsigned char *node = b.p + off - 8;
+        if (bl_get16(node + 6) != klen || bl_get16(node + 4) != 0 || bl_get16(node + 2) != 0)
+            continue;
+        bl_put16(node, (uint16_t)size);
+        bl_put16(node + 2, (uint16_t)(size >> 16));
+        n++;
+    }
+    spill(path, &b);
+    free(b.p);
+    return n;
+}
+
+/* The size a flipped bit of mn_hi gives a small value: 2^29 more. */
+#define FLIPPED(len) ((uint32_t)(len) + (UINT32_C(1) << 29))
+
+static void bind_ok(bindlog *s, const char *key, const char *sid)
+{
+    bindlog_result r;
+    assert_int_equal(bindlog_bind(s, key, sid, NULL, NULL, "o", 1, &r), BINDLOG_APPLIED);
+}
+
+/* Five events; the third (LSN 3) is the bind of "victim-key". */
+static void make_store(fx *f)
+{
+    bindlog *s = open_store(f, f->dir, 0);
+    bindlog_result r;
+    bind_ok(s, "key-a", "sess-a");
+    bind_ok(s, "key-b", "sess-b");
+    bind_ok(s, "victim-key", "victim-sess");
+    assert_int_equal(bindlog_new_session(s, "key-a", "sess-a2", NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    assert_int_equal(bindlog_split(s, "key-b", "sess-b", "sess-b2", BINDLOG_ANY_GENERATION,
+                                   NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    bindlog_close(s);
+}
+
+static int read_log(bindlog *s, uint64_t *seen)
+{
+    bindlog_iter *it;
+    bindlog_record rec;
+    int rc;
+    *seen = 0;
+    assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &it), 0);
+    while ((rc = bindlog_iter_next_record(it, &rec)) > 0)
+        (*seen)++;
+    bindlog_iter_close(it);
+    return rc;
+}
+
+static void limits__forged_log_record_length_is_refused(void **state)
+{
+    fx *f = *state;
+    unsigned char k3[8];
+    char out[1100];
+    bindlog_check_report rep;
+    uint64_t seen, n;
+
+    make_store(f);
+    bl_put64be(k3, 3);
+    /* a log record: key be64 LSN, data starting with the version byte 1 */
+    assert_true(forge_node_size(f->dir, k3, 8, 1, FLIPPED(120)) >= 1);
+
+    bindlog *s = open_store(f, f->dir, 1);
+    assert_int_equal(read_log(s, &seen), BINDLOG_ECORRUPT);
+    assert_int_equal(seen, 2);
+    assert_error_mentions("table log, LSN 3: value of 536871032 bytes is over the limit");
+
+    bindlog_iter *it;
+    bindlog_record rec;
+    assert_int_equal(bindlog_history_iter(s, "victim-key", &it), 0);
+    assert_int_equal(bindlog_iter_next_record(it, &rec), BINDLOG_ECORRUPT);
+    assert_error_mentions("LSN 3");
+    bindlog_iter_close(it);
+
+    /* the state is intact: its digest still reads */
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    assert_int_equal(bindlog_digest(s, d, NULL), 0);
+
+    snprintf(out, sizeof(out), "%s/export.bls", f->tmp);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_int_equal(bindlog_export(s, 0, fd, &n, NULL, NULL), BINDLOG_ECORRUPT);
+    close(fd);
+    snprintf(out, sizeof(out), "%s/replayed", f->tmp);
+    assert_int_equal(bindlog_replay(s, out, UINT64_MAX, INT64_MAX, NULL, NULL, NULL, NULL),
+                     BINDLOG_ECORRUPT);
+    uint64_t lsn;
+    assert_int_equal(bindlog_lsn_at_time(s, 1767225600030, &lsn), BINDLOG_ECORRUPT);
+
+    /* check reports it (exit 1 in the CLI), it does not fail */
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_true(rep.problems >= 1);
+    assert_int_equal(rep.first_bad_lsn, 3);
+    if (strstr(rep.message, "over the limit") == NULL)
+        fail_msg("check says \"%s\"", rep.message);
+    bindlog_close(s);
+
+    /* compaction over it writes nothing */
+    s = open_store(f, f->dir, 0);
+    bindlog_stats st;
+    assert_int_equal(bindlog_compact(s, 5, &n, NULL, NULL), BINDLOG_ECORRUPT);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.base_lsn, 0);
+    assert_int_equal(st.log_records, 5);
+    bindlog_close(s);
+}
+
+static void limits__forged_binding_length_is_refused(void **state)
+{
+    fx *f = *state;
+    bindlog_binding b;
+    bindlog_check_report rep;
+    bindlog_result r;
+
+    make_store(f);
+    /* a binding value: version byte 1 first */
+    assert_true(forge_node_size(f->dir, "victim-key", 10, 1, FLIPPED(37)) >= 1);
+
+    bindlog *s = open_store(f, f->dir, 0);
+    assert_int_equal(bindlog_get(s, "key-a", &b), 0);
+    assert_int_equal(bindlog_get(s, "victim-key", &b), BINDLOG_ECORRUPT);
+    assert_error_mentions("table bindings, key victim-key: value of 536870949 bytes");
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    assert_int_equal(bindlog_digest(s, d, NULL), BINDLOG_ECORRUPT);
+    assert_error_mentions("table bindings, key victim-key");
+
+    bindlog_iter *it;
+    int rc, n = 0;
+    assert_int_equal(bindlog_bindings_iter(s, &it), 0);
+    while ((rc = bindlog_iter_next_binding(it, &b)) > 0)
+        n++;
+    bindlog_iter_close(it);
+    assert_int_equal(rc, BINDLOG_ECORRUPT);
+
+    /* a write to the key reads its binding first: refused, nothing logged */
+    bindlog_stats st;
+    assert_int_equal(bindlog_bind(s, "victim-key", "other", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_ECORRUPT);
+    assert_error_mentions("victim-key");
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 5);
+    /* other keys are still writable */
+    bind_ok(s, "key-c", "sess-c");
+
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_true(rep.problems >= 1);
+    if (strstr(rep.message, "table bindings, key victim-key") == NULL)
+        fail_msg("check says \"%s\"", rep.message);
+    bindlog_close(s);
+}
+
+static void limits__forged_session_length_is_refused(void **state)
+{
+    fx *f = *state;
+    bindlog_session ss;
+    bindlog_check_report rep;
+    bindlog_result r;
+
+    make_store(f);
+    assert_true(forge_node_size(f->dir, "victim-sess", 11, 1, (uint32_t)1879048335) >= 1);
+
+    bindlog *s = open_store(f, f->dir, 0);
+    assert_int_equal(bindlog_session_get(s, "sess-a", &ss, NULL, 0), 0);
+    assert_int_equal(bindlog_session_get(s, "victim-sess", &ss, NULL, 0), BINDLOG_ECORRUPT);
+    assert_error_mentions("table sessions, session victim-sess: value of 1879048335 bytes");
+
+    bindlog_iter *it;
+    int rc;
+    assert_int_equal(bindlog_sessions_iter(s, &it), 0);
+    while ((rc = bindlog_iter_next_session(it, &ss, NULL, 0)) > 0)
+        ;
+    bindlog_iter_close(it);
+    assert_int_equal(rc, BINDLOG_ECORRUPT);
+    assert_int_equal(bindlog_ancestors_iter(s, "victim-sess", &it), BINDLOG_ECORRUPT);
+
+    /* splitting the damaged session reads it: refused */
+    assert_int_equal(bindlog_split(s, "victim-key", "victim-sess", "child", BINDLOG_ANY_GENERATION,
+                                   NULL, 0, &r),
+                     BINDLOG_ECORRUPT);
+
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_true(rep.problems >= 1);
+    if (strstr(rep.message, "victim-sess") == NULL)
+        fail_msg("check says \"%s\"", rep.message);
+    bindlog_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(limits__decoders_refuse_over_limit_lengths),
+        cmocka_unit_test_setup_teardown(limits__forged_log_record_length_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(limits__forged_binding_length_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(limits__forged_session_length_is_refused, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
