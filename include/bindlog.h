@@ -80,6 +80,26 @@ BINDLOG_API const char *bindlog_version(void);
  * ever reaches this generation; a zeroed value (0) never matches a key that
  * has seen an event. */
 #define BINDLOG_ANY_GENERATION UINT64_MAX
+/**
+ * The highest LSN a log record may carry: 2^63 - 1.  LSNs stay below 2^63
+ * so that "the next LSN" (head + 1) and every range end can never wrap.
+ * The event that would need an LSN above it is refused with
+ * BINDLOG_ENOSPC ("the log's LSN space is exhausted"; nothing is written,
+ * the store stays readable); records and streams that carry a higher LSN
+ * are damaged (BINDLOG_ECORRUPT).  At a million events a second the
+ * ceiling is 292,000 years away: only a forged or damaged input gets near.
+ */
+#define BINDLOG_LSN_MAX ((uint64_t)INT64_MAX)
+/**
+ * The range of event times, in milliseconds since the Unix epoch: years 0
+ * to 9999 of the proleptic Gregorian calendar (0000-01-01T00:00:00.000Z to
+ * 9999-12-31T23:59:59.999Z).  A record, a binding or a session carrying a
+ * time outside it is damaged (BINDLOG_ECORRUPT, also in an import); an
+ * event whose time would fall outside it (the handle's clock reads later
+ * than 9999) is refused with BINDLOG_EINVAL and not logged.
+ */
+#define BINDLOG_TIME_MIN_MS INT64_C(-62167219200000)
+#define BINDLOG_TIME_MAX_MS INT64_C(253402300799999)
 /**@}*/
 
 /* ------------------------------------------------------------------------ */

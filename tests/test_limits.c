@@ -364,6 +364,337 @@ static void limits__forged_session_length_is_refused(void **state)
     bindlog_close(s);
 }
 
+/* ---- forged streams ---------------------------------------------------------- */
+
+typedef struct sbuf {
+    unsigned char *p;
+    size_t n, cap;
+} sbuf;
+
+static void sput(sbuf *b, const void *p, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+/* A BIND record of key -> sid (no origin, key unbound before) as
+ * record.c encodes it, written by hand so that any LSN and time can go in
+ * (the encoder refuses those beyond the limits). */
+static size_t bind_record(unsigned char *b, uint64_t lsn, int64_t t, const char *key,
+                          const char *sid)
+{
+    size_t kl = strlen(key), sl = strlen(sid), pos = BL_RECORD_FIXED;
+    b[0] = BINDLOG_RECORD_VERSION;
+    b[1] = BINDLOG_EVENT_BIND;
+    bl_put16(b + 2, 0);
+    bl_put64(b + 4, lsn);
+    bl_put64(b + 12, (uint64_t)t);
+    bl_put64(b + 20, 1); /* generation after the event */
+    bl_put16(b + 28, (uint16_t)kl);
+    b[30] = (unsigned char)sl;
+    b[31] = 0;
+    b[32] = 6;
+    bl_put32(b + 33, 0);
+    memcpy(b + pos, key, kl);
+    pos += kl;
+    memcpy(b + pos, sid, sl);
+    pos += sl;
+    memcpy(b + pos, "switch", 6);
+    pos += 6;
+    bl_put64(b + pos, XXH3_64bits(b, pos));
+    return pos + 8;
+}
+
+/*
+ * A full stream, checksummed everywhere and with the right trailer: header
+ * (first_lsn), an empty base image at base_time, then n BINDs "k<i>" ->
+ * "s<i>" at LSNs first_lsn + i and times t[i], and a trailer whose digest
+ * is that of the state they make (values written by hand, like the
+ * records).  With numbers within the limits it imports; so a refusal of
+ * one beyond them is the limit's doing, not the forger's.  *rec_off[i]
+ * receives the offset of record i's frame.
+ */
+static sbuf forge_stream(uint64_t first, int64_t base_time, const int64_t *t, int n,
+                         uint64_t *rec_off)
+{
+    sbuf b = {0};
+    unsigned char hdr[32], frame[5 + 96], rec[256], val[128];
+    memcpy(hdr, "BLSTREAM", 8);
+    bl_put32(hdr + 8, 1);
+    bl_put32(hdr + 12, 1); /* IMAGE: a full stream */
+    bl_put64(hdr + 16, first);
+    bl_put64(hdr + 24, XXH3_64bits(hdr, 24));
+    sput(&b, hdr, sizeof hdr);
+
+    memset(frame, 0, sizeof frame);
+    frame[0] = 'C';
+    bl_put32(frame + 1, 96);
+    bl_put64(frame + 5, (uint64_t)base_time); /* counters and sizes all zero */
+    bl_put64(frame + 5 + 88, XXH3_64bits(frame, 5 + 88));
+    sput(&b, frame, sizeof frame);
+
+    bl_digest *dg = bl_digest_new();
+    for (int pass = 0; pass < 3; pass++) {
+        for (int i = 0; i < n; i++) {
+            char key[16], sid[16];
+            uint64_t lsn = first + (uint64_t)i;
+            snprintf(key, sizeof key, "k%d", i);
+            snprintf(sid, sizeof sid, "s%d", i);
+            size_t kl = strlen(key), sl = strlen(sid);
+            if (pass == 0) {
+                size_t len = bind_record(rec, lsn, t[i], key, sid);
+                unsigned char fh[5] = {'R'};
+                bl_put32(fh + 1, (uint32_t)len);
+                rec_off[i] = b.n;
+                sput(&b, fh, 5);
+                sput(&b, rec, len);
+            } else if (pass == 1) { /* binding value: version, sid_len, gen, lsn, time, sid */
+                val[0] = 1;
+                val[1] = (unsigned char)sl;
+                bl_put64(val + 2, 1);
+                bl_put64(val + 10, lsn);
+                bl_put64(val + 18, (uint64_t)t[i]);
+                memcpy(val + 26, sid, sl);
+                assert_int_equal(bl_digest_add(dg, 'B', key, kl, val, 26 + sl), 0);
+            } else { /* session value: a live root session of key, no origin */
+                memset(val, 0, 42);
+                val[0] = 1;
+                bl_put16(val + 2, (uint16_t)kl);
+                bl_put64(val + 10, lsn);
+                bl_put64(val + 26, (uint64_t)t[i]);
+                memcpy(val + 42, key, kl);
+                assert_int_equal(bl_digest_add(dg, 'S', sid, sl, val, 42 + kl), 0);
+            }
+        }
+    }
+    unsigned char tr[5 + 48];
+    tr[0] = 'T';
+    bl_put32(tr + 1, 48);
+    bl_put64(tr + 5, (uint64_t)n);
+    bl_put64(tr + 13, first + (uint64_t)n - 1);
+    bl_put64(tr + 21, (uint64_t)(n ? t[n - 1] : base_time));
+    bl_digest_final(dg, tr + 29);
+    bl_digest_free(dg);
+    sput(&b, tr, 5 + 40);
+    unsigned char sum[8];
+    bl_put64(sum, XXH3_64bits(b.p, b.n));
+    sput(&b, sum, 8);
+    return b;
+}
+
+/* Import the bytes through a file; returns the code, *off the offset. */
+static int import_forged(fx *f, bindlog *s, const sbuf *b, uint64_t *off)
+{
+    char path[1100];
+    uint64_t n;
+    snprintf(path, sizeof(path), "%s/forged.bls", f->tmp);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b->p, b->n), (ssize_t)b->n);
+    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+    *off = 0;
+    int rc = bindlog_import(s, fd, &n, off, NULL, NULL);
+    close(fd);
+    return rc;
+}
+
+/* The store is as new: nothing of a refused stream applied. */
+static void assert_empty(bindlog *s)
+{
+    bindlog_stats st;
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 0);
+    assert_int_equal(st.base_lsn, 0);
+    assert_int_equal(st.log_records, 0);
+    assert_int_equal(st.bindings, 0);
+    assert_int_equal(st.sessions, 0);
+}
+
+static bindlog *new_target(fx *f, const char *name)
+{
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/%s", f->tmp, name);
+    return open_store(f, dir, 0);
+}
+
+/* The forger is right: within the limits its streams import and check
+ * clean, at any LSN up to the last. */
+static void limits__forged_stream_control(void **state)
+{
+    fx *f = *state;
+    int64_t t[3] = {1000, 2000, 3000};
+    uint64_t off[3], o;
+    bindlog_check_report rep;
+
+    sbuf b = forge_stream(1, 0, t, 3, off);
+    bindlog *s = new_target(f, "ok1");
+    assert_int_equal(import_forged(f, s, &b, &o), 0);
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_int_equal(rep.problems, 0);
+    bindlog_close(s);
+    free(b.p);
+}
+
+/* Issue 16's reproduction: a well-checksummed stream with first_lsn =
+ * 2^64 - 3 and three binds took LSN 2^64 - 1 and broke check, replay,
+ * export and every later write.  Refused at the first_lsn field. */
+static void limits__stream_at_the_top_of_the_lsn_range_is_refused(void **state)
+{
+    fx *f = *state;
+    int64_t t[3] = {1000, 2000, 3000};
+    uint64_t off[3], o;
+
+    sbuf b = forge_stream(UINT64_MAX - 2, 0, t, 3, off);
+    bindlog *s = new_target(f, "top");
+    assert_int_equal(import_forged(f, s, &b, &o), BINDLOG_ECORRUPT);
+    assert_int_equal(o, 16);
+    assert_error_mentions("first_lsn 18446744073709551613 is beyond the last LSN");
+    assert_empty(s);
+    free(b.p);
+
+    /* a stream starting one below the ceiling: its second record would
+     * need LSN 2^63, refused at that record's frame */
+    b = forge_stream(BINDLOG_LSN_MAX, 0, t, 2, off);
+    assert_int_equal(import_forged(f, s, &b, &o), BINDLOG_ECORRUPT);
+    assert_int_equal(o, off[1]);
+    assert_error_mentions("LSN 9223372036854775808 is beyond the last LSN");
+    assert_empty(s);
+    free(b.p);
+    bindlog_close(s);
+}
+
+/* A store may reach the last LSN; the event after it is refused with
+ * BINDLOG_ENOSPC, writes nothing, and every reader still works. */
+static void limits__last_lsn_then_enospc(void **state)
+{
+    fx *f = *state;
+    int64_t t[2] = {1000, 2000};
+    uint64_t off[2], o, n;
+    bindlog_result r;
+    bindlog_stats st;
+    bindlog_check_report rep;
+    unsigned char d1[BINDLOG_DIGEST_SIZE], d2[BINDLOG_DIGEST_SIZE];
+    char path[1100];
+
+    sbuf b = forge_stream(BINDLOG_LSN_MAX - 1, 0, t, 2, off);
+    bindlog *s = new_target(f, "last");
+    assert_int_equal(import_forged(f, s, &b, &o), 0);
+    free(b.p);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_true(st.head_lsn == BINDLOG_LSN_MAX);
+    assert_int_equal(bindlog_digest(s, d1, NULL), 0);
+
+    assert_int_equal(bindlog_bind(s, "k9", "s9", NULL, NULL, NULL, 0, &r), BINDLOG_ENOSPC);
+    assert_error_mentions("the log's LSN space is exhausted");
+    assert_int_equal(bindlog_invalidate(s, "k0", NULL, &r), BINDLOG_ENOSPC);
+    /* what logs nothing is still answered */
+    assert_int_equal(bindlog_bind(s, "k0", "s0", NULL, NULL, NULL, 0, &r), BINDLOG_ALREADY);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_true(st.head_lsn == BINDLOG_LSN_MAX);
+    assert_int_equal(bindlog_digest(s, d2, NULL), 0);
+    assert_memory_equal(d1, d2, sizeof d1);
+
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_int_equal(rep.problems, 0);
+    assert_true(rep.head_lsn == BINDLOG_LSN_MAX);
+    uint64_t count = 0;
+    assert_int_equal(read_log(s, &count), 0);
+    assert_int_equal(count, 2);
+    snprintf(path, sizeof(path), "%s/last-replayed", f->tmp);
+    uint64_t last = 0;
+    assert_int_equal(bindlog_replay(s, path, UINT64_MAX, INT64_MAX, d2, &last, NULL, NULL), 0);
+    assert_true(last == BINDLOG_LSN_MAX);
+    assert_memory_equal(d1, d2, sizeof d1);
+    snprintf(path, sizeof(path), "%s/last.bls", f->tmp);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_int_equal(bindlog_export(s, 0, fd, &n, NULL, NULL), 0);
+    assert_int_equal(n, 2);
+    close(fd);
+    bindlog_close(s);
+}
+
+/* Issue 16's other reproduction: time_ms = INT64_MAX (the year 292278994)
+ * was accepted and stamped every later event.  Refused at its frame, as is
+ * a base image time outside years 0-9999. */
+static void limits__stream_time_out_of_range_is_refused(void **state)
+{
+    fx *f = *state;
+    int64_t t[3] = {1000, INT64_MAX, INT64_MAX};
+    uint64_t off[3], o;
+
+    bindlog *s = new_target(f, "time");
+    sbuf b = forge_stream(1, 0, t, 3, off);
+    assert_int_equal(import_forged(f, s, &b, &o), BINDLOG_ECORRUPT);
+    assert_int_equal(o, off[1]);
+    assert_error_mentions("record at LSN 2: time_ms 9223372036854775807 is outside years 0-9999");
+    assert_empty(s);
+    free(b.p);
+
+    int64_t early[1] = {BINDLOG_TIME_MIN_MS - 1};
+    b = forge_stream(1, BINDLOG_TIME_MIN_MS - 1, early, 1, off);
+    assert_int_equal(import_forged(f, s, &b, &o), BINDLOG_ECORRUPT);
+    assert_int_equal(o, 32); /* the 'C' frame */
+    assert_error_mentions("base time_ms");
+    assert_empty(s);
+    free(b.p);
+
+    /* the edges themselves are fine */
+    int64_t edge[2] = {BINDLOG_TIME_MIN_MS, BINDLOG_TIME_MAX_MS};
+    b = forge_stream(1, BINDLOG_TIME_MIN_MS, edge, 2, off);
+    assert_int_equal(import_forged(f, s, &b, &o), 0);
+    free(b.p);
+    bindlog_close(s);
+}
+
+/* A clock past year 9999 logs nothing (BINDLOG_EINVAL); the year 9999
+ * itself is fine, and a clock before year 0 has gone back: the event takes
+ * the previous record's time. */
+static int64_t fixed_clock(void *ctx) { return *(int64_t *)ctx; }
+
+static void limits__clock_out_of_range_logs_nothing(void **state)
+{
+    fx *f = *state;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s;
+    bindlog_result r;
+    bindlog_stats st;
+    int64_t now = 1767225600000;
+
+    o.durability = BINDLOG_DURABILITY_NONE;
+    o.clock_ms = fixed_clock;
+    o.clock_ctx = &now;
+    assert_int_equal(bindlog_open(&s, f->dir, &o), 0);
+    assert_int_equal(bindlog_bind(s, "a", "s1", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    now = INT64_MAX;
+    assert_int_equal(bindlog_bind(s, "b", "s2", NULL, NULL, NULL, 0, &r), BINDLOG_EINVAL);
+    assert_error_mentions("outside years 0-9999");
+    bindlog_event ev[2] = {{.type = BINDLOG_EVENT_INVALIDATE, .key = "a"},
+                           {.type = BINDLOG_EVENT_BIND, .key = "c", .session_id = "s3"}};
+    bindlog_result out[2];
+    size_t ei = 9;
+    assert_int_equal(bindlog_apply_batch(s, ev, 2, out, &ei), BINDLOG_EINVAL);
+    assert_int_equal(ei, 0);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 1);
+
+    now = BINDLOG_TIME_MAX_MS;
+    assert_int_equal(bindlog_bind(s, "b", "s2", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    now = INT64_MIN;
+    assert_int_equal(bindlog_bind(s, "c", "s3", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    bindlog_iter *it;
+    bindlog_record rec;
+    assert_int_equal(bindlog_log_iter(s, 3, 3, &it), 0);
+    assert_int_equal(bindlog_iter_next_record(it, &rec), 1);
+    assert_true(rec.time_ms == BINDLOG_TIME_MAX_MS);
+    bindlog_iter_close(it);
+    bindlog_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +704,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(limits__forged_binding_length_is_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(limits__forged_session_length_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(limits__forged_stream_control, setup, teardown),
+        cmocka_unit_test_setup_teardown(limits__stream_at_the_top_of_the_lsn_range_is_refused,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(limits__last_lsn_then_enospc, setup, teardown),
+        cmocka_unit_test_setup_teardown(limits__stream_time_out_of_range_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(limits__clock_out_of_range_logs_nothing, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -88,8 +88,9 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap);
 /*
  * Decode exactly len bytes.  Returns 0, BINDLOG_ECORRUPT (bad length,
  * checksum, unknown type, reserved flag bits set, field over its limit,
- * trailing bytes) or BINDLOG_EVERSION (version byte newer than
- * BINDLOG_RECORD_VERSION).  A len over BL_RECORD_MAX is
+ * trailing bytes, an LSN above BINDLOG_LSN_MAX, a time outside
+ * BINDLOG_TIME_MIN_MS..BINDLOG_TIME_MAX_MS) or BINDLOG_EVERSION (version
+ * byte newer than BINDLOG_RECORD_VERSION).  A len over BL_RECORD_MAX is
  * refused before any byte is read (with a last-error detail, error.h);
  * then the checksum is checked before anything else is trusted.
  */
@@ -165,6 +166,12 @@ static inline size_t bl_child_key(unsigned char *out, const void *parent, size_t
 }
 
 /* ---- validation of caller bytes ------------------------------------------ */
+
+/* 1 if t is a time a record may carry (years 0-9999, BINDLOG_TIME_*_MS). */
+static inline int bl_valid_time(int64_t t)
+{
+    return t >= BINDLOG_TIME_MIN_MS && t <= BINDLOG_TIME_MAX_MS;
+}
 
 /* 1 if [p, p+n) is a valid key / session id / reason, else 0. */
 int bl_valid_key(const char *p, size_t n);
