@@ -221,6 +221,17 @@ typedef struct bindlog bindlog;
  * in this process shares its LMDB environment (LMDB forbids two on the same
  * files), so any number of handles may be open at once.
  *
+ * The store's files (data.mdb, lock.mdb, bindlog.lock) must be regular
+ * files: a symbolic link or any other kind of file in their place is
+ * refused with BINDLOG_ENOTSTORE, so that nothing is ever written where a
+ * link points (the directory itself may be reached through a link).  An
+ * open that fails leaves nothing it created: not the files, not the
+ * directories.  A read-only open creates nothing but, for a store whose
+ * lock.mdb is missing, lock.mdb itself (LMDB's reader table, which keeps
+ * writers from reusing the pages a reader reads).  lock.mdb is allocated
+ * on disk before LMDB maps it, so a full disk is BINDLOG_ENOSPC here, never
+ * a crash later.
+ *
  * @param out   receives the handle; set to NULL on failure.
  * @param dir   the store directory, or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
  *              for a store shared by a fleet on etcd (docs/scale-out.md).  Any
@@ -228,8 +239,11 @@ typedef struct bindlog bindlog;
  * @param opts  options, or NULL for the defaults.
  * @return 0, or
  *   BINDLOG_EINVAL (NULL out/dir, empty dir, bad opts->version or value),
- *   BINDLOG_ENOTFOUND (read-only open of a missing store),
- *   BINDLOG_ENOTSTORE (the directory holds something else),
+ *   BINDLOG_ENOTFOUND (read-only open of a missing store, or of an empty
+ *   data.mdb that a creation left),
+ *   BINDLOG_ENOTSTORE (the directory holds something else; `dir` is a
+ *   file, not a directory; a store file is a symbolic link or not a
+ *   regular file; data.mdb is not an LMDB file),
  *   BINDLOG_EVERSION (a newer on-disk format), BINDLOG_EACCES,
  *   BINDLOG_ECORRUPT, BINDLOG_EIO, BINDLOG_ENOMEM, BINDLOG_ENOSPC.
  * Thread-safe.
