@@ -9,8 +9,10 @@
  * write and so open it read-write; compact --vacuum works on the directory
  * and refuses (BINDLOG_EBUSY) while any writer has it open.
  */
+#define _GNU_SOURCE /* mkostemp */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -456,6 +458,160 @@ static int stream_opt(cli *c, void *ctx, int id, const char *val)
     return 0;
 }
 
+/* ---- files written and replaced safely ------------------------------------ */
+
+/* "a symbolic link", "a directory", ...: what a path that is not a regular
+ * file is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISLNK(m)    ? "a symbolic link"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISFIFO(m) ? "a fifo"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* The directory part of path ("." when none) and its last component,
+ * both malloc'd; trailing slashes are not part of the name. */
+static int split_path(const char *path, char **dir, char **base)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    size_t d = b;
+    while (d > 1 && path[d - 1] == '/')
+        d--;
+    *dir = b == 0 ? strdup(".") : strndup(path, d);
+    *base = strndup(path + b, n - b);
+    if (*dir == NULL || *base == NULL) {
+        free(*dir);
+        free(*base);
+        return -1;
+    }
+    return 0;
+}
+
+/* fsync a directory, so that a rename in it survives a power loss. */
+static int sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/*
+ * A file written to a temporary beside its target and renamed over it once
+ * complete (export -o FILE).  The temporary is made by mkostemp (O_EXCL:
+ * never an existing file or link, and a name nobody can predict, so a link
+ * planted at "FILE.partial" in a shared directory leads nowhere) in FILE's
+ * directory, so that the rename is atomic.  A target that exists and is
+ * not a regular file (a device, a fifo, a directory, a link) is refused
+ * and left as it is: /dev/null is not replaced by a regular file, and a
+ * fifo is not opened (which could block).
+ */
+typedef struct safe_out {
+    const char *path;  /* the target */
+    char *dir;         /* its directory */
+    char *tmp;         /* the temporary, while it exists */
+    int fd;
+} safe_out;
+
+/* A target that is there must be a regular file.  0 or CLI_USAGE. */
+static int safe_out_check(const cli *c, const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    fprintf(stderr, "bindlog %s: '", c->cmd);
+    cli_put_escaped(stderr, path, strlen(path));
+    fprintf(stderr, "' is %s, not a regular file: refusing to replace it (give a regular "
+                    "file, or '-' for stdout)\n",
+            file_kind(st.st_mode));
+    return CLI_USAGE;
+}
+
+static int safe_out_open(const cli *c, safe_out *o, const char *path)
+{
+    char *base = NULL;
+    int rc;
+
+    memset(o, 0, sizeof(*o));
+    o->path = path;
+    o->fd = -1;
+    if ((rc = safe_out_check(c, path)) != 0)
+        return rc;
+    if (split_path(path, &o->dir, &base) != 0)
+        return cli_lib_error(c, BINDLOG_ENOMEM, "export");
+    size_t n = strlen(o->dir) + strlen(base) + sizeof("/..XXXXXX");
+    if ((o->tmp = malloc(n)) == NULL) {
+        free(base);
+        return cli_lib_error(c, BINDLOG_ENOMEM, "export");
+    }
+    snprintf(o->tmp, n, "%s/.%s.XXXXXX", o->dir, base);
+    free(base);
+    o->fd = mkostemp(o->tmp, O_CLOEXEC | O_NOFOLLOW);
+    if (o->fd < 0) {
+        fprintf(stderr, "bindlog %s: cannot create a temporary file in '", c->cmd);
+        cli_put_escaped(stderr, o->dir, strlen(o->dir));
+        fprintf(stderr, "': %s\n", strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        return CLI_STORE;
+    }
+    return 0;
+}
+
+/* Make the written file durable and put it in place.  0 or an exit code;
+ * on failure the temporary is gone and the target untouched. */
+static int safe_out_commit(const cli *c, safe_out *o)
+{
+    int rc;
+    if (fsync(o->fd) != 0 || close(o->fd) != 0) {
+        o->fd = -1;
+        fprintf(stderr, "bindlog %s: cannot write '%s': %s\n", c->cmd, o->tmp, strerror(errno));
+        return CLI_STORE;
+    }
+    o->fd = -1;
+    /* once more: the target may have been replaced while the stream was
+     * written */
+    if ((rc = safe_out_check(c, o->path)) != 0)
+        return rc;
+    if (rename(o->tmp, o->path) != 0) {
+        fprintf(stderr, "bindlog %s: cannot rename '%s' to '%s': %s\n", c->cmd, o->tmp, o->path,
+                strerror(errno));
+        return CLI_STORE;
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+    if (sync_dir(o->dir) != 0) {
+        fprintf(stderr, "bindlog %s: cannot sync directory '%s': %s\n", c->cmd, o->dir,
+                strerror(errno));
+        return CLI_STORE;
+    }
+    return 0;
+}
+
+/* Release; a temporary still there (a failure) is removed. */
+static void safe_out_end(safe_out *o)
+{
+    if (o->fd >= 0)
+        close(o->fd);
+    if (o->tmp != NULL)
+        unlink(o->tmp);
+    free(o->tmp);
+    free(o->dir);
+    o->fd = -1;
+    o->tmp = o->dir = NULL;
+}
+
 static int run_export(cli *c)
 {
     static const cli_opt opts[] = {{"--json", NULL, 0, OPT_JSON},
@@ -464,7 +620,7 @@ static int run_export(cli *c)
                                    CLI_OPT_END};
     stream_args sa = {NULL, 0, 0};
     bindlog *s = NULL;
-    char *tmp = NULL;
+    safe_out out = {.fd = -1};
     uint64_t records = 0;
     cli_progress p;
     int fd = -1, rc, to_stdout;
@@ -477,26 +633,18 @@ static int run_export(cli *c)
                                   "or redirect stdout");
     if (to_stdout && sa.json)
         return cli_usage_error(c, "--json needs -o FILE (the stream itself goes to stdout)");
+    /* before the store is opened: a refused target costs nothing */
+    if (!to_stdout && (rc = safe_out_check(c, sa.path)) != 0)
+        return rc;
     if ((rc = cli_open(c, 1, &s)) != 0)
         return rc;
     if (to_stdout) {
         fd = STDOUT_FILENO;
         fflush(stdout);
     } else {
-        /* Written beside the target and renamed into place once complete,
-         * so FILE is never a half-written stream that looks like a backup. */
-        size_t n = strlen(sa.path) + sizeof(".partial");
-        if ((tmp = malloc(n)) == NULL) {
-            rc = cli_lib_error(c, BINDLOG_ENOMEM, "export");
+        if ((rc = safe_out_open(c, &out, sa.path)) != 0)
             goto out;
-        }
-        snprintf(tmp, n, "%s.partial", sa.path);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0) {
-            fprintf(stderr, "bindlog export: cannot create '%s': %s\n", tmp, strerror(errno));
-            rc = CLI_STORE;
-            goto out;
-        }
+        fd = out.fd;
     }
     cli_progress_begin(&p, "export", 1);
     rc = bindlog_export(s, sa.from_lsn, fd, &records, cli_progress_cb, &p);
@@ -506,21 +654,8 @@ static int run_export(cli *c)
         goto out;
     }
     if (!to_stdout) {
-        if (fsync(fd) != 0 || close(fd) != 0) {
-            fd = -1;
-            fprintf(stderr, "bindlog export: cannot write '%s': %s\n", tmp, strerror(errno));
-            rc = CLI_STORE;
+        if ((rc = safe_out_commit(c, &out)) != 0)
             goto out;
-        }
-        fd = -1;
-        if (rename(tmp, sa.path) != 0) {
-            fprintf(stderr, "bindlog export: cannot rename '%s' to '%s': %s\n", tmp, sa.path,
-                    strerror(errno));
-            rc = CLI_STORE;
-            goto out;
-        }
-        free(tmp);
-        tmp = NULL;
         if (sa.json) {
             cli_json j;
             cli_json_begin(&j, stdout);
@@ -535,11 +670,7 @@ static int run_export(cli *c)
     }
     rc = CLI_OK;
 out:
-    if (fd >= 0 && !to_stdout)
-        close(fd);
-    if (tmp != NULL)
-        unlink(tmp); /* a failed export leaves no partial file behind */
-    free(tmp);
+    safe_out_end(&out); /* a failed export leaves no temporary file behind */
     bindlog_close(s);
     return rc;
 }
@@ -550,7 +681,10 @@ const cli_command cli_cmd_export = {
     "\n"
     "Write the store as a stream (header, base image, records, trailer with\n"
     "count and digest) to FILE, or to stdout when FILE is '-' or not given\n"
-    "(never to a terminal).  FILE appears only once complete.  --from-lsn N\n"
+    "(never to a terminal).  FILE appears only once complete and synced: the\n"
+    "stream goes to a new temporary file beside it, renamed over it at the end.\n"
+    "A FILE that exists and is not a regular file (a device, a fifo, a directory,\n"
+    "a symbolic link) is refused and left alone.  --from-lsn N\n"
     "writes an incremental stream of the records from N on, for a standby whose\n"
     "head is N - 1.  Read-only: safe on a live store.\n",
     run_export};

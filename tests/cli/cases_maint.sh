@@ -23,6 +23,21 @@ t help_replay replay --help
 
 # ---- export / import ----------------------------------------------------------------
 t export_full -d "$STORE" export -o full.bls
+# export -o writes a new temporary beside FILE and renames it over FILE: a
+# link planted at the old predictable name FILE.partial leads nowhere, no
+# temporary is left, and a FILE that is not a regular file is refused and
+# left as it was (issue 16: root's export followed shared/bk.bls.partial
+# into a victim, and replaced /dev/null with a regular file).
+tsh export_planted_partial 'echo victim > victim.txt && ln -s victim.txt shared.bls.partial &&
+"$BL" -d "$STORE" export -o shared.bls >/dev/null; echo "exit $?"
+cat victim.txt; cmp shared.bls full.bls && echo "shared.bls complete"
+ls -A | grep -c "^\.shared" || true'
+tsh export_dev_null '"$BL" -d "$STORE" export -o /dev/null; echo "exit $?"; test -c /dev/null && echo "/dev/null is still a character device"'
+tsh export_fifo 'mkfifo out.fifo && "$BL" -d "$STORE" export -o out.fifo; echo "exit $?"; test -p out.fifo && echo "still a fifo"'
+tsh export_directory 'mkdir out.dir && "$BL" -d "$STORE" export -o out.dir; echo "exit $?"; test -d out.dir && ls -A out.dir | wc -l'
+tsh export_symlink 'echo victim > victim2.txt && ln -s victim2.txt link.bls && "$BL" -d "$STORE" export -o link.bls; echo "exit $?"; cat victim2.txt; test -L link.bls && echo "still a link"'
+tsh export_over_regular 'echo old > old.bls && "$BL" -d "$STORE" export -o old.bls >/dev/null && cmp old.bls full.bls && echo "replaced"; ls -l old.bls | cut -c1-10'
+tsh export_no_directory '"$BL" -d "$STORE" export -o no-such-dir/x.bls; echo "exit $?"'
 t import_full -d restored import -i full.bls
 tsh import_same_digest '"$BL" -d "$STORE" stat | grep "^digest"; "$BL" -d restored stat | grep "^digest"'
 tsh export_stdout '"$BL" -d "$STORE" export > piped.bls && cmp piped.bls full.bls && echo identical'
