@@ -692,6 +692,172 @@ const cli_command cli_cmd_export = {
 /* ------------------------------------------------------------------------ */
 /* import                                                                     */
 
+/* ---- import into a new directory: staged, renamed into place -------------- */
+
+/*
+ * A refused import leaves nothing behind.  The library's import is all or
+ * nothing within a store, but opening the target creates the store before
+ * the stream is read: `import -i /etc/hostname` into a new directory used
+ * to leave an empty store there, which a later write without --create then
+ * took for a real one.  So when the target holds no store (it does not
+ * exist, or is an empty directory), the store is built in a temporary
+ * directory beside it ("." + name + ".import-XXXXXX", in the nearest
+ * directory that exists) and renamed into place only once the stream is
+ * accepted and synced; a refusal removes the temporary, and with it every
+ * file the import made.  Missing parents of the target are made only then.
+ * A target that already holds something goes through the library directly.
+ */
+typedef struct staged {
+    char *tmp;      /* the temporary store directory, while it exists */
+    char *parent;   /* the directory the target goes into */
+    char *anchor;   /* where tmp was made: parent, or its nearest existing ancestor */
+} staged;
+
+/* 1 if the import into `dir` must be staged: dir is missing, or an empty
+ * directory (not a link to one: renaming over a link would replace the
+ * link, not fill the directory it names). */
+static int wants_staging(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return errno == ENOENT;
+    if (!S_ISDIR(st.st_mode))
+        return 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    struct dirent *de;
+    int empty = 1;
+    while (empty && (de = readdir(d)) != NULL)
+        empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
+/* Remove a temporary store directory: its files (the import made them all,
+ * none is a directory), then itself. */
+static void remove_tmp_store(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    if (d != NULL) {
+        while ((de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* mkdir -p (0700, as the library makes store directories). */
+static int make_parents(const char *dir)
+{
+    char *p = strdup(dir);
+    int rc = 0;
+    if (p == NULL)
+        return -1;
+    for (size_t i = 1, n = strlen(p); i <= n && rc == 0; i++) {
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        char ch = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            rc = -1;
+        p[i] = ch;
+    }
+    free(p);
+    return rc;
+}
+
+/* staged_begin(): no temporary can be made beside the target (its parent
+ * is not writable), but the target is an empty directory: the store is
+ * made in it, and a refusal removes the files the import made there. */
+#define STAGE_IN_PLACE (-2)
+
+/* Make the temporary directory.  0, STAGE_IN_PLACE or an exit code
+ * (reported). */
+static int staged_begin(const cli *c, staged *st, const char *target)
+{
+    char *base = NULL;
+    struct stat sb;
+
+    memset(st, 0, sizeof(*st));
+    if (split_path(target, &st->parent, &base) != 0)
+        return cli_lib_error(c, BINDLOG_ENOMEM, "import");
+    /* the nearest ancestor that exists: nothing is created above it yet */
+    st->anchor = strdup(st->parent);
+    while (st->anchor != NULL && stat(st->anchor, &sb) != 0 && errno == ENOENT) {
+        char *up, *name;
+        if (split_path(st->anchor, &up, &name) != 0) {
+            free(st->anchor);
+            st->anchor = NULL;
+            break;
+        }
+        free(name);
+        int same = strcmp(up, st->anchor) == 0;
+        free(st->anchor);
+        st->anchor = up;
+        if (same)
+            break;
+    }
+    size_t n = (st->anchor ? strlen(st->anchor) : 0) + strlen(base) + sizeof("/..import-XXXXXX");
+    if (st->anchor == NULL || (st->tmp = malloc(n)) == NULL) {
+        free(base);
+        return cli_lib_error(c, BINDLOG_ENOMEM, "import");
+    }
+    snprintf(st->tmp, n, "%s/.%s.import-XXXXXX", st->anchor, base);
+    free(base);
+    if (mkdtemp(st->tmp) == NULL) {
+        int err = errno;
+        free(st->tmp);
+        st->tmp = NULL;
+        if ((err == EACCES || err == EPERM || err == EROFS) && stat(target, &sb) == 0)
+            return STAGE_IN_PLACE; /* the target is an empty directory we may write in */
+        errno = err;
+        fprintf(stderr, "bindlog %s: cannot create a temporary directory in '", c->cmd);
+        cli_put_escaped(stderr, st->anchor, strlen(st->anchor));
+        fprintf(stderr, "': %s\n", strerror(errno));
+        return CLI_STORE;
+    }
+    return 0;
+}
+
+/* The import was accepted (and the store closed): put it in place. */
+static int staged_commit(const cli *c, staged *st, const char *target)
+{
+    if (make_parents(st->parent) != 0) {
+        fprintf(stderr, "bindlog %s: cannot create '%s': %s\n", c->cmd, st->parent,
+                strerror(errno));
+        return CLI_STORE;
+    }
+    /* over a missing target or an empty directory; anything else that
+     * appeared meanwhile is not replaced */
+    if (rename(st->tmp, target) != 0) {
+        fprintf(stderr, "bindlog %s: cannot move the imported store into '", c->cmd);
+        cli_put_escaped(stderr, target, strlen(target));
+        fprintf(stderr, "': %s; nothing imported\n", strerror(errno));
+        return CLI_STORE;
+    }
+    free(st->tmp);
+    st->tmp = NULL;
+    if (sync_dir(st->parent) != 0) {
+        fprintf(stderr, "bindlog %s: cannot sync directory '%s': %s\n", c->cmd, st->parent,
+                strerror(errno));
+        return CLI_STORE;
+    }
+    return 0;
+}
+
+static void staged_end(staged *st)
+{
+    if (st->tmp != NULL)
+        remove_tmp_store(st->tmp);
+    free(st->tmp);
+    free(st->parent);
+    free(st->anchor);
+    memset(st, 0, sizeof(*st));
+}
+
 static int run_import(cli *c)
 {
     static const cli_opt opts[] = {{"--json", NULL, 0, OPT_JSON},
@@ -700,11 +866,12 @@ static int run_import(cli *c)
     stream_args sa = {NULL, 0, 0};
     bindlog *s = NULL;
     bindlog_stats st;
+    staged stage = {0};
     unsigned char dg[BINDLOG_DIGEST_SIZE];
     char hex[2 * BINDLOG_DIGEST_SIZE + 1];
     uint64_t records = 0, off = 0, dlsn = 0;
     cli_progress p;
-    int fd, rc, from_stdin;
+    int fd, rc, from_stdin, staging = 0;
 
     if ((rc = parse_opts(c, &cli_cmd_import, opts, stream_opt, &sa)) != 0)
         return rc < 0 ? CLI_OK : rc;
@@ -712,16 +879,29 @@ static int run_import(cli *c)
     if (from_stdin && isatty(STDIN_FILENO))
         return cli_usage_error(c, "refusing to read a stream from a terminal: give -i FILE or "
                                   "redirect stdin");
+    if (c->dir == NULL || c->dir[0] == '\0')
+        return cli_usage_error(c, "no store directory: give -d DIR or set BINDLOG_DIR");
     if (from_stdin) {
         fd = STDIN_FILENO;
-    } else if ((fd = open(sa.path, O_RDONLY)) < 0) {
+    } else if ((fd = open(sa.path, O_RDONLY | O_CLOEXEC)) < 0) {
         fprintf(stderr, "bindlog import: cannot open '%s': %s\n", sa.path, strerror(errno));
         return CLI_STORE;
     }
-    /* The import target is usually a new directory (a restore), so this
-     * open may create the store. */
-    if ((rc = cli_open(c, 0, &s)) != 0)
+    if ((staging = wants_staging(c->dir)) != 0 &&
+        (rc = staged_begin(c, &stage, c->dir)) != 0 && rc != STAGE_IN_PLACE)
         goto out;
+    if (stage.tmp != NULL) {
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        if ((rc = bindlog_open(&s, stage.tmp, &o)) != 0) {
+            fprintf(stderr, "bindlog import: cannot make a store for '");
+            cli_put_escaped(stderr, c->dir, strlen(c->dir));
+            fprintf(stderr, "': %s (%s)\n", bindlog_last_error(), bindlog_code_name(rc));
+            rc = cli_exit_code(rc);
+            goto out;
+        }
+    } else if ((rc = cli_open(c, 0, &s)) != 0) {
+        goto out;
+    }
     cli_progress_begin(&p, "import", 1);
     rc = bindlog_import(s, fd, &records, &off, cli_progress_cb, &p);
     cli_progress_end(&p);
@@ -734,12 +914,36 @@ static int run_import(cli *c)
                                        "empty store, an incremental one must start at head + 1)"
                                      : bindlog_strerror(rc),
                 bindlog_code_name(rc));
+        /* the library's detail, when it says more than the code does (which
+         * number is out of range, which LSN is beyond the last) */
+        const char *why = bindlog_last_error();
+        if (strncmp(why, "import: ", 8) == 0)
+            why += 8; /* the call's name, which the line names already */
+        if (why[0] != '\0' && strstr(why, bindlog_strerror(rc)) == NULL)
+            fprintf(stderr, "bindlog import: %s\n", why);
         rc = rc == BINDLOG_EEXIST ? CLI_PROBLEM : CLI_STORE;
+        if (staging && stage.tmp == NULL) {
+            /* made in place in what was an empty directory: unmake it */
+            static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+            bindlog_close(s);
+            s = NULL;
+            for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+                char path[4096];
+                if (snprintf(path, sizeof(path), "%s/%s", c->dir, files[i]) < (int)sizeof(path))
+                    unlink(path);
+            }
+        }
         goto out;
     }
     if ((rc = bindlog_stats_get(s, &st)) != 0 || (rc = bindlog_digest(s, dg, &dlsn)) != 0) {
         rc = cli_lib_error(c, rc, "imported, but cannot read the result");
         goto out;
+    }
+    if (stage.tmp != NULL) {
+        bindlog_close(s);
+        s = NULL;
+        if ((rc = staged_commit(c, &stage, c->dir)) != 0)
+            goto out;
     }
     hex_of(dg, hex);
     if (sa.json) {
@@ -762,6 +966,7 @@ out:
     if (!from_stdin)
         close(fd);
     bindlog_close(s);
+    staged_end(&stage); /* a refused import into a new directory leaves nothing */
     return rc;
 }
 
@@ -773,5 +978,8 @@ const cli_command cli_cmd_import = {
     "stream into an empty or new store restores it with the same digest; an\n"
     "incremental stream starting at head + 1 appends.  A torn, altered,\n"
     "overlapping or gapped stream is refused with its byte offset and nothing is\n"
-    "applied (exit 3; exit 1 for a full stream into a non-empty store).\n",
+    "applied (exit 3; exit 1 for a full stream into a non-empty store).  Into a\n"
+    "directory that does not exist or is empty, the store is built beside it and\n"
+    "moved into place only once the stream is accepted: a refused import leaves\n"
+    "nothing there.\n",
     run_import};
