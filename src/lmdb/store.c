@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define BL_DEFAULT_MAPSIZE ((size_t)256 << 20)
@@ -153,6 +154,34 @@ int bl_mdb_error(int rc)
     default:
         return BINDLOG_EIO;
     }
+}
+
+/* 1 if the file system holding dir has less than 1 MiB left for us (root
+ * may use the blocks reserved for it). */
+static int fs_full(const char *dir)
+{
+    struct statvfs v;
+    if (statvfs(dir, &v) != 0)
+        return 0;
+    uint64_t avail = geteuid() == 0 ? (uint64_t)v.f_bfree : (uint64_t)v.f_bavail;
+    return avail * v.f_frsize < ((uint64_t)1 << 20);
+}
+
+int bl_write_error(bl_env *e, int mdb_rc)
+{
+    if (mdb_rc == ENOSPC || mdb_rc == EDQUOT || (mdb_rc == EIO && fs_full(e->path)))
+        return bl_err_set(BINDLOG_ENOSPC, "data.mdb: no space left on the device%s",
+                          mdb_rc == EIO ? " (a short write)" : "");
+    return bl_mdb_error(mdb_rc);
+}
+
+int bl_env_fatal(bl_env *e)
+{
+    MDB_txn *t;
+    int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &t);
+    if (rc == 0)
+        mdb_txn_abort(t);
+    return rc == MDB_PANIC;
 }
 
 /* mkdir -p with mode 0700 for every directory it creates.  *made (if not
@@ -660,13 +689,16 @@ static int init_tables(bl_env *e, int may_create)
             rc = meta_put(e, txn, "magic", BL_MAGIC, strlen(BL_MAGIC));
             if (rc == 0)
                 rc = meta_put(e, txn, "format", fmt, sizeof(fmt));
-            rc = bl_mdb_error(rc);
+            rc = rc == 0 ? 0 : bl_write_error(e, rc);
         } else {
             rc = check_meta(e, txn);
         }
     }
-    if (rc == 0)
-        return bl_mdb_error(mdb_txn_commit(txn));
+    if (rc == 0) {
+        /* the first commit of a new store: on a full disk a short write */
+        rc = mdb_txn_commit(txn);
+        return rc == 0 ? 0 : bl_write_error(e, rc);
+    }
     mdb_txn_abort(txn);
     return rc;
 }
@@ -811,7 +843,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
         e->env_rdonly = 1;
     }
     if (rc != 0) {
-        rc = bl_mdb_error(rc);
+        rc = bl_write_error(e, rc);
         /* LMDB cannot tell a damaged file from a foreign one.  bindlog.lock
          * is made by every writable open, so a directory that has it held
          * a bindlog store: its unreadable data file is damage, not a

@@ -91,6 +91,21 @@ void bl_env_release_writer(bl_env *e);
 /* Map an LMDB or errno code to a BINDLOG_E* code. */
 int bl_mdb_error(int rc);
 
+/*
+ * The code for a failed LMDB write (a commit, the creation of a store) in
+ * e's directory.  LMDB reports a short write -- the file system ran out of
+ * room part way -- as EIO ("short write, filesystem full?"); while the file
+ * system is full (less than 1 MiB left) that EIO is BINDLOG_ENOSPC, as are
+ * ENOSPC and EDQUOT, with a last-error detail.  Anything else is
+ * bl_mdb_error(rc).
+ */
+int bl_write_error(bl_env *e, int mdb_rc);
+
+/* 1 if LMDB gave up on e (MDB_FATAL_ERROR: a meta page write failed), so
+ * that every later transaction would be MDB_PANIC.  Caller holds map_lock
+ * shared. */
+int bl_env_fatal(bl_env *e);
+
 /* Grow the map (double it) or adopt a size another process set (grow_to 0).
  * Takes map_lock exclusive: the caller must not hold it. */
 int bl_env_resize(bl_env *e, int adopt_only);

@@ -115,11 +115,18 @@ void bl_wtxn_abort(bl_env *e, MDB_txn *txn)
 int bl_wtxn_commit(bl_env *e, MDB_txn *txn, int *map_full)
 {
     int rc = mdb_txn_commit(txn);
+    /* A write that ran out of room (ENOSPC, or the EIO of a short write on
+     * a full file system) before LMDB wrote its meta page changed nothing
+     * durable: the pages went to free space no meta page names, and LMDB
+     * has not given up on the environment.  Only then is it "no space";
+     * anything else may have half-reached the disk. */
+    int code = rc == 0 || rc == MDB_MAP_FULL ? 0 : bl_write_error(e, rc);
+    int fatal = code == BINDLOG_ENOSPC && bl_env_fatal(e);
     bl_map_unlock(e);
     *map_full = rc == MDB_MAP_FULL;
     if (rc == 0)
         return 0;
-    if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT)
+    if (rc == MDB_MAP_FULL || (code == BINDLOG_ENOSPC && !fatal))
         return BINDLOG_ENOSPC; /* nothing reached the meta page */
     /* The commit failed after writing: as in commit.c, never carry on. */
     bl_group_panic(&e->g);
