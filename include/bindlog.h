@@ -398,14 +398,18 @@ BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t 
  * The binding of `key`.  Returns 0, or BINDLOG_ENOTFOUND when the key routes
  * nowhere (never bound, or a tombstone): `out->generation` then still holds
  * the key's last generation (0 if never bound), `out->session_id` is "" and
- * `out->key` is the key.  BINDLOG_EINVAL for bad arguments.
+ * `out->key` is the key.  BINDLOG_EINVAL for bad arguments;
+ * BINDLOG_ECORRUPT when the stored binding is damaged (a value that does
+ * not decode, or whose length is beyond the limit of a binding: the last
+ * error names the key and the length).
  */
 BINDLOG_API int bindlog_get(bindlog *s, const char *key, bindlog_binding *out);
 
 /**
  * The session `session_id`.  Copies at most `origin_cap` bytes of its origin
  * into `origin_buf` (NULL with cap 0 is fine) and always reports the full
- * length in out->origin_len.  Returns 0, BINDLOG_ENOTFOUND, BINDLOG_EINVAL.
+ * length in out->origin_len.  Returns 0, BINDLOG_ENOTFOUND, BINDLOG_EINVAL,
+ * or BINDLOG_ECORRUPT for a damaged stored session (as bindlog_get()).
  */
 BINDLOG_API int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out,
                                     void *origin_buf, size_t origin_cap);
@@ -421,7 +425,8 @@ BINDLOG_API int bindlog_session_get(bindlog *s, const char *session_id, bindlog_
  * no-op) before its handle is closed.  Not thread-safe: one thread at a time.
  *
  * The bindlog_iter_next_* functions return 1 with an item, 0 at the end, or a
- * negative error (BINDLOG_ECORRUPT for a damaged record, BINDLOG_EINVAL when
+ * negative error (BINDLOG_ECORRUPT for a damaged record or an entry whose
+ * stored length is beyond its table's limit, BINDLOG_EINVAL when
  * the next_* function does not match the iterator's kind).  Pointers inside
  * the items they fill belong to the iterator and stay valid until the next
  * call on it or its close.
@@ -575,7 +580,10 @@ typedef struct bindlog_check_report {
  * key), that replaying base image + log reproduces every binding and session
  * (digests equal, and the first differing key named), the children and
  * history indexes, and the persistent counters.  Returns 0 when the check
- * ran (see out->problems), or a negative error if it could not run.
+ * ran (see out->problems), or a negative error if it could not run.  An
+ * entry whose length LMDB reports beyond its table's limit (a damaged page)
+ * is a problem like any other, named by LSN or key (a damaged state table
+ * then has no state_digest: it stays zero).
  *
  * How (docs/design.md, "Bulk replay"): the log is replayed partitioned by
  * key, each partition in memory with the same state machine as the write
@@ -680,11 +688,19 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  * head + 1 appends.  Refused, with `err_offset` (if not NULL) set to the
  * byte offset of the header field or frame at fault and nothing of the
  * stream applied: torn or altered streams (BINDLOG_ECORRUPT, or
- * BINDLOG_EVERSION for a newer stream or record version), a full stream
+ * BINDLOG_EVERSION for a newer stream or record version), streams whose
+ * LSNs could pass BINDLOG_LSN_MAX (a first_lsn above 2^63: offset 16) or
+ * whose times leave years 0-9999 (BINDLOG_ECORRUPT at the frame, with a
+ * last-error message naming the number), a full stream
  * into a non-empty store or an overlapping incremental one
  * (BINDLOG_EEXIST), an incremental stream that leaves a gap after the head
- * (BINDLOG_ENOTFOUND).  The whole stream is applied in one write
+ * (BINDLOG_ENOTFOUND), a full disk (BINDLOG_ENOSPC: nothing reached the
+ * store).  The whole stream is applied in one write
  * transaction, so other writers of the store wait until it is done.  A
+ * refused stream changes nothing in the store, but the store itself
+ * exists once bindlog_open() made it: to leave nothing behind in a new
+ * directory, import into a temporary one beside it and rename it into
+ * place on success (what `bindlog import` does).  A
  * full stream is re-derived by the bulk replay described at
  * bindlog_check() (its records are copied to temporary files, about the
  * stream's size); an incremental one record by record.  `records` (if not

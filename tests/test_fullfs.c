@@ -264,6 +264,7 @@ static void fullfs__create_store_enospc(void **state)
         snprintf(rm, sizeof(rm), "%s/new", f->mnt);
         tu_rmtree(rm);
     }
+    print_message("create a store at 0..96 KB free: %d ENOSPC, %d made\n", enospc, made);
     assert_true(enospc > 0); /* the sweep did reach a full disk */
     assert_true(made > 0);   /* ... and enough room */
 }
