@@ -37,6 +37,7 @@
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/record.h"
+#include "lmdb/limits.h"
 #include "testutil.h"
 
 typedef struct fx {
@@ -128,6 +129,56 @@ static void limits__decoders_refuse_over_limit_lengths(void **state)
     assert_int_equal(bl_digest_add(d, 'B', "k", 1, big, BL_BVAL_MAX), 0);
     free(big);
     bl_digest_free(d);
+}
+
+/* The table of limits itself: keys and values of each table, the largest
+ * legal ones in, one byte more out, with a message naming table and entry. */
+static void limits__table_limits(void **state)
+{
+    (void)state;
+    static unsigned char big[BL_RECORD_MAX + 1];
+    unsigned char lsn[8];
+    bl_put64be(lsn, 42);
+    static const struct {
+        int db;
+        size_t kmax, vmax;
+    } t[] = {
+        {BL_DB_META, BL_META_KEY_MAX, BL_META_VALUE_MAX},
+        {BL_DB_LOG, 8, BL_RECORD_MAX},
+        {BL_DB_BINDINGS, BINDLOG_KEY_MAX, BL_BVAL_MAX},
+        {BL_DB_BASE_BINDINGS, BINDLOG_KEY_MAX, BL_BVAL_MAX},
+        {BL_DB_SESSIONS, BINDLOG_ID_MAX, BL_SVAL_MAX},
+        {BL_DB_BASE_SESSIONS, BINDLOG_ID_MAX, BL_SVAL_MAX},
+        {BL_DB_CHILDREN, BL_CHILD_KEY_MAX, 0},
+        {BL_DB_HISTORY, BL_HISTORY_KEY_MAX, 0},
+    };
+    memset(big, 'a', sizeof big);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        MDB_val k = {t[i].kmax, t[i].db == BL_DB_LOG ? (void *)lsn : (void *)big};
+        MDB_val v = {t[i].vmax, big};
+        assert_int_equal(bl_entry_check(t[i].db, &k, &v), 0);
+        v.mv_size = t[i].vmax + 1;
+        bl_err_clear();
+        assert_int_equal(bl_entry_check(t[i].db, &k, &v), BINDLOG_ECORRUPT);
+        assert_non_null(strstr(bl_err_get(), bl_db_name(t[i].db)));
+        assert_non_null(strstr(bl_err_get(), "is over the limit"));
+        v.mv_size = t[i].vmax;
+        k.mv_size = t[i].kmax + 1;
+        assert_int_equal(bl_entry_check(t[i].db, &k, &v), BINDLOG_ECORRUPT);
+        k.mv_size = 0;
+        assert_int_equal(bl_entry_check(t[i].db, &k, &v), BINDLOG_ECORRUPT);
+    }
+    MDB_val k = {8, lsn}, v = {536871072, big};
+    assert_int_equal(bl_entry_check(BL_DB_LOG, &k, &v), BINDLOG_ECORRUPT);
+    assert_string_equal(bl_err_get(), "data.mdb: table log, LSN 42: value of 536871072 bytes "
+                                      "is over the limit of 66301 bytes (a damaged page)");
+    /* a table not in the list: LMDB's own key limit, the largest value */
+    k.mv_size = 511;
+    k.mv_data = big;
+    v.mv_size = BL_RECORD_MAX;
+    assert_int_equal(bl_entry_check(-1, &k, &v), 0);
+    v.mv_size = BL_RECORD_MAX + 1;
+    assert_int_equal(bl_entry_check(-1, &k, &v), BINDLOG_ECORRUPT);
 }
 
 /* ---- forging a node header in data.mdb -------------------------------------------- */
@@ -699,6 +750,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(limits__decoders_refuse_over_limit_lengths),
+        cmocka_unit_test(limits__table_limits),
         cmocka_unit_test_setup_teardown(limits__forged_log_record_length_is_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(limits__forged_binding_length_is_refused, setup,
