@@ -827,8 +827,9 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
             /* LMDB cannot tell a damaged file from a foreign one; see below */
             if (rc == BINDLOG_ENOTSTORE && file_exists(dir, "bindlog.lock") == 1)
                 rc = bl_err_set(BINDLOG_ECORRUPT,
-                                "data.mdb is damaged: its first page is not an LMDB meta page "
-                                "(see bindlog check and bindlog recover)");
+                                "data.mdb is not a readable LMDB file (its first page is not "
+                                "an LMDB meta page), yet bindlog.lock shows a store lived "
+                                "here: damaged");
             goto out;
         }
         /* empty: a creation that never wrote a page.  A writer makes the
