@@ -52,6 +52,8 @@ from .types import (
     CheckReport,
     Event,
     EventType,
+    ImportEntry,
+    ImportOutcome,
     Lineage,
     Outcome,
     Record,
@@ -79,7 +81,7 @@ def load_library() -> str:
 def has_feature(name: str) -> bool:
     """Whether the loaded library has maintenance function `name`
     (``"check"``, ``"replay"``, ``"compact"``, ``"export"``, ``"import"``,
-    ``"lsn_at_time"``, ``"vacuum"``)."""
+    ``"import_entries"``, ``"lsn_at_time"``, ``"vacuum"``)."""
     return _ffi.has("bindlog_" + name)
 
 
@@ -94,6 +96,8 @@ __all__ = [
     "Outcome",
     "EventType",
     "Event",
+    "ImportEntry",
+    "ImportOutcome",
     "Result",
     "Binding",
     "Session",

@@ -6,7 +6,8 @@ argument and result types of every function the package uses.
 
 The maintenance functions (``bindlog_check``, ``bindlog_replay``,
 ``bindlog_compact``, ``bindlog_export``, ``bindlog_import``,
-``bindlog_lsn_at_time``, ``bindlog_vacuum``) are bound lazily through
+``bindlog_import_entries``, ``bindlog_lsn_at_time``, ``bindlog_vacuum``)
+are bound lazily through
 :func:`optional`, so a library built without them still loads; only calling
 one raises :class:`NotImplementedError` naming the missing symbol.
 
@@ -314,6 +315,18 @@ _OPTIONAL = {
     "bindlog_import": (
         c_int,
         [_h, c_int, POINTER(c_uint64), POINTER(c_uint64), progress_fn, c_void_p],
+    ),
+    "bindlog_import_entries": (
+        c_int,
+        [
+            _h,
+            POINTER(bindlog_import_entry),
+            c_size_t,
+            POINTER(bindlog_result),
+            POINTER(c_int),
+            progress_fn,
+            c_void_p,
+        ],
     ),
 }
 

@@ -1,7 +1,8 @@
 """The :class:`AsyncStore`: a Store for asyncio programs.
 
-Writes are coroutines.  Each runs, whole, on a pool of writer threads that
-belongs to the store (never the loop's default executor, which other code
+Writes are coroutines.  Each checks and converts its arguments on the
+loop (a bad one raises before anything is queued), then makes its C call on
+a pool of writer threads that belongs to the store (never the loop's default executor, which other code
 shares); the library releases the GIL while it commits, so the loop goes on
 serving other tasks, and writes awaited at the same time by many tasks sit
 in the library at the same time and share its group commits: one
@@ -31,6 +32,7 @@ from typing import (
     AsyncIterator,
     BinaryIO,
     Callable,
+    Iterable,
     Iterator,
     List,
     Optional,
@@ -51,6 +53,8 @@ from .types import (
     Binding,
     CheckReport,
     Event,
+    ImportEntry,
+    ImportOutcome,
     Lineage,
     Origin,
     Record,
@@ -350,7 +354,8 @@ class AsyncStore:
         origin: Optional[Origin] = None,
     ) -> Result:
         """BIND, on a writer thread (see :meth:`Store.bind`)."""
-        return await self._submit(self.store.bind, key, session_id, expect, reason, origin)
+        store = self._check()
+        return await self._submit(store._event, *store._prep_bind(key, session_id, expect, reason, origin))
 
     async def new_session(
         self,
@@ -360,7 +365,8 @@ class AsyncStore:
         origin: Optional[Origin] = None,
     ) -> Result:
         """NEW_SESSION, on a writer thread (see :meth:`Store.new_session`)."""
-        return await self._submit(self.store.new_session, key, session_id, reason, origin)
+        store = self._check()
+        return await self._submit(store._event, *store._prep_new_session(key, session_id, reason, origin))
 
     async def split(
         self,
@@ -371,20 +377,25 @@ class AsyncStore:
         origin: Optional[Origin] = None,
     ) -> Result:
         """SPLIT, on a writer thread (see :meth:`Store.split`)."""
-        return await self._submit(self.store.split, key, parent_id, child_id, run_generation, origin)
+        store = self._check()
+        return await self._submit(store._event,
+                                  *store._prep_split(key, parent_id, child_id, run_generation, origin))
 
     async def invalidate(self, key: Text, reason: Optional[Text] = None) -> Result:
         """INVALIDATE, on a writer thread (see :meth:`Store.invalidate`)."""
-        return await self._submit(self.store.invalidate, key, reason)
+        store = self._check()
+        return await self._submit(store._event, *store._prep_key_event("invalidate", key, reason))
 
     async def unbind(self, key: Text, reason: Optional[Text] = None) -> Result:
         """UNBIND, on a writer thread (see :meth:`Store.unbind`)."""
-        return await self._submit(self.store.unbind, key, reason)
+        store = self._check()
+        return await self._submit(store._event, *store._prep_key_event("unbind", key, reason))
 
     async def apply_batch(self, events: Sequence[Event]) -> List[Result]:
         """A batch in one transaction, on a writer thread (see
         :meth:`Store.apply_batch`)."""
-        return await self._submit(self.store.apply_batch, list(events))
+        store = self._check()
+        return await self._submit(store._batch, store._prep_batch(events))
 
     # ---- reads: synchronous ----
 
@@ -547,3 +558,9 @@ class AsyncStore:
     async def import_(self, src: Union[PathLike, BinaryIO], progress: Optional[Progress] = None) -> int:
         """See :meth:`Store.import_`; `progress` is called on a writer thread."""
         return await self._submit(self.store.import_, src, progress)
+
+    async def import_entries(
+        self, entries: Iterable[ImportEntry], progress: Optional[Progress] = None
+    ) -> List[ImportOutcome]:
+        """See :meth:`Store.import_entries`; `progress` is called on a writer thread."""
+        return await self._submit(self.store.import_entries, list(entries), progress)

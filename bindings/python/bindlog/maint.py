@@ -1,4 +1,5 @@
-"""Maintenance calls of a store: check, replay, compaction, export, import.
+"""Maintenance calls of a store: check, replay, compaction, export, import,
+and import_entries (a gateway's routing table moved in).
 
 :class:`Maintenance` is a base class of :class:`bindlog.Store`; these
 methods live here to keep store.py to events and reads.  They bind C
@@ -14,12 +15,12 @@ import os
 import shutil
 import tempfile
 from ctypes import byref, c_ubyte, c_uint64, c_void_p
-from typing import Any, BinaryIO, Callable, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Iterable, List, Optional, Tuple, Union
 
 from . import _args, _ffi
 from ._args import PathLike, Progress
-from .errors import InvalidArgument, error_for, quote
-from .types import CheckReport, ReplayResult
+from .errors import ERRORS, BindlogError, InvalidArgument, error_for, quote
+from .types import CheckReport, ImportEntry, ImportOutcome, ReplayResult, Result, Session
 
 __all__ = ["Maintenance", "vacuum"]
 
@@ -50,6 +51,9 @@ class Maintenance:
         raise NotImplementedError
 
     def _leave(self) -> None:  # provided by Store
+        raise NotImplementedError
+
+    def session(self, session_id: Any) -> Optional[Session]:  # provided by Store
         raise NotImplementedError
 
     def _maint(self, fn: Callable[..., int], *args: Any, progress: Optional[Progress] = None) -> int:
@@ -215,6 +219,83 @@ class Maintenance:
         run(fd)
         _resync(src, fd)
         return records.value
+
+
+    def import_entries(
+        self, entries: Iterable[ImportEntry], progress: Optional[Progress] = None
+    ) -> List[ImportOutcome]:
+        """Move a gateway's routing table in: for each entry, BIND(key,
+        session_id, expect="" -- only if the key is unbound --, reason
+        "import", origin), logged with the entry's own ``time_ms``, in
+        order of time; each entry goes in or is refused alone, while
+        thousands share one commit and one sync.  Running the same import
+        again changes nothing (every entry comes back ALREADY).
+
+        Returns one :class:`~bindlog.ImportOutcome` per entry, in the
+        entries' order: a result (APPLIED, ALREADY, MOVED) or an error that
+        was not raised (Conflict, InvalidArgument) naming the key.  Raises
+        only for what stops the whole call (ReadOnly, a storage error: then
+        ``exc.outcomes`` says which entries went in; running it again is
+        safe), and TypeError for an entry that is not an ImportEntry or has
+        values of the wrong type.  `progress(done, total)` counts entries.
+        Needs ``bindlog_import_entries`` in the library."""
+        fn = _ffi.optional("bindlog_import_entries")
+        items = list(entries)
+        errors: List[Optional[Exception]] = [None] * len(items)
+        conv: List[Tuple[int, bytes, bytes, int, Optional[bytes]]] = []
+        for i, e in enumerate(items):
+            if not isinstance(e, ImportEntry):
+                raise TypeError(f"entries[{i}] must be a bindlog.ImportEntry, not {type(e).__name__}")
+            try:
+                k, sid = _args.key(e.key), _args.sid(e.session_id)
+                t = _args.i64(e.time_ms, "time_ms")
+                if t < 0:
+                    raise InvalidArgument(_ffi.EINVAL, f"time_ms {t} is before the Unix epoch")
+                conv.append((i, k, sid, t, _args.origin(e.origin)))
+            except InvalidArgument as exc:
+                errors[i] = exc._in_call("import_entries", e.key)
+            except TypeError as exc:
+                raise TypeError(f"entries[{i}]: {exc}") from None
+        n = len(conv)
+        arr = (_ffi.bindlog_import_entry * max(n, 1))()
+        keep: List[Any] = []
+        for j, (_, k, sid, t, org) in enumerate(conv):
+            c = arr[j]
+            c.key, c.session_id, c.time_ms = k, sid, t
+            if org is not None:
+                buf = ctypes.create_string_buffer(org, len(org) or 1)
+                keep.append(buf)
+                c.origin = ctypes.cast(buf, c_void_p)
+                c.origin_len = len(org)
+        out = (_ffi.bindlog_result * max(n, 1))()
+        codes = (ctypes.c_int * max(n, 1))()
+        failed: Optional[BindlogError] = None
+        if n:
+            rc = self._maint(fn, arr, n, out, codes, progress=progress)
+            if rc < 0:
+                failed = error_for(rc, "import_entries")
+        results: List[Optional[Result]] = [None] * len(items)
+        for j, (i, *_rest) in enumerate(conv):
+            code = int(codes[j])
+            if code >= 0:
+                results[i] = Result._from_c(code, out[j])
+            else:
+                errors[i] = self._entry_error(code, items[i])
+        outcomes = [ImportOutcome(e, results[i], errors[i]) for i, e in enumerate(items)]
+        if failed is not None:
+            failed.outcomes = outcomes  # type: ignore[attr-defined]
+            raise failed
+        return outcomes
+
+    def _entry_error(self, code: int, e: ImportEntry) -> BindlogError:
+        """The error of one refused entry, named like the library's messages."""
+        text = _ffi.load().bindlog_strerror(code).decode("utf-8", "replace")
+        if code == _ffi.ECONFLICT:
+            holder = self.session(e.session_id)
+            if holder is not None:
+                text = f"session {quote(e.session_id)} is the live binding of key {quote(holder.key)}"
+        cls = ERRORS.get(code, BindlogError)
+        return cls(code, f"import_entries {quote(e.key)}: {text}")
 
 
 def _fileno(f: Any) -> Optional[int]:

@@ -285,6 +285,12 @@ class Store(Maintenance):
 
     # ---- events ----
 
+    # Each write is two steps: _prep_<call> checks and converts the
+    # arguments (raising TypeError / InvalidArgument) and returns a _Call;
+    # _event makes the C call.  Store does both in the caller's thread;
+    # AsyncStore does the first on the loop and the second on a writer
+    # thread, so a bad argument raises before anything is queued.
+
     def _event(self, name: str, fn: Callable[..., int], *args: Any) -> Result:
         out = _ffi.bindlog_result()
         h = self._enter()
@@ -316,12 +322,16 @@ class Store(Maintenance):
         Raises:
             Conflict: `session_id` is the live binding of another key.
         """
+        return self._event(*self._prep_bind(key, session_id, expect, reason, origin))
+
+    def _prep_bind(self, key: Text, session_id: Text, expect: Optional[Text], reason: Optional[Text],
+                   origin: Optional[Origin]) -> "_Call":
         try:
             k, sid = _args.key(key), _args.sid(session_id)
             exp, why, org = _args.expect(expect), _args.reason(reason), _args.origin(origin)
         except InvalidArgument as exc:
             raise exc._in_call("bind", key) from None
-        return self._event("bind", self._lib.bindlog_bind, k, sid, exp, why, org, len(org) if org else 0)
+        return ("bind", self._lib.bindlog_bind, k, sid, exp, why, org, len(org) if org else 0)
 
     def new_session(
         self,
@@ -338,14 +348,16 @@ class Store(Maintenance):
         Raises:
             Exists: `session_id` already exists.
         """
+        return self._event(*self._prep_new_session(key, session_id, reason, origin))
+
+    def _prep_new_session(self, key: Text, session_id: Text, reason: Optional[Text],
+                          origin: Optional[Origin]) -> "_Call":
         try:
             k, sid = _args.key(key), _args.sid(session_id)
             why, org = _args.reason(reason), _args.origin(origin)
         except InvalidArgument as exc:
             raise exc._in_call("new_session", key) from None
-        return self._event(
-            "new_session", self._lib.bindlog_new_session, k, sid, why, org, len(org) if org else 0
-        )
+        return ("new_session", self._lib.bindlog_new_session, k, sid, why, org, len(org) if org else 0)
 
     def split(
         self,
@@ -370,6 +382,10 @@ class Store(Maintenance):
             Exists: `child_id` already exists.
             InvalidArgument: `parent_id` == `child_id`, or a bad value.
         """
+        return self._event(*self._prep_split(key, parent_id, child_id, run_generation, origin))
+
+    def _prep_split(self, key: Text, parent_id: Text, child_id: Text, run_generation: int,
+                    origin: Optional[Origin]) -> "_Call":
         try:
             k, par, child = _args.key(key), _args.sid(parent_id, "parent_id"), _args.sid(child_id, "child_id")
             gen, org = _args.u64(run_generation, "run_generation"), _args.origin(origin)
@@ -377,7 +393,7 @@ class Store(Maintenance):
                 raise InvalidArgument(_ffi.EINVAL, "parent_id and child_id are the same session")
         except InvalidArgument as exc:
             raise exc._in_call("split", key) from None
-        return self._event("split", self._lib.bindlog_split, k, par, child, gen, org, len(org) if org else 0)
+        return ("split", self._lib.bindlog_split, k, par, child, gen, org, len(org) if org else 0)
 
     def invalidate(self, key: Text, reason: Optional[Text] = None) -> Result:
         """INVALIDATE: ``/stop``.  Bumps the key's generation without moving
@@ -386,11 +402,16 @@ class Store(Maintenance):
         Raises:
             NotFound: the key is unbound.
         """
+        return self._event(*self._prep_key_event("invalidate", key, reason))
+
+    def _prep_key_event(self, name: str, key: Text, reason: Optional[Text]) -> "_Call":
+        """invalidate and unbind: a key and a reason."""
         try:
             k, why = _args.key(key), _args.reason(reason)
         except InvalidArgument as exc:
-            raise exc._in_call("invalidate", key) from None
-        return self._event("invalidate", self._lib.bindlog_invalidate, k, why)
+            raise exc._in_call(name, key) from None
+        fn = self._lib.bindlog_invalidate if name == "invalidate" else self._lib.bindlog_unbind
+        return (name, fn, k, why)
 
     def unbind(self, key: Text, reason: Optional[Text] = None) -> Result:
         """UNBIND: idle expiry.  Ends the bound session with `reason`
@@ -400,17 +421,16 @@ class Store(Maintenance):
         Raises:
             NotFound: the key was never bound.
         """
-        try:
-            k, why = _args.key(key), _args.reason(reason)
-        except InvalidArgument as exc:
-            raise exc._in_call("unbind", key) from None
-        return self._event("unbind", self._lib.bindlog_unbind, k, why)
+        return self._event(*self._prep_key_event("unbind", key, reason))
 
     def apply_batch(self, events: Sequence[Event]) -> List[Result]:
         """Apply `events` in order in one write transaction, each seeing the
         ones before it.  STALE, MOVED and ALREADY do not abort the batch; an
         error in any event writes nothing and raises that error with
         ``exc.index`` set to the failing event's index."""
+        return self._batch(self._prep_batch(events))
+
+    def _prep_batch(self, events: Sequence[Event]) -> "_Batch":
         if isinstance(events, (str, bytes)) or not hasattr(events, "__iter__"):
             raise TypeError("events must be a sequence of bindlog.Event")
         evs = list(events)
@@ -427,6 +447,10 @@ class Store(Maintenance):
                 raise exc._in_call(f"apply_batch event {i} ({_event_name(ev)} {quote(ev.key)})") from None
             except TypeError as exc:
                 raise TypeError(f"events[{i}]: {exc}") from None
+        return _Batch(arr, n, keep)
+
+    def _batch(self, batch: "_Batch") -> List[Result]:
+        arr, n = batch.arr, batch.n
         out = (_ffi.bindlog_result * max(n, 1))()
         err = c_size_t()
         h = self._enter()
@@ -808,7 +832,22 @@ class Store(Maintenance):
         return self.digest_at()[0]
 
 
-# ---- batch events ----------------------------------------------------------------
+# ---- prepared calls ----------------------------------------------------------------
+
+#: a checked, converted write: (call name, C function, C arguments...)
+_Call = Tuple[Any, ...]
+
+
+class _Batch:
+    """A checked, converted batch: the C array and the buffers it points to."""
+
+    __slots__ = ("arr", "n", "keep")
+
+    def __init__(self, arr: Any, n: int, keep: List[Any]) -> None:
+        self.arr = arr
+        self.n = n
+        self.keep = keep
+
 
 
 def _event_name(ev: Event) -> str:
