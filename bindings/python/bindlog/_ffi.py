@@ -35,7 +35,7 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 # ---- constants (include/bindlog.h) ------------------------------------------
 

@@ -1,12 +1,13 @@
 """The :class:`AsyncStore`: a Store for asyncio programs.
 
 Writes are coroutines.  Each checks and converts its arguments on the
-loop (a bad one raises before anything is queued), then makes its C call on
-a pool of writer threads that belongs to the store (never the loop's default executor, which other code
-shares); the library releases the GIL while it commits, so the loop goes on
-serving other tasks, and writes awaited at the same time by many tasks sit
-in the library at the same time and share its group commits: one
-transaction and one sync for all of them.  That is why the pool has many
+loop (a bad one raises before anything is queued), then makes its C call
+on a pool of writer threads that belongs to the store (never the loop's
+default executor, which other code shares); the library releases the GIL
+while it commits, so the loop goes on serving other tasks, and writes
+awaited at the same time by many tasks sit in the library at the same
+time and share its group commits: one transaction and one sync for all of
+them.  That is why the pool has many
 threads (16 by default): a single writer thread would hand the library one
 event at a time, and every event would pay a sync of its own (measured in
 bench/asyncio_bench.py and docs/python.md).
@@ -37,7 +38,6 @@ from typing import (
     List,
     Optional,
     Sequence,
-    Set,
     Tuple,
     TypeVar,
     Union,
