@@ -210,6 +210,10 @@ def check_wheel_support() -> None:
 check_wheel_support()
 
 setup(
+    packages=["bindlog"],
+    # libbindlog.so is not package data: build_ext puts the one copy there
+    package_data={"bindlog": ["py.typed"]},
+    include_package_data=False,
     ext_modules=[Extension(LIB_EXT, sources=[])],
     cmdclass={"build_ext": BuildLibrary, "sdist": SdistWithSources},
     options=out_of_tree_options(),
