@@ -188,9 +188,9 @@ class AsyncStore:
     is dropped; if it had, it completes (the outcome is lost to the task,
     and a retry of a bind, new_session or split returns ALREADY).
 
-    One event loop at a time: the writes may be awaited from any loop, but
-    :meth:`wait` and :meth:`follow` stay bound to the first loop that used
-    them.  Any call in a child process after ``fork`` raises
+    One event loop at a time for :meth:`wait` and :meth:`follow`: they
+    refuse (RuntimeError) while tasks of another loop wait on the store.
+    The writes may be awaited from any loop.  Any call in a child process after ``fork`` raises
     :class:`~bindlog.ForkError`.
     """
 
@@ -462,11 +462,16 @@ class AsyncStore:
 
     def _watcher_here(self) -> _Watcher:
         loop = asyncio.get_running_loop()
-        if self._watcher is None:
-            self._watcher = _Watcher(self.store, loop)
-        elif self._watcher.loop is not loop:
-            raise RuntimeError("AsyncStore.wait/follow: this store's waits belong to another event loop")
-        return self._watcher
+        w = self._watcher
+        if w is not None and w.loop is not loop:
+            with w.lock:
+                idle = w.thread is None and not w.waiters
+            if not (idle or w.loop.is_closed()):
+                raise RuntimeError("AsyncStore.wait/follow: tasks of another event loop are waiting on this store")
+            w = None  # the other loop is done with it: start afresh on this one
+        if w is None:
+            w = self._watcher = _Watcher(self.store, loop)
+        return w
 
     async def wait(self, after_lsn: int, timeout: Optional[float] = None) -> int:
         """Wait until the head LSN is greater than `after_lsn` or `timeout`

@@ -307,6 +307,29 @@ class Waiting(AsyncCase):
             pass
 
 
+class Loops(unittest.TestCase):
+    def test_one_store_used_by_two_loops_in_turn(self) -> None:
+        d = tempfile.mkdtemp(prefix="bindlog-py-aio-", dir=tmp_root())
+        self.addCleanup(shutil.rmtree, d, True)
+        store = bindlog.AsyncStore(os.path.join(d, "s"), durability="none")
+
+        async def first() -> int:
+            await store.bind(KEY, "a")
+            return await store.wait(1, timeout=0.05)  # its watcher runs on this loop
+
+        async def second() -> List[int]:
+            waiter = asyncio.ensure_future(store.wait(1))
+            await asyncio.sleep(0.02)
+            await store.invalidate(KEY)
+            self.assertEqual(await asyncio.wait_for(waiter, 10), 2)
+            lsns = [r.lsn async for r in store.follow(timeout=0)]
+            await store.close()
+            return lsns
+
+        self.assertEqual(asyncio.run(first()), 1)
+        self.assertEqual(asyncio.run(second()), [1, 2])
+
+
 # ---- other processes ---------------------------------------------------------
 
 
