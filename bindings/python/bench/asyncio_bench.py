@@ -16,6 +16,10 @@ Every round runs, on a fresh store each:
 Each task (or thread) writes on its own key: a BIND, then a chain of
 SPLITs (every event applied, one record each), as a gateway's compressions.
 
+With --trace, each line also gives the median time a write spends in the
+library and the time between a writer's return from one write and its next
+(for a task: the trip through the loop and the writer pool).
+
 Prints one line per run and a summary: the median over the rounds of
 events/s, the asyncio/threads ratio (target >= 0.9 at W=16), and the lag's
 p50/p99/max (target p99 < 2 ms), with the load average, since the figures
@@ -34,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 try:
@@ -42,6 +46,37 @@ try:
 except ImportError:  # the source tree's (then BINDLOG_LIBRARY names the library)
     sys.path.insert(0, os.path.dirname(HERE))
     import bindlog
+
+
+#: --trace: per key, (entered, left) the library for each write
+TRACE: Dict[bytes, List[Tuple[float, float]]] = {}
+
+
+def trace_calls() -> None:
+    """Wrap the Store's C call (a private method: this is a bench) to see
+    where a write's time goes: in the library, and between a write's return
+    and the same writer's next one (for a task, the trip through the loop)."""
+    from bindlog.store import Store
+    inner = Store._event
+
+    def traced(self: Store, name: str, fn: Any, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return inner(self, name, fn, *args)
+        finally:
+            TRACE.setdefault(args[0], []).append((t0, time.perf_counter()))
+
+    setattr(Store, "_event", traced)
+
+
+def trace_summary() -> str:
+    inside = [b - a for v in TRACE.values() for a, b in v]
+    gaps = [v[i + 1][0] - v[i][1] for v in TRACE.values() for i in range(len(v) - 1)]
+    TRACE.clear()
+    if not gaps:
+        return ""
+    return (f"  in the library p50 {pct(inside, 50) * 1e3:.3f} ms, between a writer's writes "
+            f"p50 {pct(gaps, 50) * 1e3:.3f} p90 {pct(gaps, 90) * 1e3:.3f} ms")
 
 
 def pct(xs: Sequence[float], p: float) -> float:
@@ -145,7 +180,11 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--writers", default="16,4,1", help="AsyncStore pool sizes to run (default 16,4,1)")
     ap.add_argument("--no-blocking", action="store_true", help="skip the blocking (no AsyncStore) runs")
     ap.add_argument("--dir", default=None, help="where the stores go (default: a temporary directory)")
+    ap.add_argument("--trace", action="store_true",
+                    help="also time each write in the library and between a writer's writes")
     a = ap.parse_args(argv)
+    if a.trace:
+        trace_calls()
     writers = [int(w) for w in a.writers.split(",") if w]
     root = tempfile.mkdtemp(prefix="bindlog-aio-bench-", dir=a.dir)
     load0 = os.getloadavg()
@@ -175,7 +214,8 @@ def main(argv: Sequence[str]) -> int:
         runs.setdefault(name, []).append((rate, lags, epc))
         lag = (f"  lag p50 {pct(lags, 50):.3f} p99 {pct(lags, 99):.3f} max {max(lags):.3f} ms"
                if lags else "")
-        print(f"round {r + 1}: {name:<20s} {rate:8.0f} events/s  {epc:5.1f} events/commit{lag}")
+        print(f"round {r + 1}: {name:<20s} {rate:8.0f} events/s  {epc:5.1f} events/commit{lag}"
+              + (trace_summary() if a.trace else ""))
         shutil.rmtree(path, ignore_errors=True)
 
     order = ["threads"] + [f"writers={w}" for w in writers]
