@@ -146,7 +146,10 @@ class Store(Maintenance):
         self._pid = os.getpid()
         self._dev_ino: Optional[_fork.DevIno] = None
         self._path = ""
-        p = _args.fspath(path)
+        try:
+            p = _args.fspath(path)
+        except InvalidArgument as exc:
+            raise exc._in_call("open") from None
         self._path = os.fsdecode(p)
         try:
             mode = _args.durability(durability)
