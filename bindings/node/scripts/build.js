@@ -83,7 +83,10 @@ function main(argv) {
         console.error('bindlog: node-gyp not found (npm bundles it; on Debian: apt-get install npm, or node-gyp)');
         return 1;
     }
-    const args = [...gyp.args, 'rebuild', `--jobs=${Math.min(os.cpus().length || 1, 4)}`];
+    const args = [...gyp.args, 'rebuild'];
+    // under make (the CMake build) the jobserver already sets the parallelism
+    if (!/--jobserver/.test(process.env.MAKEFLAGS || ''))
+        args.push(`--jobs=${Math.min(os.cpus().length || 1, 4)}`);
     if (nodedir)
         args.push(`--nodedir=${nodedir.dir}`);
     args.push(...extra);

@@ -1,0 +1,76 @@
+/*
+ * overhead.c -- the raw C side of the Node binding's per-call overhead
+ * (bench/split.mjs makes the same calls from Node and subtracts).
+ *
+ *   bindlog_node_overhead DIR N
+ *
+ * Opens a new store in DIR with durability NONE (so no flush hides the
+ * call's own cost), binds N keys k<i> -> s<i>, then times from one thread:
+ *   get     N bindlog_get() of k<i>
+ *   split   N bindlog_split(k<i>, s<i>, c<i>, 1): each one applied, one
+ *           transaction each (no other thread: no group)
+ * and prints one JSON line {"n":N,"get_us":..,"split_us":..} (microseconds
+ * per call).  Uses include/bindlog.h only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "bindlog.h"
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "overhead: %s: %s (%s)\n", what, bindlog_strerror(rc), bindlog_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    bindlog *s;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_binding b;
+    bindlog_result r;
+    char key[32], sid[32], child[32];
+    int rc;
+
+    if (argc != 3 || atoi(argv[2]) <= 0) {
+        fprintf(stderr, "usage: %s DIR N\n", argv[0]);
+        return 2;
+    }
+    int n = atoi(argv[2]);
+    o.durability = BINDLOG_DURABILITY_NONE;
+    if ((rc = bindlog_open(&s, argv[1], &o)) != 0)
+        return fail("open", rc);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        snprintf(sid, sizeof sid, "s%d", i);
+        if ((rc = bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, &r)) < 0)
+            return fail("bind", rc);
+    }
+
+    double t0 = now_us();
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        if ((rc = bindlog_get(s, key, &b)) != 0)
+            return fail("get", rc);
+    }
+    double t1 = now_us();
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        snprintf(sid, sizeof sid, "s%d", i);
+        snprintf(child, sizeof child, "c%d", i);
+        if ((rc = bindlog_split(s, key, sid, child, 1, NULL, 0, &r)) != BINDLOG_APPLIED)
+            return fail("split", rc);
+    }
+    double t2 = now_us();
+    printf("{\"n\":%d,\"get_us\":%.3f,\"split_us\":%.3f}\n", n, (t1 - t0) / n, (t2 - t1) / n);
+    bindlog_close(s);
+    return 0;
+}
