@@ -16,6 +16,11 @@
       "cflags_c": ["-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wshadow",
                    "-Wstrict-prototypes"],
       "libraries": ["-llmdb", "-lxxhash", "-lpthread"],
+      # never unmapped: the library gives each reading thread a cached read
+      # transaction freed by a thread-exit destructor (src/lmdb/store.c), and
+      # Node unloads an addon when the worker thread that loaded it ends,
+      # before that thread's destructors run
+      "ldflags": ["-Wl,-z,nodelete"],
       "xcode_settings": {
         "OTHER_CFLAGS": ["-std=c11", "-fvisibility=hidden"],
         "GCC_SYMBOLS_PRIVATE_EXTERN": "YES"

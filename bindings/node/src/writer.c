@@ -389,8 +389,9 @@ static napi_value submit(napi_env env, bn_store *st, bn_job *job)
         job_free(job);
         return promise;
     }
-    pthread_cond_signal(wait ? &st->wait_cv : &st->work_cv);
     pthread_mutex_unlock(&st->mu);
+    /* after the unlock, so that the woken thread does not block on mu */
+    pthread_cond_signal(wait ? &st->wait_cv : &st->work_cv);
 
     if (st->pending++ == 0) {
         napi_ref_threadsafe_function(env, st->tsfn);

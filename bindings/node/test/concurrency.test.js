@@ -144,6 +144,15 @@ test('the process exits by itself: pending writes, an unclosed store, a follow l
     }
 });
 
+test('worker threads terminated mid-write, and stores left to the garbage collector', async (t) => {
+    const dir = tempDir(t, 'workers');
+    const r = await runNode(path.join(FIXTURES, 'workers.js'), [dir], { nodeArgs: ['--expose-gc'] });
+    assert.equal(r.signal, null, r.stderr);
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    assert.equal(out.head, out.rounds, 'a terminated worker\'s accepted writes were all made');
+});
+
 test('two handles on one store in one process share it', async (t) => {
     const dir = tempDir(t);
     const a = Store.open(dir, { durability: 'none' });

@@ -38,7 +38,7 @@ function logOf(store) {
 // Run `node file args...`; resolves { code, stdout, stderr }.
 function runNode(file, args = [], opts = {}) {
     return new Promise((resolve, reject) => {
-        const child = spawn(process.execPath, [file, ...args], {
+        const child = spawn(process.execPath, [...(opts.nodeArgs || []), file, ...args], {
             env: { ...process.env, BINDLOG_NODE_PKG: PKG, ...(opts.env || {}) },
             cwd: opts.cwd,
             stdio: ['ignore', 'pipe', 'pipe'],
