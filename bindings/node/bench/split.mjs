@@ -233,17 +233,23 @@ async function nodeOverhead() {
         await store.applyBatch(keys.slice(i, i + 1000).map((key, j) => ({ type: 'bind', key, sessionId: sids[i + j] })));
     for (let i = 0; i < n; i++) // warm up the JIT on the read path
         store.get(keys[i]);
+    const cpu = () => { const u = process.cpuUsage(); return u.user + u.system; }; // µs, all threads
     let t = performance.now();
+    let c = cpu();
     for (let i = 0; i < n; i++)
         if (store.get(keys[i]) === null)
             throw new Error('get');
     const get = ((performance.now() - t) * 1000) / n;
+    const getCpu = (cpu() - c) / n;
     t = performance.now();
+    c = cpu();
     for (let i = 0; i < n; i++)
         if ((await store.split(keys[i], sids[i], kids[i], 1)).outcome !== 'applied')
             throw new Error('split');
     const serial = ((performance.now() - t) * 1000) / n;
+    const serialCpu = (cpu() - c) / n;
     t = performance.now();
+    c = cpu();
     let next = 0;
     await Promise.all(Array.from({ length: 64 }, async () => {
         while (next < n) {
@@ -253,22 +259,28 @@ async function nodeOverhead() {
         }
     }));
     const pipelined = ((performance.now() - t) * 1000) / n;
+    const pipelinedCpu = (cpu() - c) / n;
     const s = store.stats();
     store.close();
-    return { get, serial, pipelined, perCommit: s.groupedEvents / s.commits };
+    return { get, serial, pipelined, getCpu, serialCpu, pipelinedCpu, perCommit: s.groupedEvents / s.commits };
 }
 
 async function overheadRounds() {
     let c = null;
     let js = null;
-    const min = (a, b) => (a === undefined ? b : Math.min(a, b));
+    const best = (a, b) => {
+        if (!a)
+            return b;
+        const out = {};
+        for (const k of Object.keys(b))
+            out[k] = Math.min(a[k], b[k]);
+        return out;
+    };
     for (let r = 0; r < ROUNDS; r++) {
         const cr = cOverhead();
         if (cr)
-            c = { get_us: min(c?.get_us, cr.get_us), split_us: min(c?.split_us, cr.split_us) };
-        const jr = await nodeOverhead();
-        js = js === null ? jr : { get: Math.min(js.get, jr.get), serial: Math.min(js.serial, jr.serial),
-            pipelined: Math.min(js.pipelined, jr.pipelined), perCommit: jr.perCommit };
+            c = best(c, cr);
+        js = best(js, await nodeOverhead());
     }
     return { c, js };
 }
@@ -307,13 +319,14 @@ async function splitRows() {
 async function overheadRows() {
     console.log(`\nOverhead per call (durability NONE, ${OVERHEAD_N} calls each, best of ${ROUNDS} rounds):\n`);
     const { c, js } = await overheadRounds();
-    console.log('| call | C µs | Node µs | overhead µs |');
-    console.log('|---|---:|---:|---:|');
+    console.log('| call | C µs | Node µs | overhead µs | C CPU µs | Node CPU µs | overhead CPU µs |');
+    console.log('|---|---:|---:|---:|---:|---:|---:|');
     const fmt = (x) => (x === undefined || Number.isNaN(x) ? '—' : x.toFixed(2));
-    const over = (x, y) => (c ? fmt(x - y) : '—');
-    console.log(`| get (synchronous) | ${fmt(c?.get_us)} | ${fmt(js.get)} | ${over(js.get, c?.get_us)} |`);
-    console.log(`| split, one at a time (awaited) | ${fmt(c?.split_us)} | ${fmt(js.serial)} | ${over(js.serial, c?.split_us)} |`);
-    console.log(`| split, 64 in flight (per call) | ${fmt(c?.split_us)} | ${fmt(js.pipelined)} | ${over(js.pipelined, c?.split_us)} |`);
+    const row = (name, cw, nw, cc, nc) => console.log(`| ${name} | ${fmt(cw)} | ${fmt(nw)} | ` +
+        `${c ? fmt(nw - cw) : '—'} | ${fmt(cc)} | ${fmt(nc)} | ${c ? fmt(nc - cc) : '—'} |`);
+    row('get (synchronous)', c?.get_us, js.get, c?.get_cpu_us, js.getCpu);
+    row('split, one at a time (awaited)', c?.split_us, js.serial, c?.split_cpu_us, js.serialCpu);
+    row('split, 64 in flight (per call)', c?.split_us, js.pipelined, c?.split_cpu_us, js.pipelinedCpu);
     if (!c)
         console.log('(no C figures: build the repository with CMake for bindlog_node_overhead, or pass --c-bench)');
     console.log(`(64 in flight: ${js.perCommit.toFixed(1)} splits per commit)`);
