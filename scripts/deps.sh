@@ -4,9 +4,10 @@
 # Checks for: a C compiler, make, cmake, pkg-config, the LMDB, xxHash, cmocka
 # and SQLite development packages, lmdb-utils (mdb_stat, mdb_dump), python3
 # (binding tests), libcurl + json-c + etcd (the etcd backend and its tests),
-# clang with libFuzzer's runtime (fuzz harnesses), and for the Node binding
-# node with npm (whose bundled node-gyp builds the addon), Node's headers and
-# g++ (node-gyp links with it).
+# clang with libFuzzer's runtime (fuzz harnesses), prometheus (promtool, the
+# CLI tests' lint of stat --prometheus), and for the Node binding node with
+# npm (whose bundled node-gyp builds the addon), Node's headers and g++
+# (node-gyp links with it).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -22,6 +23,8 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client
     # libFuzzer harnesses (clang with its runtime)
     clang libclang-rt-14-dev
+    # promtool, which lints the output of bindlog stat --prometheus in the CLI tests
+    prometheus
     # the Node binding: node-gyp compiles C with cc but links with g++
     g++)
 
@@ -48,6 +51,7 @@ have_pkg() {
     etcd-server) command -v etcd >/dev/null 2>&1 ;;
     etcd-client) command -v etcdctl >/dev/null 2>&1 ;;
     clang) command -v clang >/dev/null 2>&1 ;;
+    prometheus) command -v promtool >/dev/null 2>&1 ;;
     g++) command -v g++ >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
