@@ -224,6 +224,7 @@ void bn_args_init(bn_args *a, napi_env env, const char *call)
     memset(a, 0, sizeof(*a));
     a->env = env;
     a->call = call;
+    a->bad_index = -1;
 }
 
 void bn_args_free(bn_args *a)

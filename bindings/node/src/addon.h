@@ -120,6 +120,7 @@ typedef struct bn_args {
     const char *call; /* "split", ... for messages */
     int status;
     char bad[200];
+    long bad_index;   /* applyBatch: the event that was BN_ARG_BAD, else -1 */
     void **allocs;    /* everything copied, freed by bn_args_free */
     size_t nallocs, cap;
 } bn_args;

@@ -18,6 +18,9 @@
 struct bn_iter {
     bindlog_iter *it;   /* NULL once ended or closed */
     bn_store *st;       /* holds one of st->refs */
+    napi_ref owner;     /* the NativeStore object, held while `it` is open, so
+                           that the collector cannot close the store under a
+                           loop that still reads (Store.open(d).history(k)) */
     bn_iter *prev, *next; /* in st->iters while `it` is open */
     int store_closed;   /* the store shut down under it */
 };
@@ -54,6 +57,10 @@ static void iter_close(bn_iter *it)
     bindlog_iter_close(it->it);
     it->it = NULL;
     iter_unlink(it);
+    if (it->owner != NULL) {
+        napi_delete_reference(it->st->env, it->owner);
+        it->owner = NULL;
+    }
 }
 
 static void cleanup_hook(void *arg)
@@ -388,8 +395,9 @@ static void iter_finalize(napi_env env, void *data, void *hint)
     free(it);
 }
 
-/* Wrap an open bindlog iterator in a new NativeIter. */
-static napi_value iter_new(napi_env env, bn_store *st, bindlog_iter *bit)
+/* Wrap an open bindlog iterator in a new NativeIter; `self` is the
+ * NativeStore object it reads. */
+static napi_value iter_new(napi_env env, bn_store *st, napi_value self, bindlog_iter *bit)
 {
     bn_module *m = bn_module_get(env);
     napi_value ctor, obj;
@@ -405,6 +413,8 @@ static napi_value iter_new(napi_env env, bn_store *st, bindlog_iter *bit)
     it->it = bit;
     it->st = st;
     st->refs++;
+    if (napi_create_reference(env, self, 1, &it->owner) != napi_ok)
+        it->owner = NULL; /* only the lifetime guard is lost */
     it->next = st->iters;
     if (st->iters != NULL)
         st->iters->prev = it;
@@ -420,7 +430,8 @@ static napi_value store_history_iter(napi_env env, napi_callback_info info)
     bn_args a;
     bindlog_iter *bit;
     bn_store *st = open_this(env, info, &argc, argv, "history");
-    if (st == NULL)
+    napi_value self;
+    if (st == NULL || napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok)
         return NULL;
     bn_args_init(&a, env, "history");
     const char *key = bn_arg_str(&a, argv[0], "key", 0);
@@ -429,7 +440,7 @@ static napi_value store_history_iter(napi_env env, napi_callback_info info)
         if (rc < 0)
             bn_throw(env, rc, bindlog_last_error());
         else
-            out = iter_new(env, st, bit);
+            out = iter_new(env, st, self, bit);
     }
     bn_args_free(&a);
     return out;
@@ -443,7 +454,8 @@ static napi_value store_log_iter(napi_env env, napi_callback_info info)
     bn_args a;
     bindlog_iter *bit;
     bn_store *st = open_this(env, info, &argc, argv, "log");
-    if (st == NULL)
+    napi_value self;
+    if (st == NULL || napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok)
         return NULL;
     bn_args_init(&a, env, "log");
     uint64_t from = bn_arg_u64(&a, argv[0], "from");
@@ -453,7 +465,7 @@ static napi_value store_log_iter(napi_env env, napi_callback_info info)
         if (rc < 0)
             bn_throw(env, rc, bindlog_last_error());
         else
-            out = iter_new(env, st, bit);
+            out = iter_new(env, st, self, bit);
     }
     bn_args_free(&a);
     return out;

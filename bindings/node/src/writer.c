@@ -309,12 +309,12 @@ void bn_writer_stop(bn_store *st)
 
 /* ---- submission (JavaScript thread) --------------------------------------------------- */
 
-static napi_value rejected(napi_env env, int rc, const char *msg)
+static napi_value rejected(napi_env env, int rc, const char *msg, long index)
 {
     napi_deferred d;
     napi_value promise, err;
     if (napi_create_promise(env, &d, &promise) != napi_ok ||
-        (err = bn_error_value(env, rc, msg, -1)) == NULL ||
+        (err = bn_error_value(env, rc, msg, index)) == NULL ||
         napi_reject_deferred(env, d, err) != napi_ok) {
         bn_throw_napi(env, "napi_create_promise");
         return NULL;
@@ -410,11 +410,11 @@ static napi_value finish(napi_env env, bn_store *st, bn_args *a, bn_job *job)
     } else if (st->db == NULL) {
         char msg[96];
         snprintf(msg, sizeof msg, "%s: the store is closed", a->call);
-        out = rejected(env, BINDLOG_EINVAL, msg);
+        out = rejected(env, BINDLOG_EINVAL, msg, -1);
     } else if (a->status == BN_ARG_BAD) {
-        out = rejected(env, BINDLOG_EINVAL, a->bad);
+        out = rejected(env, BINDLOG_EINVAL, a->bad, a->bad_index);
     } else if (job == NULL) {
-        out = rejected(env, BINDLOG_ENOMEM, "out of memory");
+        out = rejected(env, BINDLOG_ENOMEM, "out of memory", -1);
     } else {
         bn_args_release(a, &job->allocs, &job->nallocs);
         return submit(env, st, job);
@@ -586,6 +586,8 @@ napi_value bn_write_batch(napi_env env, napi_callback_info info)
         e->generation = bn_arg_u64(&a, f[4], what[4]);
         e->reason = bn_arg_str(&a, f[5], what[5], 1);
         bn_arg_bytes(&a, f[6], what[6], &e->origin, &e->origin_len, &present);
+        if (a.status == BN_ARG_BAD)
+            a.bad_index = (long)i;
     }
     return finish(env, st, &a, job);
 }

@@ -134,6 +134,12 @@ test('a batch with one bad event rejects with its index and writes none of it', 
         { type: 'bind', key: 'n2', sessionId: 'bad\u0001id' },
     ]), 'BINDLOG_EINVAL');
     assert.equal(bad.index, 1);
+    const nul = await rejectsWith(store.applyBatch([
+        { type: 'bind', key: 'n1', sessionId: 'N1' },
+        { type: 'invalidate', key: 'k' },
+        { type: 'bind', key: 'n\u00002', sessionId: 'N2' },
+    ]), 'BINDLOG_EINVAL', /events\[2\]\.key contains a NUL/);
+    assert.equal(nul.index, 2);
     assert.deepEqual(snapshot(store), before);
 });
 

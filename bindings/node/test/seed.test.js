@@ -5,7 +5,9 @@
 // records, sessions, origins.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { bindlog, openStore, logOf } = require('./helpers');
+const v8 = require('node:v8');
+const vm = require('node:vm');
+const { bindlog, openStore, logOf, tempDir } = require('./helpers');
 
 const { ANY_GENERATION } = bindlog;
 const KEY = 'agent:main:telegram:dm:12345';
@@ -210,4 +212,22 @@ test('history and log iterators read one snapshot and may be left early', async 
             break; // return() closes the native iterator
     }
     assert.equal(logOf(store).length, 11);
+});
+
+test('an iterator keeps its store open while it reads, even with no other reference', async (t) => {
+    const dir = tempDir(t);
+    const w = bindlog.Store.open(dir, { durability: 'none' });
+    for (let i = 0; i < 5; i++)
+        await w.bind('k', `s${i}`);
+    w.close();
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc');
+    const it = bindlog.Store.open(dir, { readOnly: true }).history('k'); // the store is unreachable now
+    const first = it.next().value;
+    for (let i = 0; i < 3; i++) {
+        gc();
+        await new Promise((r) => setImmediate(r));
+    }
+    assert.equal(first.lsn, 1);
+    assert.deepEqual([...it].map((r) => r.lsn), [2, 3, 4, 5]);
 });
