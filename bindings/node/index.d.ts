@@ -154,6 +154,35 @@ export type BatchEvent =
     | { type: 'invalidate'; key: string; reason?: string | null }
     | { type: 'unbind'; key: string; reason?: string | null };
 
+/** One entry of a gateway's routing table, for importEntries(). */
+export interface ImportEntry {
+    key: string;
+    sessionId: string;
+    /** The entry's last update (ms since the epoch, or a Date): its time in the
+     * log and its place in the order; 0 or absent = now. */
+    timeMs?: number | Date | null;
+    /** The session's origin, e.g. the entry itself. */
+    origin?: Origin | null;
+}
+
+/** What parseSessionsJson() made of a sessions file. */
+export interface ParsedSessions {
+    entries: ImportEntry[];
+    /** Entries without a usable session id or time, with the reason. */
+    skipped: { key: string; reason: 'malformed'; detail: string }[];
+    /** Notes: members named _... whose value is not an object. */
+    ignored: number;
+}
+
+/**
+ * A gateway's sessions.json (the formats of `bindlog import-json`) as entries
+ * for store.importEntries().  `data` is the file's text, its bytes, or the
+ * parsed object.  Throws SyntaxError for text that is not JSON and
+ * TypeError for a file that is not an object.
+ */
+export declare function parseSessionsJson(data: string | Uint8Array | object,
+                                          format: 'openclaw' | 'hermes'): ParsedSessions;
+
 /** Pass as runGeneration to skip a split's generation check (2^64 - 1). */
 export declare const ANY_GENERATION: bigint;
 
@@ -199,6 +228,18 @@ export declare class Store {
     /** Apply events in order in one transaction; on an error none is written
      * and the BindlogError's `index` names the failing event. */
     applyBatch(events: readonly BatchEvent[]): Promise<Result[]>;
+
+    /**
+     * Move a gateway's routing table in (C: bindlog_import_entries): BIND each
+     * entry's key to its session only if the key is unbound, in order of
+     * timeMs, each logged with its own time (reason 'import'); entries share
+     * commits, and each is applied or refused alone.  Resolves one item per
+     * entry: a Result ('applied', 'already', or 'moved' when the key routes
+     * elsewhere), or a BindlogError for a refused entry (BINDLOG_ECONFLICT:
+     * the session is another key's; BINDLOG_EINVAL), with `index` set.
+     * Rejects only when the call itself fails (BINDLOG_EREADONLY, I/O).
+     */
+    importEntries(entries: readonly ImportEntry[]): Promise<Array<Result | BindlogError>>;
 
     /** The key's binding, or null if it routes nowhere (never bound, or unbound). */
     get(key: string): Binding | null;

@@ -216,6 +216,106 @@ function batchEvent(ev, i) {
     }
 }
 
+function importEntry(e, i) {
+    const call = `importEntries: entries[${i}]`;
+    if (e === null || typeof e !== 'object' || Array.isArray(e))
+        throw new TypeError(`${call} must be an object, not ${describe(e)}`);
+    options(e, call, ['key', 'sessionId', 'timeMs', 'origin']);
+    let t = e.timeMs === undefined || e.timeMs === null ? 0 : e.timeMs;
+    if (t instanceof Date)
+        t = t.getTime();
+    if (typeof t !== 'number')
+        throw new TypeError(`${call}.timeMs must be a number of milliseconds or a Date, not ${describe(t)}`);
+    if (!Number.isSafeInteger(t))
+        throw new RangeError(`${call}.timeMs must be a whole number of milliseconds`);
+    return [e.key, e.sessionId, t, originArg(e.origin, call)];
+}
+
+const MAX_TIME_MS = 253402300799999; // 9999-12-31T23:59:59.999Z
+const ISO_TIME = /^(\d{4}-\d{2}-\d{2})(?:T(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?(Z|[+-]\d{2}:?\d{2})?$/;
+
+// An entry's time: whole milliseconds, or an ISO-8601 string (no offset:
+// local time, as Python's datetime.now().isoformat() writes it).
+function entryTime(v, name) {
+    let ms;
+    if (typeof v === 'number') {
+        if (!Number.isSafeInteger(v) || v < 0)
+            return [null, `${name} is not a whole, non-negative number of milliseconds`];
+        ms = v;
+    } else if (typeof v === 'string') {
+        const m = ISO_TIME.exec(v);
+        // Date.parse reads a date-only string as UTC: make it local like the rest
+        ms = m === null ? NaN : Date.parse(m[2] === undefined && m[3] === undefined ? `${m[1]}T00:00:00` : v);
+        if (Number.isNaN(ms))
+            return [null, `${name} is not an ISO-8601 date and time (like 2026-01-01T10:00:00Z)`];
+    } else {
+        return [null, `${name} is ${describe(v)}, not a time`];
+    }
+    if (ms <= 0 || ms > MAX_TIME_MS)
+        return [null, `${name} is out of range (1970 to 9999)`];
+    return [ms, null];
+}
+
+/**
+ * A gateway's sessions.json as entries for store.importEntries(): the
+ * formats of `bindlog import-json` (docs/tools.md).  `data` is the file's
+ * text, a Buffer, or the parsed object.  Returns { entries, skipped,
+ * ignored }: skipped lists { key, reason: 'malformed', detail } for entries
+ * without a session id or time; ignored counts notes (a member named _...
+ * whose value is not an object).  Each entry's origin is the entry itself,
+ * as compact JSON.
+ */
+function parseSessionsJson(data, format) {
+    if (format !== 'openclaw' && format !== 'hermes')
+        throw new TypeError(`parseSessionsJson: format must be 'openclaw' or 'hermes', not ${String(format)}`);
+    let obj = data;
+    if (typeof data === 'string' || data instanceof Uint8Array)
+        obj = JSON.parse(typeof data === 'string' ? data : Buffer.from(data).toString('utf8'));
+    if (obj === null || typeof obj !== 'object' || Array.isArray(obj))
+        throw new TypeError(`parseSessionsJson: the sessions file must hold a JSON object, not ${describe(obj)}`);
+    const idName = format === 'openclaw' ? 'sessionId' : 'session_id';
+    const out = { entries: [], skipped: [], ignored: 0 };
+    for (const [key, v] of Object.entries(obj)) {
+        const skip = (detail) => out.skipped.push({ key, reason: 'malformed', detail });
+        if (v === null || typeof v !== 'object' || Array.isArray(v)) {
+            if (key.startsWith('_'))
+                out.ignored++;
+            else
+                skip(`the entry is ${describe(v)}, not an object`);
+            continue;
+        }
+        const sid = v[idName];
+        if (typeof sid !== 'string') {
+            skip(sid === undefined ? `${idName} is missing` : `${idName} is ${describe(sid)}, not a string`);
+            continue;
+        }
+        let time;
+        let why;
+        if (format === 'hermes') {
+            if (v.session_key !== undefined && v.session_key !== key) {
+                skip('session_key is not the entry\'s own key (which one routes?)');
+                continue;
+            }
+            if (v.updated_at !== undefined && v.updated_at !== null)
+                [time, why] = entryTime(v.updated_at, 'updated_at');
+            else if (v.created_at !== undefined && v.created_at !== null)
+                [time, why] = entryTime(v.created_at, 'created_at');
+            else
+                why = 'updated_at and created_at are missing';
+        } else if (v.updatedAt === undefined) {
+            why = 'updatedAt is missing';
+        } else {
+            [time, why] = entryTime(v.updatedAt, 'updatedAt');
+        }
+        if (why) {
+            skip(why);
+            continue;
+        }
+        out.entries.push({ key, sessionId: sid, timeMs: time, origin: Buffer.from(JSON.stringify(v)) });
+    }
+    return out;
+}
+
 /** An open store.  Writes return promises; reads are synchronous. */
 class Store {
     #n;
@@ -279,6 +379,15 @@ class Store {
         return this.#n.applyBatch(events.map(batchEvent));
     }
 
+    /** bindlog_import_entries: BIND each entry (only if its key is unbound),
+     * in order of timeMs, each logged with its own time; each applied or
+     * refused alone.  Resolves one Result or BindlogError per entry. */
+    importEntries(entries) {
+        if (!Array.isArray(entries))
+            throw new TypeError(`importEntries: entries must be an array, not ${describe(entries)}`);
+        return this.#n.importEntries(entries.map(importEntry));
+    }
+
     get(key) {
         return this.#n.get(key);
     }
@@ -333,5 +442,6 @@ module.exports = {
     Store,
     BindlogError,
     ANY_GENERATION,
+    parseSessionsJson,
     version: native.version(),
 };

@@ -168,6 +168,7 @@ napi_value bn_write_split(napi_env env, napi_callback_info info);
 napi_value bn_write_invalidate(napi_env env, napi_callback_info info);
 napi_value bn_write_unbind(napi_env env, napi_callback_info info);
 napi_value bn_write_batch(napi_env env, napi_callback_info info);
+napi_value bn_write_import(napi_env env, napi_callback_info info);
 napi_value bn_wait(napi_env env, napi_callback_info info);
 napi_value bn_wait_cancel(napi_env env, napi_callback_info info);
 

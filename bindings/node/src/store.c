@@ -546,6 +546,7 @@ int bn_store_define(napi_env env, napi_value exports, bn_module *m)
         METHOD("invalidate", bn_write_invalidate),
         METHOD("unbind", bn_write_unbind),
         METHOD("applyBatch", bn_write_batch),
+        METHOD("importEntries", bn_write_import),
         METHOD("wait", bn_wait),
         METHOD("cancelWait", bn_wait_cancel),
         METHOD("get", store_get),

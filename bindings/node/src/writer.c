@@ -29,7 +29,7 @@
 
 #define WAIT_SLICE_MS 25
 
-enum { JOB_EVENT, JOB_BATCH, JOB_WAIT };
+enum { JOB_EVENT, JOB_BATCH, JOB_IMPORT, JOB_WAIT };
 
 struct bn_job {
     bn_job *next;
@@ -44,6 +44,9 @@ struct bn_job {
     bindlog_result *results;
     bindlog_event one_ev;
     bindlog_result one;
+    /* JOB_IMPORT: n entries, with results and per-entry codes */
+    bindlog_import_entry *entries;
+    int *codes;
     /* outcome */
     int rc;                   /* outcome or error (JOB_WAIT: 0 or error) */
     size_t err_index;         /* JOB_BATCH: the failing event */
@@ -98,7 +101,17 @@ static napi_value job_value(napi_env env, bn_job *job)
     if (napi_create_array_with_length(env, job->n, &v) != napi_ok)
         return NULL;
     for (size_t i = 0; i < job->n; i++) {
-        napi_value r = bn_result_value(env, &job->results[i]);
+        napi_value r;
+        if (job->kind == JOB_IMPORT && job->codes[i] < 0) {
+            /* a refused entry: its error, made here (the library gives a
+             * code per entry and no message) */
+            char msg[BINDLOG_KEY_MAX + 96];
+            snprintf(msg, sizeof msg, "importEntries %.*s: %s", BINDLOG_KEY_MAX,
+                     job->entries[i].key, bindlog_strerror(job->codes[i]));
+            r = bn_error_value(env, job->codes[i], msg, (long)i);
+        } else {
+            r = bn_result_value(env, &job->results[i]);
+        }
         if (r == NULL || napi_set_element(env, v, (uint32_t)i, r) != napi_ok)
             return NULL;
     }
@@ -166,6 +179,15 @@ int bn_writer_init(napi_env env, bn_store *st)
 
 static void run_write(bn_store *st, bn_job *job)
 {
+    if (job->kind == JOB_IMPORT) {
+        int rc = bindlog_import_entries(st->db, job->entries, job->n, job->results, job->codes,
+                                        NULL, NULL);
+        if (rc < 0)
+            job_error(job, rc);
+        else
+            job->rc = rc;
+        return;
+    }
     if (job->kind == JOB_BATCH) {
         int rc = bindlog_apply_batch(st->db, job->ev, job->n, job->results, &job->err_index);
         if (rc < 0)
@@ -586,6 +608,66 @@ napi_value bn_write_batch(napi_env env, napi_callback_info info)
         e->generation = bn_arg_u64(&a, f[4], what[4]);
         e->reason = bn_arg_str(&a, f[5], what[5], 1);
         bn_arg_bytes(&a, f[6], what[6], &e->origin, &e->origin_len, &present);
+        if (a.status == BN_ARG_BAD)
+            a.bad_index = (long)i;
+    }
+    return finish(env, st, &a, job);
+}
+
+/* importEntries(entries): each entry is the array index.js makes of it:
+ * [key, sessionId, timeMs, origin]. */
+napi_value bn_write_import(napi_env env, napi_callback_info info)
+{
+    size_t argc = 1;
+    napi_value argv[1];
+    bn_args a;
+    bool is_array = false;
+    uint32_t n = 0;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_args_init(&a, env, "importEntries");
+    if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
+        napi_get_array_length(env, argv[0], &n) != napi_ok) {
+        bn_throw_type(env, "importEntries: entries must be an array");
+        return NULL;
+    }
+    bn_job *job = calloc(1, sizeof(*job));
+    if (job != NULL) {
+        job->kind = JOB_IMPORT;
+        atomic_init(&job->cancel, 0);
+        job->n = n;
+        job->entries = bn_args_alloc(&a, n * sizeof(bindlog_import_entry));
+        job->results = bn_args_alloc(&a, n * sizeof(bindlog_result));
+        job->codes = bn_args_alloc(&a, n * sizeof(int));
+    }
+    for (uint32_t i = 0; job != NULL && a.status == BN_ARG_OK && i < n; i++) {
+        napi_value item, f[4];
+        bool item_array = false;
+        int present;
+        char what[4][48];
+        static const char *const names[4] = {"key", "sessionId", "timeMs", "origin"};
+        bindlog_import_entry *e = &job->entries[i];
+        memset(e, 0, sizeof(*e));
+        if (napi_get_element(env, argv[0], i, &item) != napi_ok ||
+            napi_is_array(env, item, &item_array) != napi_ok || !item_array) {
+            bn_throw_type(env, "importEntries: entries[%u] is not a normalised entry", i);
+            a.status = BN_ARG_THROWN;
+            break;
+        }
+        for (int k = 0; k < 4; k++) {
+            snprintf(what[k], sizeof what[k], "entries[%u].%s", i, names[k]);
+            if (napi_get_element(env, item, (uint32_t)k, &f[k]) != napi_ok)
+                f[k] = NULL;
+        }
+        e->key = bn_arg_str(&a, f[0], what[0], 0);
+        e->session_id = bn_arg_str(&a, f[1], what[1], 0);
+        if (a.status == BN_ARG_OK &&
+            (f[2] == NULL || napi_get_value_int64(env, f[2], &e->time_ms) != napi_ok)) {
+            bn_throw_type(env, "importEntries: %s must be a number", what[2]);
+            a.status = BN_ARG_THROWN;
+        }
+        bn_arg_bytes(&a, f[3], what[3], &e->origin, &e->origin_len, &present);
         if (a.status == BN_ARG_BAD)
             a.bad_index = (long)i;
     }

@@ -2,8 +2,8 @@
 // README.md and docs/node.md type-checks against index.d.ts under --strict,
 // and each misuse marked @ts-expect-error is refused, so the declarations
 // are neither missing nor too loose.
-import { Store, ANY_GENERATION, BindlogError, version } from 'bindlog';
-import type { Result, Binding, Session, LogRecord, Stats, Outcome, BatchEvent } from 'bindlog';
+import { Store, ANY_GENERATION, BindlogError, parseSessionsJson, version } from 'bindlog';
+import type { Result, Binding, Session, LogRecord, Stats, Outcome, BatchEvent, ImportEntry } from 'bindlog';
 
 async function gateway(dir: string): Promise<void> {
     const store: Store = Store.open(dir, { durability: 'full', writerThreads: 8 });
@@ -29,6 +29,13 @@ async function gateway(dir: string): Promise<void> {
     ];
     const results: Result[] = await store.applyBatch(batch);
     console.log(results.length, outcome, version);
+
+    const parsed = parseSessionsJson('{}', 'openclaw');
+    const entries: ImportEntry[] = [...parsed.entries, { key, sessionId: 'I', timeMs: new Date() }];
+    for (const item of await store.importEntries(entries)) {
+        if (item instanceof BindlogError) console.log(item.code, item.index, parsed.skipped.length);
+        else console.log(item.outcome);
+    }
 
     const s: Session | null = store.session('C');
     if (s !== null) console.log(s.origin.toString('utf8'), s.endedLsn, s.parentId);
@@ -61,6 +68,8 @@ async function gateway(dir: string): Promise<void> {
     const bad: Outcome = 'ok';
     // @ts-expect-error a split event needs parentId
     await store.applyBatch([{ type: 'split', key, childId: 'X', runGeneration: 1 }]);
+    // @ts-expect-error only the two formats of bindlog import-json
+    parseSessionsJson('{}', 'json');
     // @ts-expect-error get may return null
     const g2: number = store.get(key).generation;
     console.log(bad, g2);
