@@ -29,8 +29,14 @@ static double clock_us(clockid_t id)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-static double now_us(void) { return clock_us(CLOCK_MONOTONIC); }
-static double cpu_us(void) { return clock_us(CLOCK_PROCESS_CPUTIME_ID); }
+static double now_us(void)
+{
+    return clock_us(CLOCK_MONOTONIC);
+}
+static double cpu_us(void)
+{
+    return clock_us(CLOCK_PROCESS_CPUTIME_ID);
+}
 
 static int fail(const char *what, int rc)
 {
@@ -63,7 +69,8 @@ int main(int argc, char **argv)
         for (int j = 0; j < m; j++) {
             snprintf(keys[j], sizeof keys[j], "k%d", i + j);
             snprintf(sids[j], sizeof sids[j], "s%d", i + j);
-            ev[j] = (bindlog_event){.type = BINDLOG_EVENT_BIND, .key = keys[j], .session_id = sids[j]};
+            ev[j] =
+                (bindlog_event){.type = BINDLOG_EVENT_BIND, .key = keys[j], .session_id = sids[j]};
         }
         if ((rc = bindlog_apply_batch(s, ev, (size_t)m, NULL, NULL)) < 0)
             return fail("bind", rc);
@@ -84,8 +91,9 @@ int main(int argc, char **argv)
             return fail("split", rc);
     }
     double t2 = now_us(), c2 = cpu_us();
-    printf("{\"n\":%d,\"get_us\":%.3f,\"split_us\":%.3f,\"get_cpu_us\":%.3f,\"split_cpu_us\":%.3f}\n",
-           n, (t1 - t0) / n, (t2 - t1) / n, (c1 - c0) / n, (c2 - c1) / n);
+    printf(
+        "{\"n\":%d,\"get_us\":%.3f,\"split_us\":%.3f,\"get_cpu_us\":%.3f,\"split_cpu_us\":%.3f}\n",
+        n, (t1 - t0) / n, (t2 - t1) / n, (c1 - c0) / n, (c2 - c1) / n);
     bindlog_close(s);
     return 0;
 }

@@ -42,7 +42,8 @@ napi_value bn_error_value(napi_env env, int rc, const char *message, long index)
     if (message == NULL || message[0] == '\0')
         message = bindlog_strerror(rc);
     if (napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &argv[0]) != napi_ok ||
-        napi_create_string_utf8(env, bindlog_code_name(rc), NAPI_AUTO_LENGTH, &argv[1]) != napi_ok ||
+        napi_create_string_utf8(env, bindlog_code_name(rc), NAPI_AUTO_LENGTH, &argv[1]) !=
+            napi_ok ||
         napi_create_int32(env, rc, &argv[2]) != napi_ok)
         return NULL;
     if (m != NULL && m->error_ctor != NULL &&
@@ -144,23 +145,34 @@ int bn_set(napi_env env, napi_value obj, const char *name, napi_value v)
 const char *bn_outcome_name(int outcome)
 {
     switch (outcome) {
-    case BINDLOG_APPLIED: return "applied";
-    case BINDLOG_ALREADY: return "already";
-    case BINDLOG_STALE: return "stale";
-    case BINDLOG_MOVED: return "moved";
-    default: return "unknown";
+    case BINDLOG_APPLIED:
+        return "applied";
+    case BINDLOG_ALREADY:
+        return "already";
+    case BINDLOG_STALE:
+        return "stale";
+    case BINDLOG_MOVED:
+        return "moved";
+    default:
+        return "unknown";
     }
 }
 
 const char *bn_event_js_name(int type)
 {
     switch (type) {
-    case BINDLOG_EVENT_BIND: return "bind";
-    case BINDLOG_EVENT_NEW_SESSION: return "newSession";
-    case BINDLOG_EVENT_SPLIT: return "split";
-    case BINDLOG_EVENT_INVALIDATE: return "invalidate";
-    case BINDLOG_EVENT_UNBIND: return "unbind";
-    default: return "unknown";
+    case BINDLOG_EVENT_BIND:
+        return "bind";
+    case BINDLOG_EVENT_NEW_SESSION:
+        return "newSession";
+    case BINDLOG_EVENT_SPLIT:
+        return "split";
+    case BINDLOG_EVENT_INVALIDATE:
+        return "invalidate";
+    case BINDLOG_EVENT_UNBIND:
+        return "unbind";
+    default:
+        return "unknown";
     }
 }
 
@@ -190,12 +202,10 @@ napi_value bn_record_value(napi_env env, const bindlog_record *r)
     if (bn_set(env, o, "lsn", bn_u64(env, r->lsn)) ||
         bn_set(env, o, "type", bn_str(env, bn_event_js_name(r->type))) ||
         bn_set(env, o, "timeMs", bn_i64(env, r->time_ms)) ||
-        bn_set(env, o, "generation", bn_u64(env, r->generation)) ||
-        bn_set(env, o, "key", key) ||
+        bn_set(env, o, "generation", bn_u64(env, r->generation)) || bn_set(env, o, "key", key) ||
         bn_set(env, o, "sessionId", bn_str(env, r->session_id)) ||
         bn_set(env, o, "otherId", bn_str(env, r->other_id)) ||
-        bn_set(env, o, "reason", bn_str(env, r->reason)) ||
-        bn_set(env, o, "origin", origin))
+        bn_set(env, o, "reason", bn_str(env, r->reason)) || bn_set(env, o, "origin", origin))
         return NULL;
     return o;
 }
@@ -205,17 +215,28 @@ napi_value bn_record_value(napi_env env, const bindlog_record *r)
 static const char *type_name(napi_valuetype t)
 {
     switch (t) {
-    case napi_undefined: return "undefined";
-    case napi_null: return "null";
-    case napi_boolean: return "a boolean";
-    case napi_number: return "a number";
-    case napi_string: return "a string";
-    case napi_symbol: return "a symbol";
-    case napi_object: return "an object";
-    case napi_function: return "a function";
-    case napi_external: return "an external";
-    case napi_bigint: return "a bigint";
-    default: return "an unknown type";
+    case napi_undefined:
+        return "undefined";
+    case napi_null:
+        return "null";
+    case napi_boolean:
+        return "a boolean";
+    case napi_number:
+        return "a number";
+    case napi_string:
+        return "a string";
+    case napi_symbol:
+        return "a symbol";
+    case napi_object:
+        return "an object";
+    case napi_function:
+        return "a function";
+    case napi_external:
+        return "an external";
+    case napi_bigint:
+        return "a bigint";
+    default:
+        return "an unknown type";
     }
 }
 

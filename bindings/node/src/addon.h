@@ -65,18 +65,18 @@ typedef struct bn_store {
     unsigned char *origin_buf;     /* (js) BINDLOG_ORIGIN_MAX bytes for reads */
 
     pthread_mutex_t mu;
-    pthread_cond_t work_cv;        /* writers: a job was queued, or stopping */
-    pthread_cond_t wait_cv;        /* the waiter: a wait was queued or cancelled */
-    bn_job *head, *tail;           /* (mu) write jobs, oldest first */
-    unsigned nqueued;              /* (mu) jobs on that queue */
-    bn_job *waits;                 /* (mu) wait jobs not yet finished */
-    pthread_t *threads;            /* (mu) writer threads started */
-    unsigned nthreads;             /* (mu) */
-    unsigned max_threads;          /* writer threads at most (option writerThreads) */
-    unsigned idle;                 /* (mu) writer threads waiting for a job */
-    pthread_t waiter;              /* the thread that runs bindlog_wait */
-    int has_waiter;                /* (mu) */
-    atomic_int stopping;           /* shutdown has begun: finish queued work, then exit */
+    pthread_cond_t work_cv; /* writers: a job was queued, or stopping */
+    pthread_cond_t wait_cv; /* the waiter: a wait was queued or cancelled */
+    bn_job *head, *tail;    /* (mu) write jobs, oldest first */
+    unsigned nqueued;       /* (mu) jobs on that queue */
+    bn_job *waits;          /* (mu) wait jobs not yet finished */
+    pthread_t *threads;     /* (mu) writer threads started */
+    unsigned nthreads;      /* (mu) */
+    unsigned max_threads;   /* writer threads at most (option writerThreads) */
+    unsigned idle;          /* (mu) writer threads waiting for a job */
+    pthread_t waiter;       /* the thread that runs bindlog_wait */
+    int has_waiter;         /* (mu) */
+    atomic_int stopping;    /* shutdown has begun: finish queued work, then exit */
 } bn_store;
 
 /* ---- addon.c: values, errors, argument parsing ---------------------------- */
@@ -120,8 +120,8 @@ typedef struct bn_args {
     const char *call; /* "split", ... for messages */
     int status;
     char bad[200];
-    long bad_index;   /* applyBatch: the event that was BN_ARG_BAD, else -1 */
-    void **allocs;    /* everything copied, freed by bn_args_free */
+    long bad_index; /* applyBatch: the event that was BN_ARG_BAD, else -1 */
+    void **allocs;  /* everything copied, freed by bn_args_free */
     size_t nallocs, cap;
 } bn_args;
 

@@ -16,13 +16,13 @@
 #include <string.h>
 
 struct bn_iter {
-    bindlog_iter *it;   /* NULL once ended or closed */
-    bn_store *st;       /* holds one of st->refs */
-    napi_ref owner;     /* the NativeStore object, held while `it` is open, so
-                           that the collector cannot close the store under a
-                           loop that still reads (Store.open(d).history(k)) */
+    bindlog_iter *it;     /* NULL once ended or closed */
+    bn_store *st;         /* holds one of st->refs */
+    napi_ref owner;       /* the NativeStore object, held while `it` is open, so
+                             that the collector cannot close the store under a
+                             loop that still reads (Store.open(d).history(k)) */
     bn_iter *prev, *next; /* in st->iters while `it` is open */
-    int store_closed;   /* the store shut down under it */
+    int store_closed;     /* the store shut down under it */
 };
 
 /* ---- lifetime ------------------------------------------------------------------- */
@@ -245,8 +245,7 @@ static napi_value store_get(napi_env env, napi_callback_info info)
         napi_get_null(env, &o);
     } else if (rc < 0) {
         bn_throw(env, rc, bindlog_last_error());
-    } else if (napi_create_object(env, &o) != napi_ok ||
-               bn_set(env, o, "key", argv[0]) ||
+    } else if (napi_create_object(env, &o) != napi_ok || bn_set(env, o, "key", argv[0]) ||
                bn_set(env, o, "sessionId", bn_str(env, b.session_id)) ||
                bn_set(env, o, "generation", bn_u64(env, b.generation)) ||
                bn_set(env, o, "lsn", bn_u64(env, b.lsn)) ||
@@ -302,7 +301,9 @@ out:
 
 static const char *durability_name(int d)
 {
-    return d == BINDLOG_DURABILITY_FULL ? "full" : d == BINDLOG_DURABILITY_NORMAL ? "normal" : "none";
+    if (d == BINDLOG_DURABILITY_FULL)
+        return "full";
+    return d == BINDLOG_DURABILITY_NORMAL ? "normal" : "none";
 }
 
 static napi_value store_stats(napi_env env, napi_callback_info info)
@@ -329,8 +330,7 @@ static napi_value store_stats(napi_env env, napi_callback_info info)
         bn_set(env, o, "liveBindings", bn_u64(env, s.live_bindings)) ||
         bn_set(env, o, "sessions", bn_u64(env, s.sessions)) ||
         bn_set(env, o, "liveSessions", bn_u64(env, s.live_sessions)) ||
-        bn_set(env, o, "applied", applied) ||
-        bn_set(env, o, "commits", bn_u64(env, s.commits)) ||
+        bn_set(env, o, "applied", applied) || bn_set(env, o, "commits", bn_u64(env, s.commits)) ||
         bn_set(env, o, "groupedEvents", bn_u64(env, s.grouped_events)) ||
         bn_set(env, o, "mapSize", bn_u64(env, s.map_size)) ||
         bn_set(env, o, "mapUsed", bn_u64(env, s.map_used)) ||
@@ -532,7 +532,10 @@ static napi_value iter_ctor(napi_env env, napi_callback_info info)
 
 /* ---- class definitions ----------------------------------------------------------------- */
 
-#define METHOD(name, fn) { name, NULL, fn, NULL, NULL, NULL, napi_default, NULL }
+#define METHOD(name, fn)                                                                           \
+    {                                                                                              \
+        name, NULL, fn, NULL, NULL, NULL, napi_default, NULL                                       \
+    }
 
 int bn_store_define(napi_env env, napi_value exports, bn_module *m)
 {

@@ -36,7 +36,7 @@ struct bn_job {
     bn_store *st;
     int kind;
     napi_deferred deferred;
-    void **allocs;            /* the copied arguments */
+    void **allocs; /* the copied arguments */
     size_t nallocs;
     /* JOB_EVENT: ev[0], one result; JOB_BATCH: n events and results */
     bindlog_event *ev;
@@ -48,13 +48,13 @@ struct bn_job {
     bindlog_import_entry *entries;
     int *codes;
     /* outcome */
-    int rc;                   /* outcome or error (JOB_WAIT: 0 or error) */
-    size_t err_index;         /* JOB_BATCH: the failing event */
-    char *msg;                /* bindlog_last_error() of a failed call */
+    int rc;           /* outcome or error (JOB_WAIT: 0 or error) */
+    size_t err_index; /* JOB_BATCH: the failing event */
+    char *msg;        /* bindlog_last_error() of a failed call */
     /* JOB_WAIT */
     uint32_t id;
     uint64_t after, head;
-    int ended;                /* answered because cancelled or closing */
+    int ended; /* answered because cancelled or closing */
     atomic_int cancel;
 };
 
@@ -129,7 +129,8 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
         return;
     }
     if (job->rc < 0) {
-        v = bn_error_value(env, job->rc, job->msg, job->kind == JOB_BATCH ? (long)job->err_index : -1);
+        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
+        v = bn_error_value(env, job->rc, job->msg, index);
         if (v != NULL)
             napi_reject_deferred(env, job->deferred, v);
     } else if ((v = job_value(env, job)) != NULL) {
@@ -205,8 +206,8 @@ static void run_write(bn_store *st, bn_job *job)
                           e->origin_len, r);
         break;
     case BINDLOG_EVENT_NEW_SESSION:
-        rc = bindlog_new_session(st->db, e->key, e->session_id, e->reason, e->origin,
-                                 e->origin_len, r);
+        rc = bindlog_new_session(st->db, e->key, e->session_id, e->reason, e->origin, e->origin_len,
+                                 r);
         break;
     case BINDLOG_EVENT_SPLIT:
         rc = bindlog_split(st->db, e->key, e->expect, e->session_id, e->generation, e->origin,
@@ -580,8 +581,8 @@ napi_value bn_write_batch(napi_env env, napi_callback_info info)
         int32_t type = 0;
         int present;
         char what[7][48];
-        static const char *const names[7] = {"type", "key", "sessionId", "expect",
-                                              "runGeneration", "reason", "origin"};
+        static const char *const names[7] = {"type",          "key",    "sessionId", "expect",
+                                             "runGeneration", "reason", "origin"};
         bindlog_event *e = &job->ev[i];
         memset(e, 0, sizeof(*e));
         if (napi_get_element(env, argv[0], i, &item) != napi_ok ||
