@@ -5,9 +5,10 @@
 # and SQLite development packages, lmdb-utils (mdb_stat, mdb_dump), python3
 # (binding tests), libcurl + json-c + etcd (the etcd backend and its tests),
 # clang with libFuzzer's runtime (fuzz harnesses), prometheus (promtool, the
-# CLI tests' lint of stat --prometheus), and for the Node binding node with
-# npm (whose bundled node-gyp builds the addon), Node's headers and g++
-# (node-gyp links with it).
+# CLI tests' lint of stat --prometheus), python3-wheel and mypy for the
+# Python package (its offline install, its type check), and for the Node
+# binding node with npm (whose bundled node-gyp builds the addon), Node's
+# headers and g++ (node-gyp links with it).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -17,8 +18,9 @@ set -euo pipefail
 # pkg-config module).  dpkg-query is asked first where it exists.
 packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmocka-dev
     lmdb-utils libsqlite3-dev
-    # the Python binding's tests and its offline install
-    python3 python3-setuptools python3-venv
+    # the Python binding's tests, its offline install (pip install
+    # --no-build-isolation needs setuptools and wheel) and its type check
+    python3 python3-setuptools python3-venv python3-wheel mypy
     # the etcd backend: its client libraries and a real etcd for the tests
     libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client
     # libFuzzer harnesses (clang with its runtime)
@@ -46,6 +48,8 @@ have_pkg() {
     python3) command -v python3 >/dev/null 2>&1 ;;
     python3-setuptools) python3 -c 'import setuptools' >/dev/null 2>&1 ;;
     python3-venv) python3 -c 'import ensurepip' >/dev/null 2>&1 ;;
+    python3-wheel) python3 -c 'import wheel' >/dev/null 2>&1 ;;
+    mypy) command -v mypy >/dev/null 2>&1 ;;
     libcurl4-openssl-dev) pkg-config --exists libcurl 2>/dev/null ;;
     libjson-c-dev) pkg-config --exists json-c 2>/dev/null ;;
     etcd-server) command -v etcd >/dev/null 2>&1 ;;
