@@ -151,7 +151,7 @@ class BuildLibrary(build_ext):
             library_dirs=libdirs,
             # before the -l flags: link only what the library really uses
             extra_preargs=["-pthread", "-Wl,--as-needed"],
-            extra_postargs=["-Wl,--no-undefined", "-Wl,-soname,libbindlog.so"],
+            extra_postargs=["-Wl,--no-undefined", "-Wl,-z,nodelete", "-Wl,-soname,libbindlog.so"],
             target_lang="c",
         )
 
