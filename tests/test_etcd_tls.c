@@ -41,7 +41,7 @@
 
 static struct {
     char dir[2048];
-    char eps[256];      /* "127.0.0.1:PORT" */
+    char eps[300];      /* "127.0.0.1:PORT" */
     char port[16];
     char root_pw[128];
     char gw_pw[128];
