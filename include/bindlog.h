@@ -82,6 +82,26 @@ BINDLOG_API const char *bindlog_version(void);
  * ever reaches this generation; a zeroed value (0) never matches a key that
  * has seen an event. */
 #define BINDLOG_ANY_GENERATION UINT64_MAX
+/**
+ * The highest LSN a log record may carry: 2^63 - 1.  LSNs stay below 2^63
+ * so that "the next LSN" (head + 1) and every range end can never wrap.
+ * The event that would need an LSN above it is refused with
+ * BINDLOG_ENOSPC ("the log's LSN space is exhausted"; nothing is written,
+ * the store stays readable); records and streams that carry a higher LSN
+ * are damaged (BINDLOG_ECORRUPT).  At a million events a second the
+ * ceiling is 292,000 years away: only a forged or damaged input gets near.
+ */
+#define BINDLOG_LSN_MAX ((uint64_t)INT64_MAX)
+/**
+ * The range of event times, in milliseconds since the Unix epoch: years 0
+ * to 9999 of the proleptic Gregorian calendar (0000-01-01T00:00:00.000Z to
+ * 9999-12-31T23:59:59.999Z).  A record, a binding or a session carrying a
+ * time outside it is damaged (BINDLOG_ECORRUPT, also in an import); an
+ * event whose time would fall outside it (the handle's clock reads later
+ * than 9999) is refused with BINDLOG_EINVAL and not logged.
+ */
+#define BINDLOG_TIME_MIN_MS INT64_C(-62167219200000)
+#define BINDLOG_TIME_MAX_MS INT64_C(253402300799999)
 /**@}*/
 
 /* ------------------------------------------------------------------------ */
@@ -166,11 +186,16 @@ BINDLOG_API const char *bindlog_event_name(int type);
 #define BINDLOG_DURABILITY_NORMAL 1 /**< survives a process crash, no flush on the commit path; power loss may drop the last commits, never corrupts */
 #define BINDLOG_DURABILITY_NONE 2   /**< no flushes at all: tests and bulk loads; power loss may lose or corrupt */
 
-#define BINDLOG_OPTIONS_VERSION 2
+#define BINDLOG_OPTIONS_VERSION 3
 
 /**
  * Options of bindlog_open().  Always initialise with BINDLOG_OPTIONS_INIT so
  * that fields added later take their defaults.
+ *
+ * Versions: fields are only ever added at the end, and `version` says which
+ * ones the caller's struct has.  A caller built against version 1 (up to
+ * clock_ctx) keeps working: bindlog_open reads only the fields of the
+ * version it is given and takes the defaults for the others.
  */
 typedef struct bindlog_options {
     unsigned version;   /**< BINDLOG_OPTIONS_VERSION */
@@ -186,9 +211,41 @@ typedef struct bindlog_options {
      * Called from whichever thread commits; must be thread-safe. */
     int64_t (*clock_ms)(void *clock_ctx);
     void *clock_ctx; /**< passed to clock_ms */
-    /** Since version 2.  Bytes of the write-ahead log's ring when this call
-     * creates the store (rounded up to 4 KiB, at least 64 KiB, at most
-     * 1 GiB); 0 = default (8 MiB).  The log is preallocated at creation and
+
+    /* ---- version 2: etcd in production (docs/scale-out.md) ----
+     * Used by etcd:// and etcds:// locations only.  A string left NULL
+     * takes the value of the environment variable etcdctl reads
+     * (ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_USER,
+     * ETCDCTL_PASSWORD; ETCDCTL_USER may be "user:password"), as libpq takes
+     * PGPASSWORD; the TLS ones only for etcds://.  The strings are copied
+     * by bindlog_open; the password is kept (to renew etcd's auth token)
+     * and wiped when the store's last handle closes.  No message, log or
+     * statistic ever contains it, and a location that holds credentials
+     * ("etcds://user:pw@host...") is refused. */
+    /** etcds://: the CA certificates (PEM file) that sign the servers'
+     * certificates; NULL: the system's store.  The server's certificate
+     * must also name the endpoint's host (or IP address). */
+    const char *etcd_cacert;
+    /** etcds://: a client certificate (PEM file) for servers that ask
+     * for one (etcd --client-cert-auth); with etcd_key. */
+    const char *etcd_cert;
+    const char *etcd_key;      /**< its private key (PEM file, unencrypted) */
+    /** etcd's authentication (RBAC): user and password, both or neither.
+     * The user needs read and write permission on PREFIX/ (docs/scale-out.md
+     * lists the least a gateway needs). */
+    const char *etcd_user;
+    const char *etcd_password; /**< see etcd_user */
+    /** The most operations one etcd Txn may carry: the servers'
+     * --max-txn-ops, which a client cannot ask.  0: the environment's
+     * BINDLOG_ETCD_MAX_TXN_OPS, else etcd's default, 128.  Larger groups of
+     * events then fit one Txn.  16..1000000; a value above the servers'
+     * makes large batches fail with BINDLOG_EINVAL. */
+    unsigned etcd_max_txn_ops;
+
+    /* ---- version 3: the write-ahead log ---- */
+    /** Bytes of the write-ahead log's ring when this call creates the
+     * store (rounded up to 4 KiB, at least 64 KiB, at most 1 GiB); 0 =
+     * default (8 MiB).  The log's blocks are reserved at creation and it
      * never grows; an existing store keeps the size it was made with.  A
      * group commit (a batch, with whatever joined it) must fit in half of
      * it.  docs/design.md, "The write-ahead log". */
@@ -196,7 +253,8 @@ typedef struct bindlog_options {
 } bindlog_options;
 
 #define BINDLOG_OPTIONS_INIT \
-    { BINDLOG_OPTIONS_VERSION, BINDLOG_DURABILITY_FULL, 0, 0, 0, NULL, NULL, 0 }
+    { BINDLOG_OPTIONS_VERSION, BINDLOG_DURABILITY_FULL, 0, 0, 0, NULL, NULL, \
+      NULL, NULL, NULL, NULL, NULL, 0, 0 }
 
 /** An open store.  Opaque; thread-safe. */
 typedef struct bindlog bindlog;
@@ -210,17 +268,43 @@ typedef struct bindlog bindlog;
  * in this process shares its LMDB environment (LMDB forbids two on the same
  * files), so any number of handles may be open at once.
  *
+ * The store's files (data.mdb, lock.mdb, bindlog.lock) must be regular
+ * files: a symbolic link or any other kind of file in their place is
+ * refused with BINDLOG_ENOTSTORE, so that nothing is ever written where a
+ * link points (the directory itself may be reached through a link).  An
+ * open that fails leaves nothing it created: not the files, not the
+ * directories.  A read-only open creates nothing but, for a store whose
+ * lock.mdb is missing, lock.mdb itself (LMDB's reader table, which keeps
+ * writers from reusing the pages a reader reads).  lock.mdb is allocated
+ * on disk before LMDB maps it, so a full disk is BINDLOG_ENOSPC here, never
+ * a crash later.
+ *
  * @param out   receives the handle; set to NULL on failure.
  * @param dir   the store directory, or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
- *              for a store shared by a fleet on etcd (docs/scale-out.md).  Any
- *              other "scheme://" is refused with BINDLOG_EINVAL.
+ *              for a store shared by a fleet on etcd (plain HTTP), or
+ *              "etcds://HOST:PORT[,HOST:PORT...]/PREFIX" (TLS; see the
+ *              etcd_* options) (docs/scale-out.md).  Any other "scheme://"
+ *              is refused with BINDLOG_EINVAL.  etcd locations need the etcd
+ *              module, libbindlog-etcd.so, installed beside libbindlog (it
+ *              is loaded on the first such open).
  * @param opts  options, or NULL for the defaults.
  * @return 0, or
- *   BINDLOG_EINVAL (NULL out/dir, empty dir, bad opts->version or value),
- *   BINDLOG_ENOTFOUND (read-only open of a missing store),
- *   BINDLOG_ENOTSTORE (the directory holds something else),
- *   BINDLOG_EVERSION (a newer on-disk format), BINDLOG_EACCES,
- *   BINDLOG_ECORRUPT, BINDLOG_EIO, BINDLOG_ENOMEM, BINDLOG_ENOSPC.
+ *   BINDLOG_EINVAL (NULL out/dir, empty dir, bad opts->version or value; on
+ *   etcd: a malformed location, credentials in it, TLS files that cannot be
+ *   read or given for etcd://, a user without a password),
+ *   BINDLOG_ENOTFOUND (read-only open of a missing store, or of an empty
+ *   data.mdb that a creation left),
+ *   BINDLOG_ENOTSTORE (the directory holds something else; `dir` is a
+ *   file, not a directory; a store file is a symbolic link or not a
+ *   regular file; data.mdb is not an LMDB file),
+ *   BINDLOG_EVERSION (a newer on-disk format), BINDLOG_EACCES (also: etcd
+ *   refused the credentials, or the user has no permission on the prefix),
+ *   BINDLOG_ENOTSUP (an etcd location without the etcd module),
+ *   BINDLOG_ECORRUPT, BINDLOG_EIO (also: etcd unreachable, or TLS failed: a
+ *   server certificate that no trusted CA signed or that names another
+ *   host, a client certificate the server refuses), BINDLOG_ENOMEM,
+ *   BINDLOG_ENOSPC.  bindlog_last_error() says which, and on etcd which
+ *   endpoint.
  * Thread-safe.
  */
 BINDLOG_API int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts);
@@ -373,14 +457,18 @@ BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t 
  * The binding of `key`.  Returns 0, or BINDLOG_ENOTFOUND when the key routes
  * nowhere (never bound, or a tombstone): `out->generation` then still holds
  * the key's last generation (0 if never bound), `out->session_id` is "" and
- * `out->key` is the key.  BINDLOG_EINVAL for bad arguments.
+ * `out->key` is the key.  BINDLOG_EINVAL for bad arguments;
+ * BINDLOG_ECORRUPT when the stored binding is damaged (a value that does
+ * not decode, or whose length is beyond the limit of a binding: the last
+ * error names the key and the length).
  */
 BINDLOG_API int bindlog_get(bindlog *s, const char *key, bindlog_binding *out);
 
 /**
  * The session `session_id`.  Copies at most `origin_cap` bytes of its origin
  * into `origin_buf` (NULL with cap 0 is fine) and always reports the full
- * length in out->origin_len.  Returns 0, BINDLOG_ENOTFOUND, BINDLOG_EINVAL.
+ * length in out->origin_len.  Returns 0, BINDLOG_ENOTFOUND, BINDLOG_EINVAL,
+ * or BINDLOG_ECORRUPT for a damaged stored session (as bindlog_get()).
  */
 BINDLOG_API int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out,
                                     void *origin_buf, size_t origin_cap);
@@ -396,7 +484,8 @@ BINDLOG_API int bindlog_session_get(bindlog *s, const char *session_id, bindlog_
  * no-op) before its handle is closed.  Not thread-safe: one thread at a time.
  *
  * The bindlog_iter_next_* functions return 1 with an item, 0 at the end, or a
- * negative error (BINDLOG_ECORRUPT for a damaged record, BINDLOG_EINVAL when
+ * negative error (BINDLOG_ECORRUPT for a damaged record or an entry whose
+ * stored length is beyond its table's limit, BINDLOG_EINVAL when
  * the next_* function does not match the iterator's kind).  Pointers inside
  * the items they fill belong to the iterator and stay valid until the next
  * call on it or its close.
@@ -480,9 +569,14 @@ typedef struct bindlog_stats {
     /** APPLIED events by type over the store's whole life (persistent,
      * every process): applied[BINDLOG_EVENT_BIND] ... */
     uint64_t applied[BINDLOG_EVENT_COUNT];
-    /** Calls by type and result in this process since its first handle
-     * opened the store: events[type][outcome], events[type][BINDLOG_STAT_ERROR].
-     * Rejected calls write nothing, so these are not persistent. */
+    /** Calls made through THIS HANDLE since it was opened, by type and
+     * result: events[type][outcome], events[type][BINDLOG_STAT_ERROR]
+     * (arguments refused included; a failed batch counts one error, for
+     * the event at fault; each entry of bindlog_import_entries counts as a
+     * bind).  Per handle, not per process or store: another handle of the
+     * same process starts from zero, and nothing persists (a refused call
+     * writes nothing).  Store-wide counts of what was applied are in
+     * applied[]. */
     uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
     /** Group commits over the store's life, every process's (persistent:
      * one frame of the write-ahead log each). */
@@ -557,7 +651,10 @@ typedef struct bindlog_check_report {
  * key), that replaying base image + log reproduces every binding and session
  * (digests equal, and the first differing key named), the children and
  * history indexes, and the persistent counters.  Returns 0 when the check
- * ran (see out->problems), or a negative error if it could not run.
+ * ran (see out->problems), or a negative error if it could not run.  An
+ * entry whose length LMDB reports beyond its table's limit (a damaged page)
+ * is a problem like any other, named by LSN or key (a damaged state table
+ * then has no state_digest: it stays zero).
  *
  * How (docs/design.md, "Bulk replay"): the log is replayed partitioned by
  * key, each partition in memory with the same state machine as the write
@@ -682,11 +779,19 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  * head + 1 appends.  Refused, with `err_offset` (if not NULL) set to the
  * byte offset of the header field or frame at fault and nothing of the
  * stream applied: torn or altered streams (BINDLOG_ECORRUPT, or
- * BINDLOG_EVERSION for a newer stream or record version), a full stream
+ * BINDLOG_EVERSION for a newer stream or record version), streams whose
+ * LSNs could pass BINDLOG_LSN_MAX (a first_lsn above 2^63: offset 16) or
+ * whose times leave years 0-9999 (BINDLOG_ECORRUPT at the frame, with a
+ * last-error message naming the number), a full stream
  * into a non-empty store or an overlapping incremental one
  * (BINDLOG_EEXIST), an incremental stream that leaves a gap after the head
- * (BINDLOG_ENOTFOUND).  The whole stream is applied in one write
+ * (BINDLOG_ENOTFOUND), a full disk (BINDLOG_ENOSPC: nothing reached the
+ * store).  The whole stream is applied in one write
  * transaction, so other writers of the store wait until it is done.  A
+ * refused stream changes nothing in the store, but the store itself
+ * exists once bindlog_open() made it: to leave nothing behind in a new
+ * directory, import into a temporary one beside it and rename it into
+ * place on success (what `bindlog import` does).  A
  * full stream is re-derived by the bulk replay described at
  * bindlog_check() (its records are copied to temporary files, about the
  * stream's size); an incremental one record by record.  `records` (if not
@@ -694,6 +799,75 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  */
 BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
                                bindlog_progress_fn progress, void *progress_ctx);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Moving a gateway's sessions in
+ *
+ * A gateway that kept its routing table in a file (a sessions.json of
+ * key -> session id) moves it into a store with one call: each entry
+ * becomes a BIND of its key to its session, logged with the entry's own
+ * time.  The caller parses its file (the `bindlog import-json` command
+ * parses two gateways' formats; the Python and Node bindings use their own
+ * JSON parsers) and hands the entries over; libbindlog reads no JSON.
+ */
+/**@{*/
+
+/** One entry of a gateway's routing table.  Caller-owned; read during
+ * the call only. */
+typedef struct bindlog_import_entry {
+    const char *key;        /**< the session key (rules as for bindlog_bind) */
+    const char *session_id; /**< the session the key routes to */
+    /** The entry's last update, ms since the Unix epoch: the event's time in
+     * the log and the order entries are applied in.  0 = the handle's clock
+     * at the start of the call; negative is BINDLOG_EINVAL. */
+    int64_t time_ms;
+    const void *origin;     /**< the session's origin (e.g. the entry itself as
+                                 JSON), or NULL for none */
+    size_t origin_len;      /**< 0..BINDLOG_ORIGIN_MAX; 0 when origin is NULL */
+} bindlog_import_entry;
+
+/**
+ * Bind every entry's key to its session, as BIND(key, session_id,
+ * expect = "" (only if the key is unbound), reason = "import", origin), each
+ * entry applied or refused alone: one entry that cannot go in never stops
+ * or undoes the others.
+ *
+ * Order and time: entries are applied in order of time_ms (equal times in
+ * array order), each logged with its own time_ms.  Times never decrease
+ * along the log, so an entry older than the store's last record is logged
+ * at that record's time (its order among the entries still follows
+ * time_ms).  Entries share write transactions and syncs (group commit), so
+ * thousands go in per second even with BINDLOG_DURABILITY_FULL.
+ *
+ * Per entry, codes[i] (if `codes` is not NULL) receives its outcome or
+ * error, and out[i] (if `out` is not NULL) its result (unspecified when
+ * codes[i] < 0):
+ *  - BINDLOG_APPLIED: bound now (one log record; the session was created,
+ *    or re-opened, with `origin`);
+ *  - BINDLOG_ALREADY: the key was already bound to this session (so a
+ *    second run of the same import changes nothing);
+ *  - BINDLOG_MOVED: the key is bound to another session (out[i].session_id
+ *    says which); left as it is;
+ *  - BINDLOG_ECONFLICT: the session is the live binding of another key (two
+ *    keys naming one session: the entry with the earlier time wins);
+ *  - BINDLOG_EINVAL: a key, session id, origin or time the contract refuses.
+ * Every entry counts as one bind call in bindlog_stats.events.
+ *
+ * Progress (optional) is reported as entries decided out of n.
+ *
+ * Returns 0 when every entry was decided (whatever its code), or an error
+ * that stopped the call: BINDLOG_EINVAL (NULL handle; entries NULL with
+ * n > 0), BINDLOG_EREADONLY, BINDLOG_ENOMEM, or a storage error (BINDLOG_EIO,
+ * BINDLOG_ENOSPC, BINDLOG_EPANIC, ...).  After a storage error the entries
+ * whose code is that error were not applied and the others were; running
+ * the call again is safe (what went in comes back ALREADY).
+ * bindlog_last_error() is "" after a return of 0 (look at the codes).
+ * Thread-safe.
+ */
+BINDLOG_API int bindlog_import_entries(bindlog *s, const bindlog_import_entry *entries, size_t n,
+                                       bindlog_result *out, int *codes,
+                                       bindlog_progress_fn progress, void *progress_ctx);
 /**@}*/
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/module.h"
 
 const char *bindlog_version(void) { return BINDLOG_VERSION_STRING; }
 
@@ -88,18 +90,10 @@ const char *bindlog_event_name(int type)
 
 /* ---- backends and handles ----------------------------------------------- */
 
-/* Backends chosen by a location prefix; a plain path is LMDB's.  A build
- * of the library without src/etcd (the Python and Node packages compile
- * core, lmdb and maint only) leaves BINDLOG_WITH_ETCD undefined, and an
- * etcd:// open is then BINDLOG_ENOTSUP.  (A weak reference would not do:
- * it does not pull the backend out of a static library.) */
-#ifdef BINDLOG_WITH_ETCD
-#define ETCD_OPS (&bl_etcd_ops)
-#define ETCD_BUILT 1
-#else
-#define ETCD_OPS ((const bl_backend_ops *)NULL)
-#define ETCD_BUILT 0
-#endif
+/* A plain path is LMDB's; etcd:// and etcds:// are served by the etcd
+ * module, loaded on first use (core/module.h): libbindlog itself links
+ * neither libcurl nor json-c.  Without the module such an open is
+ * BINDLOG_ENOTSUP with a message saying what to install. */
 
 /* 1 if the location starts like a URL ("word://"), which no directory
  * path is meant to: a typo in a scheme must not create a directory. */
@@ -112,21 +106,21 @@ static int looks_like_url(const char *location)
     return p != location && strncmp(p, "://", 3) == 0;
 }
 
-const bl_backend_ops *bl_backend_for(const char *location)
+/* The backend of `location`: 0 with *ops, BINDLOG_ENOTSUP (its module
+ * cannot be loaded) or BINDLOG_EINVAL (an unknown scheme), each with its
+ * last-error detail. */
+static int backend_for(const char *location, const bl_backend_ops **ops)
 {
-    const bl_backend_ops *schemed[] = {ETCD_OPS};
-    for (size_t i = 0; i < sizeof(schemed) / sizeof(schemed[0]); i++) {
-        const bl_backend_ops *b = schemed[i];
-        if (b != NULL && strncmp(location, b->scheme, strlen(b->scheme)) == 0)
-            return b;
-    }
-    return looks_like_url(location) ? NULL : &bl_lmdb_ops;
-}
-
-/* 1 when the location names a backend this build does not contain. */
-static int backend_missing(const char *location)
-{
-    return !ETCD_BUILT && strncmp(location, "etcd://", 7) == 0;
+    int rc = bl_module_backend(location, ops);
+    if (rc == 1)
+        return 0;
+    if (rc < 0)
+        return rc;
+    if (looks_like_url(location))
+        return bl_err_set(BINDLOG_EINVAL, "unknown scheme (a store is a directory path, "
+                                          "etcd://HOST:PORT/PREFIX or etcds://HOST:PORT/PREFIX)");
+    *ops = &bl_lmdb_ops;
+    return 0;
 }
 
 /* CLOCK_MONOTONIC in milliseconds. */
@@ -164,6 +158,15 @@ int64_t bl_now_ms(const bindlog *h)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The size of the options struct of each version (fields are only added
+ * at the end). */
+static size_t options_size(unsigned version)
+{
+    return version >= 3   ? sizeof(bindlog_options)
+           : version == 2 ? offsetof(bindlog_options, log_size)
+                          : offsetof(bindlog_options, etcd_cacert);
+}
+
 static int open_store(bindlog **out, const char *dir, const bindlog_options *opts)
 {
     bindlog_options o = BINDLOG_OPTIONS_INIT;
@@ -180,9 +183,9 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
             return bl_err_set(BINDLOG_EINVAL,
                               "options version %u is not 1..%u (use BINDLOG_OPTIONS_INIT)",
                               opts->version, (unsigned)BINDLOG_OPTIONS_VERSION);
-        /* a version-1 caller's struct ends before log_size */
-        memcpy(&o, opts,
-               opts->version == 1 ? offsetof(bindlog_options, log_size) : sizeof(o));
+        /* only the fields the caller's version has: an older caller's
+         * struct ends sooner */
+        memcpy(&o, opts, options_size(opts->version));
     }
     if (o.durability < BINDLOG_DURABILITY_FULL || o.durability > BINDLOG_DURABILITY_NONE)
         return bl_err_set(BINDLOG_EINVAL, "unknown durability mode %d", o.durability);
@@ -195,17 +198,10 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
         free(h);
         return BINDLOG_ENOMEM;
     }
-    h->ops = bl_backend_for(dir);
-    if (h->ops == NULL && backend_missing(dir)) {
+    if ((rc = backend_for(dir, &h->ops)) != 0) {
         free(h->path);
         free(h);
-        return bl_err_set(BINDLOG_ENOTSUP, "this build of libbindlog has no etcd backend");
-    }
-    if (h->ops == NULL) {
-        free(h->path);
-        free(h);
-        return bl_err_set(BINDLOG_EINVAL, "unknown scheme (a store is a directory path or "
-                                          "etcd://HOST:PORT/PREFIX)");
+        return rc;
     }
     h->read_only = o.read_only != 0;
     h->durability = o.durability;
@@ -221,12 +217,32 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
     return 0;
 }
 
+/* A location for a message.  In a URL whose authority holds '@'
+ * ("etcds://user:password@host:port/P", refused by the backend), what
+ * precedes the last '@' may be a password: it becomes "***". */
+static const char *qlocation(char *buf, const char *loc)
+{
+    if (loc == NULL || !looks_like_url(loc))
+        return QPATH(buf, loc);
+    const char *auth = strstr(loc, "://") + 3;
+    size_t alen = strcspn(auth, "/");
+    const char *at = NULL;
+    for (const char *p = auth; p < auth + alen; p++)
+        if (*p == '@')
+            at = p;
+    if (at == NULL)
+        return QPATH(buf, loc);
+    char tmp[BL_ERR_QUOTE_MAX];
+    snprintf(tmp, sizeof tmp, "%.*s***%s", (int)(auth - loc), loc, at);
+    return QPATH(buf, tmp);
+}
+
 int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
 {
     char q[BL_ERR_QUOTE_MAX];
     bl_err_clear();
     int rc = open_store(out, dir, opts);
-    return bl_api_done(rc, "open %s", QPATH(q, dir));
+    return bl_api_done(rc, "open %s", qlocation(q, dir));
 }
 
 void bindlog_close(bindlog *s)
@@ -305,6 +321,13 @@ static int event_arg(const bindlog_event *in, bl_event *ev)
     return rc;
 }
 
+void bl_count_call(bindlog *s, int type, int rc)
+{
+    unsigned t = type > 0 && type < BINDLOG_EVENT_COUNT ? (unsigned)type : 0;
+    unsigned col = rc < 0 || rc >= BINDLOG_OUTCOME_COUNT ? BINDLOG_STAT_ERROR : (unsigned)rc;
+    atomic_fetch_add_explicit(&s->calls[t][col], 1, memory_order_relaxed);
+}
+
 static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
 {
     bl_event ev;
@@ -316,14 +339,15 @@ static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
     rc = event_arg(in, &ev);
     if (rc == 0 && s->read_only)
         rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
-    if (rc != 0) {
-        s->ops->count(s, (unsigned)(in->type > 0 ? in->type : 0), rc);
-        return rc;
+    if (rc == 0) {
+        if (out == NULL)
+            out = &tmp;
+        rc = s->ops->commit(s, &ev, 1, out, NULL);
+        if (rc == 0)
+            rc = out->outcome;
     }
-    if (out == NULL)
-        out = &tmp;
-    rc = s->ops->commit(s, &ev, 1, out, NULL);
-    return rc < 0 ? rc : out->outcome;
+    bl_count_call(s, in->type, rc);
+    return rc;
 }
 
 /* One event call, with its last-error context: "<type> <key>". */
@@ -393,13 +417,13 @@ static int apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_re
         if ((rc = event_arg(&in[i], &ev[i])) != 0) {
             if (err_index != NULL)
                 *err_index = i;
-            s->ops->count(s, (unsigned)(in[i].type > 0 ? in[i].type : 0), rc);
+            bl_count_call(s, in[i].type, rc);
             goto out;
         }
     }
     if (s->read_only) {
         rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
-        s->ops->count(s, (unsigned)in[0].type, rc);
+        bl_count_call(s, in[0].type, rc);
         goto out;
     }
     /* backends always get somewhere to put results */
@@ -408,6 +432,11 @@ static int apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_re
         goto out;
     }
     rc = s->ops->commit(s, ev, n, res, err_index);
+    /* A batch that failed wrote nothing: one error, for the event at fault. */
+    if (rc < 0)
+        bl_count_call(s, in[err_index != NULL && *err_index < n ? *err_index : 0].type, rc);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        bl_count_call(s, in[i].type, res[i].outcome);
 out:
     if (ev != stack)
         free(ev);
@@ -676,7 +705,12 @@ int bindlog_stats_get(bindlog *s, bindlog_stats *out)
     bl_err_clear();
     if (s == NULL || out == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or out is NULL"), "stats_get");
-    return bl_api_done(s->ops->stats(s, out), "stats_get");
+    int rc = s->ops->stats(s, out);
+    if (rc == 0)
+        for (int t = 0; t < BINDLOG_EVENT_COUNT; t++)
+            for (int c = 0; c < BINDLOG_STAT_COLUMNS; c++)
+                out->events[t][c] = atomic_load_explicit(&s->calls[t][c], memory_order_relaxed);
+    return bl_api_done(rc, "stats_get");
 }
 
 int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn)
@@ -707,9 +741,11 @@ int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "replay");
-    return bl_api_done(s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn,
-                                      progress, progress_ctx),
-                       "replay into %s", QPATH(q, out_dir));
+    int rc = s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn, progress,
+                            progress_ctx);
+    if (rc == BINDLOG_EEXIST && !bl_err_isset())
+        bl_err_set(rc, "the directory is not empty: replay needs a new or empty one");
+    return bl_api_done(rc, "replay into %s", QPATH(q, out_dir));
 }
 
 int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head)
@@ -770,8 +806,11 @@ int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "export");
-    return bl_api_done(s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx),
-                       "export");
+    int rc = s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx);
+    if (rc == BINDLOG_ENOTFOUND && !bl_err_isset())
+        bl_err_set(rc, "no records from LSN %llu on (compacted, or beyond the head + 1)",
+                   (unsigned long long)from_lsn);
+    return bl_api_done(rc, "export from LSN %llu to fd %d", (unsigned long long)from_lsn, fd);
 }
 
 int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
@@ -780,6 +819,24 @@ int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "import");
-    return bl_api_done(s->ops->import_stream(s, fd, records, err_offset, progress, progress_ctx),
-                       "import");
+    uint64_t off = 0;
+    int rc = s->ops->import_stream(s, fd, records, &off, progress, progress_ctx);
+    if (err_offset != NULL)
+        *err_offset = off;
+    if (rc < 0) {
+        /* Where the stream went wrong, and what was wrong there. */
+        char detail[BL_ERRMSG_MAX];
+        const char *why;
+        if (bl_err_isset())
+            why = strcpy(detail, bl_err_get());
+        else if (rc == BINDLOG_EEXIST)
+            why = "the store already holds records (a full stream needs an empty store, an "
+                  "incremental one must start at head + 1)";
+        else if (rc == BINDLOG_ENOTFOUND)
+            why = "the stream starts after head + 1 (it would leave a gap)";
+        else
+            why = bindlog_strerror(rc);
+        bl_err_set(rc, "stream refused at byte %llu: %s", (unsigned long long)off, why);
+    }
+    return bl_api_done(rc, "import");
 }

@@ -10,7 +10,8 @@
  * optionally `finish`, a step that must complete before the group's callers
  * hear their outcomes but need not hold up the next group (LMDB: the meta
  * page's sync).  The queue also keeps the sticky-failure flag and this
- * process's statistics.
+ * process's commit statistics (commits, grouped events).  Calls by type and
+ * outcome are counted per handle, above the seam (api.c).
  */
 #ifndef BL_GROUP_H
 #define BL_GROUP_H
@@ -32,7 +33,7 @@ typedef struct bl_greq {
     const bl_event *ev;
     size_t n;
     bindlog_result *out;  /* n results */
-    int *outcomes;        /* per event: outcome or error, for the statistics */
+    int *outcomes;        /* per event: outcome or error (the backend's bookkeeping) */
     size_t err_index;     /* the failing event when rc < 0 */
     int rc;               /* 0 or the request's error */
     int done;
@@ -47,9 +48,16 @@ typedef struct bl_group {
     pthread_cond_t cv;
     bl_greq *head, *tail;
     int leader;           /* a thread is running a group */
+    /* Filling (bl_group_fill): requests queued, how many the next leader
+     * expects (the last group's plus those queued while it ran), and the
+     * leader's wait for them. */
+    size_t queued, expect;
+    unsigned fill_us;     /* 0: never wait */
+    int64_t last_run_ns;  /* how long the last group's run took */
+    int filling;          /* a leader waits on fill_cv */
+    pthread_cond_t fill_cv;
     atomic_int panic;     /* sticky: a commit failed fatally */
-    uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
-    uint64_t commits, grouped_events;
+    uint64_t commits, grouped_events; /* this process's, over every handle */
 } bl_group;
 
 /* Commit `group` (a list through ->next).  Set each request's rc, outcomes,
@@ -62,10 +70,43 @@ typedef int (*bl_group_finish_fn)(void *ctx, bl_greq *group);
 void bl_group_init(bl_group *g);
 void bl_group_destroy(bl_group *g);
 
+/*
+ * Filling, for a backend whose commit costs a network round trip (etcd).
+ * With steady writers a group commits while the next one queues, so each
+ * group holds about half of them and groups alternate.  With filling on, a
+ * new leader first waits -- up to max_us, and never more than a quarter of
+ * the last group's run -- until as many requests are queued as were in
+ * flight last time (the last group plus those that queued while it ran),
+ * so the writers that just got their outcomes join this group instead of
+ * forming the next.  A lone writer never waits: one request was in flight
+ * and one is queued.  0 (the default) turns it off.  Call before use.
+ */
+void bl_group_fill(bl_group *g, unsigned max_us);
+
 /* Queue n events and wait for their outcomes (see bl_backend_ops.commit).
  * BINDLOG_EPANIC at once if the group is sticky-failed. */
 int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
                     size_t *err_index, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx);
+
+/*
+ * Queue n independent events at once, one request each, so that they share
+ * a storage transaction without sharing its fate: each is applied or
+ * refused alone.  codes[i] receives event i's outcome or error and out[i]
+ * its result.  Returns 0 when every event was decided (refusals included),
+ * or the storage error that failed them (then every code is an error and
+ * nothing of theirs was committed, unless the group had already committed).
+ */
+int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
+                         bindlog_result *out, int *codes, bl_group_run_fn run,
+                         bl_group_finish_fn finish, void *ctx);
+
+/* 1 for the errors the state machine decides for one event alone
+ * (EINVAL, ENOTFOUND, EEXIST, ECONFLICT), 0 for the storage's. */
+static inline int bl_group_refusal(int rc)
+{
+    return rc == BINDLOG_EINVAL || rc == BINDLOG_ENOTFOUND || rc == BINDLOG_EEXIST ||
+           rc == BINDLOG_ECONFLICT;
+}
 
 /* Every request of the group fails with rc; the detail is the leader's
  * current last-error message, when one was set while running the group. */
@@ -77,9 +118,7 @@ static inline int bl_group_panicked(bl_group *g) { return atomic_load(&g->panic)
 
 /* Count one committed transaction (statistics). */
 void bl_group_committed(bl_group *g);
-/* Count a call refused before reaching the queue (statistics). */
-void bl_group_count(bl_group *g, unsigned type, int rc);
-/* Copy the statistics into out->events, commits and grouped_events. */
+/* Copy the statistics into out->commits and out->grouped_events. */
 void bl_group_stats(bl_group *g, bindlog_stats *out);
 
 #endif /* BL_GROUP_H */

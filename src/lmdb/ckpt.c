@@ -265,7 +265,9 @@ static int fold_once(bl_env *e, uint64_t target, uint64_t *done)
                 bl_err_set(rc, "checkpoint: LMDB failed while writing its meta page: %s",
                            mdb_strerror(mrc));
             } else {
-                rc = bl_mdb_error(mrc);
+                /* nothing reached a meta page: LMDB is as it was.  A short
+                 * write on a full file system (EIO) is a full disk too. */
+                rc = bl_write_error(e, mrc);
                 bl_err_set(rc, "checkpoint: %s", mdb_strerror(mrc));
             }
             break;

@@ -245,16 +245,16 @@ static int lookup(gstate *g, unsigned table, const void *k, size_t kn, const voi
 
 static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
 {
-    const void *v;
-    size_t n;
+    const void *v = NULL;
+    size_t n = 0;
     int rc = lookup(ctx, BL_DB_BINDINGS, key, len, &v, &n);
     return rc != 0 ? rc : bl_bval_decode(v, n, out);
 }
 
 static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
 {
-    const void *v;
-    size_t n;
+    const void *v = NULL;
+    size_t n = 0;
     int rc = lookup(ctx, BL_DB_SESSIONS, id, len, &v, &n);
     return rc != 0 ? rc : bl_sval_decode(v, n, out);
 }
@@ -263,8 +263,8 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
  * same view (the newest frame's meta puts, or LMDB's). */
 static int read_meta(gstate *g)
 {
-    const void *v;
-    size_t n;
+    const void *v = NULL;
+    size_t n = 0;
     int rc;
 
     memset(&g->head, 0, sizeof(g->head));
@@ -313,7 +313,7 @@ static int apply_one(gstate *g, bindlog *h, const bl_event *ev, bindlog_result *
 {
     bl_view view = {g, view_binding, view_session};
     bl_plan plan;
-    int64_t t_ms = bl_now_ms(h);
+    int64_t t_ms = ev->time_ms != 0 ? ev->time_ms : bl_now_ms(h); /* 0: the clock */
     int rc;
 
     if (t_ms < g->head.time_ms)
@@ -690,6 +690,13 @@ int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, siz
     if (h->e->wal->shm.m == NULL)
         return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
     return bl_group_submit(&h->e->g, h, ev, n, out, err_index, run_group, finish_group, h->e);
+}
+
+int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes)
+{
+    if (h->e->wal->shm.m == NULL)
+        return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
+    return bl_group_submit_each(&h->e->g, h, ev, n, out, codes, run_group, finish_group, h->e);
 }
 
 void bl_commit_free(struct bl_wbuild *b)

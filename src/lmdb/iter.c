@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lmdb/limits.h"
 #include "lmdb/store.h"
 #include "lmdb/tail.h"
 #include "lmdb/walenv.h"
@@ -79,7 +80,7 @@ int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)key};
-    rc = bl_mdb_error(mdb_get(txn, h->e->dbi[BL_DB_BINDINGS], &k, &v));
+    rc = bl_get_checked(txn, h->e->dbi[BL_DB_BINDINGS], BL_DB_BINDINGS, &k, &v);
     if (rc == 0)
         rc = fill_binding(out, v.mv_data, v.mv_size);
     bl_read_end(h->e, txn);
@@ -121,7 +122,7 @@ int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *o
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)id};
-    rc = bl_mdb_error(mdb_get(txn, h->e->dbi[BL_DB_SESSIONS], &k, &v));
+    rc = bl_get_checked(txn, h->e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &k, &v);
     if (rc == 0)
         rc = fill_session(&so, v.mv_data, v.mv_size);
     bl_read_end(h->e, txn);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "lmdb/limits.h"
 #include "lmdb/tail.h"
 #include "lmdb/walenv.h"
 
@@ -108,7 +109,7 @@ int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
         }
     }
     MDB_val k = {klen, (void *)key};
-    return bl_mdb_error(mdb_get(s->txn, s->e->dbi[db], &k, v));
+    return bl_get_checked(s->txn, s->e->dbi[db], db, &k, v);
 }
 
 uint64_t bl_snap_entries(bl_snap *s, int db)

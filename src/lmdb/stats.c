@@ -27,7 +27,8 @@ static int hash_cursor(bl_cursor *c, bl_env *e, int tag, int keep_lock, bl_diges
     unsigned long n = 0;
 
     while ((rc = bl_cursor_next(c, &k, &v)) > 0) {
-        bl_digest_add(st, tag, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+        if ((rc = bl_digest_add(st, tag, k.mv_data, k.mv_size, v.mv_data, v.mv_size)) != 0)
+            break;
         if (!keep_lock && ++n % DIGEST_CHUNK == 0) {
             bl_map_unlock(e);
             bl_map_rdlock(e);

@@ -97,6 +97,21 @@ void bl_env_release_writer(bl_env *e);
 /* Map an LMDB or errno code to a BINDLOG_E* code. */
 int bl_mdb_error(int rc);
 
+/*
+ * The code for a failed LMDB write (a commit, the creation of a store) in
+ * e's directory.  LMDB reports a short write -- the file system ran out of
+ * room part way -- as EIO ("short write, filesystem full?"); while the file
+ * system is full (less than 1 MiB left) that EIO is BINDLOG_ENOSPC, as are
+ * ENOSPC and EDQUOT, with a last-error detail.  Anything else is
+ * bl_mdb_error(rc).
+ */
+int bl_write_error(bl_env *e, int mdb_rc);
+
+/* 1 if LMDB gave up on e (MDB_FATAL_ERROR: a meta page write failed), so
+ * that every later transaction would be MDB_PANIC.  Caller holds map_lock
+ * shared. */
+int bl_env_fatal(bl_env *e);
+
 /* Grow the map (double it) or adopt a size another process set (grow_to 0).
  * Takes map_lock exclusive: the caller must not hold it. */
 int bl_env_resize(bl_env *e, int adopt_only);
@@ -127,6 +142,9 @@ typedef struct bl_tables {
     MDB_dbi bindings, sessions;
     MDB_dbi children, history, log; /* 0 = do not maintain */
 } bl_tables;
+
+/* The LMDB name of table db (BL_DB_*): "log", "bindings", ... */
+const char *bl_db_name(int db);
 
 void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t);
 void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t);
@@ -235,6 +253,7 @@ typedef struct bl_cursor {
     bl_env *e;
     MDB_txn *txn;
     MDB_dbi dbi;
+    int db;                     /* BL_DB_* of dbi (limits.h), or -1 */
     MDB_cursor *c;
     unsigned epoch;
     int state;                  /* 0 fresh, 1 positioned, 2 at end */
@@ -243,6 +262,7 @@ typedef struct bl_cursor {
     const struct bl_tent *tail; /* the snapshot's tail entries of the table, or NULL */
     size_t tail_n, tail_i;
     int returned;               /* key below is the last key returned */
+    int unchecked;              /* the caller checks each entry's lengths itself */
     unsigned char key[512];     /* last key returned, or the seek key (LMDB keys are <= 511) */
     size_t key_len;
 } bl_cursor;
@@ -255,8 +275,14 @@ int bl_cursor_open(bl_cursor *c, bl_env *e, MDB_txn *txn, MDB_dbi dbi, const voi
  * tail's value winning for a key both have. */
 int bl_cursor_open_snap(bl_cursor *c, bl_snap *s, int db, const void *seek, size_t seek_len);
 /* Next entry (the first one after open).  Caller holds map_lock shared and
- * uses k/v only while it does.  1 entry, 0 end, <0 error. */
+ * uses k/v only while it does.  1 entry, 0 end, <0 error.  The entry's
+ * lengths are checked against its table's limits first (limits.h): a
+ * damaged length is BINDLOG_ECORRUPT, never handed on. */
 int bl_cursor_next(bl_cursor *c, MDB_val *k, MDB_val *v);
+/* For a scan that reports a damaged entry as a finding rather than stops
+ * at it (check, replay): bl_cursor_next() then returns every entry as it
+ * is, and the caller calls bl_entry_check() before it reads a value. */
+static inline void bl_cursor_unchecked(bl_cursor *c) { c->unchecked = 1; }
 void bl_cursor_close(bl_cursor *c);
 
 /* ---- write path (commit.c) ---------------------------------------------- */
@@ -264,6 +290,8 @@ void bl_cursor_close(bl_cursor *c);
 /* Apply n events through group commit.  Returns 0 (outcomes in out[]), or
  * an error with *err_index set to the failing event. */
 int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index);
+/* n independent events, one request each in one group (bl_group_submit_each). */
+int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes);
 
 /* The state digest of the given tables (digest.c); caller holds map_lock
  * shared.  Unless keep_lock, it releases and retakes the lock between
@@ -303,8 +331,5 @@ int bl_lmdb_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
                    bindlog_progress_fn fn, void *ctx);
 int bl_lmdb_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn fn, void *ctx);
-
-/* Count a call refused before reaching the write path (statistics). */
-void bl_stats_count(bl_env *e, unsigned type, int rc);
 
 #endif /* BL_STORE_H */

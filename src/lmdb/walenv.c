@@ -288,7 +288,7 @@ static uint64_t new_salt(void)
 
 static uint64_t cap_of(const bindlog_options *o)
 {
-    uint64_t c = o->version >= 2 && o->log_size ? (uint64_t)o->log_size : BL_WAL_DEFAULT_CAP;
+    uint64_t c = o->log_size ? (uint64_t)o->log_size : BL_WAL_DEFAULT_CAP;
     c = (c + 4095) & ~(uint64_t)4095;
     if (c < BL_WAL_MIN_CAP)
         c = BL_WAL_MIN_CAP;
@@ -510,7 +510,7 @@ static int64_t mono_ms(void)
 
 static int private_head(bindlog *h, uint64_t *head)
 {
-    uint64_t b;
+    uint64_t b = 0;
     int rc = bl_wal_read_bound(h->e, &b);
     *head = b;
     return rc;

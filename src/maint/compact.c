@@ -44,6 +44,7 @@
 #include "maint/maint.h"
 #include "lmdb/walenv.h"
 #include "core/error.h"
+#include "lmdb/limits.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -100,15 +101,13 @@ static int compact_chunk(bl_env *e, bl_replayer *r, uint64_t keep_from, uint64_t
             MDB_val k = {8, kb}, v;
 
             bl_put64be(kb, lsn);
-            rc = mdb_get(txn, e->dbi[BL_DB_LOG], &k, &v);
-            if (rc == MDB_NOTFOUND) {
+            rc = bl_get_checked(txn, e->dbi[BL_DB_LOG], BL_DB_LOG, &k, &v);
+            if (rc == BINDLOG_ENOTFOUND) {
                 rc = BINDLOG_ECORRUPT; /* a hole in the log: check names it */
                 break;
             }
-            if (rc != 0) {
-                rc = bl_mdb_error(rc);
+            if (rc != 0)
                 break;
-            }
             if ((rc = bl_replay_one(r, &t, v.mv_data, v.mv_size, lsn, &map_full)) != 0)
                 break;
             /* the record is verified; its key is in our own copy of it */
@@ -262,7 +261,8 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         goto out;
     }
     if (stat(data, &st) != 0) {
-        rc = errno == ENOENT ? BINDLOG_ENOTFOUND : bl_mdb_error(errno);
+        rc = errno == ENOENT ? bl_err_set(BINDLOG_ENOTFOUND, "no store here (no data.mdb)")
+                             : bl_err_set(bl_mdb_error(errno), "data.mdb: %s", strerror(errno));
         goto out;
     }
     if (before != NULL)
@@ -275,15 +275,20 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         goto out;
     }
     if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        rc = errno == EWOULDBLOCK ? BINDLOG_EBUSY : bl_mdb_error(errno);
+        rc = errno == EWOULDBLOCK
+                 ? bl_err_set(BINDLOG_EBUSY, "a writer has the store open (bindlog.lock is held)")
+                 : bl_mdb_error(errno);
         goto out;
     }
     o.read_only = 1;
-    if ((rc = bindlog_open(&h, dir, &o)) != 0)
+    if ((rc = bindlog_open(&h, dir, &o)) != 0) {
+        char why[BL_ERRMSG_MAX];
+        bl_err_set(rc, "%s", strcpy(why, bindlog_last_error()));
         goto out;
+    }
     /* another handle of this process (it would keep the old file) */
     if (bl_env_open_handles(h->e) > 1) {
-        rc = BINDLOG_EBUSY;
+        rc = bl_err_set(BINDLOG_EBUSY, "another handle of this process has the store open");
         goto out;
     }
     /* another process with the environment open, even only to read */
@@ -293,7 +298,9 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         goto out;
     }
     if ((rc = held_elsewhere(probe_fd)) != 0) {
-        rc = rc > 0 ? BINDLOG_EBUSY : rc;
+        rc = rc > 0 ? bl_err_set(BINDLOG_EBUSY, "another process has the store open, even if "
+                                                "only to read (lock.mdb is locked)")
+                    : rc;
         goto out;
     }
 
@@ -323,7 +330,9 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
 
     /* a reader that opened while we copied: leave it the old file */
     if ((rc = held_elsewhere(probe_fd)) != 0) {
-        rc = rc > 0 ? BINDLOG_EBUSY : rc;
+        rc = rc > 0 ? bl_err_set(BINDLOG_EBUSY, "another process opened the store during the "
+                                                "copy; the old file stays")
+                    : rc;
         goto out;
     }
     if (rename(tmp, data) != 0) {

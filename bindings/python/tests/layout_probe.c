@@ -26,6 +26,12 @@ int main(void)
     F(bindlog_options, max_readers);
     F(bindlog_options, clock_ms);
     F(bindlog_options, clock_ctx);
+    F(bindlog_options, etcd_cacert);
+    F(bindlog_options, etcd_cert);
+    F(bindlog_options, etcd_key);
+    F(bindlog_options, etcd_user);
+    F(bindlog_options, etcd_password);
+    F(bindlog_options, etcd_max_txn_ops);
     F(bindlog_options, log_size);
 
     S(bindlog_result);
@@ -51,6 +57,13 @@ int main(void)
     F(bindlog_session, ended_ms);
     F(bindlog_session, end_reason);
     F(bindlog_session, origin_len);
+
+    S(bindlog_import_entry);
+    F(bindlog_import_entry, key);
+    F(bindlog_import_entry, session_id);
+    F(bindlog_import_entry, time_ms);
+    F(bindlog_import_entry, origin);
+    F(bindlog_import_entry, origin_len);
 
     S(bindlog_event);
     F(bindlog_event, type);
