@@ -69,15 +69,21 @@ int bl_shm_open(const char *dir, int read_only, bl_shmh *h, int *alone)
 
     h->fd = -1;
     h->m = NULL;
+    h->path = NULL;
+    h->made = 0;
     *alone = 0;
     if (path == NULL)
         return BINDLOG_ENOMEM;
     memcpy(path, dir, n);
     memcpy(path + n, "/" BL_SHM_FILE, sizeof("/" BL_SHM_FILE));
-    fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (read_only ? 0 : O_CREAT), 0600);
+    fd = read_only ? -1 : open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0)
+        h->made = 1;
+    else
+        fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
     err = errno;
-    free(path);
     if (fd < 0) {
+        free(path);
         if (err == ENOENT)
             return BINDLOG_ENOTFOUND;
         if (err == ELOOP)
@@ -86,8 +92,10 @@ int bl_shm_open(const char *dir, int read_only, bl_shmh *h, int *alone)
             return bl_err_set(BINDLOG_EACCES, "%s: %s", BL_SHM_FILE, strerror(err));
         return bl_err_set(BINDLOG_EIO, "%s: %s", BL_SHM_FILE, strerror(err));
     }
+    h->path = path;
+    h->fd = fd;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+        bl_shm_close(h);
         return bl_err_set(BINDLOG_ENOTSTORE, "%s is not a regular file", BL_SHM_FILE);
     }
     if ((err = ofd_lock(fd, F_WRLCK, 0)) == 0) {
@@ -97,31 +105,49 @@ int bl_shm_open(const char *dir, int read_only, bl_shmh *h, int *alone)
             *alone = 1;
     }
     if (err != 0) {
-        close(fd);
+        bl_shm_close(h);
         return bl_err_set(BINDLOG_EIO, "%s: cannot lock: %s", BL_SHM_FILE, strerror(err));
     }
+    if (fstat(fd, &st) != 0 || st.st_nlink == 0) {
+        /* a failed open removed it while this one waited (bl_shm_discard) */
+        bl_shm_close(h);
+        return BINDLOG_EBUSY;
+    }
     if (*alone) {
-        /* the size is ours to set: nobody else has it mapped */
-        if (fstat(fd, &st) != 0 ||
-            ((uint64_t)st.st_size != BL_SHM_SIZE && ftruncate(fd, BL_SHM_SIZE) != 0)) {
+        /* The size is ours to set: nobody else has it mapped.  Its blocks
+         * are allocated now, so that the first store through the map cannot
+         * die of SIGBUS on a full disk (a tmpfs most of all). */
+        err = 0;
+        if ((uint64_t)st.st_size != BL_SHM_SIZE && ftruncate(fd, BL_SHM_SIZE) != 0)
             err = errno;
-            close(fd);
+        if (err == 0 && fallocate(fd, 0, 0, BL_SHM_SIZE) != 0) {
+            err = errno;
+            if (err == EOPNOTSUPP || err == ENOSYS) {
+                /* no fallocate here: write the page (bl_shm_init rewrites it) */
+                static const unsigned char zero[BL_SHM_SIZE];
+                err = pwrite(fd, zero, sizeof zero, 0) == (ssize_t)sizeof zero ? 0 : errno;
+            }
+        }
+        if (err != 0) {
+            bl_shm_discard(h);
             return bl_err_set(err == ENOSPC ? BINDLOG_ENOSPC : BINDLOG_EIO, "%s: %s",
                               BL_SHM_FILE, strerror(err));
         }
-    } else if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < BL_SHM_SIZE) {
-        close(fd);
+    } else if ((uint64_t)st.st_size < BL_SHM_SIZE) {
+        bl_shm_close(h);
         return bl_err_set(BINDLOG_EBUSY, "%s is being set up by another process",
                           BL_SHM_FILE);
     }
     void *p = mmap(NULL, BL_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         err = errno;
-        close(fd);
+        if (*alone)
+            bl_shm_discard(h);
+        else
+            bl_shm_close(h);
         return bl_err_set(err == ENOMEM ? BINDLOG_ENOMEM : BINDLOG_EIO, "%s: mmap: %s",
                           BL_SHM_FILE, strerror(err));
     }
-    h->fd = fd;
     h->m = p;
     return 0;
 }
@@ -132,8 +158,19 @@ void bl_shm_close(bl_shmh *h)
         munmap(h->m, BL_SHM_SIZE);
     if (h->fd >= 0)
         close(h->fd); /* drops the OFD lock */
+    free(h->path);
     h->m = NULL;
     h->fd = -1;
+    h->path = NULL;
+    h->made = 0;
+}
+
+void bl_shm_discard(bl_shmh *h)
+{
+    /* the exclusive lock is still held: nobody else maps it */
+    if (h->made && h->fd >= 0 && h->path != NULL)
+        unlink(h->path);
+    bl_shm_close(h);
 }
 
 int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
@@ -177,6 +214,7 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
 int bl_shm_share(bl_shmh *h)
 {
     int err = ofd_lock(h->fd, F_RDLCK, 1);
+    h->made = 0; /* in use from now on: never removed */
     return err == 0 ? 0 : bl_err_set(BINDLOG_EIO, "%s: cannot lock: %s", BL_SHM_FILE,
                                      strerror(err));
 }

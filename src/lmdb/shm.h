@@ -73,6 +73,8 @@ typedef struct bl_shm {
 typedef struct bl_shmh {
     int fd;
     bl_shm *m;
+    char *path; /* dir/bindlog.shm */
+    int made;   /* this open created the file */
 } bl_shmh;
 
 /*
@@ -82,10 +84,15 @@ typedef struct bl_shmh {
  * bl_shm_share().  *alone = 0: other processes use it (shared lock held):
  * the caller checks it with bl_shm_valid().  BINDLOG_ENOTFOUND when it does
  * not exist and read_only, BINDLOG_EACCES when it cannot be opened for
- * writing, other BINDLOG_E* on errors.
+ * writing, BINDLOG_EBUSY when the file was removed while this open waited
+ * for its lock (try again), other BINDLOG_E* on errors.
  */
 int bl_shm_open(const char *dir, int read_only, bl_shmh *h, int *alone);
 void bl_shm_close(bl_shmh *h);
+/* Close, and remove the file if this open created it and still holds it
+ * alone: a failed open leaves nothing behind.  A process that opened the
+ * file meanwhile finds it unlinked once it has the lock, and starts over. */
+void bl_shm_discard(bl_shmh *h);
 
 /* Rebuild the content (the exclusive lock is held): fresh locks, ends at
  * `end` (written and visible), checkpoint at `ckpt`. */

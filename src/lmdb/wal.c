@@ -169,10 +169,20 @@ int bl_wal_create(const char *dir, uint64_t cap, uint64_t salt, int nosync)
     close(fd);
     if (err == 0 && !nosync)
         err = sync_dir(dir);
-    if (err != 0)
+    if (err != 0) {
+        bl_wal_remove(dir);
         return bl_err_set(errno_code(err), "%s: cannot reserve %llu bytes: %s", BL_WAL_FILE,
                           (unsigned long long)(BL_WAL_HDR + cap), strerror(err));
+    }
     return 0;
+}
+
+void bl_wal_remove(const char *dir)
+{
+    char *path = join(dir, BL_WAL_FILE);
+    if (path != NULL)
+        unlink(path);
+    free(path);
 }
 
 uint64_t bl_wal_filled(int fd, uint64_t cap)

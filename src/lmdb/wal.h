@@ -109,6 +109,9 @@ typedef struct bl_wentry {
  * overwrite written blocks: no extent to convert and nothing to journal at
  * fdatasync, the cost an append pays. */
 int bl_wal_create(const char *dir, uint64_t cap, uint64_t salt, int nosync);
+/* Remove dir's log file: only for an open that created it for a store it
+ * then failed to make (nothing refers to it yet). */
+void bl_wal_remove(const char *dir);
 
 /* The header's `filled` (0 when the header is damaged), and a new header
  * saying `filled`. */

@@ -359,8 +359,10 @@ static int open_alone(bl_env *e, const bindlog_options *o, int may_create, int p
         if ((rc = bl_wal_create(e->path, cap, salt, o->durability == BINDLOG_DURABILITY_NONE)) !=
             0)
             return rc;
-        if ((rc = bl_env_init_tables(e, 1, salt, cap)) != 0)
+        if ((rc = bl_env_init_tables(e, 1, salt, cap)) != 0) {
+            bl_wal_remove(e->path); /* no store names it: leave nothing behind */
             return rc;
+        }
     } else if ((rc = bl_env_init_tables(e, 0, 0, 0)) != 0) {
         return rc;
     }
@@ -469,6 +471,7 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
         nanosleep(&ts, NULL);
     }
     if (rc != 0) {
+        bl_shm_discard(&w->shm); /* if this open made it and holds it alone */
         walenv_free(w);
         e->wal = NULL;
         return rc;
