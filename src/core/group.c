@@ -28,6 +28,8 @@ void bl_group_destroy(bl_group *g)
 
 void bl_group_fill(bl_group *g, unsigned max_us) { g->fill_us = max_us; }
 
+void bl_group_hold(bl_group *g, int on) { g->hold = on; }
+
 static int64_t mono_ns(void)
 {
     struct timespec ts;
@@ -126,6 +128,8 @@ static void queue_and_wait(bl_group *g, bl_greq *first, bl_greq *last, size_t co
         /* lead: take everything queued, ourselves included (after letting
          * the group fill, if the backend asked for it) */
         g->leader = 1;
+        while (g->hold && g->finishing > 0) /* the flush in progress: gather */
+            pthread_cond_wait(&g->cv, &g->mu);
         if (g->fill_us != 0 && g->queued < g->expect)
             fill(g);
         bl_greq *group = g->head;
@@ -146,12 +150,14 @@ static void queue_and_wait(bl_group *g, bl_greq *first, bl_greq *last, size_t co
         if (pending && finish != NULL) {
             /* Committed, but callers must wait for `finish`; the next group
              * need not: let it start building meanwhile. */
+            g->finishing++;
             pthread_cond_broadcast(&g->cv);
             pthread_mutex_unlock(&g->mu);
             int rc = finish(ctx, group);
             if (rc != 0)
                 bl_group_fail(group, rc);
             pthread_mutex_lock(&g->mu);
+            g->finishing--;
         }
         complete(g, group);
     }

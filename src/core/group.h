@@ -8,8 +8,8 @@
  * meanwhile.  The backend supplies `run`, which commits one group in one
  * storage transaction and sets every request's rc and outcomes, and
  * optionally `finish`, a step that must complete before the group's callers
- * hear their outcomes but need not hold up the next group (LMDB: the meta
- * page's sync).  The queue also keeps the sticky-failure flag and this
+ * hear their outcomes but need not hold up the next group's queueing (LMDB:
+ * the write-ahead log's flush in FULL durability).  The queue also keeps the sticky-failure flag and this
  * process's commit statistics (commits, grouped events).  Calls by type and
  * outcome are counted per handle, above the seam (api.c).
  */
@@ -56,6 +56,8 @@ typedef struct bl_group {
     int64_t last_run_ns;  /* how long the last group's run took */
     int filling;          /* a leader waits on fill_cv */
     pthread_cond_t fill_cv;
+    int hold;             /* bl_group_hold: leaders wait for finishing == 0 */
+    int finishing;        /* groups whose `finish` is running */
     atomic_int panic;     /* sticky: a commit failed fatally */
     uint64_t commits, grouped_events; /* this process's, over every handle */
 } bl_group;
@@ -82,6 +84,18 @@ void bl_group_destroy(bl_group *g);
  * and one is queued.  0 (the default) turns it off.  Call before use.
  */
 void bl_group_fill(bl_group *g, unsigned max_us);
+
+/*
+ * Holding, for a backend whose `finish` is a flush (LMDB's write-ahead log
+ * in FULL durability).  A new leader does not take the queue while an
+ * earlier group's `finish` is still running: everything that arrives during
+ * a flush then joins one group (one frame, one flush) instead of forming
+ * many small groups that would each wait for a flush of their own.  The
+ * group's deciding and writing (microseconds) no longer overlap the flush
+ * (milliseconds); a lone writer never waits (no flush runs when it comes
+ * back).  Call before use.
+ */
+void bl_group_hold(bl_group *g, int on);
 
 /* Queue n events and wait for their outcomes (see bl_backend_ops.commit).
  * BINDLOG_EPANIC at once if the group is sticky-failed. */

@@ -477,6 +477,7 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
         return rc;
     }
     w->trigger = w->cap / 4;
+    bl_group_hold(&e->g, 1); /* FULL: what arrives during a flush is one group */
     return 0;
 }
 
