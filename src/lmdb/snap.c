@@ -93,13 +93,37 @@ int bl_snap_table(bl_snap *s, int db, const bl_tent **ents, size_t *n)
     return 0;
 }
 
+/* The newest version of a meta key among the snapshot's groups, searched
+ * from the newest group back: every frame ends with the group's meta puts
+ * (head, counts, statistics), so the search stops in the newest group,
+ * where a sorted view of meta would sort three puts per frame. */
+static const bl_tver *meta_find(const bl_snap *s, const void *key, size_t klen)
+{
+    for (size_t i = s->ngs; i-- > 0;) {
+        const bl_tgroup *g = s->gs[i];
+        for (uint32_t j = g->nver; j-- > 0;) {
+            const bl_tver *t = &g->ver[j];
+            if (t->table == BL_DB_META && t->lsn > s->lmdb_head && t->lsn <= s->head &&
+                t->klen == klen && memcmp(t->key, key, klen) == 0)
+                return t;
+        }
+    }
+    return NULL;
+}
+
 int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
 {
     const bl_tent *ents;
     size_t n;
     int rc;
 
-    if (s->ngs != 0) {
+    if (s->ngs != 0 && db == BL_DB_META && !s->built[db]) {
+        const bl_tver *t = meta_find(s, key, klen);
+        if (t != NULL) {
+            *v = (MDB_val){t->vlen, (void *)t->val};
+            return 0;
+        }
+    } else if (s->ngs != 0) {
         if ((rc = bl_snap_table(s, db, &ents, &n)) != 0)
             return rc;
         const bl_tent *t = bl_tent_find(ents, n, key, klen);
@@ -119,11 +143,23 @@ uint64_t bl_snap_entries(bl_snap *s, int db)
     size_t n;
     uint64_t count = mdb_stat(s->txn, s->e->dbi[db], &st) == 0 ? st.ms_entries : 0;
 
-    if (s->ngs == 0 || bl_snap_table(s, db, &ents, &n) != 0)
+    if (s->ngs == 0)
+        return count;
+    if (db == BL_DB_LOG) {
+        /* records are dense: count the LSNs of the groups in view */
+        for (size_t i = 0; i < s->ngs; i++) {
+            uint64_t lo = s->gs[i]->first_lsn, hi = s->gs[i]->last_lsn;
+            lo = lo > s->lmdb_head ? lo : s->lmdb_head + 1;
+            hi = hi < s->head ? hi : s->head;
+            count += hi >= lo ? hi - lo + 1 : 0;
+        }
+        return count;
+    }
+    if (bl_snap_table(s, db, &ents, &n) != 0)
         return count;
     for (size_t i = 0; i < n; i++) {
         MDB_val k = {ents[i].klen, (void *)ents[i].key}, v;
-        if (db == BL_DB_LOG || mdb_get(s->txn, s->e->dbi[db], &k, &v) != 0)
+        if (mdb_get(s->txn, s->e->dbi[db], &k, &v) != 0)
             count++; /* a key LMDB does not have yet */
     }
     return count;
