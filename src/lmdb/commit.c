@@ -396,6 +396,20 @@ static int unwrite(bl_walenv *w, uint64_t pos)
     return bl_wal_pwrite(w->fd, w->cap, pos, z, sizeof z);
 }
 
+/* Withdraw a frame whose callers will hear that it failed: overwrite its
+ * header (and the WRAP frame's before it, at wpos, if wrap), then, unless
+ * the store runs without flushes, make that durable, so that no recovery,
+ * after a crash or a power loss, ever adopts it.  1 if withdrawn, 0 if
+ * that failed too (the state of the disk is then unknown). */
+static int withdraw(bl_walenv *w, uint64_t fpos, int wrap, uint64_t wpos, int durability)
+{
+    int ok = unwrite(w, fpos) == 0 && (!wrap || unwrite(w, wpos) == 0);
+    if (ok && durability != BINDLOG_DURABILITY_NONE && bl_wal_sync(w->fd) != 0)
+        ok = 0;
+    bl_err_clear();
+    return ok;
+}
+
 /* Where the frame goes after `end`: *fpos, and whether a WRAP frame must
  * go at end.pos first. */
 static void place(const bl_walenv *w, const bl_wal_at *end, uint64_t size, uint64_t *fpos,
@@ -450,7 +464,7 @@ static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
 /* Write the frame in b->buf (header filled here) after `end`; *after gets
  * the new end.  0 or BINDLOG_E*. */
 static int write_frame(bl_env *e, struct bl_wbuild *b, const bl_wal_at *end, int64_t time_ms,
-                       uint64_t first_lsn, bl_wal_at *after, bl_wframe *f)
+                       uint64_t first_lsn, int durability, bl_wal_at *after, bl_wframe *f)
 {
     bl_walenv *w = e->wal;
     uint64_t body = b->len - BL_WAL_FRAME_HDR, size = bl_wframe_size(body), fpos, chain;
@@ -479,10 +493,9 @@ static int write_frame(bl_env *e, struct bl_wbuild *b, const bl_wal_at *end, int
         /* The callers hear it failed: it must never be found as a frame.
          * A write cut short by a full disk cannot have completed the frame
          * (its checksum covers every byte); anything else might have, so
-         * its header is overwritten, and if even that fails the state of
-         * the disk is unknown. */
-        int undone = unwrite(w, fpos) == 0 && (!wrap || unwrite(w, end->pos) == 0);
-        bl_err_clear();
+         * it is withdrawn, and if even that fails the state of the disk is
+         * unknown. */
+        int undone = withdraw(w, fpos, wrap, end->pos, durability);
         if (!undone && rc != BINDLOG_ENOSPC)
             return bl_group_panic(&e->g);
         return bl_err_set(rc, "%s: writing the group's frame (%llu bytes at position %llu) "
@@ -630,12 +643,18 @@ static int run_group(void *ctx, bl_greq *group)
         }
         atomic_store(&w->shm.m->ckpt_unsynced, 0);
     }
-    if ((rc = write_frame(e, g.b, &end, g.head.time_ms, end.lsn + 1, &after, &f)) != 0)
+    if ((rc = write_frame(e, g.b, &end, g.head.time_ms, end.lsn + 1, durability, &after,
+                          &f)) != 0)
         goto unlock;
     if ((rc = link_own(w, &f, &after)) != 0) {
-        /* written, but this process cannot index it: durability of the
-         * group is fine, this process's reads are not; panic */
-        rc = bl_group_panic(&e->g);
+        /* written, but this process has no memory to index it: nobody has
+         * seen it yet (the shared end has not moved), so it is withdrawn
+         * and the group fails; if that fails, panic */
+        if (!withdraw(w, f.pos, f.pos != end.pos, end.pos, durability)) {
+            rc = bl_group_panic(&e->g);
+            goto unlock;
+        }
+        rc = bl_err_set(BINDLOG_ENOMEM, "no memory to index the group's frame (withdrawn)");
         goto unlock;
     }
     bl_shm_set_end(w->shm.m, &after);
