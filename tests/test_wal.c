@@ -28,6 +28,7 @@
 #include "core/record.h"
 #include "lmdb/store.h"
 #include "lmdb/wal.h"
+#include "lmdb/shm.h"
 #include "testutil.h"
 
 #define CAP ((uint64_t)64 << 10)
@@ -671,6 +672,22 @@ static void wal__the_log_file_is_checked_at_open(void **state)
     assert_int_equal(truncate(path, 8192), 0);
     assert_int_equal(bindlog_open(&s, dir, &o), BINDLOG_ECORRUPT);
     assert_non_null(strstr(bindlog_last_error(), "cut"));
+
+    /* the shared memory as a symbolic link: refused, its target untouched */
+    char shm[4200], target[4300];
+    struct stat st;
+    snprintf(shm, sizeof shm, "%s/%s", dir, BL_SHM_FILE);
+    snprintf(target, sizeof target, "%s/elsewhere", dir);
+    assert_int_equal(rename(shm, target), 0);
+    assert_int_equal(truncate(target, 100), 0);
+    assert_int_equal(symlink(target, shm), 0);
+    for (int ro = 1; ro >= 0; ro--) {
+        o.read_only = ro;
+        assert_int_equal(bindlog_open(&s, dir, &o), BINDLOG_ENOTSTORE);
+        assert_non_null(strstr(bindlog_last_error(), BL_SHM_FILE " is a symbolic link"));
+    }
+    assert_int_equal(stat(target, &st), 0);
+    assert_int_equal(st.st_size, 100);
     tu_rmtree(dir);
     free(dir);
 }

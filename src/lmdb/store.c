@@ -305,8 +305,9 @@ static int file_exists(const char *dir, const char *name)
  * What a failed open created, it removes again (undo_created()).
  */
 
-/* The files a store directory may hold (engine-wal adds its log files). */
-static const char *const store_files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+/* The files a store directory may hold. */
+static const char *const store_files[] = {"data.mdb", "lock.mdb", "bindlog.lock", BL_WAL_FILE,
+                                          BL_SHM_FILE};
 #define STORE_FILES (sizeof(store_files) / sizeof(store_files[0]))
 
 /* Refuse any store file that is there but is not a regular file. */
