@@ -12,7 +12,8 @@
  *     flush of the log; in NORMAL and NONE none;
  *   - the frame's write failing (EIO or ENOSPC, a short write included)
  *     fails the call with that code and nothing else: the frame is
- *     overwritten so that recovery never finds it, the handle keeps
+ *     withdrawn (overwritten, flushed) so that recovery never finds it,
+ *     the handle keeps
  *     working, and after reopening the event is not there; if even that
  *     overwrite fails after an EIO, durability is unknown: BINDLOG_EPANIC
  *     (after ENOSPC the frame cannot be whole: still ENOSPC);
