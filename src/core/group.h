@@ -27,8 +27,14 @@
 /* Room for the detail of a request's error (bl_greq.msg). */
 #define BL_GREQ_MSG_MAX 320
 
+/* A thread waiting in the queue (its own condition variable). */
+typedef struct bl_gwaiter {
+    pthread_cond_t cv;
+} bl_gwaiter;
+
 typedef struct bl_greq {
     struct bl_greq *next;
+    bl_gwaiter *waiter;   /* the thread waiting for this request */
     bindlog *h;
     const bl_event *ev;
     size_t n;
@@ -45,9 +51,9 @@ typedef struct bl_greq {
 
 typedef struct bl_group {
     pthread_mutex_t mu;   /* queue, leader, statistics */
-    pthread_cond_t cv;
     bl_greq *head, *tail;
     int leader;           /* a thread is running a group */
+    bl_gwaiter *leader_w; /* the leader, while it waits to take the queue */
     /* Filling (bl_group_fill): requests queued, how many the next leader
      * expects (the last group's plus those queued while it ran), and the
      * leader's wait for them. */
@@ -58,6 +64,10 @@ typedef struct bl_group {
     pthread_cond_t fill_cv;
     int hold;             /* bl_group_hold: leaders wait for finishing == 0 */
     int finishing;        /* groups whose `finish` is running */
+    int64_t finish_ns;    /* how long the last `finish` took */
+    size_t rejoin;        /* the held leader waits for this many queued ... */
+    int64_t rejoin_until; /* ... until then (monotonic ns) */
+    int rejoining;        /* it waits (queueing signals it) */
     atomic_int panic;     /* sticky: a commit failed fatally */
     uint64_t commits, grouped_events; /* this process's, over every handle */
 } bl_group;
@@ -93,7 +103,10 @@ void bl_group_fill(bl_group *g, unsigned max_us);
  * many small groups that would each wait for a flush of their own.  The
  * group's deciding and writing (microseconds) no longer overlap the flush
  * (milliseconds); a lone writer never waits (no flush runs when it comes
- * back).  Call before use.
+ * back).  And the first leader after a flush waits, half a flush and
+ * 200 us at most, for the writers that flush released to come back with
+ * their next events, so that the groups do not alternate between nearly
+ * all the writers and one (group.c, rejoin).  Call before use.
  */
 void bl_group_hold(bl_group *g, int on);
 
