@@ -453,6 +453,12 @@ void bl_ckpt_kick(bl_env *e)
     pthread_mutex_unlock(&w->cmu);
 }
 
+void bl_ckpt_want(bl_env *e)
+{
+    if (e->wal != NULL)
+        atomic_store(&e->wal->want_thread, 1);
+}
+
 int bl_ckpt_start(bl_env *e)
 {
     bl_walenv *w = e->wal;

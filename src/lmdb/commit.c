@@ -672,6 +672,9 @@ static int run_group(void *ctx, bl_greq *group)
         bl_shm_publish(w->shm.m, after.lsn);
     bl_wal_unlock(e);
     bl_group_committed(&e->g);
+    if (atomic_load_explicit(&w->want_thread, memory_order_relaxed) &&
+        atomic_exchange(&w->want_thread, 0) && bl_ckpt_start(e) != 0)
+        atomic_store(&w->want_thread, 1); /* no thread: the next group tries again */
     if (after.pos - atomic_load(&w->shm.m->ckpt_pos) >= w->trigger)
         bl_ckpt_kick(e);
     return durability == BINDLOG_DURABILITY_FULL;

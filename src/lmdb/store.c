@@ -1041,7 +1041,7 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
     if (rc == 0 && !o->read_only && e->writers == 0)
         rc = writer_lock(e);
     if (rc == 0 && !o->read_only)
-        rc = bl_ckpt_start(e); /* the background checkpointer, once per environment */
+        bl_ckpt_want(e); /* the background checkpointer, at the first commit */
     if (rc == 0) {
         e->refs++;
         if (!o->read_only)
@@ -1089,7 +1089,7 @@ void bl_env_release(bl_env *e)
         *pp = e->next;
         env_free(e);
     } else if (last && e->writers > 0) {
-        bl_ckpt_start(e); /* another handle came: its checkpointer goes on */
+        bl_ckpt_want(e); /* another handle came: its checkpointer goes on */
     }
     pthread_mutex_unlock(&registry_mu);
 }

@@ -63,6 +63,7 @@ typedef struct bl_walenv {
     pthread_cond_t ccv;
     pthread_t thread;
     int thread_on, kicked;
+    _Atomic int want_thread;  /* start it at the next commit (bl_ckpt_want) */
     unsigned gen;             /* bumped to stop the running thread */
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
     int ckpt_mode;            /* durability of this process's checkpoints */
@@ -127,8 +128,12 @@ int bl_ckpt_run(bl_env *e, int wlock_held);
 
 /* Wake the background checkpointer (a leader saw the tail grow). */
 void bl_ckpt_kick(bl_env *e);
-/* Start / stop the background thread (writable environments only). */
+/* Start / stop the background thread (writable environments only).  It
+ * is started by the first commit after bl_ckpt_want(), not at open: a
+ * process that opens a store without writing starts no thread (a forked
+ * child that opens and closes one stays single-threaded). */
 int bl_ckpt_start(bl_env *e);
+void bl_ckpt_want(bl_env *e);
 void bl_ckpt_stop(bl_env *e);
 
 /* Direct LMDB writes (import, the targets of replay and check, the etcd
