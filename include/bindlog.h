@@ -471,11 +471,17 @@ typedef struct bindlog_stats {
     /** APPLIED events by type over the store's whole life (persistent,
      * every process): applied[BINDLOG_EVENT_BIND] ... */
     uint64_t applied[BINDLOG_EVENT_COUNT];
-    /** Calls by type and result in this process since its first handle
-     * opened the store: events[type][outcome], events[type][BINDLOG_STAT_ERROR].
-     * Rejected calls write nothing, so these are not persistent. */
+    /** Calls made through THIS HANDLE since it was opened, by type and
+     * result: events[type][outcome], events[type][BINDLOG_STAT_ERROR]
+     * (arguments refused included; a failed batch counts one error, for
+     * the event at fault; each entry of bindlog_import_entries counts as a
+     * bind).  Per handle, not per process or store: another handle of the
+     * same process starts from zero, and nothing persists (a refused call
+     * writes nothing).  Store-wide counts of what was applied are in
+     * applied[]. */
     uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
-    uint64_t commits;          /**< write transactions committed by this process */
+    uint64_t commits;          /**< write transactions committed by this process
+                                    (every handle of it on this store) */
     uint64_t grouped_events;   /**< events those commits carried (group commit) */
     uint64_t map_size;         /**< current LMDB map size, bytes */
     uint64_t map_used;         /**< bytes of the map in use (last page) */
@@ -652,6 +658,75 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  */
 BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
                                bindlog_progress_fn progress, void *progress_ctx);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Moving a gateway's sessions in
+ *
+ * A gateway that kept its routing table in a file (a sessions.json of
+ * key -> session id) moves it into a store with one call: each entry
+ * becomes a BIND of its key to its session, logged with the entry's own
+ * time.  The caller parses its file (the `bindlog import-json` command
+ * parses two gateways' formats; the Python and Node bindings use their own
+ * JSON parsers) and hands the entries over; libbindlog reads no JSON.
+ */
+/**@{*/
+
+/** One entry of a gateway's routing table.  Caller-owned; read during
+ * the call only. */
+typedef struct bindlog_import_entry {
+    const char *key;        /**< the session key (rules as for bindlog_bind) */
+    const char *session_id; /**< the session the key routes to */
+    /** The entry's last update, ms since the Unix epoch: the event's time in
+     * the log and the order entries are applied in.  0 = the handle's clock
+     * at the start of the call; negative is BINDLOG_EINVAL. */
+    int64_t time_ms;
+    const void *origin;     /**< the session's origin (e.g. the entry itself as
+                                 JSON), or NULL for none */
+    size_t origin_len;      /**< 0..BINDLOG_ORIGIN_MAX; 0 when origin is NULL */
+} bindlog_import_entry;
+
+/**
+ * Bind every entry's key to its session, as BIND(key, session_id,
+ * expect = "" (only if the key is unbound), reason = "import", origin), each
+ * entry applied or refused alone: one entry that cannot go in never stops
+ * or undoes the others.
+ *
+ * Order and time: entries are applied in order of time_ms (equal times in
+ * array order), each logged with its own time_ms.  Times never decrease
+ * along the log, so an entry older than the store's last record is logged
+ * at that record's time (its order among the entries still follows
+ * time_ms).  Entries share write transactions and syncs (group commit), so
+ * thousands go in per second even with BINDLOG_DURABILITY_FULL.
+ *
+ * Per entry, codes[i] (if `codes` is not NULL) receives its outcome or
+ * error, and out[i] (if `out` is not NULL) its result (unspecified when
+ * codes[i] < 0):
+ *  - BINDLOG_APPLIED: bound now (one log record; the session was created,
+ *    or re-opened, with `origin`);
+ *  - BINDLOG_ALREADY: the key was already bound to this session (so a
+ *    second run of the same import changes nothing);
+ *  - BINDLOG_MOVED: the key is bound to another session (out[i].session_id
+ *    says which); left as it is;
+ *  - BINDLOG_ECONFLICT: the session is the live binding of another key (two
+ *    keys naming one session: the entry with the earlier time wins);
+ *  - BINDLOG_EINVAL: a key, session id, origin or time the contract refuses.
+ * Every entry counts as one bind call in bindlog_stats.events.
+ *
+ * Progress (optional) is reported as entries decided out of n.
+ *
+ * Returns 0 when every entry was decided (whatever its code), or an error
+ * that stopped the call: BINDLOG_EINVAL (NULL handle; entries NULL with
+ * n > 0), BINDLOG_EREADONLY, BINDLOG_ENOMEM, or a storage error (BINDLOG_EIO,
+ * BINDLOG_ENOSPC, BINDLOG_EPANIC, ...).  After a storage error the entries
+ * whose code is that error were not applied and the others were; running
+ * the call again is safe (what went in comes back ALREADY).
+ * bindlog_last_error() is "" after a return of 0 (look at the codes).
+ * Thread-safe.
+ */
+BINDLOG_API int bindlog_import_entries(bindlog *s, const bindlog_import_entry *entries, size_t n,
+                                       bindlog_result *out, int *codes,
+                                       bindlog_progress_fn progress, void *progress_ctx);
 /**@}*/
 
 #ifdef __cplusplus

@@ -4,7 +4,8 @@
 # Checks for: a C compiler, make, cmake, pkg-config, the LMDB, xxHash, cmocka
 # and SQLite development packages, lmdb-utils (mdb_stat, mdb_dump), python3
 # (binding tests), libcurl + json-c + etcd (the etcd backend and its tests)
-# and clang with libFuzzer's runtime (fuzz harnesses).
+# clang with libFuzzer's runtime (fuzz harnesses) and prometheus (promtool,
+# the CLI tests' lint of stat --prometheus).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -19,7 +20,9 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     # the etcd backend: its client libraries and a real etcd for the tests
     libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client
     # libFuzzer harnesses (clang with its runtime)
-    clang libclang-rt-14-dev)
+    clang libclang-rt-14-dev
+    # promtool, which lints the output of bindlog stat --prometheus in the CLI tests
+    prometheus)
 
 have_pkg() {
     local pkg=$1
@@ -44,6 +47,7 @@ have_pkg() {
     etcd-server) command -v etcd >/dev/null 2>&1 ;;
     etcd-client) command -v etcdctl >/dev/null 2>&1 ;;
     clang) command -v clang >/dev/null 2>&1 ;;
+    prometheus) command -v promtool >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
 }

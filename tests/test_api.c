@@ -1847,7 +1847,7 @@ static void api__stats_counts(void **state)
         assert_true(st.map_size > 0); /* LMDB only: etcd has no map */
     assert_true(st.file_size > 0);
 
-    /* applied[] is persistent; events[] belongs to this process */
+    /* applied[] is persistent; events[] belongs to the handle */
     bindlog_close(f->s);
     f->s = xopen(f->dir, 0);
     st = stats(f->s);
@@ -1874,6 +1874,38 @@ static void api__stats_count_argument_errors(void **state)
     assert_int_equal(st.events[BINDLOG_EVENT_SPLIT][BINDLOG_STAT_ERROR], 1);
     assert_int_equal(st.events[BINDLOG_EVENT_UNBIND][BINDLOG_STAT_ERROR], 1);
     assert_int_equal(st.events[BINDLOG_EVENT_INVALIDATE][BINDLOG_STAT_ERROR], 0);
+}
+
+/* Calls are counted per handle: a second handle of the same process (a
+ * metrics scraper beside the gateway's writer) starts from zero and counts
+ * only its own calls, while applied[] is the store's. */
+static void api__stats_calls_per_handle(void **state)
+{
+    fx *f = *state;
+    bindlog_result r;
+    bindlog *s2 = xopen(f->dir, 0);
+    assert_int_equal(bindlog_bind(f->s, "k", "A", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    assert_int_equal(bindlog_bind(f->s, "k", "A", NULL, NULL, NULL, 0, &r), BINDLOG_ALREADY);
+    assert_int_equal(bindlog_split(s2, "k", "A", "B", 99, NULL, 0, &r), BINDLOG_STALE);
+    bindlog_event ev[2] = {{BINDLOG_EVENT_INVALIDATE, "k", NULL, NULL, 0, NULL, NULL, 0},
+                           {BINDLOG_EVENT_UNBIND, "nobody", NULL, NULL, 0, NULL, NULL, 0}};
+    size_t at = 0;
+    assert_int_equal(bindlog_apply_batch(s2, ev, 2, NULL, &at), BINDLOG_ENOTFOUND);
+
+    bindlog_stats a = stats(f->s), b = stats(s2);
+    assert_int_equal(a.events[BINDLOG_EVENT_BIND][BINDLOG_APPLIED], 1);
+    assert_int_equal(a.events[BINDLOG_EVENT_BIND][BINDLOG_ALREADY], 1);
+    assert_int_equal(a.events[BINDLOG_EVENT_SPLIT][BINDLOG_STALE], 0);
+    assert_int_equal(b.events[BINDLOG_EVENT_BIND][BINDLOG_APPLIED], 0);
+    assert_int_equal(b.events[BINDLOG_EVENT_SPLIT][BINDLOG_STALE], 1);
+    /* the failed batch: one error, for the event at fault, nothing applied */
+    assert_int_equal(b.events[BINDLOG_EVENT_UNBIND][BINDLOG_STAT_ERROR], 1);
+    assert_int_equal(b.events[BINDLOG_EVENT_INVALIDATE][BINDLOG_APPLIED], 0);
+    assert_int_equal(a.events[BINDLOG_EVENT_UNBIND][BINDLOG_STAT_ERROR], 0);
+    /* what was applied is the store's, the same through both */
+    assert_int_equal(a.applied[BINDLOG_EVENT_BIND], 1);
+    assert_int_equal(b.applied[BINDLOG_EVENT_BIND], 1);
+    bindlog_close(s2);
 }
 
 /* ---- two handles, one store --------------------------------------------------------- */
@@ -2102,6 +2134,7 @@ int main(void)
         TEST(api__iter_wrong_kind_einval),
         TEST(api__stats_counts),
         TEST(api__stats_count_argument_errors),
+        TEST(api__stats_calls_per_handle),
         TEST(api__two_handles_share_store),
         TEST_CLOSED(api__open_unrelated_dir_enotstore),
         TEST_CLOSED(api__open_garbage_data_mdb_refused),

@@ -4,6 +4,8 @@
  * it; each thread sees its own; a refusal decided by another thread's
  * group-commit leader still reaches the caller's thread.
  */
+#include <fcntl.h>
+#include <lmdb.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -154,6 +158,111 @@ static void errors__batch_names_the_failing_event(void **state)
     expect_msg("apply_batch event 2 (split c): key is not bound");
 }
 
+/* Open names what it found: the missing directory, the stranger in it,
+ * the file that is not LMDB, the format that is too new. */
+static void errors__open_names_what_it_found(void **state)
+{
+    fx *f = *state;
+    bindlog *h = NULL;
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    char path[4096];
+    ro.read_only = 1;
+
+    snprintf(path, sizeof path, "%s/missing", f->dir);
+    assert_int_equal(bindlog_open(&h, path, &ro), BINDLOG_ENOTFOUND);
+    assert_non_null(strstr(bindlog_last_error(), "/missing: no such directory, and a "
+                                                 "read-only open never creates one"));
+
+    snprintf(path, sizeof path, "%s/foreign", f->dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(bindlog_open(&h, path, &ro), BINDLOG_ENOTFOUND);
+    assert_non_null(strstr(bindlog_last_error(), "no store here (no data.mdb)"));
+    snprintf(path, sizeof path, "%s/foreign/notes.txt", f->dir);
+    FILE *fp = fopen(path, "w");
+    fputs("mine\n", fp);
+    fclose(fp);
+    snprintf(path, sizeof path, "%s/foreign", f->dir);
+    assert_int_equal(bindlog_open(&h, path, NULL), BINDLOG_ENOTSTORE);
+    assert_non_null(strstr(bindlog_last_error(), "has no data.mdb but holds notes.txt"));
+
+    snprintf(path, sizeof path, "%s/notlmdb", f->dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/notlmdb/data.mdb", f->dir);
+    fp = fopen(path, "w");
+    for (int i = 0; i < 4096; i++)
+        fputs("hello ", fp);
+    fclose(fp);
+    snprintf(path, sizeof path, "%s/notlmdb", f->dir);
+    assert_int_equal(bindlog_open(&h, path, &ro), BINDLOG_ENOTSTORE);
+    assert_non_null(strstr(bindlog_last_error(), "data.mdb is not an LMDB file"));
+
+    /* a store stamped with a newer format, written behind the library's back */
+    bindlog_close(f->s);
+    f->s = NULL;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta;
+    unsigned char fmt[4] = {99, 0, 0, 0};
+    MDB_val k = {6, "format"}, v = {4, fmt};
+    assert_int_equal(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 16);
+    assert_int_equal(mdb_env_open(env, f->dir, 0, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    assert_int_equal(bindlog_open(&h, f->dir, &ro), BINDLOG_EVERSION);
+    assert_non_null(strstr(bindlog_last_error(), "the store is format 99; this library (" 
+                                                 BINDLOG_VERSION_STRING ") reads formats 1..1"));
+}
+
+/* Maintenance names its target: replay's directory, import's byte
+ * offset and what was wrong there, export's range, vacuum's holder. */
+static void errors__maintenance_names_its_target(void **state)
+{
+    fx *f = *state;
+    bindlog_result r;
+    char path[4096];
+    uint64_t off = 0;
+    int fds[2];
+
+    assert_int_equal(bindlog_bind(f->s, "k", "S", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    snprintf(path, sizeof path, "%s/rp", f->dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/rp/x", f->dir);
+    fclose(fopen(path, "w"));
+    snprintf(path, sizeof path, "%s/rp", f->dir);
+    assert_int_equal(bindlog_replay(f->s, path, UINT64_MAX, INT64_MAX, NULL, NULL, NULL, NULL),
+                     BINDLOG_EEXIST);
+    assert_non_null(strstr(bindlog_last_error(), "/rp: the directory is not empty: replay "
+                                                 "needs a new or empty one"));
+
+    /* ten bytes of garbage: refused at a byte offset, saying why */
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], "not-a-strm", 10), 10);
+    close(fds[1]);
+    int rc = bindlog_import(f->s, fds[0], NULL, &off, NULL, NULL);
+    close(fds[0]);
+    assert_true(rc < 0);
+    char want[64];
+    snprintf(want, sizeof want, "import: stream refused at byte %llu: ",
+             (unsigned long long)off);
+    if (strncmp(bindlog_last_error(), want, strlen(want)) != 0)
+        fail_msg("last error \"%s\", expected it to start \"%s\"", bindlog_last_error(), want);
+
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(bindlog_export(f->s, 9, fds[1], NULL, NULL, NULL), BINDLOG_ENOTFOUND);
+    close(fds[0]);
+    close(fds[1]);
+    assert_non_null(strstr(bindlog_last_error(), "export from LSN 9 to fd "));
+    assert_non_null(strstr(bindlog_last_error(), ": no records from LSN 9 on"));
+
+    /* this test's own writable handle holds the store: vacuum says who */
+    assert_int_equal(bindlog_vacuum(f->dir, NULL, NULL), BINDLOG_EBUSY);
+    assert_non_null(strstr(bindlog_last_error(), "a writer has the store open"));
+}
+
 /* Many threads refuse at once, so that most refusals are decided by
  * another thread leading the group: each caller still gets its own. */
 typedef struct worker {
@@ -205,6 +314,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(errors__batch_names_the_failing_event, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(errors__per_thread_through_group_commit, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(errors__open_names_what_it_found, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(errors__maintenance_names_its_target, fx_setup,
                                         fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

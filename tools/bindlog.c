@@ -26,6 +26,7 @@ static const cli_command *const commands[] = {
     &cli_cmd_stat,   &cli_cmd_get,   &cli_cmd_history, &cli_cmd_lineage,    &cli_cmd_dump,
     &cli_cmd_bind,   &cli_cmd_new,   &cli_cmd_split,   &cli_cmd_invalidate, &cli_cmd_unbind,
     &cli_cmd_check,  &cli_cmd_replay, &cli_cmd_compact, &cli_cmd_export,    &cli_cmd_import,
+    &cli_cmd_import_json,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -238,12 +239,25 @@ int cli_usage_error(const cli *c, const char *fmt, ...)
 
 int cli_lib_error(const cli *c, int rc, const char *fmt, ...)
 {
+    const char *what = bindlog_last_error();
+    char msg[512];
     va_list ap;
 
+    if (what[0] == '\0')
+        what = bindlog_strerror(rc);
     va_start(ap, fmt);
-    vmessage(c, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, ": %s (%s)\n", bindlog_strerror(rc), bindlog_code_name(rc));
+    if (c != NULL && c->cmd != NULL)
+        fprintf(stderr, "bindlog %s: ", c->cmd);
+    else
+        fprintf(stderr, "bindlog: ");
+    if (msg[0] != '\0')
+        fprintf(stderr, "%s: ", msg);
+    /* the message quotes keys and paths already escaped (\xNN); escaping
+     * again costs nothing and keeps stderr safe whatever it holds */
+    cli_put_escaped(stderr, what, strlen(what));
+    fprintf(stderr, " (%s)\n", bindlog_code_name(rc));
     return cli_exit_code(rc);
 }
 
@@ -303,10 +317,9 @@ int cli_open(cli *c, int read_only, bindlog **out)
     rc = bindlog_open(out, c->dir, &o);
     if (rc != 0) {
         /* A missing store is not "not found, exit 1": the command could not
-         * run at all, which is a store error. */
-        fprintf(stderr, "bindlog %s: cannot open store '", c->cmd);
-        cli_put_escaped(stderr, c->dir, strlen(c->dir));
-        fprintf(stderr, "': %s (%s)\n", bindlog_strerror(rc), bindlog_code_name(rc));
+         * run at all, which is a store error.  The library's message names
+         * the directory and what was found there. */
+        cli_lib_error(c, rc, "cannot open the store");
         return rc == BINDLOG_EINVAL ? CLI_USAGE : CLI_STORE;
     }
     return 0;

@@ -4,8 +4,8 @@
  * The tool is a thin layer over the public API (<bindlog.h>) and nothing
  * else: if an operator can do it here, a program can do it through the
  * library.  bindlog.c holds main, the option parser, dispatch and the output
- * helpers below; cmd_inspect.c, cmd_write.c and cmd_maint.c hold the
- * commands.
+ * helpers below; cmd_inspect.c, cmd_stat.c, cmd_write.c, cmd_maint.c and
+ * cmd_import_json.c hold the commands (json.c is import-json's parser).
  *
  * Exit codes are part of the interface (docs/tools.md):
  *   0 success, 1 a problem found (check failed, an event refused, a key or
@@ -50,7 +50,7 @@ extern const cli_command cli_cmd_stat, cli_cmd_get, cli_cmd_history, cli_cmd_lin
 extern const cli_command cli_cmd_bind, cli_cmd_new, cli_cmd_split, cli_cmd_invalidate,
     cli_cmd_unbind;
 extern const cli_command cli_cmd_check, cli_cmd_replay, cli_cmd_compact, cli_cmd_export,
-    cli_cmd_import;
+    cli_cmd_import, cli_cmd_import_json;
 
 /* ---- option parsing ----------------------------------------------------- */
 
@@ -92,10 +92,15 @@ int cli_next(cli_args *a, const cli_opt *opts, const char **val);
 /* "bindlog CMD: MESSAGE\nTry 'bindlog CMD --help'."  Returns CLI_USAGE. */
 int cli_usage_error(const cli *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* "bindlog CMD: MESSAGE: <strerror> (<code name>)".  Returns the exit code
- * the library error deserves: CLI_USAGE for BINDLOG_EINVAL (the operator's
- * arguments were refused), CLI_PROBLEM for state refusals (ENOTFOUND,
- * EEXIST, ECONFLICT), CLI_STORE for everything else. */
+/* "bindlog CMD: MESSAGE: <what failed> (<code name>)", where <what failed>
+ * is bindlog_last_error() -- the failing call, its subject (key, session,
+ * file) and the check that refused -- or the code's bindlog_strerror()
+ * text when the library left none (an error of the tool's own, like
+ * BINDLOG_ENOMEM).  So call it right after the failing library call.  An
+ * empty MESSAGE leaves out its ": ".  Returns the exit code the error
+ * deserves: CLI_USAGE for BINDLOG_EINVAL (the operator's arguments were
+ * refused), CLI_PROBLEM for state refusals (ENOTFOUND, EEXIST,
+ * ECONFLICT), CLI_STORE for everything else. */
 int cli_lib_error(const cli *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The exit code a library error deserves, as cli_lib_error() picks it. */

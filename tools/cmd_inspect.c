@@ -1,5 +1,6 @@
 /*
- * cmd_inspect.c -- the read-only commands: stat, get, history, lineage, dump.
+ * cmd_inspect.c -- the read-only commands: get, history, lineage, dump
+ * (stat is in cmd_stat.c).
  *
  * Every one of them opens the store read-only, so it runs beside a gateway
  * that is writing (LMDB readers never block the writer) and never creates a
@@ -8,10 +9,11 @@
  */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_JSON = 1, OPT_DOT, OPT_LOG, OPT_BINDINGS, OPT_SESSIONS, OPT_FROM, OPT_TO };
+enum { OPT_JSON = 1, OPT_DOT, OPT_LOG, OPT_BINDINGS, OPT_SESSIONS, OPT_FROM, OPT_TO, OPT_FOLLOW };
 
 /* Text output shows at most this much of an origin; --json shows it all. */
 #define ORIGIN_SHOW 120
@@ -54,161 +56,6 @@ static int parse_simple(cli *c, const cli_command *cmd, const cli_opt *opts, int
         return cli_usage_error(c, "missing %s", names[got]);
     return 0;
 }
-
-/* ------------------------------------------------------------------------ */
-/* stat                                                                       */
-
-static const char *durability_name(int d)
-{
-    switch (d) {
-    case BINDLOG_DURABILITY_FULL:
-        return "full";
-    case BINDLOG_DURABILITY_NORMAL:
-        return "normal";
-    case BINDLOG_DURABILITY_NONE:
-        return "none";
-    default:
-        return "unknown";
-    }
-}
-
-/* The first LSN still in the log (0 when the log is empty), read rather
- * than assumed from base_lsn so that a hole after compaction shows. */
-static int first_lsn(bindlog *s, uint64_t *out)
-{
-    bindlog_iter *it;
-    bindlog_record r;
-    int rc;
-
-    *out = 0;
-    if ((rc = bindlog_log_iter(s, 0, UINT64_MAX, &it)) != 0)
-        return rc;
-    rc = bindlog_iter_next_record(it, &r);
-    if (rc == 1)
-        *out = r.lsn;
-    bindlog_iter_close(it);
-    return rc < 0 ? rc : 0;
-}
-
-static const char *const outcome_cols[BINDLOG_STAT_COLUMNS] = {"applied", "already", "stale",
-                                                               "moved", "error"};
-
-static int run_stat(cli *c)
-{
-    static const cli_opt opts[] = {{"--json", NULL, 0, OPT_JSON}, CLI_OPT_END};
-    bindlog *s = NULL;
-    bindlog_stats st;
-    unsigned char dg[BINDLOG_DIGEST_SIZE];
-    char hex[2 * BINDLOG_DIGEST_SIZE + 1];
-    uint64_t dg_lsn, first;
-    int json = 0, dot = 0, rc, t, o;
-
-    rc = parse_simple(c, &cli_cmd_stat, opts, &json, NULL, 0, NULL, &dot);
-    if (rc != 0)
-        return rc == HELP_SHOWN ? CLI_OK : rc;
-    if ((rc = cli_open(c, 1, &s)) != 0)
-        return rc;
-    if ((rc = bindlog_stats_get(s, &st)) != 0) {
-        rc = cli_lib_error(c, rc, "cannot read statistics");
-        goto out;
-    }
-    if ((rc = first_lsn(s, &first)) != 0) {
-        rc = cli_lib_error(c, rc, "cannot read the log");
-        goto out;
-    }
-    if ((rc = bindlog_digest(s, dg, &dg_lsn)) != 0) {
-        rc = cli_lib_error(c, rc, "cannot compute the state digest");
-        goto out;
-    }
-    bindlog_digest_hex(dg, hex);
-
-    if (json) {
-        cli_json j;
-        cli_json_begin(&j, stdout);
-        cli_json_u64(&j, "head_lsn", st.head_lsn);
-        cli_json_u64(&j, "base_lsn", st.base_lsn);
-        cli_json_u64(&j, "first_lsn", first);
-        cli_json_u64(&j, "log_records", st.log_records);
-        cli_json_u64(&j, "bindings", st.bindings);
-        cli_json_u64(&j, "live_bindings", st.live_bindings);
-        cli_json_u64(&j, "sessions", st.sessions);
-        cli_json_u64(&j, "live_sessions", st.live_sessions);
-        cli_json_open(&j, "applied");
-        for (t = 1; t < BINDLOG_EVENT_COUNT; t++)
-            cli_json_u64(&j, bindlog_event_name(t), st.applied[t]);
-        cli_json_close(&j);
-        cli_json_open(&j, "calls");
-        for (t = 1; t < BINDLOG_EVENT_COUNT; t++) {
-            cli_json_open(&j, bindlog_event_name(t));
-            for (o = 0; o < BINDLOG_STAT_COLUMNS; o++)
-                cli_json_u64(&j, outcome_cols[o], st.events[t][o]);
-            cli_json_close(&j);
-        }
-        cli_json_close(&j);
-        cli_json_u64(&j, "commits", st.commits);
-        cli_json_u64(&j, "grouped_events", st.grouped_events);
-        cli_json_u64(&j, "map_size", st.map_size);
-        cli_json_u64(&j, "map_used", st.map_used);
-        cli_json_u64(&j, "file_size", st.file_size);
-        cli_json_u64(&j, "readers_used", st.readers_used);
-        cli_json_u64(&j, "readers_max", st.readers_max);
-        cli_json_str(&j, "durability", durability_name(st.durability));
-        cli_json_u64(&j, "format_version", st.format_version);
-        cli_json_str(&j, "digest", hex);
-        cli_json_u64(&j, "digest_lsn", dg_lsn);
-        cli_json_end(&j);
-    } else {
-        cli_kv kv = {stdout, 24};
-        char name[64];
-        cli_kv_line(&kv, "head_lsn", "%llu", (unsigned long long)st.head_lsn);
-        cli_kv_line(&kv, "base_lsn", "%llu", (unsigned long long)st.base_lsn);
-        if (first != 0)
-            cli_kv_line(&kv, "first_lsn", "%llu", (unsigned long long)first);
-        else
-            cli_kv_line(&kv, "first_lsn", "- (log empty)");
-        cli_kv_line(&kv, "log_records", "%llu", (unsigned long long)st.log_records);
-        cli_kv_line(&kv, "bindings", "%llu", (unsigned long long)st.bindings);
-        cli_kv_line(&kv, "live_bindings", "%llu", (unsigned long long)st.live_bindings);
-        cli_kv_line(&kv, "sessions", "%llu", (unsigned long long)st.sessions);
-        cli_kv_line(&kv, "live_sessions", "%llu", (unsigned long long)st.live_sessions);
-        for (t = 1; t < BINDLOG_EVENT_COUNT; t++) {
-            snprintf(name, sizeof(name), "applied.%s", bindlog_event_name(t));
-            cli_kv_line(&kv, name, "%llu", (unsigned long long)st.applied[t]);
-        }
-        /* Per-process counters: a fresh CLI process has made no calls, but
-         * they are fields of bindlog_stats and are shown for completeness. */
-        for (t = 1; t < BINDLOG_EVENT_COUNT; t++) {
-            snprintf(name, sizeof(name), "calls.%s", bindlog_event_name(t));
-            cli_kv_line(&kv, name,
-                        "applied %llu, already %llu, stale %llu, moved %llu, error %llu",
-                        (unsigned long long)st.events[t][0], (unsigned long long)st.events[t][1],
-                        (unsigned long long)st.events[t][2], (unsigned long long)st.events[t][3],
-                        (unsigned long long)st.events[t][4]);
-        }
-        cli_kv_line(&kv, "commits", "%llu", (unsigned long long)st.commits);
-        cli_kv_line(&kv, "grouped_events", "%llu", (unsigned long long)st.grouped_events);
-        cli_kv_line(&kv, "map_size", "%llu", (unsigned long long)st.map_size);
-        cli_kv_line(&kv, "map_used", "%llu", (unsigned long long)st.map_used);
-        cli_kv_line(&kv, "file_size", "%llu", (unsigned long long)st.file_size);
-        cli_kv_line(&kv, "readers", "%u used of %u", st.readers_used, st.readers_max);
-        cli_kv_line(&kv, "durability", "%s", durability_name(st.durability));
-        cli_kv_line(&kv, "format_version", "%u", st.format_version);
-        cli_kv_line(&kv, "digest", "%s (at lsn %llu)", hex, (unsigned long long)dg_lsn);
-    }
-    rc = CLI_OK;
-out:
-    bindlog_close(s);
-    return rc;
-}
-
-const cli_command cli_cmd_stat = {
-    "stat", "statistics of the store and its state digest",
-    "stat [--json]\n"
-    "\n"
-    "Print the store's statistics (bindlog_stats_get) and its state digest as\n"
-    "aligned 'name: value' lines, or one JSON object with --json.\n"
-    "calls.* and commits count this process's own calls (always 0 here).\n",
-    run_stat};
 
 /* ------------------------------------------------------------------------ */
 /* get                                                                        */
@@ -691,10 +538,7 @@ static int run_lineage(cli *c)
     if ((rc = cli_open(c, 1, &s)) != 0)
         return rc;
     if ((rc = bindlog_session_get(s, id, &ss, NULL, 0)) != 0) {
-        fprintf(stderr, "bindlog lineage: session '");
-        cli_put_escaped(stderr, id, strlen(id));
-        fprintf(stderr, "': %s (%s)\n", bindlog_strerror(rc), bindlog_code_name(rc));
-        rc = cli_exit_code(rc);
+        rc = cli_lib_error(c, rc, "%s", "");
         goto out;
     }
     /* Ancestors come nearest first; the tree prints them root first. */
@@ -790,17 +634,90 @@ const cli_command cli_cmd_lineage = {
 /* ------------------------------------------------------------------------ */
 /* dump                                                                       */
 
-static int dump_log(cli *c, bindlog *s, uint64_t from, uint64_t to, int json)
+/* --follow ends cleanly on SIGINT or SIGTERM: the handler only sets this
+ * flag, and the wait below returns at least every FOLLOW_SLICE_MS to look
+ * at it. */
+static volatile sig_atomic_t stop_following;
+#define FOLLOW_SLICE_MS 200
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_following = 1;
+}
+
+/*
+ * dump --log --follow: after the records up to the head, wait for the log
+ * to move (bindlog_wait: another process's commits count) and print the new
+ * records, each exactly once and in LSN order, until SIGINT or SIGTERM.
+ * Records compacted away before they could be read are reported as a gap
+ * on stderr, never silently skipped.  Each batch is flushed at once, so a
+ * pipe (| jq, | grep --line-buffered) sees records as they commit.
+ */
+static int follow_log(cli *c, bindlog *s, uint64_t last, int json)
+{
+    struct sigaction sa;
+    int rc = CLI_OK;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    fflush(stdout);
+    while (!stop_following) {
+        bindlog_iter *it = NULL;
+        bindlog_record r;
+        uint64_t head = 0;
+        int lrc;
+
+        if ((lrc = bindlog_wait(s, last, FOLLOW_SLICE_MS, &head)) != 0)
+            return cli_lib_error(c, lrc, "cannot follow the log after LSN %llu",
+                                 (unsigned long long)last);
+        if (head <= last)
+            continue; /* timed out: look at the flag, wait again */
+        if ((lrc = bindlog_log_iter(s, last + 1, head, &it)) != 0)
+            return cli_lib_error(c, lrc, "cannot read the log after LSN %llu",
+                                 (unsigned long long)last);
+        while ((lrc = bindlog_iter_next_record(it, &r)) == 1) {
+            if (r.lsn != last + 1)
+                cli_warn(c, "records %llu..%llu were compacted before they could be shown",
+                         (unsigned long long)(last + 1), (unsigned long long)(r.lsn - 1));
+            if (json)
+                cli_json_record(stdout, &r);
+            else
+                cli_print_record(stdout, &r, 1);
+            last = r.lsn;
+        }
+        if (lrc < 0)
+            rc = cli_lib_error(c, lrc, "cannot read the log after LSN %llu",
+                               (unsigned long long)last);
+        bindlog_iter_close(it);
+        if (rc != CLI_OK)
+            return rc;
+        if (last < head) {
+            cli_warn(c, "records %llu..%llu were compacted before they could be shown",
+                     (unsigned long long)(last + 1), (unsigned long long)head);
+            last = head;
+        }
+        if (fflush(stdout) != 0)
+            return CLI_STORE; /* the reader went away: cli_finish_output says so */
+    }
+    return CLI_OK;
+}
+
+static int dump_log(cli *c, bindlog *s, uint64_t from, uint64_t to, int json, int follow)
 {
     bindlog_iter *it = NULL;
     bindlog_record r;
     bindlog_stats st;
     cli_progress p;
-    uint64_t done = 0, total = 0;
+    uint64_t done = 0, total = 0, last = from > 0 ? from - 1 : 0;
     int rc;
 
     /* The expected count is only for the progress line. */
-    if (bindlog_stats_get(s, &st) == 0 && st.log_records > 0) {
+    int have_st = bindlog_stats_get(s, &st) == 0;
+    if (have_st && st.log_records > 0) {
         uint64_t lo = from > st.base_lsn + 1 ? from : st.base_lsn + 1;
         uint64_t hi = to < st.head_lsn ? to : st.head_lsn;
         total = hi >= lo ? hi - lo + 1 : 0;
@@ -815,15 +732,23 @@ static int dump_log(cli *c, bindlog *s, uint64_t from, uint64_t to, int json)
             cli_json_record(stdout, &r);
         else
             cli_print_record(stdout, &r, 1);
+        last = r.lsn;
         if ((++done & 4095) == 0)
             cli_progress_cb(&p, done, total);
     }
     cli_progress_end(&p);
-    bindlog_iter_close(it);
     if (rc < 0)
-        return cli_lib_error(c, rc, "cannot read the log after %llu records",
-                             (unsigned long long)done);
-    return CLI_OK;
+        rc = cli_lib_error(c, rc, "cannot read the log after %llu records",
+                           (unsigned long long)done);
+    bindlog_iter_close(it);
+    if (rc != 0)
+        return rc;
+    /* Nothing listed although the head was past `from`: those records were
+     * compacted (the listing's snapshot is no older than `st`), so the
+     * follow starts after them instead of reporting them as a gap. */
+    if (follow && done == 0 && have_st && st.head_lsn > last)
+        last = st.head_lsn;
+    return follow ? follow_log(c, s, last, json) : CLI_OK;
 }
 
 static int dump_bindings(cli *c, bindlog *s, int json)
@@ -937,12 +862,13 @@ static int run_dump(cli *c)
                                    {"--sessions", NULL, 0, OPT_SESSIONS},
                                    {"--from", NULL, 1, OPT_FROM},
                                    {"--to", NULL, 1, OPT_TO},
+                                   {"--follow", "-f", 0, OPT_FOLLOW},
                                    CLI_OPT_END};
     cli_args a;
     const char *v;
     bindlog *s = NULL;
     uint64_t from = 0, to = UINT64_MAX;
-    int json = 0, what = 0, range = 0, r, rc;
+    int json = 0, what = 0, range = 0, follow = 0, have_to = 0, r, rc;
 
     cli_args_init(&a, c, &cli_cmd_dump);
     while ((r = cli_next(&a, opts, &v)) != CLI_ARG_DONE) {
@@ -971,7 +897,10 @@ static int run_dump(cli *c)
         case OPT_TO:
             if (cli_parse_u64(c, "--to", v, &to) != 0)
                 return CLI_USAGE;
-            range = 1;
+            range = have_to = 1;
+            break;
+        case OPT_FOLLOW:
+            follow = 1;
             break;
         }
     }
@@ -979,13 +908,17 @@ static int run_dump(cli *c)
         what = OPT_LOG;
     if (range && what != OPT_LOG)
         return cli_usage_error(c, "--from and --to apply to --log only");
+    if (follow && what != OPT_LOG)
+        return cli_usage_error(c, "--follow applies to --log only");
+    if (follow && have_to)
+        return cli_usage_error(c, "--follow never ends at an LSN: leave out --to");
     if (from > to)
         return cli_usage_error(c, "--from %llu is after --to %llu", (unsigned long long)from,
                                (unsigned long long)to);
     if ((rc = cli_open(c, 1, &s)) != 0)
         return rc;
     if (what == OPT_LOG)
-        rc = dump_log(c, s, from, to, json);
+        rc = dump_log(c, s, from, to, json, follow);
     else if (what == OPT_BINDINGS)
         rc = dump_bindings(c, s, json);
     else
@@ -997,10 +930,14 @@ static int run_dump(cli *c)
 const cli_command cli_cmd_dump = {
     "dump", "list log records, bindings or sessions",
     "dump [--log | --bindings | --sessions] [--from LSN] [--to LSN] [--json]\n"
+    "     dump --log --follow [--from LSN] [--json]\n"
     "\n"
     "List the log (default; --from/--to bound the LSNs, inclusive), every\n"
     "binding (tombstones included, in key byte order) or every session (in id\n"
     "byte order).  Text lines are key=value fields, values quoted when empty or\n"
     "holding spaces, bytes that could drive a terminal shown as \\xNN.  --json\n"
-    "writes one JSON object per line (see docs/tools.md for the rules).\n",
+    "writes one JSON object per line (see docs/tools.md for the rules).\n"
+    "--follow (-f) then keeps printing the records committed afterwards, by\n"
+    "any process, each once and in order, until interrupted (SIGINT or\n"
+    "SIGTERM: exit 0).\n",
     run_dump};

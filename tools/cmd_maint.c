@@ -207,14 +207,9 @@ static int run_replay(cli *c)
     cli_progress_end(&p);
     if (rc != 0) {
         bindlog_close(s);
-        fprintf(stderr, "bindlog replay: replay into '");
-        cli_put_escaped(stderr, ra.out, strlen(ra.out));
-        if (rc == BINDLOG_EEXIST)
-            fprintf(stderr, "' refused: the directory is not empty; replay needs a new or empty "
-                            "one\n");
-        else
-            fprintf(stderr, "' failed: %s (%s)%s\n", bindlog_strerror(rc), bindlog_code_name(rc),
-                    rc == BINDLOG_ECORRUPT ? "; remove the partial store before retrying" : "");
+        cli_lib_error(c, rc, "%s", rc == BINDLOG_ECORRUPT
+                                       ? "replay failed (remove the partial store before retrying)"
+                                       : "replay failed");
         return cli_exit_code(rc) == CLI_USAGE ? CLI_USAGE : CLI_STORE;
     }
     /* A replay of the whole log must reproduce the live digest; compare
@@ -306,17 +301,11 @@ static int run_vacuum(cli *c, const compact_args *ca)
     if (c->dir == NULL || c->dir[0] == '\0')
         return cli_usage_error(c, "no store directory: give -d DIR or set BINDLOG_DIR");
     rc = bindlog_vacuum(c->dir, &before, &after);
-    if (rc == BINDLOG_EBUSY) {
-        fprintf(stderr, "bindlog compact: cannot vacuum '");
-        cli_put_escaped(stderr, c->dir, strlen(c->dir));
-        fprintf(stderr, "': a writer has the store open (BINDLOG_EBUSY); stop the gateway "
-                        "first, or run 'compact --keep-...' which works online\n");
-        return CLI_STORE;
-    }
     if (rc != 0) {
-        fprintf(stderr, "bindlog compact: cannot vacuum '");
-        cli_put_escaped(stderr, c->dir, strlen(c->dir));
-        fprintf(stderr, "': %s (%s)\n", bindlog_strerror(rc), bindlog_code_name(rc));
+        cli_lib_error(c, rc, "%s", rc == BINDLOG_EBUSY
+                                       ? "cannot vacuum now (stop the gateway first, or run "
+                                         "'compact --keep-...', which works online)"
+                                       : "cannot vacuum");
         return CLI_STORE;
     }
     if (ca->json) {
@@ -594,12 +583,7 @@ static int run_import(cli *c)
     if (rc != 0) {
         /* EEXIST's generic text speaks of session ids; here it means the
          * stream does not fit this store. */
-        fprintf(stderr, "bindlog import: stream refused at byte %llu: %s (%s); nothing applied\n",
-                (unsigned long long)off,
-                rc == BINDLOG_EEXIST ? "the store already holds records (a full stream needs an "
-                                       "empty store, an incremental one must start at head + 1)"
-                                     : bindlog_strerror(rc),
-                bindlog_code_name(rc));
+        cli_lib_error(c, rc, "nothing applied");
         rc = rc == BINDLOG_EEXIST ? CLI_PROBLEM : CLI_STORE;
         goto out;
     }

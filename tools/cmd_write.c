@@ -194,62 +194,11 @@ static void print_result(const write_args *w, const bindlog_result *r)
         cli_kv_line(&kv, "session_id", "- (not bound)");
 }
 
-/* Why an argument breaks the API's rules (bindlog.h), or NULL if it does
- * not.  Only used to explain a BINDLOG_EINVAL: the library stays the judge,
- * this just names the culprit for the operator. */
-static const char *bad_string(const char *s, size_t min, size_t max, int no_controls)
-{
-    size_t n = strlen(s), i;
-
-    if (n < min)
-        return "is empty";
-    if (n > max)
-        return "is too long";
-    for (i = 0; no_controls && i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7F)
-            return "contains a control byte";
-    return NULL;
-}
-
-static void explain_einval(cli *c, const write_args *w, const char *const *names)
-{
-    const char *why;
-    int i;
-
-    for (i = 0; i < w->npos; i++) {
-        int is_key = strcmp(names[i], "KEY") == 0;
-        why = is_key ? bad_string(w->pos[i], 1, BINDLOG_KEY_MAX, 0)
-                     : bad_string(w->pos[i], 1, BINDLOG_ID_MAX, 1);
-        if (why == NULL)
-            continue;
-        fprintf(stderr, "bindlog %s: %s '", c->cmd, names[i]);
-        cli_put_escaped(stderr, w->pos[i], strlen(w->pos[i]));
-        fprintf(stderr, "' %s: %s\n", why,
-                is_key ? "keys are 1..400 bytes"
-                       : "session ids are 1..128 bytes without control bytes");
-        return;
-    }
-    if (w->expect != NULL && w->expect[0] != '\0' &&
-        (why = bad_string(w->expect, 1, BINDLOG_ID_MAX, 1)) != NULL) {
-        fprintf(stderr, "bindlog %s: --expect %s: session ids are 1..128 bytes without "
-                        "control bytes\n", c->cmd, why);
-        return;
-    }
-    if (w->reason != NULL && (why = bad_string(w->reason, 0, BINDLOG_REASON_MAX, 1)) != NULL) {
-        fprintf(stderr, "bindlog %s: --reason %s: reasons are 0..64 bytes without control "
-                        "bytes\n", c->cmd, why);
-        return;
-    }
-    if (w->npos == 3 && strcmp(w->pos[1], w->pos[2]) == 0)
-        fprintf(stderr, "bindlog %s: PARENT and CHILD are the same session\n", c->cmd);
-}
-
 /* Prints the outcome (or the error) and picks the exit code. */
-static int finish(cli *c, int rc, const write_args *w, const char *const *names,
-                  const bindlog_result *r)
+static int finish(cli *c, int rc, const write_args *w, const bindlog_result *r)
 {
-    if (rc == BINDLOG_EINVAL)
-        explain_einval(c, w, names);
+    /* The library's message names the call, the key and the check that
+     * refused ("split k: key is not bound"), arguments included. */
     if (rc < 0)
         return cli_lib_error(c, rc, "event not applied");
     print_result(w, r);
@@ -287,7 +236,7 @@ static int run_write(cli *c, const cli_command *cmd, const cli_opt *opts, int np
     }
     if ((rc = open_for_write(c, &w, &s)) == 0) {
         memset(&r, 0, sizeof(r));
-        rc = finish(c, apply(s, &w, &r), &w, names, &r);
+        rc = finish(c, apply(s, &w, &r), &w, &r);
         bindlog_close(s);
     }
     free(w.origin);

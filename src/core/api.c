@@ -302,6 +302,13 @@ static int event_arg(const bindlog_event *in, bl_event *ev)
     return rc;
 }
 
+void bl_count_call(bindlog *s, int type, int rc)
+{
+    unsigned t = type > 0 && type < BINDLOG_EVENT_COUNT ? (unsigned)type : 0;
+    unsigned col = rc < 0 || rc >= BINDLOG_OUTCOME_COUNT ? BINDLOG_STAT_ERROR : (unsigned)rc;
+    atomic_fetch_add_explicit(&s->calls[t][col], 1, memory_order_relaxed);
+}
+
 static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
 {
     bl_event ev;
@@ -313,14 +320,15 @@ static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
     rc = event_arg(in, &ev);
     if (rc == 0 && s->read_only)
         rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
-    if (rc != 0) {
-        s->ops->count(s, (unsigned)(in->type > 0 ? in->type : 0), rc);
-        return rc;
+    if (rc == 0) {
+        if (out == NULL)
+            out = &tmp;
+        rc = s->ops->commit(s, &ev, 1, out, NULL);
+        if (rc == 0)
+            rc = out->outcome;
     }
-    if (out == NULL)
-        out = &tmp;
-    rc = s->ops->commit(s, &ev, 1, out, NULL);
-    return rc < 0 ? rc : out->outcome;
+    bl_count_call(s, in->type, rc);
+    return rc;
 }
 
 /* One event call, with its last-error context: "<type> <key>". */
@@ -390,13 +398,13 @@ static int apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_re
         if ((rc = event_arg(&in[i], &ev[i])) != 0) {
             if (err_index != NULL)
                 *err_index = i;
-            s->ops->count(s, (unsigned)(in[i].type > 0 ? in[i].type : 0), rc);
+            bl_count_call(s, in[i].type, rc);
             goto out;
         }
     }
     if (s->read_only) {
         rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
-        s->ops->count(s, (unsigned)in[0].type, rc);
+        bl_count_call(s, in[0].type, rc);
         goto out;
     }
     /* backends always get somewhere to put results */
@@ -405,6 +413,11 @@ static int apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_re
         goto out;
     }
     rc = s->ops->commit(s, ev, n, res, err_index);
+    /* A batch that failed wrote nothing: one error, for the event at fault. */
+    if (rc < 0)
+        bl_count_call(s, in[err_index != NULL && *err_index < n ? *err_index : 0].type, rc);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        bl_count_call(s, in[i].type, res[i].outcome);
 out:
     if (ev != stack)
         free(ev);
@@ -673,7 +686,12 @@ int bindlog_stats_get(bindlog *s, bindlog_stats *out)
     bl_err_clear();
     if (s == NULL || out == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or out is NULL"), "stats_get");
-    return bl_api_done(s->ops->stats(s, out), "stats_get");
+    int rc = s->ops->stats(s, out);
+    if (rc == 0)
+        for (int t = 0; t < BINDLOG_EVENT_COUNT; t++)
+            for (int c = 0; c < BINDLOG_STAT_COLUMNS; c++)
+                out->events[t][c] = atomic_load_explicit(&s->calls[t][c], memory_order_relaxed);
+    return bl_api_done(rc, "stats_get");
 }
 
 int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn)
@@ -704,9 +722,11 @@ int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "replay");
-    return bl_api_done(s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn,
-                                      progress, progress_ctx),
-                       "replay into %s", QPATH(q, out_dir));
+    int rc = s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn, progress,
+                            progress_ctx);
+    if (rc == BINDLOG_EEXIST && !bl_err_isset())
+        bl_err_set(rc, "the directory is not empty: replay needs a new or empty one");
+    return bl_api_done(rc, "replay into %s", QPATH(q, out_dir));
 }
 
 int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head)
@@ -749,8 +769,11 @@ int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "export");
-    return bl_api_done(s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx),
-                       "export");
+    int rc = s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx);
+    if (rc == BINDLOG_ENOTFOUND && !bl_err_isset())
+        bl_err_set(rc, "no records from LSN %llu on (compacted, or beyond the head + 1)",
+                   (unsigned long long)from_lsn);
+    return bl_api_done(rc, "export from LSN %llu to fd %d", (unsigned long long)from_lsn, fd);
 }
 
 int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
@@ -759,6 +782,24 @@ int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "import");
-    return bl_api_done(s->ops->import_stream(s, fd, records, err_offset, progress, progress_ctx),
-                       "import");
+    uint64_t off = 0;
+    int rc = s->ops->import_stream(s, fd, records, &off, progress, progress_ctx);
+    if (err_offset != NULL)
+        *err_offset = off;
+    if (rc < 0) {
+        /* Where the stream went wrong, and what was wrong there. */
+        char detail[BL_ERRMSG_MAX];
+        const char *why;
+        if (bl_err_isset())
+            why = strcpy(detail, bl_err_get());
+        else if (rc == BINDLOG_EEXIST)
+            why = "the store already holds records (a full stream needs an empty store, an "
+                  "incremental one must start at head + 1)";
+        else if (rc == BINDLOG_ENOTFOUND)
+            why = "the stream starts after head + 1 (it would leave a gap)";
+        else
+            why = bindlog_strerror(rc);
+        bl_err_set(rc, "stream refused at byte %llu: %s", (unsigned long long)off, why);
+    }
+    return bl_api_done(rc, "import");
 }

@@ -22,6 +22,7 @@
 #ifndef BL_BACKEND_H
 #define BL_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,7 +42,16 @@ struct bindlog {
     int durability;
     int64_t (*clock_ms)(void *);
     void *clock_ctx;
+    /* Calls through this handle by event type and result: outcome, or
+     * BINDLOG_STAT_ERROR (bindlog_stats.events).  Counted above the seam
+     * by api.c for every backend; per handle, so two handles of one process
+     * (a gateway's writer and its metrics scraper) do not mix their counts. */
+    _Atomic uint64_t calls[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
 };
+
+/* Count one call of event type `type` that returned rc (an outcome or an
+ * error) in the handle's statistics (api.c). */
+void bl_count_call(bindlog *s, int type, int rc);
 
 /* The time an event gets from this handle's clock (before the
  * never-decreasing rule, which the backend applies against its head). */
@@ -108,8 +118,12 @@ struct bl_backend_ops {
      * (bl_event_check) and the handle writable. */
     int (*commit)(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
                   size_t *err_index);
-    /* Count a call refused above the seam (statistics). */
-    void (*count)(bindlog *h, unsigned type, int rc);
+    /* n independent events (bindlog_import_entries): each applied or
+     * refused alone, all in as few storage transactions as the backend can
+     * (one group commit).  codes[i]: outcome or error of event i; out[i]:
+     * its result.  0, or a storage error that failed them all. */
+    int (*commit_each)(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
+                       int *codes);
 
     int (*get)(bindlog *h, const char *key, size_t key_len, bindlog_binding *out);
     int (*session_get)(bindlog *h, const char *id, size_t id_len, bindlog_session *out,

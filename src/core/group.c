@@ -47,70 +47,42 @@ void bl_group_committed(bl_group *g)
     pthread_mutex_unlock(&g->mu);
 }
 
-void bl_group_count(bl_group *g, unsigned type, int rc)
-{
-    if (type == 0 || type >= BINDLOG_EVENT_COUNT)
-        type = 0; /* an unknown type is counted in the unused row 0 */
-    pthread_mutex_lock(&g->mu);
-    g->events[type][rc < 0 ? BINDLOG_STAT_ERROR : rc]++;
-    pthread_mutex_unlock(&g->mu);
-}
-
 void bl_group_stats(bl_group *g, bindlog_stats *out)
 {
     pthread_mutex_lock(&g->mu);
-    memcpy(out->events, g->events, sizeof(out->events));
     out->commits = g->commits;
     out->grouped_events = g->grouped_events;
     pthread_mutex_unlock(&g->mu);
 }
 
-/* Statistics and wake-ups for a finished group (g->mu held). */
+/* Statistics and wake-ups for a finished group (g->mu held).  Outcomes
+ * are counted by the caller's handle (api.c), not here. */
 static void complete(bl_group *g, bl_greq *group)
 {
     for (bl_greq *r = group, *next; r != NULL; r = next) {
         next = r->next;
         g->grouped_events += r->n;
-        for (size_t i = 0; i < r->n; i++) {
-            int o = r->outcomes[i];
-            unsigned type = r->ev[i].type < BINDLOG_EVENT_COUNT ? r->ev[i].type : 0;
-            g->events[type][o < 0 ? BINDLOG_STAT_ERROR : o]++;
-            if (r->rc < 0 && i == r->err_index)
-                break; /* events after a batch's failure never ran */
-        }
         r->done = 1;
     }
     pthread_cond_broadcast(&g->cv);
 }
 
-int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
-                    size_t *err_index, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx)
+/*
+ * Queue the requests first..last (linked through ->next) and return once
+ * `last` is done, leading groups meanwhile whenever no one else does.  The
+ * queue is FIFO and a leader takes all of it, so requests queued together
+ * finish together.  Returns with g->mu unlocked.
+ */
+static void queue_and_wait(bl_group *g, bl_greq *first, bl_greq *last, bl_group_run_fn run,
+                           bl_group_finish_fn finish, void *ctx)
 {
-    int one_outcome;
-    bl_greq req = {0};
-
-    req.h = h;
-    req.ev = ev;
-    req.n = n;
-    req.out = out;
-    req.outcomes = n == 1 ? &one_outcome : malloc(n * sizeof(int));
-    if (req.outcomes == NULL)
-        return BINDLOG_ENOMEM;
-
-    pthread_mutex_lock(&g->mu);
-    if (atomic_load(&g->panic)) {
-        pthread_mutex_unlock(&g->mu);
-        if (n != 1)
-            free(req.outcomes);
-        return BINDLOG_EPANIC;
-    }
     if (g->tail)
-        g->tail->next = &req;
+        g->tail->next = first;
     else
-        g->head = &req;
-    g->tail = &req;
+        g->head = first;
+    g->tail = last;
 
-    while (!req.done) {
+    while (!last->done) {
         if (g->leader || g->head == NULL) {
             pthread_cond_wait(&g->cv, &g->mu);
             continue;
@@ -138,6 +110,30 @@ int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindl
         complete(g, group);
     }
     pthread_mutex_unlock(&g->mu);
+}
+
+int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
+                    size_t *err_index, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx)
+{
+    int one_outcome;
+    bl_greq req = {0};
+
+    req.h = h;
+    req.ev = ev;
+    req.n = n;
+    req.out = out;
+    req.outcomes = n == 1 ? &one_outcome : malloc(n * sizeof(int));
+    if (req.outcomes == NULL)
+        return BINDLOG_ENOMEM;
+
+    pthread_mutex_lock(&g->mu);
+    if (atomic_load(&g->panic)) {
+        pthread_mutex_unlock(&g->mu);
+        if (n != 1)
+            free(req.outcomes);
+        return BINDLOG_EPANIC;
+    }
+    queue_and_wait(g, &req, &req, run, finish, ctx);
 
     if (err_index != NULL)
         *err_index = req.err_index;
@@ -146,4 +142,44 @@ int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindl
     if (req.rc < 0 && req.msg[0] != '\0')
         bl_err_set(req.rc, "%s", req.msg); /* in the caller's thread */
     return req.rc;
+}
+
+int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
+                         bindlog_result *out, int *codes, bl_group_run_fn run,
+                         bl_group_finish_fn finish, void *ctx)
+{
+    bl_greq *req;
+    int rc = 0;
+
+    if (n == 0)
+        return 0;
+    if ((req = calloc(n, sizeof(*req))) == NULL)
+        return BINDLOG_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        req[i].next = i + 1 < n ? &req[i + 1] : NULL;
+        req[i].h = h;
+        req[i].ev = &ev[i];
+        req[i].n = 1;
+        req[i].out = &out[i];
+        req[i].outcomes = &codes[i];
+    }
+    pthread_mutex_lock(&g->mu);
+    if (atomic_load(&g->panic)) {
+        pthread_mutex_unlock(&g->mu);
+        free(req);
+        return BINDLOG_EPANIC;
+    }
+    queue_and_wait(g, &req[0], &req[n - 1], run, finish, ctx);
+    /* A storage failure fails every request of the group alike; a refusal
+     * of the state machine is one event's own.  Say which. */
+    for (size_t i = 0; i < n; i++) {
+        codes[i] = req[i].rc < 0 ? req[i].rc : req[i].outcomes[0];
+        if (req[i].rc < 0 && !bl_group_refusal(req[i].rc) && rc == 0) {
+            rc = req[i].rc;
+            if (req[i].msg[0] != '\0')
+                bl_err_set(rc, "%s", req[i].msg);
+        }
+    }
+    free(req);
+    return rc;
 }

@@ -10,7 +10,8 @@
  * optionally `finish`, a step that must complete before the group's callers
  * hear their outcomes but need not hold up the next group (LMDB: the meta
  * page's sync).  The queue also keeps the sticky-failure flag and this
- * process's statistics.
+ * process's commit statistics (commits, grouped events).  Calls by type and
+ * outcome are counted per handle, above the seam (api.c).
  */
 #ifndef BL_GROUP_H
 #define BL_GROUP_H
@@ -32,7 +33,7 @@ typedef struct bl_greq {
     const bl_event *ev;
     size_t n;
     bindlog_result *out;  /* n results */
-    int *outcomes;        /* per event: outcome or error, for the statistics */
+    int *outcomes;        /* per event: outcome or error (the backend's bookkeeping) */
     size_t err_index;     /* the failing event when rc < 0 */
     int rc;               /* 0 or the request's error */
     int done;
@@ -48,8 +49,7 @@ typedef struct bl_group {
     bl_greq *head, *tail;
     int leader;           /* a thread is running a group */
     atomic_int panic;     /* sticky: a commit failed fatally */
-    uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
-    uint64_t commits, grouped_events;
+    uint64_t commits, grouped_events; /* this process's, over every handle */
 } bl_group;
 
 /* Commit `group` (a list through ->next).  Set each request's rc, outcomes,
@@ -67,6 +67,26 @@ void bl_group_destroy(bl_group *g);
 int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
                     size_t *err_index, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx);
 
+/*
+ * Queue n independent events at once, one request each, so that they share
+ * a storage transaction without sharing its fate: each is applied or
+ * refused alone.  codes[i] receives event i's outcome or error and out[i]
+ * its result.  Returns 0 when every event was decided (refusals included),
+ * or the storage error that failed them (then every code is an error and
+ * nothing of theirs was committed, unless the group had already committed).
+ */
+int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
+                         bindlog_result *out, int *codes, bl_group_run_fn run,
+                         bl_group_finish_fn finish, void *ctx);
+
+/* 1 for the errors the state machine decides for one event alone
+ * (EINVAL, ENOTFOUND, EEXIST, ECONFLICT), 0 for the storage's. */
+static inline int bl_group_refusal(int rc)
+{
+    return rc == BINDLOG_EINVAL || rc == BINDLOG_ENOTFOUND || rc == BINDLOG_EEXIST ||
+           rc == BINDLOG_ECONFLICT;
+}
+
 /* Every request of the group fails with rc; the detail is the leader's
  * current last-error message, when one was set while running the group. */
 void bl_group_fail(bl_greq *group, int rc);
@@ -77,9 +97,7 @@ static inline int bl_group_panicked(bl_group *g) { return atomic_load(&g->panic)
 
 /* Count one committed transaction (statistics). */
 void bl_group_committed(bl_group *g);
-/* Count a call refused before reaching the queue (statistics). */
-void bl_group_count(bl_group *g, unsigned type, int rc);
-/* Copy the statistics into out->events, commits and grouped_events. */
+/* Copy the statistics into out->commits and out->grouped_events. */
 void bl_group_stats(bl_group *g, bindlog_stats *out);
 
 #endif /* BL_GROUP_H */

@@ -76,6 +76,8 @@ const char *bl_event_problem(const bl_event *ev)
         return "origin is NULL but origin_len is not 0";
     if (ev->origin != NULL && ev->origin_len > BINDLOG_ORIGIN_MAX)
         return "origin is longer than BINDLOG_ORIGIN_MAX (65536) bytes";
+    if (ev->time_ms < 0)
+        return "event time is before 1970 (negative)";
 
     switch (ev->type) {
     case BINDLOG_EVENT_BIND:

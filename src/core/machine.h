@@ -34,6 +34,10 @@ typedef struct bl_event {
     size_t reason_len;
     const void *origin;      /* NULL: none given (origin_len must be 0) */
     size_t origin_len;
+    /* The event's time, ms since the epoch, chosen by the caller (an import
+     * carries an entry's own time); 0: the handle's clock.  The write path
+     * still never lets a record's time go below the head's. */
+    int64_t time_ms;
 } bl_event;
 
 /*

@@ -298,11 +298,6 @@ static void etcd_close(bindlog *h)
     h->be = NULL;
 }
 
-static void etcd_count(bindlog *h, unsigned type, int rc)
-{
-    bl_group_count(&bl_es_of(h)->g, type, rc);
-}
-
 /* ---- the write path ------------------------------------------------------------ */
 
 static void sleep_ms(long ms)
@@ -363,7 +358,7 @@ static int apply_one(chunk *c, bindlog *h, const bl_event *ev, bindlog_result *r
 {
     bl_view view;
     bl_plan plan;
-    int64_t t_ms = bl_now_ms(h);
+    int64_t t_ms = ev->time_ms != 0 ? ev->time_ms : bl_now_ms(h); /* 0: the clock */
     int rc;
 
     if (t_ms < c->time_ms)
@@ -732,6 +727,13 @@ static int etcd_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result 
 {
     bl_estore *st = bl_es_of(h);
     return bl_group_submit(&st->g, h, ev, n, out, err_index, run_group, NULL, st);
+}
+
+static int etcd_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
+                            int *codes)
+{
+    bl_estore *st = bl_es_of(h);
+    return bl_group_submit_each(&st->g, h, ev, n, out, codes, run_group, NULL, st);
 }
 
 /* ---- point reads ------------------------------------------------------------------ */
@@ -1136,7 +1138,7 @@ const bl_backend_ops bl_etcd_ops = {
     .open = etcd_open,
     .close = etcd_close,
     .commit = etcd_commit,
-    .count = etcd_count,
+    .commit_each = etcd_commit_each,
     .get = etcd_get,
     .session_get = etcd_session_get,
     .iter = etcd_iter_open,

@@ -21,15 +21,13 @@ static void lmdb_close(bindlog *h)
     h->e = NULL;
 }
 
-static void lmdb_count(bindlog *h, unsigned type, int rc) { bl_group_count(&h->e->g, type, rc); }
-
 const bl_backend_ops bl_lmdb_ops = {
     .name = "lmdb",
     .scheme = NULL,
     .open = lmdb_open,
     .close = lmdb_close,
     .commit = bl_commit,
-    .count = lmdb_count,
+    .commit_each = bl_commit_each,
     .get = bl_lmdb_get,
     .session_get = bl_lmdb_session_get,
     .iter = bl_lmdb_iter,

@@ -46,7 +46,7 @@ static int apply_one(bl_env *e, bl_tables *t, bindlog *h, const bl_event *ev, bl
 {
     bl_view view;
     bl_plan plan;
-    int64_t t_ms = bl_now_ms(h);
+    int64_t t_ms = ev->time_ms != 0 ? ev->time_ms : bl_now_ms(h); /* 0: the clock */
     int rc;
 
     if (t_ms < head->time_ms)
@@ -312,4 +312,9 @@ static int finish_group(void *ctx, bl_greq *group)
 int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index)
 {
     return bl_group_submit(&h->e->g, h, ev, n, out, err_index, run_group, finish_group, h->e);
+}
+
+int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes)
+{
+    return bl_group_submit_each(&h->e->g, h, ev, n, out, codes, run_group, finish_group, h->e);
 }

@@ -24,6 +24,8 @@
 #include "lmdb/store.h"
 #include "lmdb/pagecheck.h"
 
+#include "core/error.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -165,8 +167,12 @@ static int make_dirs(const char *dir)
             continue;
         char c = p[i];
         p[i] = '\0';
-        if (mkdir(p, 0700) != 0 && errno != EEXIST)
-            rc = bl_mdb_error(errno);
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+            char q[BL_ERR_QUOTE_MAX];
+            int err = errno;
+            rc = bl_err_set(bl_mdb_error(err), "cannot create directory %s: %s",
+                            bl_err_bytes(q, sizeof q, p, strlen(p)), strerror(err));
+        }
         p[i] = c;
     }
     free(p);
@@ -200,19 +206,27 @@ static int file_exists(const char *dir, const char *name)
 }
 
 /* A directory without data.mdb may become a store only if it holds nothing
- * but the files a store leaves behind; anything else belongs to someone. */
+ * but the files a store leaves behind; anything else belongs to someone.
+ * 0 sets the last-error detail to the first stranger found. */
 static int dir_is_empty_enough(const char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *de;
     int ok = 1;
 
-    if (d == NULL)
-        return bl_mdb_error(errno);
+    if (d == NULL) {
+        int err = errno;
+        return bl_err_set(bl_mdb_error(err), "cannot list the directory: %s", strerror(err));
+    }
     while ((de = readdir(d)) != NULL) {
         const char *n = de->d_name;
         if (strcmp(n, ".") != 0 && strcmp(n, "..") != 0 && strcmp(n, "lock.mdb") != 0 &&
             strcmp(n, "bindlog.lock") != 0) {
+            char q[BL_ERR_QUOTE_MAX];
+            bl_err_set(BINDLOG_ENOTSTORE,
+                       "the directory has no data.mdb but holds %s: not a store, and not "
+                       "empty enough to become one",
+                       bl_err_bytes(q, sizeof q, n, strlen(n)));
             ok = 0;
             break;
         }
@@ -328,7 +342,8 @@ static int open_tables(bl_env *e, MDB_txn *txn, int create)
     for (int i = 0; i < BL_DB_COUNT; i++) {
         int rc = mdb_dbi_open(txn, db_names[i], flags, &e->dbi[i]);
         if (rc == MDB_NOTFOUND)
-            return BINDLOG_ENOTSTORE;
+            return bl_err_set(BINDLOG_ENOTSTORE, "data.mdb has bindlog's meta table but no "
+                                                 "'%s' table", db_names[i]);
         if (rc != 0)
             return bl_mdb_error(rc);
     }
@@ -341,21 +356,29 @@ static int check_meta(bl_env *e, MDB_txn *txn)
     MDB_val v;
     int rc = meta_get(e, txn, "magic", &v);
     if (rc == BINDLOG_ENOTFOUND)
-        return BINDLOG_ENOTSTORE;
+        return bl_err_set(BINDLOG_ENOTSTORE, "data.mdb is an LMDB file with a 'meta' table "
+                                             "but no bindlog magic: someone else's");
     if (rc < 0)
         return rc;
     if (v.mv_size != strlen(BL_MAGIC) || memcmp(v.mv_data, BL_MAGIC, v.mv_size) != 0)
-        return BINDLOG_ENOTSTORE;
+        return bl_err_set(BINDLOG_ENOTSTORE, "data.mdb's magic is not bindlog's: someone "
+                                             "else's LMDB file");
     rc = meta_get(e, txn, "format", &v);
     if (rc < 0)
-        return rc == BINDLOG_ENOTFOUND ? BINDLOG_ENOTSTORE : rc;
+        return rc == BINDLOG_ENOTFOUND
+                   ? bl_err_set(BINDLOG_ENOTSTORE, "data.mdb has bindlog's magic but no format")
+                   : rc;
     if (v.mv_size != 4)
-        return BINDLOG_ECORRUPT;
+        return bl_err_set(BINDLOG_ECORRUPT, "the store's format record is %zu bytes, not 4",
+                          v.mv_size);
     uint32_t fmt = bl_get32(v.mv_data);
     if (fmt == 0)
-        return BINDLOG_ECORRUPT;
+        return bl_err_set(BINDLOG_ECORRUPT, "the store's format record says 0");
     if (fmt > BINDLOG_FORMAT_VERSION)
-        return BINDLOG_EVERSION;
+        return bl_err_set(BINDLOG_EVERSION,
+                          "the store is format %u; this library (%s) reads formats 1..%d: "
+                          "open it with a newer bindlog",
+                          (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
     return 0;
 }
 
@@ -387,7 +410,8 @@ static int init_tables(bl_env *e, int may_create)
     if (rc != MDB_NOTFOUND)
         return bl_mdb_error(rc);
     if (!may_create)
-        return BINDLOG_ENOTSTORE;
+        return bl_err_set(BINDLOG_ENOTSTORE, "data.mdb is an LMDB file without bindlog's "
+                                             "meta table");
 
     rc = mdb_txn_begin(e->env, NULL, 0, &txn);
     if (rc != 0)
@@ -401,7 +425,10 @@ static int init_tables(bl_env *e, int may_create)
     if (rc == 0 && st.ms_entries != 0) {
         rc = mdb_dbi_open(txn, "meta", 0, &meta);
         if (rc == MDB_NOTFOUND)
-            rc = BINDLOG_ENOTSTORE;
+            rc = bl_err_set(BINDLOG_ENOTSTORE,
+                            "data.mdb is an LMDB file holding %zu tables or keys of its own "
+                            "and no bindlog meta table: someone else's",
+                            (size_t)st.ms_entries);
     }
     if (rc != 0) {
         mdb_txn_abort(txn);
@@ -449,12 +476,18 @@ static int writer_lock(bl_env *e)
         return BINDLOG_ENOMEM;
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     free(p);
-    if (fd < 0)
-        return bl_mdb_error(errno);
+    if (fd < 0) {
+        int err = errno;
+        return bl_err_set(bl_mdb_error(err), "cannot open bindlog.lock for writing: %s",
+                          strerror(err));
+    }
     if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
         int err = errno;
         close(fd);
-        return err == EWOULDBLOCK ? BINDLOG_EBUSY : bl_mdb_error(err);
+        if (err == EWOULDBLOCK)
+            return bl_err_set(BINDLOG_EBUSY, "bindlog.lock is held exclusively: a vacuum is "
+                                             "rewriting the store; open it again after");
+        return bl_err_set(bl_mdb_error(err), "bindlog.lock: %s", strerror(err));
     }
     e->lock_fd = fd;
     return 0;
@@ -508,12 +541,13 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
 
     exists = file_exists(dir, "data.mdb");
     if (exists < 0) {
-        rc = exists;
+        rc = bl_err_set(exists, "cannot look at data.mdb (%s)", bindlog_strerror(exists));
         goto out;
     }
     if (!exists) {
         if (o->read_only) {
-            rc = BINDLOG_ENOTFOUND;
+            rc = bl_err_set(BINDLOG_ENOTFOUND, "no store here (no data.mdb), and a read-only "
+                                               "open never creates one");
             goto out;
         }
         rc = dir_is_empty_enough(dir);
@@ -544,13 +578,24 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
         e->env_rdonly = 1;
     }
     if (rc != 0) {
+        int mrc = rc;
         rc = bl_mdb_error(rc);
         /* LMDB cannot tell a damaged file from a foreign one.  bindlog.lock
          * is made by every writable open, so a directory that has it held
          * a bindlog store: its unreadable data file is damage, not a
          * stranger's file. */
         if (rc == BINDLOG_ENOTSTORE && exists && file_exists(dir, "bindlog.lock") == 1)
-            rc = BINDLOG_ECORRUPT;
+            rc = bl_err_set(BINDLOG_ECORRUPT, "data.mdb is not a readable LMDB file, yet "
+                                              "bindlog.lock shows a store lived here: damaged");
+        else if (rc == BINDLOG_ENOTSTORE)
+            bl_err_set(rc, "data.mdb is not an LMDB file");
+        else if (rc == BINDLOG_EACCES)
+            bl_err_set(rc, "permission denied opening data.mdb and lock.mdb%s (%s)",
+                       o->read_only ? "" : " for writing", mdb_strerror(mrc));
+        else if (rc == BINDLOG_EVERSION)
+            bl_err_set(rc, "data.mdb or lock.mdb was written by another LMDB version");
+        else
+            bl_err_set(rc, "cannot open data.mdb and lock.mdb: %s", mdb_strerror(mrc));
         goto out;
     }
     if (!e->env_rdonly) {
@@ -577,14 +622,20 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
 
     *out = NULL;
     if (stat(dir, &st) != 0) {
-        if (errno != ENOENT)
-            return bl_mdb_error(errno);
+        int err = errno;
+        if (err != ENOENT)
+            return bl_err_set(bl_mdb_error(err), "cannot look at the directory: %s",
+                              strerror(err));
         if (o->read_only)
-            return BINDLOG_ENOTFOUND;
+            return bl_err_set(BINDLOG_ENOTFOUND, "no such directory, and a read-only open "
+                                                 "never creates one");
         if ((rc = make_dirs(dir)) != 0)
             return rc;
-        if (stat(dir, &st) != 0)
-            return bl_mdb_error(errno);
+        if (stat(dir, &st) != 0) {
+            err = errno;
+            return bl_err_set(bl_mdb_error(err), "cannot look at the directory: %s",
+                              strerror(err));
+        }
     }
     if (!S_ISDIR(st.st_mode))
         return BINDLOG_ENOTSTORE;
@@ -601,7 +652,8 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
             registry = e;
         }
     } else if (e->env_rdonly && !o->read_only) {
-        rc = BINDLOG_EACCES;
+        rc = bl_err_set(BINDLOG_EACCES, "this process has the store open read-only (no "
+                                        "write access to its files), so it cannot write too");
     }
     if (rc == 0 && !o->read_only && e->writers == 0)
         rc = writer_lock(e);

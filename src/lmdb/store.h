@@ -171,6 +171,8 @@ void bl_cursor_close(bl_cursor *c);
 /* Apply n events through group commit.  Returns 0 (outcomes in out[]), or
  * an error with *err_index set to the failing event. */
 int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index);
+/* n independent events, one request each in one group (bl_group_submit_each). */
+int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes);
 
 /* The state digest of the given tables (digest.c); caller holds map_lock
  * shared.  Unless keep_lock, it releases and retakes the lock between
@@ -207,8 +209,5 @@ int bl_lmdb_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
                    bindlog_progress_fn fn, void *ctx);
 int bl_lmdb_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn fn, void *ctx);
-
-/* Count a call refused before reaching the write path (statistics). */
-void bl_stats_count(bl_env *e, unsigned type, int rc);
 
 #endif /* BL_STORE_H */

@@ -261,7 +261,8 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         goto out;
     }
     if (stat(data, &st) != 0) {
-        rc = errno == ENOENT ? BINDLOG_ENOTFOUND : bl_mdb_error(errno);
+        rc = errno == ENOENT ? bl_err_set(BINDLOG_ENOTFOUND, "no store here (no data.mdb)")
+                             : bl_err_set(bl_mdb_error(errno), "data.mdb: %s", strerror(errno));
         goto out;
     }
     if (before != NULL)
@@ -274,15 +275,20 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         goto out;
     }
     if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        rc = errno == EWOULDBLOCK ? BINDLOG_EBUSY : bl_mdb_error(errno);
+        rc = errno == EWOULDBLOCK
+                 ? bl_err_set(BINDLOG_EBUSY, "a writer has the store open (bindlog.lock is held)")
+                 : bl_mdb_error(errno);
         goto out;
     }
     o.read_only = 1;
-    if ((rc = bindlog_open(&h, dir, &o)) != 0)
+    if ((rc = bindlog_open(&h, dir, &o)) != 0) {
+        char why[BL_ERRMSG_MAX];
+        bl_err_set(rc, "%s", strcpy(why, bindlog_last_error()));
         goto out;
+    }
     /* another handle of this process (it would keep the old file) */
     if (bl_env_open_handles(h->e) > 1) {
-        rc = BINDLOG_EBUSY;
+        rc = bl_err_set(BINDLOG_EBUSY, "another handle of this process has the store open");
         goto out;
     }
     /* another process with the environment open, even only to read */
@@ -292,7 +298,9 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         goto out;
     }
     if ((rc = held_elsewhere(probe_fd)) != 0) {
-        rc = rc > 0 ? BINDLOG_EBUSY : rc;
+        rc = rc > 0 ? bl_err_set(BINDLOG_EBUSY, "another process has the store open, even if "
+                                                "only to read (lock.mdb is locked)")
+                    : rc;
         goto out;
     }
 
@@ -325,7 +333,9 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
 
     /* a reader that opened while we copied: leave it the old file */
     if ((rc = held_elsewhere(probe_fd)) != 0) {
-        rc = rc > 0 ? BINDLOG_EBUSY : rc;
+        rc = rc > 0 ? bl_err_set(BINDLOG_EBUSY, "another process opened the store during the "
+                                                "copy; the old file stays")
+                    : rc;
         goto out;
     }
     if (rename(tmp, data) != 0) {

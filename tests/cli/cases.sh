@@ -119,3 +119,6 @@ tsh readonly_store 'chmod -R a-w "$STORE" && "$BL" -d "$STORE" stat --json | gre
 
 # ---- maintenance ----------------------------------------------------------------
 . "$HERE/cases_maint.sh"
+
+# ---- operations (issue 14) ------------------------------------------------------
+. "$HERE/cases_ops.sh"

@@ -43,6 +43,7 @@ filter() {
         -e 's/^\(map_size\|map_used\|file_size\|readers\):\( *\).*/\1:\2<masked>/' \
         -e 's/"\(map_size\|map_used\|file_size\|readers_used\)":[0-9]*/"\1":0/g' \
         -e 's/^\(size_before\|size_after\):\( *\).*/\1:\2<masked>/' \
+        -e 's/^bindlog_\(map_size_bytes\|map_used_bytes\|file_size_bytes\|readers\) .*/bindlog_\1 <masked>/' \
         -e 's/"\(size_before\|size_after\)":[0-9]*/"\1":0/g'
 }
 

@@ -202,6 +202,16 @@ class bindlog_check_report(Structure):
     ]
 
 
+class bindlog_import_entry(Structure):
+    _fields_ = [
+        ("key", c_char_p),
+        ("session_id", c_char_p),
+        ("time_ms", c_int64),
+        ("origin", c_void_p),
+        ("origin_len", c_size_t),
+    ]
+
+
 #: Every struct declared here, by its C name (used by the layout tests).
 STRUCTS = {
     cls.__name__: cls
@@ -214,6 +224,7 @@ STRUCTS = {
         bindlog_record,
         bindlog_stats,
         bindlog_check_report,
+        bindlog_import_entry,
     )
 }
 

@@ -51,6 +51,13 @@ int main(void)
     F(bindlog_session, end_reason);
     F(bindlog_session, origin_len);
 
+    S(bindlog_import_entry);
+    F(bindlog_import_entry, key);
+    F(bindlog_import_entry, session_id);
+    F(bindlog_import_entry, time_ms);
+    F(bindlog_import_entry, origin);
+    F(bindlog_import_entry, origin_len);
+
     S(bindlog_event);
     F(bindlog_event, type);
     F(bindlog_event, key);
