@@ -492,6 +492,29 @@ int bl_pc_page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want
     return 0;
 }
 
+int bl_pc_leaf_each(const bl_pc_file *f, uint64_t pgno, int tree,
+                    int (*entry)(void *ctx, const unsigned char *k, size_t kn,
+                                 const unsigned char *v, size_t vn, unsigned nflags),
+                    void *ctx)
+{
+    char why[240];
+    if (bl_pc_page_check(f, pgno, tree, BL_PC_P_LEAF, why, sizeof why) != 0)
+        return BINDLOG_ECORRUPT;
+    const unsigned char *p = f->map + pgno * f->psize;
+    unsigned n = (bl_get16(p + 12) - BL_PC_HDR) / 2;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned off = bl_get16(p + BL_PC_HDR + 2 * i), nf;
+        const unsigned char *v;
+        size_t vn;
+        int rc;
+        if (leaf_data(f, p, off, i, tree, &v, &vn, &nf, why, sizeof why) != 0)
+            return BINDLOG_ECORRUPT; /* cannot happen: the page passed */
+        if ((rc = entry(ctx, p + off + BL_PC_NODE, bl_get16(p + off + 6), v, vn, nf)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
 /* ---- faults ---------------------------------------------------------------- */
 
 static void fault_set(bl_pc_fault *ft, uint64_t pgno, int tree, unsigned level,
@@ -522,6 +545,11 @@ static void show_key(int tree, const unsigned char *k, size_t n, char *out, size
     } else if (tree == BL_DB_HISTORY && n >= 9 && k[n - 9] == 0) {
         snprintf(out, cap, "'%s' LSN %llu", bl_err_bytes(q, 96, k, n - 9),
                  (ull)bl_get64be(k + n - 8));
+    } else if (tree == BL_DB_CHILDREN && memchr(k, 0, n) != NULL) {
+        const unsigned char *z = memchr(k, 0, n);
+        char q2[BL_ERR_QUOTE_MAX];
+        snprintf(out, cap, "'%s' -> '%s'", bl_err_bytes(q, 60, k, (size_t)(z - k)),
+                 bl_err_bytes(q2, 60, z + 1, n - (size_t)(z - k) - 1));
     } else {
         snprintf(out, cap, "'%s'", bl_err_bytes(q, 96, k, n));
     }
@@ -558,9 +586,14 @@ void bl_pc_fault_format(const bl_pc_fault *f, char *out, size_t cap)
                  hi);
     else
         snprintf(range, sizeof range, "all its %s", unit);
-    snprintf(out, cap, "page %llu of %s %s (%s, %s %u): %s", (ull)f->pgno,
-             f->tree >= BL_DB_COUNT ? "the" : "table", bl_pc_tree_name(f->tree), range,
-             f->level == 1 ? "root," : "depth", f->level, f->why);
+    char where[32];
+    if (f->level == 1)
+        snprintf(where, sizeof where, "its root page");
+    else
+        snprintf(where, sizeof where, "depth %u", f->level);
+    snprintf(out, cap, "page %llu of %s %s (%s, %s): %s", (ull)f->pgno,
+             f->tree >= BL_DB_COUNT ? "the" : "table", bl_pc_tree_name(f->tree), range, where,
+             f->why);
 }
 
 /* ---- whole trees ------------------------------------------------------------- */

@@ -198,6 +198,15 @@ typedef struct bl_pc_walk {
     uint64_t branch_pages, leaf_pages, overflow_pages, entries;
 } bl_pc_walk;
 
+/* Check page pgno as a leaf of `tree` (bl_pc_page_check) and call entry
+ * for each of its entries (values resolved through their overflow runs):
+ * for salvaging pages that no tree reaches.  0, BINDLOG_ECORRUPT when the
+ * page is not a valid leaf, or the callback's nonzero value. */
+int bl_pc_leaf_each(const bl_pc_file *f, uint64_t pgno, int tree,
+                    int (*entry)(void *ctx, const unsigned char *k, size_t kn,
+                                 const unsigned char *v, size_t vn, unsigned nflags),
+                    void *ctx);
+
 /* Walk the tree of `db`.  0 when everything passed, BINDLOG_ECORRUPT with
  * w->first (and w->faults) filled, or the entry callback's nonzero value. */
 int bl_pc_walk_tree(bl_pc_walk *w, const bl_pc_db *db);

@@ -255,7 +255,13 @@ static int keycmp(const unsigned char *a, size_t an, const unsigned char *b, siz
  * lo and the first key at or after hi: the children whose range meets
  * [lo, hi), plus the leftmost path of the next child (a cursor steps onto
  * it to find the end of the range).  leftmost: only that path. */
-static int range_page(range *r, uint64_t pgno, unsigned level, unsigned depth, int leftmost)
+typedef struct rbound {
+    const unsigned char *k;
+    size_t n;
+} rbound;
+
+static int range_page(range *r, uint64_t pgno, unsigned level, unsigned depth, int leftmost,
+                      rbound lo, rbound hi)
 {
     const bl_pc_file *f = r->f;
     char why[200];
@@ -267,7 +273,15 @@ static int range_page(range *r, uint64_t pgno, unsigned level, unsigned depth, i
         r->ft.pgno = pgno;
         r->ft.tree = r->tree;
         r->ft.level = level;
-        snprintf(r->ft.why, sizeof r->ft.why, "%s", why);
+        r->ft.has_lo = lo.k != NULL && lo.n <= sizeof r->ft.lo;
+        r->ft.has_hi = hi.k != NULL && hi.n <= sizeof r->ft.hi;
+        r->ft.lo_len = r->ft.has_lo ? lo.n : 0;
+        r->ft.hi_len = r->ft.has_hi ? hi.n : 0;
+        if (r->ft.lo_len)
+            memcpy(r->ft.lo, lo.k, r->ft.lo_len);
+        if (r->ft.hi_len)
+            memcpy(r->ft.hi, hi.k, r->ft.hi_len);
+        bl_pc_copy(r->ft.why, sizeof r->ft.why, why);
         return BINDLOG_ECORRUPT;
     }
     mark_passed(r->pc, pgno);
@@ -293,12 +307,16 @@ static int range_page(range *r, uint64_t pgno, unsigned level, unsigned depth, i
                 last--;
     }
     for (unsigned i = first; i <= last; i++) {
-        int rc = range_page(r, CHILD(i), level + 1, depth, leftmost);
+        rbound clo = i > 0 ? (rbound){KEY(i), KLEN(i)} : lo;
+        rbound chi = i + 1 < n ? (rbound){KEY(i + 1), KLEN(i + 1)} : hi;
+        int rc = range_page(r, CHILD(i), level + 1, depth, leftmost, clo, chi);
         if (rc != 0)
             return rc;
     }
     if (!leftmost && last + 1 < n)
-        return range_page(r, CHILD(last + 1), level + 1, depth, 1);
+        return range_page(r, CHILD(last + 1), level + 1, depth, 1,
+                          (rbound){KEY(last + 1), KLEN(last + 1)},
+                          last + 2 < n ? (rbound){KEY(last + 2), KLEN(last + 2)} : hi);
     return 0;
 #undef KEY
 #undef KLEN
@@ -361,7 +379,7 @@ int bl_pc_guard_iter(bl_env *e, MDB_txn *txn, int kind, const void *seek, size_t
         r.hi = hi;
         r.hi_len = seek_len;
     }
-    rc = range_page(&r, db.root, 1, db.depth, 0);
+    rc = range_page(&r, db.root, 1, db.depth, 0, (rbound){NULL, 0}, (rbound){NULL, 0});
     return rc == BINDLOG_ECORRUPT ? pc_fail(pc, &r.ft) : rc;
 }
 
