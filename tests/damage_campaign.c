@@ -20,7 +20,10 @@
  * command, crashes (death by a signal), hangs (killed at the timeout), and
  * wrong answers: check exiting 0 on a copy whose state, as the three dumps
  * (log, bindings, sessions, --json) show it, differs from the pristine
- * store's, or cannot be read at all.
+ * store's, or cannot be read at all.  Every copy check does not pass is
+ * then recovered (recover COPY --out NEW) and NEW checked: a recover that
+ * crashes, hangs, fails or builds a store check does not pass is counted
+ * in the last column.
  *
  * Kinds and the counts of the full campaign (issue 16):
  *   trunc     160  the file cut at a random length (half on page bounds)
@@ -423,6 +426,7 @@ static void do_copy(const damage *d, FILE *res, const char *wdir)
     char *dir = path2(wdir, "copy"), *wcopy = path2(wdir, "wcopy"), *scratch = path2(wdir, "s");
     char what[200];
     int outcome[NCMDS], code[NCMDS];
+    char *rec = path2(wdir, "recovered");
 
     mkdir(scratch, 0700);
     describe(d, what, sizeof what);
@@ -435,6 +439,18 @@ static void do_copy(const damage *d, FILE *res, const char *wdir)
         }
         outcome[c] = run_cmd(c, target, scratch, &code[c]);
         fprintf(res, "%d %u %d %d %d %s\n", d->kind, d->idx, c, outcome[c], code[c], what);
+    }
+    if (outcome[C_CHECK] != R_EXIT || code[C_CHECK] != 0) {
+        /* flagged (or unopenable): recover it, and check what recover built */
+        int rcode, ccode = -1, ro;
+        rm_rf(rec);
+        ro = run((char *const[]){(char *)cfg.cli, "recover", dir, "--out", rec, NULL}, NULL,
+                 &rcode);
+        if (ro == R_EXIT && rcode <= 1)
+            ro = run((char *const[]){(char *)cfg.cli, "-d", rec, "check", NULL}, NULL, &ccode);
+        if (ro != R_EXIT || rcode > 1 || ccode != 0)
+            fprintf(res, "%d %u -2 %d %d %s\n", d->kind, d->idx, ro,
+                    ro != R_EXIT ? rcode : rcode > 1 ? rcode : 100 + ccode, what);
     }
     if (outcome[C_CHECK] == R_EXIT && code[C_CHECK] == 0) {
         char *st;
@@ -449,6 +465,7 @@ static void do_copy(const damage *d, FILE *res, const char *wdir)
     free(dir);
     free(wcopy);
     free(scratch);
+    free(rec);
 }
 
 /* ---- main --------------------------------------------------------------------------- */
@@ -612,8 +629,8 @@ int main(int argc, char **argv)
     }
 
     /* the tables */
-    static unsigned crash[NKINDS][NCMDS], hang[NKINDS][NCMDS], wrong[NKINDS];
-    unsigned tot_crash = 0, tot_hang = 0, tot_wrong = 0;
+    static unsigned crash[NKINDS][NCMDS], hang[NKINDS][NCMDS], wrong[NKINDS], recfail[NKINDS];
+    unsigned tot_crash = 0, tot_hang = 0, tot_wrong = 0, tot_recfail = 0;
     char line[600];
     for (unsigned j = 0; j < cfg.jobs; j++) {
         char *resp;
@@ -629,7 +646,16 @@ int main(int argc, char **argv)
                 k >= NKINDS || c >= NCMDS)
                 continue;
             line[strcspn(line, "\n")] = '\0';
-            if (c < 0) {
+            if (c == -2) {
+                recfail[k]++;
+                tot_recfail++;
+                printf("RECOVER %-8s #%-4u %s (%d): %s\n", kind_names[k], idx,
+                       o == R_SIGNAL ? "crashed"
+                       : o == R_HANG ? "hung"
+                       : code >= 100 ? "built a store check does not pass"
+                                     : "failed",
+                       code, line + at);
+            } else if (c < 0) {
                 wrong[k]++;
                 tot_wrong++;
                 printf("WRONG  %-8s #%-4u check passed a changed state: %s\n", kind_names[k], idx,
@@ -654,7 +680,7 @@ int main(int argc, char **argv)
     printf("%-9s %6s", "kind", "copies");
     for (int c = 0; c < NCMDS; c++)
         printf(" %8s", cmd_names[c]);
-    printf(" %8s\n", "wrong");
+    printf(" %8s %8s\n", "wrong", "recover");
     for (int k = 0; k < NKINDS; k++) {
         if (!copies_of(k))
             continue;
@@ -667,10 +693,11 @@ int main(int argc, char **argv)
                 snprintf(cell, sizeof cell, "%u", crash[k][c]);
             printf(" %8s", cell);
         }
-        printf(" %8u\n", wrong[k]);
+        printf(" %8u %8u\n", wrong[k], recfail[k]);
     }
-    printf("total: %u crashes, %u hangs, %u wrong answers\n", tot_crash, tot_hang, tot_wrong);
+    printf("total: %u crashes, %u hangs, %u wrong answers, %u failed recoveries\n", tot_crash,
+           tot_hang, tot_wrong, tot_recfail);
     if (cfg.work == tmpl || strcmp(cfg.work, tmpl) == 0)
         rm_rf(cfg.work);
-    return cfg.strict && (tot_crash || tot_hang || tot_wrong) ? 1 : 0;
+    return cfg.strict && (tot_crash || tot_hang || tot_wrong || tot_recfail) ? 1 : 0;
 }
