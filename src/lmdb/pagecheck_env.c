@@ -58,9 +58,19 @@ struct bl_pc {
     uint64_t nbits;
     _Atomic uint64_t valid_from[BL_PC_NTREES];
     int opened;                   /* open's checks passed */
-    uint64_t wtxn;                /* the write transaction wroots belong to */
+    /* the write path's memory of its transaction (only the thread holding
+     * LMDB's write lock touches it): the committed roots, and the last key
+     * whose path passed, per table (a read and the put that follows walk
+     * the same path) */
+    uint64_t wtxn;
     unsigned whave;
     bl_pc_db wroots[BL_DB_COUNT];
+    size_t wlast_len[BL_DB_COUNT];
+    unsigned char wlast[BL_DB_COUNT][BL_HISTORY_KEY_MAX];
+    /* pages the write path's descents visited per table since open; when
+     * they reach the table's size the table is walked whole once instead
+     * (UINT64_MAX: it was, and holds damage: descents go on) */
+    uint64_t wcost[BL_DB_COUNT];
     char file[]; /* ".../data.mdb", for messages */
 };
 
@@ -479,6 +489,38 @@ static int guard_free(bl_pc *pc, uint64_t base)
     return rc;
 }
 
+/* The record of `table` in the write transaction's base snapshot: our own
+ * search of MAIN from the base meta page (stable under the write lock, and
+ * MAIN is validated at open), cheaper than mdb_get on MAIN_DBI; that is the
+ * fallback when the meta page is not the base's. */
+static int committed_record(bl_pc *pc, MDB_txn *txn, const bl_pc_file *f, uint64_t base,
+                            int table, bl_pc_db *db)
+{
+    bl_pc_meta m;
+    const unsigned char *v;
+    size_t vn;
+    const char *name = bl_pc_tree_name(table);
+    char why[240];
+    int rc = meta_of(pc, f, base, &m);
+
+    if (rc < 0)
+        return rc;
+    if (rc > 0)
+        return table_record(pc, txn, table, db, UINT64_MAX);
+    rc = bl_pc_search(f, &m.dbs[1], BL_PC_MAIN, name, strlen(name), 0, NULL, NULL, &v, &vn, NULL);
+    if (rc == BINDLOG_ENOTFOUND) {
+        memset(db, 0, sizeof(*db));
+        db->root = BL_PC_INVALID;
+        return 0;
+    }
+    if (rc != 0 || vn != BL_PC_DBREC)
+        return table_record(pc, txn, table, db, UINT64_MAX);
+    bl_pc_db_decode(v, db);
+    if (bl_pc_db_check(db, table, UINT64_MAX, UINT64_MAX - 1, why, sizeof why) != 0)
+        return fail_why(pc, why);
+    return 0;
+}
+
 static int guard_path(bl_env *e, MDB_txn *txn, int table, const void *key, size_t len, int last)
 {
     bl_pc *pc = e->pc;
@@ -494,14 +536,16 @@ static int guard_path(bl_env *e, MDB_txn *txn, int table, const void *key, size_
     if (is_valid(pc, table, base))
         return 0;
     pc_file(pc, &f);
-    /* the committed roots, read once per write transaction (only the
-     * thread holding LMDB's write lock gets here) */
     if (pc->wtxn != base + 1) {
         pc->wtxn = base + 1;
         pc->whave = 0;
+        memset(pc->wlast_len, 0, sizeof pc->wlast_len);
     }
+    if (!last && len <= sizeof pc->wlast[0] && pc->wlast_len[table] == len + 1 &&
+        memcmp(pc->wlast[table], key, len) == 0)
+        return 0; /* the same path as the step before */
     if (!(pc->whave & BL_PC_BIT(table))) {
-        if ((rc = table_record(pc, txn, table, &pc->wroots[table], UINT64_MAX)) != 0)
+        if ((rc = committed_record(pc, txn, &f, base, table, &pc->wroots[table])) != 0)
             return rc;
         pc->whave |= BL_PC_BIT(table);
     }
@@ -513,7 +557,27 @@ static int guard_path(bl_env *e, MDB_txn *txn, int table, const void *key, size_
             break;
         pc_file(pc, &f);
     }
-    return rc == BINDLOG_ECORRUPT ? pc_fail(pc, &ft) : 0;
+    if (rc == BINDLOG_ECORRUPT)
+        return pc_fail(pc, &ft);
+    if (!last && len <= sizeof pc->wlast[0]) {
+        memcpy(pc->wlast[table], key, len);
+        pc->wlast_len[table] = len + 1;
+    }
+    /* Descents cost about the depth each; a whole walk the table's size,
+     * once, after which the write path checks nothing.  Walk when the
+     * descents have cost as much (ski rental: at most twice the cheaper). */
+    const bl_pc_db *db = &pc->wroots[table];
+    if (pc->wcost[table] != UINT64_MAX &&
+        (pc->wcost[table] += db->depth) >= db->branch_pages + db->leaf_pages + 64) {
+        rc = walk_one(pc, &f, table, db, NULL, &ft);
+        if (rc == 0)
+            lower_valid_from(pc, table, base);
+        else if (rc == BINDLOG_ECORRUPT)
+            pc->wcost[table] = UINT64_MAX; /* damage elsewhere: keep checking paths */
+        else
+            return rc;
+    }
+    return 0;
 }
 
 /* The bindlog table behind dbi in e, or -1. */
