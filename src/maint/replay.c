@@ -1383,11 +1383,6 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         stxn = NULL;
         goto out;
     }
-    /* damaged pages are findings: reported, and nothing walks them */
-    if ((rc = bl_pc_check_store(src, stxn, out)) != 0) {
-        rc = rc > 0 ? 0 : rc;
-        goto out;
-    }
     if ((rc = bl_meta_get_head(src, stxn, &head)) != 0 ||
         (rc = bl_base_get(src, stxn, &base)) != 0 ||
         (rc = bl_meta_get_counts(src, stxn, &counts)) != 0) {
@@ -1398,6 +1393,11 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         replay_ok = 0;
     }
     out->head_lsn = head.lsn;
+    /* damaged pages are findings: reported, and nothing walks them */
+    if ((rc = bl_pc_check_store(src, stxn, out)) != 0) {
+        rc = rc > 0 ? 0 : rc;
+        goto out;
+    }
 
     if (replay_ok && bl_bulk_enabled()) {
         rc = check_bulk(&ck, src, stxn, &head, &base, &counts, progress, progress_ctx);
