@@ -463,13 +463,126 @@ static int visit_full(void *ctx, uint64_t pgno, unsigned want, char *why, size_t
     return 0;
 }
 
-/* The FREE database of the write transaction's base snapshot, in full. */
-static int guard_free(bl_pc *pc, uint64_t base)
+/* Pages of the snapshot's trees, and the free list against them. */
+typedef struct live_scan {
+    bl_pc_db db[BL_DB_COUNT];
+    unsigned have;
+    uint64_t *live, npages, shared, first_shared;
+} live_scan;
+
+static int live_table(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
+                      size_t vn, unsigned nflags)
+{
+    live_scan *ls = ctx;
+    int tree = bl_pc_tree_of(k, kn);
+    if (tree >= 0 && (nflags & BL_PC_F_SUBDATA) && vn == BL_PC_DBREC) {
+        bl_pc_db_decode(v, &ls->db[tree]);
+        ls->have |= BL_PC_BIT(tree);
+    }
+    return 0;
+}
+
+static int live_free(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
+                     size_t vn, unsigned nflags)
+{
+    live_scan *ls = ctx;
+    (void)k;
+    (void)kn;
+    (void)nflags;
+    uint64_t count = bl_get64(v); /* bl_pc_page_check checked the list */
+    for (uint64_t i = 1; i <= count && 8 * i + 8 <= vn; i++) {
+        uint64_t pg = bl_get64(v + 8 * i);
+        if (pg < ls->npages && (ls->live[pg >> 6] & ((uint64_t)1 << (pg & 63))) &&
+            ls->shared++ == 0)
+            ls->first_shared = pg;
+    }
+    return 0;
+}
+
+/*
+ * The free list of snapshot t (meta page m) in full, and checked against
+ * every page the snapshot's trees use: LMDB reuses the pages the free list
+ * names, so one that a table still uses would be overwritten (LMDB asserts
+ * when it notices, corrupts when it does not).  That needs every tree
+ * walked: they are, in full, which validates the intact ones for later
+ * snapshots too (a damaged table only keeps its own paths refused).
+ * Once per process, at the first write or before compaction, vacuum and
+ * import: the cost of reading the whole file once.
+ */
+static int guard_free(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t)
+{
+    live_scan ls;
+    bl_pc_walk w;
+    char why[200];
+    int rc;
+
+    f->last_pg = m->last_pg;
+    if (bl_pc_db_check(&m->dbs[0], BL_PC_FREE, f->npages, m->last_pg, why, sizeof why) != 0)
+        return fail_why(pc, why);
+    memset(&ls, 0, sizeof ls);
+    ls.npages = f->npages;
+    if ((ls.live = calloc(f->npages / 64 + 1, sizeof(uint64_t))) == NULL)
+        return BINDLOG_ENOMEM;
+    memset(&w, 0, sizeof w);
+    w.f = f;
+    w.tree = BL_PC_MAIN;
+    w.seen = ls.live;
+    w.entry = live_table;
+    w.ctx = &ls;
+    rc = bl_pc_walk_tree(&w, &m->dbs[1]);
+    for (int tree = 0; rc == 0 && tree < BL_DB_COUNT; tree++) {
+        if (!(ls.have & BL_PC_BIT(tree)))
+            continue;
+        if (bl_pc_db_check(&ls.db[tree], tree, f->npages, m->last_pg, why, sizeof why) != 0) {
+            free(ls.live);
+            return fail_why(pc, why);
+        }
+        /* a damaged table does not stop writes elsewhere (its paths are
+         * refused one by one); the pages under its damage are unusable
+         * whether or not the free list names them */
+        memset(&w, 0, sizeof w);
+        w.f = f;
+        w.tree = tree;
+        w.seen = ls.live;
+        w.passed = mark_passed;
+        w.ctx = pc;
+        w.keep_going = 1;
+        if ((rc = bl_pc_walk_tree(&w, &ls.db[tree])) == 0)
+            lower_valid_from(pc, tree, t);
+        else if (rc == BINDLOG_ECORRUPT)
+            rc = 0;
+    }
+    if (rc == 0) {
+        memset(&w, 0, sizeof w);
+        w.f = f;
+        w.tree = BL_PC_FREE;
+        w.seen = ls.live;
+        w.entry = live_free;
+        w.ctx = &ls;
+        rc = bl_pc_walk_tree(&w, &m->dbs[0]);
+    }
+    free(ls.live);
+    if (rc == BINDLOG_ECORRUPT)
+        return pc_fail(pc, &w.first);
+    if (rc != 0)
+        return rc;
+    if (ls.shared) {
+        snprintf(why, sizeof why,
+                 "the free list names %llu pages that tables use (the first: page %llu): a "
+                 "write would overwrite them",
+                 (ull)ls.shared, (ull)ls.first_shared);
+        return fail_why(pc, why);
+    }
+    lower_valid_from(pc, BL_PC_FREE, t);
+    return 0;
+}
+
+/* The free list of the write transaction's base snapshot (the base meta is
+ * stable under the write lock). */
+static int guard_free_write(bl_pc *pc, uint64_t base)
 {
     bl_pc_file f;
     bl_pc_meta m;
-    bl_pc_fault ft;
-    char why[200];
     int rc;
 
     refresh_pages(pc);
@@ -478,15 +591,7 @@ static int guard_free(bl_pc *pc, uint64_t base)
         return rc;
     if (rc > 0)
         return 0; /* not our base snapshot (cannot happen under the write lock) */
-    f.last_pg = m.last_pg;
-    if (bl_pc_db_check(&m.dbs[0], BL_PC_FREE, f.npages, m.last_pg, why, sizeof why) != 0)
-        return fail_why(pc, why);
-    rc = walk_one(pc, &f, BL_PC_FREE, &m.dbs[0], NULL, &ft);
-    if (rc == BINDLOG_ECORRUPT)
-        return pc_fail(pc, &ft);
-    if (rc == 0)
-        lower_valid_from(pc, BL_PC_FREE, base);
-    return rc;
+    return guard_free(pc, &f, &m, base);
 }
 
 /* The record of `table` in the write transaction's base snapshot: our own
@@ -531,7 +636,7 @@ static int guard_path(bl_env *e, MDB_txn *txn, int table, const void *key, size_
     size_t vn;
     int rc;
 
-    if (!is_valid(pc, BL_PC_FREE, base) && (rc = guard_free(pc, base)) != 0)
+    if (!is_valid(pc, BL_PC_FREE, base) && (rc = guard_free_write(pc, base)) != 0)
         return rc;
     if (is_valid(pc, table, base))
         return 0;
@@ -642,8 +747,6 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
     MDB_txn *txn;
     bl_pc_file f;
     bl_pc_meta m;
-    bl_pc_fault ft;
-    char why[200];
     int rc;
 
     if (e->pc == NULL)
@@ -656,18 +759,8 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
         if (rc == 0 && (mask & BL_PC_BIT(BL_PC_FREE)) && !is_valid(e->pc, BL_PC_FREE, t)) {
             refresh_pages(e->pc);
             pc_file(e->pc, &f);
-            rc = meta_of(e->pc, &f, t, &m);
-            if (rc == 0) {
-                f.last_pg = m.last_pg;
-                if (bl_pc_db_check(&m.dbs[0], BL_PC_FREE, f.npages, m.last_pg, why,
-                                   sizeof why) != 0)
-                    rc = fail_why(e->pc, why);
-                else if ((rc = walk_one(e->pc, &f, BL_PC_FREE, &m.dbs[0], NULL, &ft)) ==
-                         BINDLOG_ECORRUPT)
-                    rc = pc_fail(e->pc, &ft);
-                else if (rc == 0)
-                    lower_valid_from(e->pc, BL_PC_FREE, t);
-            }
+            if ((rc = meta_of(e->pc, &f, t, &m)) == 0)
+                rc = guard_free(e->pc, &f, &m, t);
         }
         bl_read_end(e, txn);
         if (rc <= 0 || tries >= 8)
