@@ -292,13 +292,16 @@ int bl_pc_guard_all(bl_env *e, unsigned mask);
 int bl_pc_check_store(bl_env *e, MDB_txn *txn, bindlog_check_report *out);
 
 /*
- * The write path: validate the committed path LMDB will walk for `key` in
- * the table `dbi` of write transaction txn (and the FREE database, once),
- * before mdb_get / mdb_put run.  The environment is found through txn.
- * 0 or BINDLOG_ECORRUPT (last-error detail set).
+ * The write path: before mdb_get / mdb_put run in write transaction txn,
+ * make sure its base snapshot passed the whole-store check (every tree,
+ * and the free list against them: LMDB reuses the pages the free list
+ * names), now or earlier in this process.  The environment is found
+ * through txn; key and the plan say which pages the call needs, for the
+ * day a cheaper check than the whole store suffices.  0 or
+ * BINDLOG_ECORRUPT (last-error detail set): a damaged store refuses every
+ * write.
  */
 int bl_pc_guard_write(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t len);
-/* Every path an APPLIED plan's writes will walk (bl_tables_apply). */
 int bl_pc_guard_plan(const bl_tables *t, const bl_plan *p, const bl_encoded *enc);
 
 #endif /* BL_PAGECHECK_H */

@@ -4,8 +4,8 @@
  *
  * Each environment gets a bl_pc: a read-only mapping of data.mdb of our
  * own (LMDB does not publish its map's address; both mappings share the
- * page cache), the number of whole pages the file holds, and two kinds of
- * memory of what was validated:
+ * page cache), the number of whole pages the file holds, and a memory of
+ * what was validated:
  *
  *   valid_from[tree]  the tree was walked in full in snapshot T; every
  *                     later snapshot of this process is then safe too,
@@ -13,23 +13,17 @@
  *                     either one that was reachable in T (unchanged:
  *                     copy-on-write never rewrites a page in place while a
  *                     snapshot can see it) or one LMDB wrote since.
- *   bits              pages whose own structure passed (bl_pc_page_check),
- *                     for the write path, which checks the committed pages
- *                     of each root-to-leaf path it is about to walk.  A bit
- *                     stays true when LMDB reuses the page: LMDB writes
- *                     well-formed pages, and the page's type is checked
- *                     again on every visit.
  *
  * The threat this answers is a file damaged while no process had it open
  * (a disk, a copy, an editor, a truncation): damage made while a process
- * has the store open, under LMDB's feet, is not caught by these memories.
+ * has the store open, under LMDB's feet, is not caught by this memory.
  *
- * The snapshot a transaction reads is found without reading the meta
+ * The snapshot a read transaction sees is found without reading the meta
  * pages again: the root of every named table comes from the MAIN database
  * through LMDB itself (mdb_get on MAIN_DBI), which is safe because MAIN is
- * validated in full at open.  Only the FREE database, which LMDB reads
- * when a write transaction allocates pages, needs its root from a meta
- * page, read while holding the write lock (the meta cannot change then).
+ * validated in full at open.  The write path needs the FREE database too,
+ * whose root only a meta page has: it reads the base snapshot's, which
+ * cannot change while it holds the write lock.
  */
 #define _GNU_SOURCE
 #include "lmdb/pagecheck.h"
@@ -54,23 +48,8 @@ struct bl_pc {
     const unsigned char *map;     /* read-only, map_len bytes */
     size_t map_len;
     _Atomic uint64_t file_pages;  /* whole pages in the file, as last seen */
-    _Atomic uint64_t *bits;       /* nbits bits: pages whose structure passed */
-    uint64_t nbits;
     _Atomic uint64_t valid_from[BL_PC_NTREES];
     int opened;                   /* open's checks passed */
-    /* the write path's memory of its transaction (only the thread holding
-     * LMDB's write lock touches it): the committed roots, and the last key
-     * whose path passed, per table (a read and the put that follows walk
-     * the same path) */
-    uint64_t wtxn;
-    unsigned whave;
-    bl_pc_db wroots[BL_DB_COUNT];
-    size_t wlast_len[BL_DB_COUNT];
-    unsigned char wlast[BL_DB_COUNT][BL_HISTORY_KEY_MAX];
-    /* pages the write path's descents visited per table since open; when
-     * they reach the table's size the table is walked whole once instead
-     * (UINT64_MAX: it was, and holds damage: descents go on) */
-    uint64_t wcost[BL_DB_COUNT];
     char file[]; /* ".../data.mdb", for messages */
 };
 
@@ -187,15 +166,7 @@ static int meta_of(bl_pc *pc, const bl_pc_file *f, uint64_t t, bl_pc_meta *m)
 
 /* ---- walking whole trees --------------------------------------------------------- */
 
-static void mark_passed(void *ctx, uint64_t pgno)
-{
-    bl_pc *pc = ctx;
-    if (pgno < pc->nbits)
-        atomic_fetch_or_explicit(&pc->bits[pgno >> 6], (uint64_t)1 << (pgno & 63),
-                                 memory_order_relaxed);
-}
-
-static int walk_one(bl_pc *pc, const bl_pc_file *f, int tree, const bl_pc_db *db,
+static int walk_one(const bl_pc_file *f, int tree, const bl_pc_db *db,
                     uint64_t *seen, bl_pc_fault *ft)
 {
     bl_pc_walk w;
@@ -203,8 +174,6 @@ static int walk_one(bl_pc *pc, const bl_pc_file *f, int tree, const bl_pc_db *db
     w.f = f;
     w.tree = tree;
     w.seen = seen;
-    w.passed = mark_passed;
-    w.ctx = pc;
     int rc = bl_pc_walk_tree(&w, db);
     if (rc == BINDLOG_ECORRUPT && ft != NULL)
         *ft = w.first;
@@ -232,7 +201,7 @@ int bl_pc_guard_tables(bl_env *e, MDB_txn *txn, unsigned mask)
             return BINDLOG_ENOMEM;
         if ((rc = table_record(pc, txn, tree, &db, f.npages)) != 0)
             break;
-        rc = walk_one(pc, &f, tree, &db, seen, &ft);
+        rc = walk_one(&f, tree, &db, seen, &ft);
         if (rc == BINDLOG_ECORRUPT)
             rc = pc_fail(pc, &ft);
         if (rc != 0)
@@ -294,7 +263,6 @@ static int range_page(range *r, uint64_t pgno, unsigned level, unsigned depth, i
         bl_pc_copy(r->ft.why, sizeof r->ft.why, why);
         return BINDLOG_ECORRUPT;
     }
-    mark_passed(r->pc, pgno);
     if (want == BL_PC_P_LEAF)
         return 0;
 
@@ -445,24 +413,6 @@ int bl_pc_get(bl_env *e, MDB_txn *txn, int table, MDB_val *key, MDB_val *data)
 
 /* ---- the write path ------------------------------------------------------------ */
 
-/* visit callback: a committed page the write path will walk is checked in
- * full once (bits remember it); its type is checked by the search itself. */
-static int visit_full(void *ctx, uint64_t pgno, unsigned want, char *why, size_t cap)
-{
-    bl_pc *pc = ((void **)ctx)[0];
-    const bl_pc_file *f = ((void **)ctx)[1];
-    int tree = *(int *)((void **)ctx)[2];
-    uint64_t m = (uint64_t)1 << (pgno & 63);
-
-    if (pgno < pc->nbits &&
-        (atomic_load_explicit(&pc->bits[pgno >> 6], memory_order_relaxed) & m))
-        return 0;
-    if (bl_pc_page_check(f, pgno, tree, want, why, cap) != 0)
-        return -1;
-    mark_passed(pc, pgno);
-    return 0;
-}
-
 /* Pages of the snapshot's trees, and the free list against them. */
 typedef struct live_scan {
     bl_pc_db db[BL_DB_COUNT];
@@ -500,16 +450,24 @@ static int live_free(void *ctx, const unsigned char *k, size_t kn, const unsigne
 }
 
 /*
- * The free list of snapshot t (meta page m) in full, and checked against
- * every page the snapshot's trees use: LMDB reuses the pages the free list
- * names, so one that a table still uses would be overwritten (LMDB asserts
- * when it notices, corrupts when it does not).  That needs every tree
- * walked: they are, in full, which validates the intact ones for later
- * snapshots too (a damaged table only keeps its own paths refused).
- * Once per process, at the first write or before compaction, vacuum and
- * import: the cost of reading the whole file once.
+ * Everything a write transaction may read or reuse, in snapshot t (meta
+ * page m): every tree in full, then the free list, checked against the
+ * pages the trees use.
+ *
+ * Why all of it: LMDB's writes walk the paths of the keys they touch, but
+ * they also hand out the pages the free list names for their copies, and
+ * one that a table still uses is then overwritten (LMDB asserts when it
+ * notices: mdb_page_touch, "mp->mp_pgno != pgno"; it corrupts when it does
+ * not).  And a write into a damaged tree can itself free a page the damage
+ * still references (a page reachable twice), which the next write reuses.
+ * So a store with any damaged page refuses every write, with the damage in
+ * the message; its intact parts stay readable.
+ *
+ * Once per process: at the first write, and before compaction, vacuum and
+ * import.  It costs one read of the whole file; the walks validate every
+ * table for later snapshots, so scans after it cost nothing more.
  */
-static int guard_free(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t)
+static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t)
 {
     live_scan ls;
     bl_pc_walk w;
@@ -537,20 +495,12 @@ static int guard_free(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t)
             free(ls.live);
             return fail_why(pc, why);
         }
-        /* a damaged table does not stop writes elsewhere (its paths are
-         * refused one by one); the pages under its damage are unusable
-         * whether or not the free list names them */
         memset(&w, 0, sizeof w);
         w.f = f;
         w.tree = tree;
         w.seen = ls.live;
-        w.passed = mark_passed;
-        w.ctx = pc;
-        w.keep_going = 1;
         if ((rc = bl_pc_walk_tree(&w, &ls.db[tree])) == 0)
             lower_valid_from(pc, tree, t);
-        else if (rc == BINDLOG_ECORRUPT)
-            rc = 0;
     }
     if (rc == 0) {
         memset(&w, 0, sizeof w);
@@ -577,167 +527,40 @@ static int guard_free(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t)
     return 0;
 }
 
-/* The free list of the write transaction's base snapshot (the base meta is
- * stable under the write lock). */
-static int guard_free_write(bl_pc *pc, uint64_t base)
-{
-    bl_pc_file f;
-    bl_pc_meta m;
-    int rc;
-
-    refresh_pages(pc);
-    pc_file(pc, &f);
-    if ((rc = meta_of(pc, &f, base, &m)) < 0)
-        return rc;
-    if (rc > 0)
-        return 0; /* not our base snapshot (cannot happen under the write lock) */
-    return guard_free(pc, &f, &m, base);
-}
-
-/* The record of `table` in the write transaction's base snapshot: our own
- * search of MAIN from the base meta page (stable under the write lock, and
- * MAIN is validated at open), cheaper than mdb_get on MAIN_DBI; that is the
- * fallback when the meta page is not the base's. */
-static int committed_record(bl_pc *pc, MDB_txn *txn, const bl_pc_file *f, uint64_t base,
-                            int table, bl_pc_db *db)
-{
-    bl_pc_meta m;
-    const unsigned char *v;
-    size_t vn;
-    const char *name = bl_pc_tree_name(table);
-    char why[240];
-    int rc = meta_of(pc, f, base, &m);
-
-    if (rc < 0)
-        return rc;
-    if (rc > 0)
-        return table_record(pc, txn, table, db, UINT64_MAX);
-    rc = bl_pc_search(f, &m.dbs[1], BL_PC_MAIN, name, strlen(name), 0, NULL, NULL, &v, &vn, NULL);
-    if (rc == BINDLOG_ENOTFOUND) {
-        memset(db, 0, sizeof(*db));
-        db->root = BL_PC_INVALID;
-        return 0;
-    }
-    if (rc != 0 || vn != BL_PC_DBREC)
-        return table_record(pc, txn, table, db, UINT64_MAX);
-    bl_pc_db_decode(v, db);
-    if (bl_pc_db_check(db, table, UINT64_MAX, UINT64_MAX - 1, why, sizeof why) != 0)
-        return fail_why(pc, why);
-    return 0;
-}
-
-static int guard_path(bl_env *e, MDB_txn *txn, int table, const void *key, size_t len, int last)
-{
-    bl_pc *pc = e->pc;
-    uint64_t base = mdb_txn_id(txn) - 1;
-    bl_pc_file f;
-    bl_pc_fault ft;
-    const unsigned char *v;
-    size_t vn;
-    int rc;
-
-    if (!is_valid(pc, BL_PC_FREE, base) && (rc = guard_free_write(pc, base)) != 0)
-        return rc;
-    if (is_valid(pc, table, base))
-        return 0;
-    pc_file(pc, &f);
-    if (pc->wtxn != base + 1) {
-        pc->wtxn = base + 1;
-        pc->whave = 0;
-        memset(pc->wlast_len, 0, sizeof pc->wlast_len);
-    }
-    if (!last && len <= sizeof pc->wlast[0] && pc->wlast_len[table] == len + 1 &&
-        memcmp(pc->wlast[table], key, len) == 0)
-        return 0; /* the same path as the step before */
-    if (!(pc->whave & BL_PC_BIT(table))) {
-        if ((rc = committed_record(pc, txn, &f, base, table, &pc->wroots[table])) != 0)
-            return rc;
-        pc->whave |= BL_PC_BIT(table);
-    }
-    for (int retry = 0;; retry++) {
-        void *ctx[3] = {pc, &f, &table};
-        rc = bl_pc_search(&f, &pc->wroots[table], table, key, len, last, visit_full, ctx, &v, &vn,
-                          &ft);
-        if (rc != BINDLOG_ECORRUPT || retry > 0 || refresh_pages(pc) == f.npages)
-            break;
-        pc_file(pc, &f);
-    }
-    if (rc == BINDLOG_ECORRUPT)
-        return pc_fail(pc, &ft);
-    if (!last && len <= sizeof pc->wlast[0]) {
-        memcpy(pc->wlast[table], key, len);
-        pc->wlast_len[table] = len + 1;
-    }
-    /* Descents cost about the depth each; a whole walk the table's size,
-     * once, after which the write path checks nothing.  Walk when the
-     * descents have cost as much (ski rental: at most twice the cheaper). */
-    const bl_pc_db *db = &pc->wroots[table];
-    if (pc->wcost[table] != UINT64_MAX &&
-        (pc->wcost[table] += db->depth) >= db->branch_pages + db->leaf_pages + 64) {
-        rc = walk_one(pc, &f, table, db, NULL, &ft);
-        if (rc == 0)
-            lower_valid_from(pc, table, base);
-        else if (rc == BINDLOG_ECORRUPT)
-            pc->wcost[table] = UINT64_MAX; /* damage elsewhere: keep checking paths */
-        else
-            return rc;
-    }
-    return 0;
-}
-
-/* The bindlog table behind dbi in e, or -1. */
-static int table_of_dbi(const bl_env *e, MDB_dbi dbi)
-{
-    for (int i = 0; i < BL_DB_COUNT; i++)
-        if (e->dbi[i] == dbi)
-            return i;
-    return -1;
-}
-
-static bl_env *env_of(MDB_txn *txn)
+/* The write transaction txn may go ahead: its base snapshot (whose meta
+ * page is stable under the write lock) passed guard_store, now or before. */
+static int guard_write_txn(MDB_txn *txn)
 {
     bl_env *e = mdb_env_get_userctx(mdb_txn_env(txn));
-    return e != NULL && e->pc != NULL ? e : NULL;
+    bl_pc_file f;
+    bl_pc_meta m;
+    int rc;
+
+    if (e == NULL || e->pc == NULL)
+        return 0;
+    uint64_t base = mdb_txn_id(txn) - 1;
+    if (is_valid(e->pc, BL_PC_FREE, base))
+        return 0;
+    refresh_pages(e->pc);
+    pc_file(e->pc, &f);
+    if ((rc = meta_of(e->pc, &f, base, &m)) != 0)
+        return rc < 0 ? rc : 0; /* not our base (cannot happen under the write lock) */
+    return guard_store(e->pc, &f, &m, base);
 }
 
 int bl_pc_guard_write(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t len)
 {
-    bl_env *e = env_of(txn);
-    int table;
-
-    if (e == NULL || (table = table_of_dbi(e, dbi)) < 0)
-        return 0;
-    uint64_t base = mdb_txn_id(txn) - 1;
-    if (is_valid(e->pc, table, base) && is_valid(e->pc, BL_PC_FREE, base))
-        return 0;
-    return guard_path(e, txn, table, key, len, 0);
+    (void)dbi;
+    (void)key;
+    (void)len;
+    return guard_write_txn(txn);
 }
 
 int bl_pc_guard_plan(const bl_tables *t, const bl_plan *p, const bl_encoded *enc)
 {
-    bl_env *e = env_of(t->txn);
-    unsigned char hk[BL_HISTORY_KEY_MAX];
-    int rc, tb;
-
-    if (e == NULL)
-        return 0;
-#define PATH(dbi, k, n, last)                                                            \
-    do {                                                                                 \
-        if ((dbi) != 0 && (tb = table_of_dbi(e, (dbi))) >= 0 &&                          \
-            (rc = guard_path(e, t->txn, tb, (k), (n), (last))) != 0)                     \
-            return rc;                                                                   \
-    } while (0)
-    PATH(t->bindings, p->rec.key, p->rec.key_len, 0);
-    for (unsigned i = 0; i < p->nsess; i++)
-        PATH(t->sessions, enc->buf + enc->sid_off[i], p->sess[i].id_len, 0);
-    if (enc->child_len)
-        PATH(t->children, enc->buf + enc->child_off, enc->child_len, 0);
-    if (t->history)
-        PATH(t->history, hk, bl_history_key(hk, p->rec.key, p->rec.key_len, p->rec.lsn), 0);
-    if (t->log)
-        PATH(t->log, "", 0, 1); /* an append walks the rightmost path */
-#undef PATH
-    return 0;
+    (void)p;
+    (void)enc;
+    return guard_write_txn(t->txn);
 }
 
 /* ---- compaction, vacuum: everything ------------------------------------------------ */
@@ -760,7 +583,7 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
             refresh_pages(e->pc);
             pc_file(e->pc, &f);
             if ((rc = meta_of(e->pc, &f, t, &m)) == 0)
-                rc = guard_free(e->pc, &f, &m, t);
+                rc = guard_store(e->pc, &f, &m, t);
         }
         bl_read_end(e, txn);
         if (rc <= 0 || tries >= 8)
@@ -921,7 +744,7 @@ static int open_check(bl_pc *pc, uint64_t t)
         if (db->root == BL_PC_INVALID)
             continue;
         if (tree == BL_DB_META) {
-            rc = walk_one(pc, &f, tree, db, NULL, &ft);
+            rc = walk_one(&f, tree, db, NULL, &ft);
         } else {
             unsigned want = db->depth == 1 ? BL_PC_P_LEAF : BL_PC_P_BRANCH;
             rc = 0;
@@ -932,8 +755,6 @@ static int open_check(bl_pc *pc, uint64_t t)
                 ft.level = 1;
                 bl_pc_copy(ft.why, sizeof ft.why, why[0]);
                 rc = BINDLOG_ECORRUPT;
-            } else {
-                mark_passed(pc, db->root);
             }
         }
         if (rc != 0)
@@ -974,11 +795,7 @@ int bl_pc_open(bl_env *e)
         return rc;
     }
     atomic_init(&pc->file_pages, (uint64_t)fst.st_size / pc->psize);
-    pc->nbits = info.me_mapsize / pc->psize;
-    pc->bits = calloc(pc->nbits / 64 + 1, sizeof(uint64_t));
-    rc = pc->bits == NULL ? BINDLOG_ENOMEM : map_file(pc, info.me_mapsize);
-    if (rc != 0) {
-        free((void *)pc->bits);
+    if ((rc = map_file(pc, info.me_mapsize)) != 0) {
         free(pc);
         return rc;
     }
@@ -1023,7 +840,6 @@ void bl_pc_close(bl_env *e)
         mdb_env_set_userctx(e->env, NULL);
     if (pc->map != NULL)
         munmap((void *)pc->map, pc->map_len);
-    free((void *)pc->bits);
     free(pc);
     e->pc = NULL;
 }
@@ -1044,17 +860,6 @@ void bl_pc_remap(bl_env *e)
         return;
     }
     munmap((void *)old, old_len);
-    uint64_t nbits = info.me_mapsize / pc->psize;
-    if (nbits > pc->nbits) {
-        _Atomic uint64_t *bits = calloc(nbits / 64 + 1, sizeof(uint64_t));
-        if (bits != NULL) {
-            for (uint64_t i = 0; i < pc->nbits / 64 + 1; i++)
-                atomic_init(&bits[i], atomic_load(&pc->bits[i]));
-            free((void *)pc->bits);
-            pc->bits = bits;
-            pc->nbits = nbits;
-        }
-    }
     refresh_pages(pc);
 }
 
@@ -1170,8 +975,6 @@ int bl_pc_check_store(bl_env *e, MDB_txn *txn, bindlog_check_report *out)
         w.f = &f;
         w.tree = tree;
         w.seen = seen;
-        w.passed = mark_passed;
-        w.ctx = pc;
         w.keep_going = 1;
         rc = bl_pc_walk_tree(&w, &db);
         if (rc == BINDLOG_ECORRUPT) {
