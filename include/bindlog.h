@@ -80,6 +80,26 @@ BINDLOG_API const char *bindlog_version(void);
  * ever reaches this generation; a zeroed value (0) never matches a key that
  * has seen an event. */
 #define BINDLOG_ANY_GENERATION UINT64_MAX
+/**
+ * The highest LSN a log record may carry: 2^63 - 1.  LSNs stay below 2^63
+ * so that "the next LSN" (head + 1) and every range end can never wrap.
+ * The event that would need an LSN above it is refused with
+ * BINDLOG_ENOSPC ("the log's LSN space is exhausted"; nothing is written,
+ * the store stays readable); records and streams that carry a higher LSN
+ * are damaged (BINDLOG_ECORRUPT).  At a million events a second the
+ * ceiling is 292,000 years away: only a forged or damaged input gets near.
+ */
+#define BINDLOG_LSN_MAX ((uint64_t)INT64_MAX)
+/**
+ * The range of event times, in milliseconds since the Unix epoch: years 0
+ * to 9999 of the proleptic Gregorian calendar (0000-01-01T00:00:00.000Z to
+ * 9999-12-31T23:59:59.999Z).  A record, a binding or a session carrying a
+ * time outside it is damaged (BINDLOG_ECORRUPT, also in an import); an
+ * event whose time would fall outside it (the handle's clock reads later
+ * than 9999) is refused with BINDLOG_EINVAL and not logged.
+ */
+#define BINDLOG_TIME_MIN_MS INT64_C(-62167219200000)
+#define BINDLOG_TIME_MAX_MS INT64_C(253402300799999)
 /**@}*/
 
 /* ------------------------------------------------------------------------ */
@@ -201,6 +221,17 @@ typedef struct bindlog bindlog;
  * in this process shares its LMDB environment (LMDB forbids two on the same
  * files), so any number of handles may be open at once.
  *
+ * The store's files (data.mdb, lock.mdb, bindlog.lock) must be regular
+ * files: a symbolic link or any other kind of file in their place is
+ * refused with BINDLOG_ENOTSTORE, so that nothing is ever written where a
+ * link points (the directory itself may be reached through a link).  An
+ * open that fails leaves nothing it created: not the files, not the
+ * directories.  A read-only open creates nothing but, for a store whose
+ * lock.mdb is missing, lock.mdb itself (LMDB's reader table, which keeps
+ * writers from reusing the pages a reader reads).  lock.mdb is allocated
+ * on disk before LMDB maps it, so a full disk is BINDLOG_ENOSPC here, never
+ * a crash later.
+ *
  * @param out   receives the handle; set to NULL on failure.
  * @param dir   the store directory, or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
  *              for a store shared by a fleet on etcd (docs/scale-out.md).  Any
@@ -208,8 +239,11 @@ typedef struct bindlog bindlog;
  * @param opts  options, or NULL for the defaults.
  * @return 0, or
  *   BINDLOG_EINVAL (NULL out/dir, empty dir, bad opts->version or value),
- *   BINDLOG_ENOTFOUND (read-only open of a missing store),
- *   BINDLOG_ENOTSTORE (the directory holds something else),
+ *   BINDLOG_ENOTFOUND (read-only open of a missing store, or of an empty
+ *   data.mdb that a creation left),
+ *   BINDLOG_ENOTSTORE (the directory holds something else; `dir` is a
+ *   file, not a directory; a store file is a symbolic link or not a
+ *   regular file; data.mdb is not an LMDB file),
  *   BINDLOG_EVERSION (a newer on-disk format), BINDLOG_EACCES,
  *   BINDLOG_ECORRUPT, BINDLOG_EIO, BINDLOG_ENOMEM, BINDLOG_ENOSPC.
  * Thread-safe.
@@ -364,14 +398,18 @@ BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t 
  * The binding of `key`.  Returns 0, or BINDLOG_ENOTFOUND when the key routes
  * nowhere (never bound, or a tombstone): `out->generation` then still holds
  * the key's last generation (0 if never bound), `out->session_id` is "" and
- * `out->key` is the key.  BINDLOG_EINVAL for bad arguments.
+ * `out->key` is the key.  BINDLOG_EINVAL for bad arguments;
+ * BINDLOG_ECORRUPT when the stored binding is damaged (a value that does
+ * not decode, or whose length is beyond the limit of a binding: the last
+ * error names the key and the length).
  */
 BINDLOG_API int bindlog_get(bindlog *s, const char *key, bindlog_binding *out);
 
 /**
  * The session `session_id`.  Copies at most `origin_cap` bytes of its origin
  * into `origin_buf` (NULL with cap 0 is fine) and always reports the full
- * length in out->origin_len.  Returns 0, BINDLOG_ENOTFOUND, BINDLOG_EINVAL.
+ * length in out->origin_len.  Returns 0, BINDLOG_ENOTFOUND, BINDLOG_EINVAL,
+ * or BINDLOG_ECORRUPT for a damaged stored session (as bindlog_get()).
  */
 BINDLOG_API int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out,
                                     void *origin_buf, size_t origin_cap);
@@ -387,7 +425,8 @@ BINDLOG_API int bindlog_session_get(bindlog *s, const char *session_id, bindlog_
  * no-op) before its handle is closed.  Not thread-safe: one thread at a time.
  *
  * The bindlog_iter_next_* functions return 1 with an item, 0 at the end, or a
- * negative error (BINDLOG_ECORRUPT for a damaged record, BINDLOG_EINVAL when
+ * negative error (BINDLOG_ECORRUPT for a damaged record or an entry whose
+ * stored length is beyond its table's limit, BINDLOG_EINVAL when
  * the next_* function does not match the iterator's kind).  Pointers inside
  * the items they fill belong to the iterator and stay valid until the next
  * call on it or its close.
@@ -541,7 +580,10 @@ typedef struct bindlog_check_report {
  * key), that replaying base image + log reproduces every binding and session
  * (digests equal, and the first differing key named), the children and
  * history indexes, and the persistent counters.  Returns 0 when the check
- * ran (see out->problems), or a negative error if it could not run.
+ * ran (see out->problems), or a negative error if it could not run.  An
+ * entry whose length LMDB reports beyond its table's limit (a damaged page)
+ * is a problem like any other, named by LSN or key (a damaged state table
+ * then has no state_digest: it stays zero).
  *
  * How (docs/design.md, "Bulk replay"): the log is replayed partitioned by
  * key, each partition in memory with the same state machine as the write
@@ -646,11 +688,19 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  * head + 1 appends.  Refused, with `err_offset` (if not NULL) set to the
  * byte offset of the header field or frame at fault and nothing of the
  * stream applied: torn or altered streams (BINDLOG_ECORRUPT, or
- * BINDLOG_EVERSION for a newer stream or record version), a full stream
+ * BINDLOG_EVERSION for a newer stream or record version), streams whose
+ * LSNs could pass BINDLOG_LSN_MAX (a first_lsn above 2^63: offset 16) or
+ * whose times leave years 0-9999 (BINDLOG_ECORRUPT at the frame, with a
+ * last-error message naming the number), a full stream
  * into a non-empty store or an overlapping incremental one
  * (BINDLOG_EEXIST), an incremental stream that leaves a gap after the head
- * (BINDLOG_ENOTFOUND).  The whole stream is applied in one write
+ * (BINDLOG_ENOTFOUND), a full disk (BINDLOG_ENOSPC: nothing reached the
+ * store).  The whole stream is applied in one write
  * transaction, so other writers of the store wait until it is done.  A
+ * refused stream changes nothing in the store, but the store itself
+ * exists once bindlog_open() made it: to leave nothing behind in a new
+ * directory, import into a temporary one beside it and rename it into
+ * place on success (what `bindlog import` does).  A
  * full stream is re-derived by the bulk replay described at
  * bindlog_check() (its records are copied to temporary files, about the
  * stream's size); an incremental one record by record.  `records` (if not

@@ -25,5 +25,9 @@ int main(void)
         return 1;
     if (sizeof res.session_id != BINDLOG_ID_MAX + 1)
         return 1;
+    /* the limits on numbers: LSNs below 2^63, times in years 0-9999 */
+    if (BINDLOG_LSN_MAX != 0x7fffffffffffffffu || BINDLOG_TIME_MIN_MS != -62167219200000 ||
+        BINDLOG_TIME_MAX_MS != 253402300799999)
+        return 1;
     return 0;
 }

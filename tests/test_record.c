@@ -151,7 +151,8 @@ static void record__max_size(void **state)
     memset(reason, '~', sizeof reason);
     for (size_t i = 0; i < sizeof origin; i++)
         origin[i] = (unsigned char)(i * 31u); /* includes NULs: origin is opaque */
-    bl_record r = {.lsn = UINT64_MAX, .time_ms = INT64_MIN, .generation = UINT64_MAX - 1,
+    bl_record r = {.lsn = BINDLOG_LSN_MAX, .time_ms = BINDLOG_TIME_MIN_MS,
+                   .generation = UINT64_MAX - 1,
                    .type = BINDLOG_EVENT_UNBIND, .flags = BL_REC_ORIGIN,
                    .key = key, .key_len = sizeof key, .sid = sid, .sid_len = sizeof sid,
                    .other = other, .other_len = sizeof other, .reason = reason,
@@ -304,6 +305,77 @@ static void record__lsn_zero(void **state)
     assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 0);
 }
 
+/* LSNs above BINDLOG_LSN_MAX and times outside years 0-9999 are damage:
+ * refused by the decoder even when the checksum is right, and never
+ * encoded.  The limits themselves are fine. */
+static void record__lsn_and_time_limits(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t lsn;
+        int64_t t;
+        int rc;
+    } cases[] = {
+        {BINDLOG_LSN_MAX, 1000, 0},
+        {BINDLOG_LSN_MAX + 1, 1000, BINDLOG_ECORRUPT},
+        {UINT64_MAX - 2, 1000, BINDLOG_ECORRUPT}, /* the forged stream */
+        {UINT64_MAX, 1000, BINDLOG_ECORRUPT},
+        {5, BINDLOG_TIME_MIN_MS, 0},
+        {5, BINDLOG_TIME_MAX_MS, 0},
+        {5, BINDLOG_TIME_MIN_MS - 1, BINDLOG_ECORRUPT},
+        {5, BINDLOG_TIME_MAX_MS + 1, BINDLOG_ECORRUPT},
+        {5, INT64_MAX, BINDLOG_ECORRUPT}, /* year 292278994 */
+        {5, INT64_MIN, BINDLOG_ECORRUPT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bl_record r = sample_record();
+        size_t n;
+        unsigned char *b = encode_record(&r, &n);
+        bl_put64(b + 4, cases[i].lsn);
+        bl_put64(b + 12, (uint64_t)cases[i].t);
+        reseal(b, n);
+        assert_int_equal(decode_copy(b, n), cases[i].rc);
+        free(b);
+        unsigned char buf[BL_RECORD_MAX];
+        r.lsn = cases[i].lsn;
+        r.time_ms = cases[i].t;
+        assert_int_equal(bl_record_encode(&r, buf, sizeof buf) != 0, cases[i].rc == 0);
+    }
+
+    /* state values: the LSNs and times they carry come from records */
+    bl_bval bv = {.sid = "s", .sid_len = 1, .generation = 1, .lsn = BINDLOG_LSN_MAX + 1,
+                  .updated_ms = 5};
+    unsigned char b[BL_BVAL_MAX];
+    bl_bval dv;
+    assert_int_equal(bl_bval_encode(&bv, b, sizeof b), 0);
+    bv.lsn = 1, bv.updated_ms = BINDLOG_TIME_MAX_MS + 1;
+    assert_int_equal(bl_bval_encode(&bv, b, sizeof b), 0);
+    bv.updated_ms = 5;
+    size_t bn = bl_bval_encode(&bv, b, sizeof b);
+    assert_int_equal(bn, 27);
+    bl_put64(b + 18, (uint64_t)INT64_MAX);
+    assert_int_equal(bl_bval_decode(b, bn, &dv), BINDLOG_ECORRUPT);
+    bl_put64(b + 18, 5);
+    bl_put64(b + 10, UINT64_MAX);
+    assert_int_equal(bl_bval_decode(b, bn, &dv), BINDLOG_ECORRUPT);
+
+    bl_sval sv = {.key = "k", .key_len = 1, .created_lsn = 1, .created_ms = 1,
+                  .ended_ms = BINDLOG_TIME_MIN_MS - 1};
+    static unsigned char sb[BL_SVAL_MAX];
+    bl_sval ds;
+    assert_int_equal(bl_sval_encode(&sv, sb, sizeof sb), 0);
+    sv.ended_ms = 0, sv.created_lsn = BINDLOG_LSN_MAX + 1;
+    assert_int_equal(bl_sval_encode(&sv, sb, sizeof sb), 0);
+    sv.created_lsn = 1;
+    size_t sn = bl_sval_encode(&sv, sb, sizeof sb);
+    assert_int_equal(sn, 43);
+    bl_put64(sb + 26, (uint64_t)INT64_MAX); /* created_ms */
+    assert_int_equal(bl_sval_decode(sb, sn, &ds), BINDLOG_ECORRUPT);
+    bl_put64(sb + 26, 1);
+    bl_put64(sb + 18, BINDLOG_LSN_MAX + 1); /* ended_lsn */
+    assert_int_equal(bl_sval_decode(sb, sn, &ds), BINDLOG_ECORRUPT);
+}
+
 /* A record whose lengths are over the limits but consistent and resealed. */
 static int decode_oversized(size_t key, size_t sid, size_t other, size_t reason, size_t origin)
 {
@@ -371,7 +443,8 @@ static void bval__round_trip(void **state)
     static char sid[BINDLOG_ID_MAX];
     memset(sid, 'q', sizeof sid);
     bl_bval cases[] = {
-        {.sid = sid, .sid_len = sizeof sid, .generation = UINT64_MAX - 1, .lsn = UINT64_MAX, .updated_ms = INT64_MAX},
+        {.sid = sid, .sid_len = sizeof sid, .generation = UINT64_MAX - 1, .lsn = BINDLOG_LSN_MAX,
+         .updated_ms = BINDLOG_TIME_MAX_MS},
         {.sid = NULL, .sid_len = 0, .generation = 9, .lsn = 12, .updated_ms = -1}, /* tombstone */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -477,8 +550,9 @@ static void sval__round_trip(void **state)
     memset(origin, 0, sizeof origin);
     bl_sval max = {.key = key, .key_len = sizeof key, .parent = parent, .parent_len = sizeof parent,
                    .reason = reason, .reason_len = sizeof reason, .origin = origin,
-                   .origin_len = sizeof origin, .created_lsn = UINT64_MAX, .ended_lsn = UINT64_MAX,
-                   .created_ms = INT64_MIN, .ended_ms = INT64_MAX};
+                   .origin_len = sizeof origin, .created_lsn = BINDLOG_LSN_MAX,
+                   .ended_lsn = BINDLOG_LSN_MAX, .created_ms = BINDLOG_TIME_MIN_MS,
+                   .ended_ms = BINDLOG_TIME_MAX_MS};
     sval_round_trip_one(&max);
 
     max.parent_len = BINDLOG_ID_MAX + 1;
@@ -605,6 +679,7 @@ int main(void)
         cmocka_unit_test(record__resealed_bad_fields),
         cmocka_unit_test(record__lsn_zero),
         cmocka_unit_test(record__limits),
+        cmocka_unit_test(record__lsn_and_time_limits),
         cmocka_unit_test(bval__round_trip),
         cmocka_unit_test(bval__damage),
         cmocka_unit_test(sval__round_trip),

@@ -9,8 +9,10 @@
  * write and so open it read-write; compact --vacuum works on the directory
  * and refuses (BINDLOG_EBUSY) while any writer has it open.
  */
+#define _GNU_SOURCE /* mkostemp */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -445,6 +447,160 @@ static int stream_opt(cli *c, void *ctx, int id, const char *val)
     return 0;
 }
 
+/* ---- files written and replaced safely ------------------------------------ */
+
+/* "a symbolic link", "a directory", ...: what a path that is not a regular
+ * file is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISLNK(m)    ? "a symbolic link"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISFIFO(m) ? "a fifo"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* The directory part of path ("." when none) and its last component,
+ * both malloc'd; trailing slashes are not part of the name. */
+static int split_path(const char *path, char **dir, char **base)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    size_t d = b;
+    while (d > 1 && path[d - 1] == '/')
+        d--;
+    *dir = b == 0 ? strdup(".") : strndup(path, d);
+    *base = strndup(path + b, n - b);
+    if (*dir == NULL || *base == NULL) {
+        free(*dir);
+        free(*base);
+        return -1;
+    }
+    return 0;
+}
+
+/* fsync a directory, so that a rename in it survives a power loss. */
+static int sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/*
+ * A file written to a temporary beside its target and renamed over it once
+ * complete (export -o FILE).  The temporary is made by mkostemp (O_EXCL:
+ * never an existing file or link, and a name nobody can predict, so a link
+ * planted at "FILE.partial" in a shared directory leads nowhere) in FILE's
+ * directory, so that the rename is atomic.  A target that exists and is
+ * not a regular file (a device, a fifo, a directory, a link) is refused
+ * and left as it is: /dev/null is not replaced by a regular file, and a
+ * fifo is not opened (which could block).
+ */
+typedef struct safe_out {
+    const char *path;  /* the target */
+    char *dir;         /* its directory */
+    char *tmp;         /* the temporary, while it exists */
+    int fd;
+} safe_out;
+
+/* A target that is there must be a regular file.  0 or CLI_USAGE. */
+static int safe_out_check(const cli *c, const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    fprintf(stderr, "bindlog %s: '", c->cmd);
+    cli_put_escaped(stderr, path, strlen(path));
+    fprintf(stderr, "' is %s, not a regular file: refusing to replace it (give a regular "
+                    "file, or '-' for stdout)\n",
+            file_kind(st.st_mode));
+    return CLI_USAGE;
+}
+
+static int safe_out_open(const cli *c, safe_out *o, const char *path)
+{
+    char *base = NULL;
+    int rc;
+
+    memset(o, 0, sizeof(*o));
+    o->path = path;
+    o->fd = -1;
+    if ((rc = safe_out_check(c, path)) != 0)
+        return rc;
+    if (split_path(path, &o->dir, &base) != 0)
+        return cli_lib_error(c, BINDLOG_ENOMEM, "export");
+    size_t n = strlen(o->dir) + strlen(base) + sizeof("/..XXXXXX");
+    if ((o->tmp = malloc(n)) == NULL) {
+        free(base);
+        return cli_lib_error(c, BINDLOG_ENOMEM, "export");
+    }
+    snprintf(o->tmp, n, "%s/.%s.XXXXXX", o->dir, base);
+    free(base);
+    o->fd = mkostemp(o->tmp, O_CLOEXEC | O_NOFOLLOW);
+    if (o->fd < 0) {
+        fprintf(stderr, "bindlog %s: cannot create a temporary file in '", c->cmd);
+        cli_put_escaped(stderr, o->dir, strlen(o->dir));
+        fprintf(stderr, "': %s\n", strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        return CLI_STORE;
+    }
+    return 0;
+}
+
+/* Make the written file durable and put it in place.  0 or an exit code;
+ * on failure the temporary is gone and the target untouched. */
+static int safe_out_commit(const cli *c, safe_out *o)
+{
+    int rc;
+    if (fsync(o->fd) != 0 || close(o->fd) != 0) {
+        o->fd = -1;
+        fprintf(stderr, "bindlog %s: cannot write '%s': %s\n", c->cmd, o->tmp, strerror(errno));
+        return CLI_STORE;
+    }
+    o->fd = -1;
+    /* once more: the target may have been replaced while the stream was
+     * written */
+    if ((rc = safe_out_check(c, o->path)) != 0)
+        return rc;
+    if (rename(o->tmp, o->path) != 0) {
+        fprintf(stderr, "bindlog %s: cannot rename '%s' to '%s': %s\n", c->cmd, o->tmp, o->path,
+                strerror(errno));
+        return CLI_STORE;
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+    if (sync_dir(o->dir) != 0) {
+        fprintf(stderr, "bindlog %s: cannot sync directory '%s': %s\n", c->cmd, o->dir,
+                strerror(errno));
+        return CLI_STORE;
+    }
+    return 0;
+}
+
+/* Release; a temporary still there (a failure) is removed. */
+static void safe_out_end(safe_out *o)
+{
+    if (o->fd >= 0)
+        close(o->fd);
+    if (o->tmp != NULL)
+        unlink(o->tmp);
+    free(o->tmp);
+    free(o->dir);
+    o->fd = -1;
+    o->tmp = o->dir = NULL;
+}
+
 static int run_export(cli *c)
 {
     static const cli_opt opts[] = {{"--json", NULL, 0, OPT_JSON},
@@ -453,7 +609,7 @@ static int run_export(cli *c)
                                    CLI_OPT_END};
     stream_args sa = {NULL, 0, 0};
     bindlog *s = NULL;
-    char *tmp = NULL;
+    safe_out out = {.fd = -1};
     uint64_t records = 0;
     cli_progress p;
     int fd = -1, rc, to_stdout;
@@ -466,26 +622,18 @@ static int run_export(cli *c)
                                   "or redirect stdout");
     if (to_stdout && sa.json)
         return cli_usage_error(c, "--json needs -o FILE (the stream itself goes to stdout)");
+    /* before the store is opened: a refused target costs nothing */
+    if (!to_stdout && (rc = safe_out_check(c, sa.path)) != 0)
+        return rc;
     if ((rc = cli_open(c, 1, &s)) != 0)
         return rc;
     if (to_stdout) {
         fd = STDOUT_FILENO;
         fflush(stdout);
     } else {
-        /* Written beside the target and renamed into place once complete,
-         * so FILE is never a half-written stream that looks like a backup. */
-        size_t n = strlen(sa.path) + sizeof(".partial");
-        if ((tmp = malloc(n)) == NULL) {
-            rc = cli_lib_error(c, BINDLOG_ENOMEM, "export");
+        if ((rc = safe_out_open(c, &out, sa.path)) != 0)
             goto out;
-        }
-        snprintf(tmp, n, "%s.partial", sa.path);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0) {
-            fprintf(stderr, "bindlog export: cannot create '%s': %s\n", tmp, strerror(errno));
-            rc = CLI_STORE;
-            goto out;
-        }
+        fd = out.fd;
     }
     cli_progress_begin(&p, "export", 1);
     rc = bindlog_export(s, sa.from_lsn, fd, &records, cli_progress_cb, &p);
@@ -495,21 +643,8 @@ static int run_export(cli *c)
         goto out;
     }
     if (!to_stdout) {
-        if (fsync(fd) != 0 || close(fd) != 0) {
-            fd = -1;
-            fprintf(stderr, "bindlog export: cannot write '%s': %s\n", tmp, strerror(errno));
-            rc = CLI_STORE;
+        if ((rc = safe_out_commit(c, &out)) != 0)
             goto out;
-        }
-        fd = -1;
-        if (rename(tmp, sa.path) != 0) {
-            fprintf(stderr, "bindlog export: cannot rename '%s' to '%s': %s\n", tmp, sa.path,
-                    strerror(errno));
-            rc = CLI_STORE;
-            goto out;
-        }
-        free(tmp);
-        tmp = NULL;
         if (sa.json) {
             cli_json j;
             cli_json_begin(&j, stdout);
@@ -524,11 +659,7 @@ static int run_export(cli *c)
     }
     rc = CLI_OK;
 out:
-    if (fd >= 0 && !to_stdout)
-        close(fd);
-    if (tmp != NULL)
-        unlink(tmp); /* a failed export leaves no partial file behind */
-    free(tmp);
+    safe_out_end(&out); /* a failed export leaves no temporary file behind */
     bindlog_close(s);
     return rc;
 }
@@ -539,13 +670,182 @@ const cli_command cli_cmd_export = {
     "\n"
     "Write the store as a stream (header, base image, records, trailer with\n"
     "count and digest) to FILE, or to stdout when FILE is '-' or not given\n"
-    "(never to a terminal).  FILE appears only once complete.  --from-lsn N\n"
+    "(never to a terminal).  FILE appears only once complete and synced: the\n"
+    "stream goes to a new temporary file beside it, renamed over it at the end.\n"
+    "A FILE that exists and is not a regular file (a device, a fifo, a directory,\n"
+    "a symbolic link) is refused and left alone.  --from-lsn N\n"
     "writes an incremental stream of the records from N on, for a standby whose\n"
     "head is N - 1.  Read-only: safe on a live store.\n",
     run_export};
 
 /* ------------------------------------------------------------------------ */
 /* import                                                                     */
+
+/* ---- import into a new directory: staged, renamed into place -------------- */
+
+/*
+ * A refused import leaves nothing behind.  The library's import is all or
+ * nothing within a store, but opening the target creates the store before
+ * the stream is read: `import -i /etc/hostname` into a new directory used
+ * to leave an empty store there, which a later write without --create then
+ * took for a real one.  So when the target holds no store (it does not
+ * exist, or is an empty directory), the store is built in a temporary
+ * directory beside it ("." + name + ".import-XXXXXX", in the nearest
+ * directory that exists) and renamed into place only once the stream is
+ * accepted and synced; a refusal removes the temporary, and with it every
+ * file the import made.  Missing parents of the target are made only then.
+ * A target that already holds something goes through the library directly.
+ */
+typedef struct staged {
+    char *tmp;      /* the temporary store directory, while it exists */
+    char *parent;   /* the directory the target goes into */
+    char *anchor;   /* where tmp was made: parent, or its nearest existing ancestor */
+} staged;
+
+/* 1 if the import into `dir` must be staged: dir is missing, or an empty
+ * directory (not a link to one: renaming over a link would replace the
+ * link, not fill the directory it names). */
+static int wants_staging(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return errno == ENOENT;
+    if (!S_ISDIR(st.st_mode))
+        return 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    struct dirent *de;
+    int empty = 1;
+    while (empty && (de = readdir(d)) != NULL)
+        empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
+/* Remove a temporary store directory: its files (the import made them all,
+ * none is a directory), then itself. */
+static void remove_tmp_store(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    if (d != NULL) {
+        while ((de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* mkdir -p (0700, as the library makes store directories). */
+static int make_parents(const char *dir)
+{
+    char *p = strdup(dir);
+    int rc = 0;
+    if (p == NULL)
+        return -1;
+    for (size_t i = 1, n = strlen(p); i <= n && rc == 0; i++) {
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        char ch = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            rc = -1;
+        p[i] = ch;
+    }
+    free(p);
+    return rc;
+}
+
+/* staged_begin(): no temporary can be made beside the target (its parent
+ * is not writable), but the target is an empty directory: the store is
+ * made in it, and a refusal removes the files the import made there. */
+#define STAGE_IN_PLACE (-2)
+
+/* Make the temporary directory.  0, STAGE_IN_PLACE or an exit code
+ * (reported). */
+static int staged_begin(const cli *c, staged *st, const char *target)
+{
+    char *base = NULL;
+    struct stat sb;
+
+    memset(st, 0, sizeof(*st));
+    if (split_path(target, &st->parent, &base) != 0)
+        return cli_lib_error(c, BINDLOG_ENOMEM, "import");
+    /* the nearest ancestor that exists: nothing is created above it yet */
+    st->anchor = strdup(st->parent);
+    while (st->anchor != NULL && stat(st->anchor, &sb) != 0 && errno == ENOENT) {
+        char *up, *name;
+        if (split_path(st->anchor, &up, &name) != 0) {
+            free(st->anchor);
+            st->anchor = NULL;
+            break;
+        }
+        free(name);
+        int same = strcmp(up, st->anchor) == 0;
+        free(st->anchor);
+        st->anchor = up;
+        if (same)
+            break;
+    }
+    size_t n = (st->anchor ? strlen(st->anchor) : 0) + strlen(base) + sizeof("/..import-XXXXXX");
+    if (st->anchor == NULL || (st->tmp = malloc(n)) == NULL) {
+        free(base);
+        return cli_lib_error(c, BINDLOG_ENOMEM, "import");
+    }
+    snprintf(st->tmp, n, "%s/.%s.import-XXXXXX", st->anchor, base);
+    free(base);
+    if (mkdtemp(st->tmp) == NULL) {
+        int err = errno;
+        free(st->tmp);
+        st->tmp = NULL;
+        if ((err == EACCES || err == EPERM || err == EROFS) && stat(target, &sb) == 0)
+            return STAGE_IN_PLACE; /* the target is an empty directory we may write in */
+        errno = err;
+        fprintf(stderr, "bindlog %s: cannot create a temporary directory in '", c->cmd);
+        cli_put_escaped(stderr, st->anchor, strlen(st->anchor));
+        fprintf(stderr, "': %s\n", strerror(errno));
+        return CLI_STORE;
+    }
+    return 0;
+}
+
+/* The import was accepted (and the store closed): put it in place. */
+static int staged_commit(const cli *c, staged *st, const char *target)
+{
+    if (make_parents(st->parent) != 0) {
+        fprintf(stderr, "bindlog %s: cannot create '%s': %s\n", c->cmd, st->parent,
+                strerror(errno));
+        return CLI_STORE;
+    }
+    /* over a missing target or an empty directory; anything else that
+     * appeared meanwhile is not replaced */
+    if (rename(st->tmp, target) != 0) {
+        fprintf(stderr, "bindlog %s: cannot move the imported store into '", c->cmd);
+        cli_put_escaped(stderr, target, strlen(target));
+        fprintf(stderr, "': %s; nothing imported\n", strerror(errno));
+        return CLI_STORE;
+    }
+    free(st->tmp);
+    st->tmp = NULL;
+    if (sync_dir(st->parent) != 0) {
+        fprintf(stderr, "bindlog %s: cannot sync directory '%s': %s\n", c->cmd, st->parent,
+                strerror(errno));
+        return CLI_STORE;
+    }
+    return 0;
+}
+
+static void staged_end(staged *st)
+{
+    if (st->tmp != NULL)
+        remove_tmp_store(st->tmp);
+    free(st->tmp);
+    free(st->parent);
+    free(st->anchor);
+    memset(st, 0, sizeof(*st));
+}
 
 static int run_import(cli *c)
 {
@@ -555,11 +855,12 @@ static int run_import(cli *c)
     stream_args sa = {NULL, 0, 0};
     bindlog *s = NULL;
     bindlog_stats st;
+    staged stage = {0};
     unsigned char dg[BINDLOG_DIGEST_SIZE];
     char hex[2 * BINDLOG_DIGEST_SIZE + 1];
     uint64_t records = 0, off = 0, dlsn = 0;
     cli_progress p;
-    int fd, rc, from_stdin;
+    int fd, rc, from_stdin, staging = 0;
 
     if ((rc = parse_opts(c, &cli_cmd_import, opts, stream_opt, &sa)) != 0)
         return rc < 0 ? CLI_OK : rc;
@@ -567,16 +868,29 @@ static int run_import(cli *c)
     if (from_stdin && isatty(STDIN_FILENO))
         return cli_usage_error(c, "refusing to read a stream from a terminal: give -i FILE or "
                                   "redirect stdin");
+    if (c->dir == NULL || c->dir[0] == '\0')
+        return cli_usage_error(c, "no store directory: give -d DIR or set BINDLOG_DIR");
     if (from_stdin) {
         fd = STDIN_FILENO;
-    } else if ((fd = open(sa.path, O_RDONLY)) < 0) {
+    } else if ((fd = open(sa.path, O_RDONLY | O_CLOEXEC)) < 0) {
         fprintf(stderr, "bindlog import: cannot open '%s': %s\n", sa.path, strerror(errno));
         return CLI_STORE;
     }
-    /* The import target is usually a new directory (a restore), so this
-     * open may create the store. */
-    if ((rc = cli_open(c, 0, &s)) != 0)
+    if ((staging = wants_staging(c->dir)) != 0 &&
+        (rc = staged_begin(c, &stage, c->dir)) != 0 && rc != STAGE_IN_PLACE)
         goto out;
+    if (stage.tmp != NULL) {
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        if ((rc = bindlog_open(&s, stage.tmp, &o)) != 0) {
+            fprintf(stderr, "bindlog import: cannot make a store for '");
+            cli_put_escaped(stderr, c->dir, strlen(c->dir));
+            fprintf(stderr, "': %s (%s)\n", bindlog_last_error(), bindlog_code_name(rc));
+            rc = cli_exit_code(rc);
+            goto out;
+        }
+    } else if ((rc = cli_open(c, 0, &s)) != 0) {
+        goto out;
+    }
     cli_progress_begin(&p, "import", 1);
     rc = bindlog_import(s, fd, &records, &off, cli_progress_cb, &p);
     cli_progress_end(&p);
@@ -585,11 +899,28 @@ static int run_import(cli *c)
          * stream does not fit this store. */
         cli_lib_error(c, rc, "nothing applied");
         rc = rc == BINDLOG_EEXIST ? CLI_PROBLEM : CLI_STORE;
+        if (staging && stage.tmp == NULL) {
+            /* made in place in what was an empty directory: unmake it */
+            static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+            bindlog_close(s);
+            s = NULL;
+            for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+                char path[4096];
+                if (snprintf(path, sizeof(path), "%s/%s", c->dir, files[i]) < (int)sizeof(path))
+                    unlink(path);
+            }
+        }
         goto out;
     }
     if ((rc = bindlog_stats_get(s, &st)) != 0 || (rc = bindlog_digest(s, dg, &dlsn)) != 0) {
         rc = cli_lib_error(c, rc, "imported, but cannot read the result");
         goto out;
+    }
+    if (stage.tmp != NULL) {
+        bindlog_close(s);
+        s = NULL;
+        if ((rc = staged_commit(c, &stage, c->dir)) != 0)
+            goto out;
     }
     hex_of(dg, hex);
     if (sa.json) {
@@ -612,6 +943,7 @@ out:
     if (!from_stdin)
         close(fd);
     bindlog_close(s);
+    staged_end(&stage); /* a refused import into a new directory leaves nothing */
     return rc;
 }
 
@@ -623,5 +955,8 @@ const cli_command cli_cmd_import = {
     "stream into an empty or new store restores it with the same digest; an\n"
     "incremental stream starting at head + 1 appends.  A torn, altered,\n"
     "overlapping or gapped stream is refused with its byte offset and nothing is\n"
-    "applied (exit 3; exit 1 for a full stream into a non-empty store).\n",
+    "applied (exit 3; exit 1 for a full stream into a non-empty store).  Into a\n"
+    "directory that does not exist or is empty, the store is built beside it and\n"
+    "moved into place only once the stream is accepted: a refused import leaves\n"
+    "nothing there.\n",
     run_import};

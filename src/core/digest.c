@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "core/digest.h"
+#include "core/error.h"
 #include "core/record.h"
 
 struct bl_digest {
@@ -48,12 +49,37 @@ void bl_digest_free(bl_digest *d)
     free(d);
 }
 
+/* The limits of an entry: lengths that did not come from our encoders
+ * (a damaged page can report gigabytes) are refused before hashing. */
+static int entry_ok(int tag, const void *k, size_t kn, size_t vn)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    int b = tag == 'B';
+    size_t kmax = b ? BINDLOG_KEY_MAX : BINDLOG_ID_MAX, vmax = b ? BL_BVAL_MAX : BL_SVAL_MAX;
+
+    if (kn == 0 || kn > kmax)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "state digest: %s table: a key of %zu bytes (limit %zu)",
+                          b ? "bindings" : "sessions", kn, kmax);
+    if (vn > vmax)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "state digest: %s table, %s %s: value of %zu bytes is over the "
+                          "limit of %zu bytes",
+                          b ? "bindings" : "sessions", b ? "key" : "session",
+                          bl_err_bytes(q, sizeof(q), k, kn), vn, vmax);
+    return 0;
+}
+
 /* Entries are gathered in d->buf and hashed in large pieces: the same bytes
  * as hashing each piece at once, at a fraction of the calls. */
-void bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v, size_t vn)
+int bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v, size_t vn)
 {
     unsigned char hdr[1 + 2 + 4];
     size_t h = 0;
+    int rc = entry_ok(tag, k, kn, vn);
+
+    if (rc != 0)
+        return rc;
     hdr[h++] = (unsigned char)tag;
     if (tag == 'B') {
         bl_put16(hdr + h, (uint16_t)kn);
@@ -72,7 +98,7 @@ void bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *
         XXH3_128bits_update(d->st, k, kn);
         XXH3_128bits_update(d->st, hdr + h, 4);
         XXH3_128bits_update(d->st, v, vn);
-        return;
+        return 0;
     }
     unsigned char *o = d->buf + d->len;
     memcpy(o, hdr, h);
@@ -80,6 +106,7 @@ void bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *
     memcpy(o + h + kn, hdr + h, 4);
     memcpy(o + h + kn + 4, v, vn);
     d->len += h + kn + 4 + vn;
+    return 0;
 }
 
 void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE])

@@ -19,7 +19,11 @@
 typedef struct bl_digest bl_digest; /* opaque: an XXH3 state and a buffer */
 bl_digest *bl_digest_new(void); /* NULL when out of memory */
 void bl_digest_free(bl_digest *d);
-void bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v, size_t vn);
+/* Add one entry.  Lengths over the limits of the tag's table (a key of
+ * 1..BINDLOG_KEY_MAX bytes and a value of at most BL_BVAL_MAX for 'B'; an
+ * id of 1..BINDLOG_ID_MAX and at most BL_SVAL_MAX for 'S') are damage: 0,
+ * or BINDLOG_ECORRUPT with a last-error detail, before any byte is read. */
+int bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v, size_t vn);
 void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE]);
 
 #endif /* BL_DIGEST_H */

@@ -421,6 +421,30 @@ static int decide_unbind(const bl_view *view, const bl_event *ev, const bl_bval 
     return BINDLOG_APPLIED;
 }
 
+/*
+ * An event that would be logged needs an LSN and a time a record may carry
+ * (BINDLOG_LSN_MAX, BINDLOG_TIME_*_MS).  Past the last LSN nothing can be
+ * logged any more: BINDLOG_ENOSPC, a full log rather than a damaged one.  A
+ * time past year 9999 comes from a clock gone wrong; logging it would stamp
+ * every later event with it, since times never decrease, so the event is
+ * refused.  (A clock reading before year 0 is one that went back: the write
+ * paths give the event the previous record's time instead, never earlier.)
+ * Only APPLIED outcomes are checked: ALREADY, STALE and MOVED log nothing.
+ */
+static int check_numbers(uint64_t lsn, int64_t time_ms, bl_plan *p)
+{
+    if (lsn == 0 || lsn > BINDLOG_LSN_MAX) {
+        p->why = "the log's LSN space is exhausted (the last LSN, 2^63 - 1, is taken): "
+                 "nothing more can be logged in this store";
+        return BINDLOG_ENOSPC;
+    }
+    if (!bl_valid_time(time_ms)) {
+        p->why = "the clock reads a time outside years 0-9999: the event is not logged";
+        return BINDLOG_EINVAL;
+    }
+    return BINDLOG_APPLIED;
+}
+
 int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t time_ms,
               bl_plan *p)
 {
@@ -449,16 +473,22 @@ int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t tim
 
     switch (ev->type) {
     case BINDLOG_EVENT_BIND:
-        return decide_bind(view, ev, &cur, known, lsn, time_ms, p);
+        rc = decide_bind(view, ev, &cur, known, lsn, time_ms, p);
+        break;
     case BINDLOG_EVENT_NEW_SESSION:
-        return decide_new(view, ev, &cur, known, lsn, time_ms, p);
+        rc = decide_new(view, ev, &cur, known, lsn, time_ms, p);
+        break;
     case BINDLOG_EVENT_SPLIT:
-        return decide_split(view, ev, &cur, lsn, time_ms, p);
+        rc = decide_split(view, ev, &cur, lsn, time_ms, p);
+        break;
     case BINDLOG_EVENT_INVALIDATE:
-        return decide_invalidate(ev, &cur, lsn, time_ms, p);
+        rc = decide_invalidate(ev, &cur, lsn, time_ms, p);
+        break;
     default:
-        return decide_unbind(view, ev, &cur, known, lsn, time_ms, p);
+        rc = decide_unbind(view, ev, &cur, known, lsn, time_ms, p);
+        break;
     }
+    return rc == BINDLOG_APPLIED ? check_numbers(lsn, time_ms, p) : rc;
 }
 
 int bl_event_from_record(const bl_record *rec, bl_event *ev)

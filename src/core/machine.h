@@ -116,7 +116,10 @@ void bl_plan_explain(const bl_plan *plan, int rc, char *buf, size_t cap);
  * Decide `ev` against `view`.  `lsn` and `time_ms` are what the event gets
  * if it applies.  Returns the outcome (>= 0; plan filled) or a negative error
  * (plan unspecified): BINDLOG_EINVAL, BINDLOG_ENOTFOUND, BINDLOG_EEXIST,
- * BINDLOG_ECONFLICT, or an error from the view.
+ * BINDLOG_ECONFLICT, or an error from the view.  An event that would apply
+ * with an LSN above BINDLOG_LSN_MAX is BINDLOG_ENOSPC (the log's LSN space
+ * is exhausted), with a time outside BINDLOG_TIME_*_MS BINDLOG_EINVAL (the
+ * clock is wrong); plan->why says which.
  */
 int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t time_ms,
               bl_plan *plan);

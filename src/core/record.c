@@ -39,13 +39,13 @@
 #include "core/record.h"
 
 #include <string.h>
+
+#include "core/error.h"
 #define XXH_INLINE_ALL /* every record is checksummed: no library calls */
 #include <xxhash.h>
 
 #define BL_BVAL_VERSION 1
-#define BL_BVAL_FIXED 26
 #define BL_SVAL_VERSION 1
-#define BL_SVAL_FIXED 42
 /* Smallest input whose checksum and version can be examined at all. */
 #define BL_RECORD_MIN (1 + BL_RECORD_CHECKSUM)
 
@@ -131,7 +131,8 @@ size_t bl_record_size(const bl_record *r)
  */
 static int record_fields_ok(const bl_record *r)
 {
-    if (r->lsn == 0 || r->type < BINDLOG_EVENT_BIND || r->type > BINDLOG_EVENT_UNBIND)
+    if (r->lsn == 0 || r->lsn > BINDLOG_LSN_MAX || !bl_valid_time(r->time_ms) ||
+        r->type < BINDLOG_EVENT_BIND || r->type > BINDLOG_EVENT_UNBIND)
         return 0;
     if ((r->flags & ~(unsigned)BL_REC_FLAGS_KNOWN) != 0)
         return 0;
@@ -227,9 +228,20 @@ static int record_parse(const unsigned char *b, size_t len, bl_record *r)
     return 0;
 }
 
+/* A length over the encoding's maximum is damage that must not be read:
+ * the bytes behind it may not exist (a flipped length in an LMDB node runs
+ * off the map).  Says so in the last-error detail. */
+static int over_limit(const char *what, size_t len, size_t max)
+{
+    return bl_err_set(BINDLOG_ECORRUPT, "%s of %zu bytes is over the limit of %zu bytes", what,
+                      len, max);
+}
+
 int bl_record_decode(const void *buf, size_t len, bl_record *out)
 {
     const unsigned char *b = buf;
+    if (len > BL_RECORD_MAX)
+        return over_limit("log record", len, BL_RECORD_MAX);
     if (b == NULL || len < BL_RECORD_MIN || !checksum_ok(b, len))
         return BINDLOG_ECORRUPT;
     int rc = check_version(b[0], BINDLOG_RECORD_VERSION);
@@ -249,9 +261,18 @@ int bl_record_decode(const void *buf, size_t len, bl_record *out)
 
 size_t bl_bval_size(const bl_bval *v) { return BL_BVAL_FIXED + v->sid_len; }
 
+/* The LSN and time of a state value come from a record, so they obey the
+ * record's limits; an LSN of 0 means "none" (a session not ended). */
+static int valid_lsn(uint64_t lsn) { return lsn <= BINDLOG_LSN_MAX; }
+
+static int bval_fields_ok(const bl_bval *v)
+{
+    return valid_opt_id(v->sid, v->sid_len) && valid_lsn(v->lsn) && bl_valid_time(v->updated_ms);
+}
+
 size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
 {
-    if (!valid_opt_id(v->sid, v->sid_len))
+    if (!bval_fields_ok(v))
         return 0;
     size_t n = bl_bval_size(v);
     if (buf == NULL || cap < n)
@@ -270,6 +291,8 @@ size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
 int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
 {
     const unsigned char *b = buf;
+    if (len > BL_BVAL_MAX)
+        return over_limit("binding value", len, BL_BVAL_MAX);
     if (b == NULL || len < BL_BVAL_FIXED)
         return BINDLOG_ECORRUPT;
     int rc = check_version(b[0], BL_BVAL_VERSION);
@@ -283,7 +306,7 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
     v.lsn = bl_get64(b + 10);
     v.updated_ms = (int64_t)bl_get64(b + 18);
     v.sid = (const char *)(b + BL_BVAL_FIXED);
-    if (!valid_opt_id(v.sid, v.sid_len))
+    if (!bval_fields_ok(&v))
         return BINDLOG_ECORRUPT;
     *out = v;
     return 0;
@@ -299,7 +322,9 @@ size_t bl_sval_size(const bl_sval *v)
 static int sval_fields_ok(const bl_sval *v)
 {
     return bl_valid_key(v->key, v->key_len) && valid_opt_id(v->parent, v->parent_len) &&
-           bl_valid_reason(v->reason, v->reason_len) && valid_origin(v->origin, v->origin_len);
+           bl_valid_reason(v->reason, v->reason_len) && valid_origin(v->origin, v->origin_len) &&
+           valid_lsn(v->created_lsn) && valid_lsn(v->ended_lsn) &&
+           bl_valid_time(v->created_ms) && bl_valid_time(v->ended_ms);
 }
 
 size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
@@ -332,6 +357,8 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
 static int sval_parse(const void *buf, size_t len, bl_sval *out)
 {
     const unsigned char *b = buf;
+    if (len > BL_SVAL_MAX)
+        return over_limit("session value", len, BL_SVAL_MAX);
     if (b == NULL || len < BL_SVAL_FIXED)
         return BINDLOG_ECORRUPT;
     int rc = check_version(b[0], BL_SVAL_VERSION);

@@ -42,6 +42,16 @@ static inline uint64_t bl_get64be(const unsigned char *p) { uint64_t v = 0; for 
     (BL_RECORD_FIXED + BINDLOG_KEY_MAX + 2 * BINDLOG_ID_MAX + BINDLOG_REASON_MAX + \
      BINDLOG_ORIGIN_MAX + BL_RECORD_CHECKSUM)
 
+/* Fixed parts and largest encodings of the state values (docs/format.md).
+ * A length from a store or a stream is compared with these before a single
+ * byte past the fixed part is read: a damaged page can hand back any length,
+ * and hashing or copying one that runs off the map is a crash, not an error. */
+#define BL_BVAL_FIXED 26
+#define BL_BVAL_MAX (BL_BVAL_FIXED + BINDLOG_ID_MAX)
+#define BL_SVAL_FIXED 42
+#define BL_SVAL_MAX \
+    (BL_SVAL_FIXED + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + BINDLOG_ORIGIN_MAX)
+
 /*
  * A log record, decoded.  Strings are byte ranges (not NUL-terminated) that
  * point into the buffer they were decoded from, or into the caller's memory
@@ -78,8 +88,11 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap);
 /*
  * Decode exactly len bytes.  Returns 0, BINDLOG_ECORRUPT (bad length,
  * checksum, unknown type, reserved flag bits set, field over its limit,
- * trailing bytes) or BINDLOG_EVERSION (version byte newer than
- * BINDLOG_RECORD_VERSION).  Checks the checksum before trusting anything.
+ * trailing bytes, an LSN above BINDLOG_LSN_MAX, a time outside
+ * BINDLOG_TIME_MIN_MS..BINDLOG_TIME_MAX_MS) or BINDLOG_EVERSION (version
+ * byte newer than BINDLOG_RECORD_VERSION).  A len over BL_RECORD_MAX is
+ * refused before any byte is read (with a last-error detail, error.h);
+ * then the checksum is checked before anything else is trusted.
  */
 int bl_record_decode(const void *buf, size_t len, bl_record *out);
 
@@ -112,7 +125,8 @@ typedef struct bl_sval {
     size_t origin_len;
 } bl_sval;
 
-/* Encoded sizes and encoders; same contract as bl_record_encode(). */
+/* Encoded sizes and encoders; same contract as bl_record_encode().  The
+ * decoders refuse a len over BL_BVAL_MAX / BL_SVAL_MAX before reading it. */
 size_t bl_bval_size(const bl_bval *v);
 size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap);
 int bl_bval_decode(const void *buf, size_t len, bl_bval *out);
@@ -152,6 +166,12 @@ static inline size_t bl_child_key(unsigned char *out, const void *parent, size_t
 }
 
 /* ---- validation of caller bytes ------------------------------------------ */
+
+/* 1 if t is a time a record may carry (years 0-9999, BINDLOG_TIME_*_MS). */
+static inline int bl_valid_time(int64_t t)
+{
+    return t >= BINDLOG_TIME_MIN_MS && t <= BINDLOG_TIME_MAX_MS;
+}
 
 /* 1 if [p, p+n) is a valid key / session id / reason, else 0. */
 int bl_valid_key(const char *p, size_t n);

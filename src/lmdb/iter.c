@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lmdb/limits.h"
 #include "lmdb/pagecheck.h"
 #include "lmdb/store.h"
 
@@ -55,7 +56,7 @@ int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)key};
-    rc = bl_mdb_error(bl_pc_get(h->e, txn, BL_DB_BINDINGS, &k, &v));
+    rc = bl_pc_get(h->e, txn, BL_DB_BINDINGS, &k, &v);
     if (rc == 0 && (rc = bl_bval_decode(v.mv_data, v.mv_size, &b)) == 0) {
         copy_str(out->session_id, b.sid, b.sid_len);
         out->generation = b.generation;
@@ -79,7 +80,7 @@ int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *o
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)id};
-    rc = bl_mdb_error(bl_pc_get(h->e, txn, BL_DB_SESSIONS, &k, &v));
+    rc = bl_pc_get(h->e, txn, BL_DB_SESSIONS, &k, &v);
     if (rc == 0 && (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) == 0)
         bl_session_fill(out, id, n, &sv, origin_buf, origin_cap);
     bl_read_end(h->e, txn);
@@ -135,10 +136,10 @@ static int next_history(lmdb_iter *it, bindlog_record *rec)
         bl_put64be(lk, lsn);
         MDB_val key = {8, lk};
         rc = bl_pc_get(it->base.h->e, it->txn, BL_DB_LOG, &key, &v);
-        if (rc == MDB_NOTFOUND)
+        if (rc == BINDLOG_ENOTFOUND)
             continue; /* compacted away: its history entry goes with it soon */
         if (rc != 0)
-            return bl_mdb_error(rc);
+            return rc;
         return bl_rec_emit(&it->rb, v.mv_data, v.mv_size, lsn, rec);
     }
 }
@@ -187,10 +188,10 @@ static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_se
 {
     MDB_val k = {id_len, (void *)id}, v;
     int rc = bl_pc_get(it->base.h->e, it->txn, BL_DB_SESSIONS, &k, &v);
-    if (rc == MDB_NOTFOUND)
+    if (rc == BINDLOG_ENOTFOUND)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
     if (rc != 0)
-        return bl_mdb_error(rc);
+        return rc;
     if ((rc = bl_sval_decode(v.mv_data, v.mv_size, sv)) != 0)
         return rc;
     bl_session_fill(out, id, id_len, sv, buf, cap);
@@ -258,7 +259,7 @@ static int start_ancestors(lmdb_iter *it, const char *id, size_t n)
     int rc;
 
     bl_map_rdlock(e);
-    rc = bl_mdb_error(bl_pc_get(e, it->txn, BL_DB_SESSIONS, &k, &v));
+    rc = bl_pc_get(e, it->txn, BL_DB_SESSIONS, &k, &v);
     if (rc == 0)
         rc = bl_sval_decode(v.mv_data, v.mv_size, &sv);
     if (rc == 0) {

@@ -384,6 +384,25 @@ static int page_head(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want
     return 0;
 }
 
+/* The entry a leaf node holds, named as the messages of limits.c name
+ * them: "LSN 3", "key agent:main:x", "session s-1".  The key lies within
+ * the page (node_at checked it). */
+static void entry_name(int tree, const unsigned char *k, size_t n, char *out, size_t cap)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    if (tree == BL_DB_LOG && n == 8)
+        snprintf(out, cap, "LSN %llu", (ull)bl_get64be(k));
+    else if (tree == BL_DB_BINDINGS || tree == BL_DB_BASE_BINDINGS)
+        snprintf(out, cap, "key %s", bl_err_bytes(q, 96, k, n));
+    else if (tree == BL_DB_SESSIONS || tree == BL_DB_BASE_SESSIONS)
+        snprintf(out, cap, "session %s", bl_err_bytes(q, 96, k, n));
+    else if (tree == BL_DB_HISTORY && n >= 9 && k[n - 9] == 0)
+        snprintf(out, cap, "key %s LSN %llu", bl_err_bytes(q, 96, k, n - 9),
+                 (ull)bl_get64be(k + n - 8));
+    else
+        snprintf(out, cap, "entry %s", bl_err_bytes(q, 96, k, n));
+}
+
 /* The data of leaf node at `off`: inline (checked to fit the page) or in
  * an overflow run (checked to fit the file).  0 or -1. */
 static int leaf_data(const bl_pc_file *f, const unsigned char *p, unsigned off, unsigned i,
@@ -412,9 +431,10 @@ static int leaf_data(const bl_pc_file *f, const unsigned char *p, unsigned off, 
             return -1;
         }
         uint64_t ov = bl_get64(p + at);
-        char sub[150];
+        char sub[150], name[160];
         if (overflow_check(f, ov, ds, sub, sizeof sub) != 0) {
-            say(why, cap, "node %u: %s", i, sub);
+            entry_name(tree, p + off + BL_PC_NODE, ks, name, sizeof name);
+            say(why, cap, "%s: %s (node %u)", name, sub, i);
             return -1;
         }
         *v = f->map + ov * f->psize + BL_PC_HDR;
@@ -422,8 +442,10 @@ static int leaf_data(const bl_pc_file *f, const unsigned char *p, unsigned off, 
         return 0;
     }
     if (at + ds > f->psize) {
-        say(why, cap, "node %u's value of %llu bytes runs past the end of the page", i,
-            (ull)ds);
+        char name[160];
+        entry_name(tree, p + off + BL_PC_NODE, ks, name, sizeof name);
+        say(why, cap, "%s: value of %llu bytes runs past the end of the page (node %u)", name,
+            (ull)ds, i);
         return -1;
     }
     if ((fl & BL_PC_F_SUBDATA) && ds != BL_PC_DBREC) {
@@ -441,8 +463,26 @@ static uint64_t branch_child(const unsigned char *p, unsigned off)
            ((uint64_t)bl_get16(p + off + 4) << 32);
 }
 
+int bl_pc_page_head_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want,
+                          char *why, size_t cap)
+{
+    const unsigned char *p;
+    unsigned flags, n, upper;
+    return page_head(f, pgno, tree, want, &p, &flags, &n, &upper, why, cap);
+}
+
+/* bl_pc_page_check, and the LSN of the log entry at fault, if one is. */
+static int page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want, char *why,
+                      size_t cap, uint64_t *bad_lsn);
+
 int bl_pc_page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want, char *why,
                      size_t cap)
+{
+    return page_check(f, pgno, tree, want, why, cap, NULL);
+}
+
+static int page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want, char *why,
+                      size_t cap, uint64_t *bad_lsn)
 {
     const unsigned char *p, *pk = NULL;
     unsigned flags, n, upper, pks = 0;
@@ -468,8 +508,11 @@ int bl_pc_page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want
             const unsigned char *v;
             size_t vn;
             unsigned nf;
-            if (leaf_data(f, p, off, i, tree, &v, &vn, &nf, why, cap) != 0)
+            if (leaf_data(f, p, off, i, tree, &v, &vn, &nf, why, cap) != 0) {
+                if (bad_lsn != NULL && tree == BL_DB_LOG && ks == 8)
+                    *bad_lsn = bl_get64be(k);
                 return -1;
+            }
             if (tree == BL_PC_FREE) {
                 char sub[150];
                 if (ks != 8) {
@@ -521,6 +564,7 @@ static void fault_set(bl_pc_fault *ft, uint64_t pgno, int tree, unsigned level,
                       const unsigned char *lo, size_t lon, int has_lo, const unsigned char *hi,
                       size_t hin, int has_hi, const char *why)
 {
+    ft->lsn = 0;
     ft->pgno = pgno;
     ft->tree = tree;
     ft->level = level;
@@ -631,8 +675,13 @@ static int walk_page(bl_pc_walk *w, uint64_t pgno, unsigned level, unsigned dept
     if (pgno < f->npages && seen_test_set(w->seen, pgno))
         return walk_fault(w, pgno, level, lo, hi,
                           "the page is reached twice (a loop, or a page two trees share)");
-    if (bl_pc_page_check(f, pgno, w->tree, want, why, sizeof why) != 0)
-        return walk_fault(w, pgno, level, lo, hi, why);
+    uint64_t bad_lsn = 0;
+    if (page_check(f, pgno, w->tree, want, why, sizeof why, &bad_lsn) != 0) {
+        rc = walk_fault(w, pgno, level, lo, hi, why);
+        if (w->faults == 1)
+            w->first.lsn = bad_lsn;
+        return rc;
+    }
 
     const unsigned char *p = f->map + pgno * f->psize;
     unsigned n = (bl_get16(p + 12) - BL_PC_HDR) / 2;

@@ -42,7 +42,9 @@
  *
  * Where the checks run (docs/design.md, "Damaged files"):
  *   - open: both meta pages, the file's length, the MAIN database and the
- *     meta table in full, and the root page of every table (bl_pc_open);
+ *     meta table in full, and the header of every table's root page
+ *     (bl_pc_open); a damaged entry inside a root is found by the first
+ *     call that reads its table, so the intact tables stay readable;
  *   - scans (check, dump, stat's digest, history, lineage, replay, export,
  *     compaction, vacuum): the whole tree, or the key range, the cursor is
  *     about to walk (bl_pc_guard_*);
@@ -148,6 +150,7 @@ typedef struct bl_pc_file {
 /* What is wrong and where: the page, its tree, its depth, and the key
  * range its parent gives it (lo inclusive, hi exclusive). */
 typedef struct bl_pc_fault {
+    uint64_t lsn;            /* the log entry at fault, when one is (else 0) */
     uint64_t pgno;
     int tree;
     unsigned level;          /* 1 = root; 0 = not in a tree (meta pages) */
@@ -197,6 +200,11 @@ typedef struct bl_pc_walk {
     bl_pc_fault first;
     uint64_t branch_pages, leaf_pages, overflow_pages, entries;
 } bl_pc_walk;
+
+/* Only the header of a tree page: its number, type, bounds and node count
+ * (what open checks of every table's root).  0, or -1 with why filled. */
+int bl_pc_page_head_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want,
+                          char *why, size_t cap);
 
 /* Check page pgno as a leaf of `tree` (bl_pc_page_check) and call entry
  * for each of its entries (values resolved through their overflow runs):
@@ -252,13 +260,14 @@ void bl_pc_close(bl_env *e);
 void bl_pc_remap(bl_env *e);
 
 /*
- * mdb_get for read-only transactions, without LMDB touching a page: our own
- * search in txn's snapshot of table `table` (BL_DB_*).  Returns LMDB codes:
- * 0, MDB_NOTFOUND, or MDB_CORRUPTED with a last-error detail.  The value
- * points into the map: valid while the caller holds map_lock and the
- * transaction.
+ * bl_get_checked (limits.h) for read-only transactions, without LMDB
+ * touching a page: our own search in txn's snapshot of table `table`
+ * (BL_DB_*), then the table's length limits.  0, BINDLOG_ENOTFOUND,
+ * BINDLOG_ECORRUPT with a last-error detail, or another BINDLOG_E* code.
+ * The value points into the map: valid while the caller holds map_lock and
+ * the transaction.
  */
-int bl_pc_get(bl_env *e, MDB_txn *txn, int table, MDB_val *key, MDB_val *data);
+int bl_pc_get(bl_env *e, MDB_txn *txn, int table, const MDB_val *key, MDB_val *data);
 
 /* Validate in full the tables in `mask` (BL_PC_BIT(BL_DB_*)) of txn's
  * snapshot before a scan.  Call with map_lock held, before any cursor is

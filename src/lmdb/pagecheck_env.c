@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "lmdb/limits.h"
 
 #define MAIN_DBI 1 /* LMDB's handle of the MAIN database */
 
@@ -370,7 +371,7 @@ static _Thread_local struct {
     bl_pc_db db[BL_DB_COUNT];
 } tls_roots;
 
-int bl_pc_get(bl_env *e, MDB_txn *txn, int table, MDB_val *key, MDB_val *data)
+int bl_pc_get(bl_env *e, MDB_txn *txn, int table, const MDB_val *key, MDB_val *data)
 {
     bl_pc *pc = e->pc;
     bl_pc_file f;
@@ -380,7 +381,7 @@ int bl_pc_get(bl_env *e, MDB_txn *txn, int table, MDB_val *key, MDB_val *data)
     int rc;
 
     if (pc == NULL)
-        return mdb_get(txn, e->dbi[table], key, data);
+        return bl_get_checked(txn, e->dbi[table], table, key, data);
     uint64_t t = mdb_txn_id(txn);
     pc_file(pc, &f);
     if (tls_roots.env_id != e->id || tls_roots.txnid != t) {
@@ -390,7 +391,7 @@ int bl_pc_get(bl_env *e, MDB_txn *txn, int table, MDB_val *key, MDB_val *data)
     }
     if (!(tls_roots.have & BL_PC_BIT(table))) {
         if ((rc = table_record(pc, txn, table, &tls_roots.db[table], UINT64_MAX)) != 0)
-            return rc == BINDLOG_ECORRUPT ? MDB_CORRUPTED : rc == BINDLOG_ENOMEM ? ENOMEM : EIO;
+            return rc;
         tls_roots.have |= BL_PC_BIT(table);
     }
     for (int retry = 0;; retry++) {
@@ -403,12 +404,9 @@ int bl_pc_get(bl_env *e, MDB_txn *txn, int table, MDB_val *key, MDB_val *data)
     if (rc == 0) {
         data->mv_data = (void *)v;
         data->mv_size = vn;
-        return 0;
+        return bl_entry_check(table, key, data); /* the encodings' own limits */
     }
-    if (rc == BINDLOG_ENOTFOUND)
-        return MDB_NOTFOUND;
-    pc_fail(pc, &ft);
-    return MDB_CORRUPTED;
+    return rc == BINDLOG_ENOTFOUND ? rc : pc_fail(pc, &ft);
 }
 
 /* ---- the write path ------------------------------------------------------------ */
@@ -748,7 +746,7 @@ static int open_check(bl_pc *pc, uint64_t t)
         } else {
             unsigned want = db->depth == 1 ? BL_PC_P_LEAF : BL_PC_P_BRANCH;
             rc = 0;
-            if (bl_pc_page_check(&f, db->root, tree, want, why[0], sizeof why[0]) != 0) {
+            if (bl_pc_page_head_check(&f, db->root, tree, want, why[0], sizeof why[0]) != 0) {
                 memset(&ft, 0, sizeof ft);
                 ft.pgno = db->root;
                 ft.tree = tree;
@@ -872,7 +870,9 @@ static void report(bindlog_check_report *out, const bl_pc_fault *ft, const char 
         return;
     bl_pc_fault_format(ft, text, sizeof text);
     snprintf(out->message, sizeof out->message, "%s: %s", file, text);
-    if (ft->tree == BL_DB_LOG && ft->has_lo && ft->lo_len == 8)
+    if (ft->lsn != 0)
+        out->first_bad_lsn = ft->lsn;
+    else if (ft->tree == BL_DB_LOG && ft->has_lo && ft->lo_len == 8)
         out->first_bad_lsn = bl_get64be(ft->lo);
 }
 

@@ -28,7 +28,8 @@ static int hash_table(bl_env *e, MDB_txn *txn, MDB_dbi dbi, int tag, int keep_lo
     if ((rc = bl_cursor_open(&c, e, txn, dbi, NULL, 0)) != 0)
         return rc;
     while ((rc = bl_cursor_next(&c, &k, &v)) > 0) {
-        bl_digest_add(st, tag, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+        if ((rc = bl_digest_add(st, tag, k.mv_data, k.mv_size, v.mv_data, v.mv_size)) != 0)
+            break;
         if (!keep_lock && ++n % DIGEST_CHUNK == 0) {
             bl_map_unlock(e);
             bl_map_rdlock(e);

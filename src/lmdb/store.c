@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "lmdb/store.h"
+#include "lmdb/limits.h"
 #include "lmdb/pagecheck.h"
 
 #include "core/error.h"
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define BL_DEFAULT_MAPSIZE ((size_t)256 << 20)
@@ -43,6 +45,11 @@ static const char *const db_names[BL_DB_COUNT] = {
     "meta", "log", "bindings", "sessions", "children", "history", "base_bindings",
     "base_sessions",
 };
+
+const char *bl_db_name(int db)
+{
+    return db >= 0 && db < BL_DB_COUNT ? db_names[db] : "(unknown)";
+}
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static bl_env *registry;
@@ -152,13 +159,45 @@ int bl_mdb_error(int rc)
     }
 }
 
-/* mkdir -p with mode 0700 for every directory it creates. */
-static int make_dirs(const char *dir)
+/* 1 if the file system holding dir has less than 1 MiB left for us (root
+ * may use the blocks reserved for it). */
+static int fs_full(const char *dir)
+{
+    struct statvfs v;
+    if (statvfs(dir, &v) != 0)
+        return 0;
+    uint64_t avail = geteuid() == 0 ? (uint64_t)v.f_bfree : (uint64_t)v.f_bavail;
+    return avail * v.f_frsize < ((uint64_t)1 << 20);
+}
+
+int bl_write_error(bl_env *e, int mdb_rc)
+{
+    if (mdb_rc == ENOSPC || mdb_rc == EDQUOT || (mdb_rc == EIO && fs_full(e->path)))
+        return bl_err_set(BINDLOG_ENOSPC, "data.mdb: no space left on the device%s",
+                          mdb_rc == EIO ? " (a short write)" : "");
+    return bl_mdb_error(mdb_rc);
+}
+
+int bl_env_fatal(bl_env *e)
+{
+    MDB_txn *t;
+    int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &t);
+    if (rc == 0)
+        mdb_txn_abort(t);
+    return rc == MDB_PANIC;
+}
+
+/* mkdir -p with mode 0700 for every directory it creates.  *made (if not
+ * NULL) receives the length of the shallowest directory it created, 0 when
+ * it created none, so that a failed open can take them away again. */
+static int make_dirs(const char *dir, size_t *made)
 {
     size_t n = strlen(dir);
     char *p = malloc(n + 1);
     int rc = 0;
 
+    if (made != NULL)
+        *made = 0;
     if (p == NULL)
         return BINDLOG_ENOMEM;
     memcpy(p, dir, n + 1);
@@ -167,7 +206,10 @@ static int make_dirs(const char *dir)
             continue;
         char c = p[i];
         p[i] = '\0';
-        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+        if (mkdir(p, 0700) == 0) {
+            if (made != NULL && *made == 0)
+                *made = i;
+        } else if (errno != EEXIST) {
             char q[BL_ERR_QUOTE_MAX];
             int err = errno;
             rc = bl_err_set(bl_mdb_error(err), "cannot create directory %s: %s",
@@ -177,6 +219,31 @@ static int make_dirs(const char *dir)
     }
     free(p);
     return rc;
+}
+
+/* Remove the directories make_dirs() created (made: its *made), deepest
+ * first.  rmdir() removes only empty ones, so nothing else is lost. */
+static void unmake_dirs(const char *dir, size_t made)
+{
+    size_t n = strlen(dir);
+    char *p;
+
+    if (made == 0 || (p = strdup(dir)) == NULL)
+        return;
+    while (n >= made) {
+        p[n] = '\0';
+        if (rmdir(p) != 0)
+            break;
+        while (n > 0 && p[n - 1] == '/') /* "a//b" */
+            n--;
+        while (n > 0 && p[n - 1] != '/')
+            n--;
+        while (n > 1 && p[n - 1] == '/')
+            n--;
+        if (n < made)
+            break;
+    }
+    free(p);
 }
 
 static char *path_join(const char *dir, const char *name)
@@ -203,6 +270,211 @@ static int file_exists(const char *dir, const char *name)
     rc = stat(p, &st) == 0 ? 1 : (errno == ENOENT ? 0 : bl_mdb_error(errno));
     free(p);
     return rc;
+}
+
+/* ---- open's checks of the store's files ------------------------------------
+ *
+ * Before LMDB touches anything: the store's files must be regular files in
+ * the directory (a symbolic link would make bindlog write wherever it
+ * points: `lock.mdb -> /etc/passwd` followed by a root `stat`); data.mdb,
+ * when there is one, must be an LMDB file, so that a directory holding
+ * something else is refused before LMDB creates lock.mdb beside it; and
+ * lock.mdb is allocated on disk before LMDB maps it, so that a full disk is
+ * BINDLOG_ENOSPC at open instead of a SIGBUS on the first touch of the map.
+ * What a failed open created, it removes again (undo_created()).
+ */
+
+/* The files a store directory may hold (engine-wal adds its log files). */
+static const char *const store_files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+#define STORE_FILES (sizeof(store_files) / sizeof(store_files[0]))
+
+/* Refuse any store file that is there but is not a regular file. */
+static int check_store_files(const char *dir)
+{
+    for (size_t i = 0; i < STORE_FILES; i++) {
+        struct stat st;
+        char *p = path_join(dir, store_files[i]);
+        int rc;
+
+        if (p == NULL)
+            return BINDLOG_ENOMEM;
+        rc = lstat(p, &st);
+        free(p);
+        if (rc != 0) {
+            if (errno == ENOENT)
+                continue;
+            return bl_err_set(bl_mdb_error(errno), "%s: %s", store_files[i], strerror(errno));
+        }
+        if (S_ISLNK(st.st_mode))
+            return bl_err_set(BINDLOG_ENOTSTORE,
+                              "%s is a symbolic link: a store's files must be regular files in "
+                              "its directory (refused, so that nothing is written where it "
+                              "points)",
+                              store_files[i]);
+        if (!S_ISREG(st.st_mode))
+            return bl_err_set(BINDLOG_ENOTSTORE, "%s is not a regular file (a %s)",
+                              store_files[i],
+                              S_ISDIR(st.st_mode)    ? "directory"
+                              : S_ISFIFO(st.st_mode) ? "fifo"
+                              : S_ISSOCK(st.st_mode) ? "socket"
+                                                     : "device");
+    }
+    return 0;
+}
+
+/*
+ * Is data.mdb an LMDB file at all?  LMDB 0.9 refuses a file whose first page
+ * is not a meta page with its magic and data version (mdb_env_read_header);
+ * say so before LMDB opens it, since LMDB creates lock.mdb first.  The
+ * bytes: page header (u64 pgno, u16 pad, u16 flags with P_META 0x08, u32),
+ * then u32 magic 0xBEEFC0DE, u32 version 1.  0 = it is; 1 = it is empty (a
+ * creation that never wrote its first page); BINDLOG_ENOTSTORE with a
+ * detail when it is not.  damage-scan validates it further.
+ */
+#define LMDB_META_PROBE 24
+static int probe_data_file(const char *dir)
+{
+    unsigned char b[LMDB_META_PROBE];
+    struct stat st;
+    char *p = path_join(dir, "data.mdb");
+    int fd, rc = 0;
+
+    if (p == NULL)
+        return BINDLOG_ENOMEM;
+    fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    free(p);
+    if (fd < 0)
+        return bl_err_set(bl_mdb_error(errno), "data.mdb: %s", strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        rc = bl_err_set(bl_mdb_error(errno), "data.mdb: %s", strerror(errno));
+    } else if (st.st_size == 0) {
+        rc = 1;
+    } else if (st.st_size < LMDB_META_PROBE || pread(fd, b, sizeof(b), 0) != (ssize_t)sizeof(b) ||
+               (bl_get16(b + 10) & 0x08) == 0 || bl_get32(b + 16) != 0xBEEFC0DEu ||
+               bl_get32(b + 20) != 1) {
+        rc = bl_err_set(BINDLOG_ENOTSTORE, "data.mdb is not an LMDB file");
+    }
+    close(fd);
+    return rc;
+}
+
+/*
+ * The size LMDB 0.9 gives lock.mdb for max_readers reader slots
+ * (mdb_env_setup_locks: (maxreaders - 1) * sizeof(MDB_reader) +
+ * sizeof(MDB_txninfo)).  Those structs are private to mdb.c; these mirror
+ * them for a build with POSIX mutexes (Linux): a reader is {txnid, pid,
+ * tid} and the table's header {magic, format, reader mutex, txnid,
+ * count}, each padded to a 64-byte cache line, then the writer mutex,
+ * padded the same, then the first reader.  test_open checks that LMDB keeps
+ * exactly this size, so a layout change cannot go unnoticed.
+ */
+#define LMDB_CACHELINE 64
+#define LMDB_PAD(n) (((n) + LMDB_CACHELINE - 1) & ~(size_t)(LMDB_CACHELINE - 1))
+static off_t lmdb_lock_size(unsigned max_readers)
+{
+    struct rx { size_t txnid; pid_t pid; pthread_t tid; };
+    struct tx { uint32_t magic, format; pthread_mutex_t rmutex; size_t txnid; unsigned n; };
+    size_t reader = LMDB_PAD(sizeof(struct rx));
+    size_t info = LMDB_PAD(sizeof(struct tx)) + LMDB_PAD(sizeof(pthread_mutex_t)) + reader;
+    return (off_t)((max_readers - 1) * reader + info);
+}
+
+/* Files this open created, so that a failure can remove them. */
+enum { MADE_DATA = 1, MADE_LOCK = 2 };
+
+/*
+ * 1 if no process has an LMDB environment on the lock file open on fd.
+ * Every LMDB 0.9 environment holds a shared fcntl lock on byte 0 of
+ * lock.mdb for its whole life (mdb_env_excl_lock), so an exclusive one can
+ * be had only when none does.  Held until fd is closed.  (Closing fd drops
+ * every lock this process holds on the file; it holds none: the registry
+ * would have returned its environment instead of making one.)
+ */
+static int lock_file_unused(int fd)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    return fcntl(fd, F_SETLK, &fl) == 0;
+}
+
+/*
+ * Allocate lock.mdb's blocks before LMDB maps it.  LMDB sizes the file with
+ * ftruncate(), which allocates nothing: on a full disk its first write
+ * through the map is a SIGBUS inside mdb_env_open().  A missing file is
+ * created; one that is shorter than LMDB's size for max_readers and that no
+ * process has open is extended to it; one in use keeps its size (the
+ * processes that mapped it agree on it) and only has its holes allocated.
+ * fallocate(2), not posix_fallocate(3): the latter's fallback on file
+ * systems without fallocate writes a zero into every block, racing with
+ * other processes' reader slots; there the file is left to LMDB as before.
+ * Allocation changes none of the file's bytes.  A directory the caller may
+ * not write in is left to LMDB (a read-only environment, see env_create).
+ */
+static int prealloc_lock_file(const char *dir, unsigned max_readers, unsigned *made)
+{
+    char *p = path_join(dir, "lock.mdb");
+    struct stat st;
+    off_t want = lmdb_lock_size(max_readers);
+    int fd, rc = 0, mode = 0;
+
+    if (p == NULL)
+        return BINDLOG_ENOMEM;
+    fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        *made |= MADE_LOCK;
+    else if (errno == EEXIST)
+        fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    free(p);
+    if (fd < 0)
+        return errno == EACCES || errno == EROFS || errno == EPERM
+                   ? 0
+                   : bl_err_set(bl_mdb_error(errno), "lock.mdb: %s", strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        rc = bl_err_set(bl_mdb_error(errno), "lock.mdb: %s", strerror(errno));
+    } else if (st.st_size != want && st.st_size != 0 && !lock_file_unused(fd)) {
+        want = st.st_size; /* in use: its size is the one every process mapped */
+        mode = FALLOC_FL_KEEP_SIZE;
+    }
+    if (rc == 0 && want > 0 && fallocate(fd, mode, 0, want) != 0 && errno != EOPNOTSUPP &&
+        errno != ENOSYS) {
+        int err = errno;
+        rc = bl_err_set(bl_mdb_error(err),
+                        "lock.mdb: cannot allocate its %lld-byte reader table: %s",
+                        (long long)want, strerror(err));
+    }
+    close(fd);
+    return rc;
+}
+
+/*
+ * Remove the files a failed open created, so that it leaves nothing behind
+ * (a read-only open of a directory that is not a store, a creation that
+ * ran out of space).  Only files that did not exist when the open began,
+ * and only while no process has an environment on them: one that opened
+ * them meanwhile keeps them.
+ */
+static void undo_created(const char *dir, unsigned made)
+{
+    char *lock = path_join(dir, "lock.mdb"), *data = path_join(dir, "data.mdb");
+    int fd;
+
+    if (made != 0 && lock != NULL && data != NULL) {
+        fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || lock_file_unused(fd)) {
+            if (made & MADE_DATA)
+                unlink(data);
+            if ((made & MADE_LOCK) && fd >= 0)
+                unlink(lock);
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    free(lock);
+    free(data);
 }
 
 /* A directory without data.mdb may become a store only if it holds nothing
@@ -240,7 +512,7 @@ static int dir_is_empty_enough(const char *dir)
 static int meta_get(bl_env *e, MDB_txn *txn, const char *name, MDB_val *v)
 {
     MDB_val k = {strlen(name), (void *)name};
-    return bl_mdb_error(mdb_get(txn, e->dbi[BL_DB_META], &k, v));
+    return bl_get_checked(txn, e->dbi[BL_DB_META], BL_DB_META, &k, v);
 }
 
 static int meta_put(bl_env *e, MDB_txn *txn, const char *name, const void *p, size_t n)
@@ -443,13 +715,16 @@ static int init_tables(bl_env *e, int may_create)
             rc = meta_put(e, txn, "magic", BL_MAGIC, strlen(BL_MAGIC));
             if (rc == 0)
                 rc = meta_put(e, txn, "format", fmt, sizeof(fmt));
-            rc = bl_mdb_error(rc);
+            rc = rc == 0 ? 0 : bl_write_error(e, rc);
         } else {
             rc = check_meta(e, txn);
         }
     }
-    if (rc == 0)
-        return bl_mdb_error(mdb_txn_commit(txn));
+    if (rc == 0) {
+        /* the first commit of a new store: on a full disk a short write */
+        rc = mdb_txn_commit(txn);
+        return rc == 0 ? 0 : bl_write_error(e, rc);
+    }
     mdb_txn_abort(txn);
     return rc;
 }
@@ -474,10 +749,12 @@ static int writer_lock(bl_env *e)
     char *p = path_join(e->path, "bindlog.lock");
     if (p == NULL)
         return BINDLOG_ENOMEM;
-    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     free(p);
     if (fd < 0) {
         int err = errno;
+        if (err == ELOOP)
+            return bl_err_set(BINDLOG_ENOTSTORE, "bindlog.lock is a symbolic link");
         return bl_err_set(bl_mdb_error(err), "cannot open bindlog.lock for writing: %s",
                           strerror(err));
     }
@@ -520,6 +797,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
 {
     bl_env *e = calloc(1, sizeof(*e));
     pthread_rwlockattr_t ra;
+    unsigned made = 0, max_readers;
     int rc, exists;
 
     if (e == NULL)
@@ -539,10 +817,31 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
         goto out;
     }
 
+    if ((rc = check_store_files(dir)) != 0)
+        goto out;
     exists = file_exists(dir, "data.mdb");
     if (exists < 0) {
         rc = bl_err_set(exists, "cannot look at data.mdb (%s)", bindlog_strerror(exists));
         goto out;
+    }
+    if (exists && (rc = probe_data_file(dir)) != 0) {
+        if (rc < 0) {
+            /* LMDB cannot tell a damaged file from a foreign one; see below */
+            if (rc == BINDLOG_ENOTSTORE && file_exists(dir, "bindlog.lock") == 1)
+                rc = bl_err_set(BINDLOG_ECORRUPT,
+                                "data.mdb is not a readable LMDB file (its first page is not "
+                                "an LMDB meta page), yet bindlog.lock shows a store lived "
+                                "here: damaged");
+            goto out;
+        }
+        /* empty: a creation that never wrote a page.  A writer makes the
+         * store again; a reader has no store to read, and LMDB would write
+         * its first pages */
+        if (o->read_only) {
+            rc = bl_err_set(BINDLOG_ENOTFOUND, "data.mdb is empty: no store here yet");
+            goto out;
+        }
+        rc = 0;
     }
     if (!exists) {
         if (o->read_only) {
@@ -555,14 +854,18 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
             rc = rc == 0 ? BINDLOG_ENOTSTORE : rc;
             goto out;
         }
+        made |= MADE_DATA;
     }
+    max_readers = o->max_readers ? o->max_readers : 126;
+    if ((rc = prealloc_lock_file(dir, max_readers, &made)) != 0)
+        goto out;
 
     if (exists && (rc = bl_pc_preopen(dir)) != 0)
         goto out; /* damaged meta pages: LMDB would believe them */
     if ((rc = bl_mdb_error(mdb_env_create(&e->env))) != 0)
         goto out;
     mdb_env_set_maxdbs(e->env, BL_DB_COUNT + 4);
-    mdb_env_set_maxreaders(e->env, o->max_readers ? o->max_readers : 126);
+    mdb_env_set_maxreaders(e->env, max_readers);
     mdb_env_set_mapsize(e->env, o->map_size ? o->map_size : BL_DEFAULT_MAPSIZE);
     e->sync_mode = o->durability;
     unsigned flags = MDB_NOTLS | sync_flags(o->durability);
@@ -579,7 +882,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     }
     if (rc != 0) {
         int mrc = rc;
-        rc = bl_mdb_error(rc);
+        rc = bl_write_error(e, rc); /* a short write on a full disk is ENOSPC */
         /* LMDB cannot tell a damaged file from a foreign one.  bindlog.lock
          * is made by every writable open, so a directory that has it held
          * a bindlog store: its unreadable data file is damage, not a
@@ -594,7 +897,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
                        o->read_only ? "" : " for writing", mdb_strerror(mrc));
         else if (rc == BINDLOG_EVERSION)
             bl_err_set(rc, "data.mdb or lock.mdb was written by another LMDB version");
-        else
+        else if (rc != BINDLOG_ENOSPC) /* bl_write_error() said it */
             bl_err_set(rc, "cannot open data.mdb and lock.mdb: %s", mdb_strerror(mrc));
         goto out;
     }
@@ -608,6 +911,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
 out:
     if (rc != 0) {
         env_free(e);
+        undo_created(dir, made);
         return rc;
     }
     *out = e;
@@ -618,6 +922,7 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
 {
     struct stat st;
     bl_env *e;
+    size_t made_dirs = 0;
     int rc = 0;
 
     *out = NULL;
@@ -629,8 +934,10 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
         if (o->read_only)
             return bl_err_set(BINDLOG_ENOTFOUND, "no such directory, and a read-only open "
                                                  "never creates one");
-        if ((rc = make_dirs(dir)) != 0)
+        if ((rc = make_dirs(dir, &made_dirs)) != 0) {
+            unmake_dirs(dir, made_dirs);
             return rc;
+        }
         if (stat(dir, &st) != 0) {
             err = errno;
             return bl_err_set(bl_mdb_error(err), "cannot look at the directory: %s",
@@ -638,7 +945,9 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
         }
     }
     if (!S_ISDIR(st.st_mode))
-        return BINDLOG_ENOTSTORE;
+        return bl_err_set(BINDLOG_ENOTSTORE, S_ISREG(st.st_mode)
+                                                 ? "is a file, not a store directory"
+                                                 : "is not a directory");
 
     pthread_mutex_lock(&registry_mu);
     for (e = registry; e != NULL; e = e->next)
@@ -646,6 +955,8 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
             break;
     if (e == NULL) {
         rc = env_create(dir, &st, o, &e);
+        if (rc != 0)
+            unmake_dirs(dir, made_dirs); /* a failed open leaves nothing it made */
         if (rc == 0) {
             e->id = next_env_id++;
             e->next = registry;
@@ -857,13 +1168,15 @@ void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->children = t->history = t->log = 0;
 }
 
+/* The view's tables are live, base or another store's: their encodings,
+ * and so their limits, are those of bindings and sessions. */
 static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
 {
     bl_tables *t = ctx;
     MDB_val k = {len, (void *)key}, v;
-    int rc = bl_pc_guard_write(t->txn, t->bindings, key, len); /* the pages mdb_get will walk */
+    int rc = bl_pc_guard_write(t->txn, t->bindings, key, len); /* what mdb_get will walk */
     if (rc == 0)
-        rc = bl_mdb_error(mdb_get(t->txn, t->bindings, &k, &v));
+        rc = bl_get_checked(t->txn, t->bindings, BL_DB_BINDINGS, &k, &v);
     if (rc != 0)
         return rc;
     return bl_bval_decode(v.mv_data, v.mv_size, out);
@@ -873,9 +1186,9 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
 {
     bl_tables *t = ctx;
     MDB_val k = {len, (void *)id}, v;
-    int rc = bl_pc_guard_write(t->txn, t->sessions, id, len); /* the pages mdb_get will walk */
+    int rc = bl_pc_guard_write(t->txn, t->sessions, id, len); /* what mdb_get will walk */
     if (rc == 0)
-        rc = bl_mdb_error(mdb_get(t->txn, t->sessions, &k, &v));
+        rc = bl_get_checked(t->txn, t->sessions, BL_DB_SESSIONS, &k, &v);
     if (rc != 0)
         return rc;
     return bl_sval_decode(v.mv_data, v.mv_size, out);
@@ -939,6 +1252,7 @@ int bl_cursor_open(bl_cursor *c, bl_env *e, MDB_txn *txn, MDB_dbi dbi, const voi
     c->e = e;
     c->txn = txn;
     c->dbi = dbi;
+    c->db = bl_table_of(e, dbi);
     if (seek_len > sizeof(c->key))
         return BINDLOG_EINVAL;
     if (seek_len)
@@ -980,8 +1294,8 @@ int bl_cursor_next(bl_cursor *c, MDB_val *k, MDB_val *v)
     if (rc != 0)
         return bl_mdb_error(rc);
     c->state = 1;
-    if (k->mv_size > sizeof(c->key))
-        return BINDLOG_ECORRUPT;
+    if ((rc = bl_entry_check(c->db, k, v)) != 0)
+        return rc;
     memcpy(c->key, k->mv_data, k->mv_size);
     c->key_len = k->mv_size;
     return 1;

@@ -92,6 +92,21 @@ void bl_env_release_writer(bl_env *e);
 /* Map an LMDB or errno code to a BINDLOG_E* code. */
 int bl_mdb_error(int rc);
 
+/*
+ * The code for a failed LMDB write (a commit, the creation of a store) in
+ * e's directory.  LMDB reports a short write -- the file system ran out of
+ * room part way -- as EIO ("short write, filesystem full?"); while the file
+ * system is full (less than 1 MiB left) that EIO is BINDLOG_ENOSPC, as are
+ * ENOSPC and EDQUOT, with a last-error detail.  Anything else is
+ * bl_mdb_error(rc).
+ */
+int bl_write_error(bl_env *e, int mdb_rc);
+
+/* 1 if LMDB gave up on e (MDB_FATAL_ERROR: a meta page write failed), so
+ * that every later transaction would be MDB_PANIC.  Caller holds map_lock
+ * shared. */
+int bl_env_fatal(bl_env *e);
+
 /* Grow the map (double it) or adopt a size another process set (grow_to 0).
  * Takes map_lock exclusive: the caller must not hold it. */
 int bl_env_resize(bl_env *e, int adopt_only);
@@ -123,6 +138,9 @@ typedef struct bl_tables {
     MDB_dbi children, history, log; /* 0 = do not maintain */
 } bl_tables;
 
+/* The LMDB name of table db (BL_DB_*): "log", "bindings", ... */
+const char *bl_db_name(int db);
+
 void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t);
 void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t);
 
@@ -151,6 +169,7 @@ typedef struct bl_cursor {
     bl_env *e;
     MDB_txn *txn;
     MDB_dbi dbi;
+    int db;                     /* BL_DB_* of dbi (limits.h), or -1 */
     MDB_cursor *c;
     unsigned epoch;
     int state;                  /* 0 fresh, 1 positioned, 2 at end */
@@ -162,7 +181,9 @@ typedef struct bl_cursor {
 int bl_cursor_open(bl_cursor *c, bl_env *e, MDB_txn *txn, MDB_dbi dbi, const void *seek,
                    size_t seek_len);
 /* Next entry (the first one after open).  Caller holds map_lock shared and
- * uses k/v only while it does.  1 entry, 0 end, <0 error. */
+ * uses k/v only while it does.  1 entry, 0 end, <0 error.  The entry's
+ * lengths are checked against its table's limits first (limits.h): a
+ * damaged length is BINDLOG_ECORRUPT, never handed on. */
 int bl_cursor_next(bl_cursor *c, MDB_val *k, MDB_val *v);
 void bl_cursor_close(bl_cursor *c);
 

@@ -1339,8 +1339,9 @@ static int merge(bl_bulk *b, int is_key, const bl_bulk_sink *sink, bl_digest *dg
         memcpy(last, name, nl);
         last_len = nl;
         have_last = 1;
-        if (dg != NULL)
-            bl_digest_add(dg, is_key ? 'B' : 'S', name, nl, r->val, r->val_len);
+        if (dg != NULL && (rc = bl_digest_add(dg, is_key ? 'B' : 'S', name, nl, r->val,
+                                              r->val_len)) != 0)
+            break;
         rc = is_key ? sink->binding(sink->ctx, name, nl, r->val, r->val_len)
                     : sink->session(sink->ctx, name, nl, r->val, r->val_len);
         for (uint32_t i = r->items; rc == 0 && i > 0; i--) {

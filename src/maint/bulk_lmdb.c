@@ -194,6 +194,8 @@ int bl_bulk_feed_image(bl_bulk *b, bl_env *src, MDB_txn *stxn, bl_appender *base
             }
         }
         bl_cursor_close(&c);
+        if (rc == BINDLOG_ECORRUPT)
+            rc = BL_BULK_FALLBACK; /* a damaged length or page: named by the sequential path */
         if (rc != 0)
             return rc;
     }
@@ -211,8 +213,11 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
     if ((rc = bl_cursor_open(&c, x->src, x->stxn, x->src->dbi[BL_DB_LOG], kb, 8)) != 0)
         return rc;
     while (x->next_lsn <= x->last_lsn) {
-        if ((rc = bl_cursor_next(&c, &k, &v)) < 0)
+        if ((rc = bl_cursor_next(&c, &k, &v)) < 0) {
+            if (rc == BINDLOG_ECORRUPT)
+                rc = BL_BULK_FALLBACK; /* a damaged length or page: the sequential path names it */
             break;
+        }
         /* a hole, a foreign key or time going back: the sequential path
          * gives the exact report */
         if (rc == 0 || k.mv_size != 8 || bl_get64be(k.mv_data) != x->next_lsn ||

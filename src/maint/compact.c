@@ -44,6 +44,7 @@
 #include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 #include "core/error.h"
+#include "lmdb/limits.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -100,15 +101,13 @@ static int compact_chunk(bl_env *e, bl_replayer *r, uint64_t keep_from, uint64_t
             MDB_val k = {8, kb}, v;
 
             bl_put64be(kb, lsn);
-            rc = mdb_get(txn, e->dbi[BL_DB_LOG], &k, &v);
-            if (rc == MDB_NOTFOUND) {
+            rc = bl_get_checked(txn, e->dbi[BL_DB_LOG], BL_DB_LOG, &k, &v);
+            if (rc == BINDLOG_ENOTFOUND) {
                 rc = BINDLOG_ECORRUPT; /* a hole in the log: check names it */
                 break;
             }
-            if (rc != 0) {
-                rc = bl_mdb_error(rc);
+            if (rc != 0)
                 break;
-            }
             if ((rc = bl_replay_one(r, &t, v.mv_data, v.mv_size, lsn, &map_full)) != 0)
                 break;
             /* the record is verified; its key is in our own copy of it */

@@ -24,6 +24,9 @@
 #include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 
+#include "core/error.h"
+#include "lmdb/limits.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -113,11 +116,18 @@ void bl_wtxn_abort(bl_env *e, MDB_txn *txn)
 int bl_wtxn_commit(bl_env *e, MDB_txn *txn, int *map_full)
 {
     int rc = mdb_txn_commit(txn);
+    /* A write that ran out of room (ENOSPC, or the EIO of a short write on
+     * a full file system) before LMDB wrote its meta page changed nothing
+     * durable: the pages went to free space no meta page names, and LMDB
+     * has not given up on the environment.  Only then is it "no space";
+     * anything else may have half-reached the disk. */
+    int code = rc == 0 || rc == MDB_MAP_FULL ? 0 : bl_write_error(e, rc);
+    int fatal = code == BINDLOG_ENOSPC && bl_env_fatal(e);
     bl_map_unlock(e);
     *map_full = rc == MDB_MAP_FULL;
     if (rc == 0)
         return 0;
-    if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT)
+    if (rc == MDB_MAP_FULL || (code == BINDLOG_ENOSPC && !fatal))
         return BINDLOG_ENOSPC; /* nothing reached the meta page */
     /* The commit failed after writing: as in commit.c, never carry on. */
     bl_group_panic(&e->g);
@@ -415,7 +425,11 @@ static int copy_image_table(image_copy *x, int sessions)
                 rc = bl_mdb_error(mrc);
                 break;
             }
-            if (k.mv_size > sizeof(last)) {
+            if (bl_entry_check(sessions ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS, &k, &v)) {
+                size_t m = k.mv_size <= BINDLOG_KEY_MAX ? k.mv_size : 0;
+                x->why = "a length over its limit in the base image (a damaged page)";
+                memcpy(x->bad, k.mv_data, m);
+                x->bad[m] = '\0';
                 rc = BINDLOG_ECORRUPT;
                 break;
             }
@@ -470,6 +484,7 @@ typedef struct log_replay {
     uint64_t bad_lsn;   /* on BINDLOG_ECORRUPT: the LSN at fault */
     uint64_t found_lsn; /* ... and when a record is missing, the next LSN found (0: none) */
     int stopped;        /* a record after to_time was reached */
+    char why[128];      /* r->why when it needs numbers */
 } log_replay;
 
 static int put_meta(bl_env *e, MDB_txn *txn, const bl_replayer *r, int *map_full)
@@ -532,6 +547,15 @@ static int replay_log(log_replay *x, bl_replayer *r)
                 x->bad_lsn = r->next_lsn;
                 x->found_lsn = lsn;
                 rc = BINDLOG_ECORRUPT;
+                break;
+            }
+            if ((rc = bl_entry_check(BL_DB_LOG, &k, &v)) != 0) {
+                /* a damaged length: not one byte of it is read */
+                snprintf(x->why, sizeof(x->why),
+                         "value of %zu bytes is over the limit of %d bytes (a damaged page)",
+                         v.mv_size, BL_RECORD_MAX);
+                r->why = x->why;
+                x->bad_lsn = lsn;
                 break;
             }
             rc = bl_replay_one(r, &t, v.mv_data, v.mv_size, lsn, &map_full);
@@ -840,14 +864,12 @@ int bl_lmdb_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
         bl_record rec;
         bl_put64be(kb, mid);
         rc = bl_pc_get(s->e, txn, BL_DB_LOG, &k, &v);
-        if (rc == MDB_NOTFOUND) {
+        if (rc == BINDLOG_ENOTFOUND) {
             rc = BINDLOG_ECORRUPT; /* a hole in the retained log */
             goto out;
         }
-        if (rc != 0) {
-            rc = bl_mdb_error(rc);
+        if (rc != 0)
             goto out;
-        }
         if ((rc = bl_record_decode(v.mv_data, v.mv_size, &rec)) != 0)
             goto out;
         if (rec.lsn != mid) {
@@ -884,6 +906,7 @@ static void escape(char *out, size_t cap, const void *p, size_t n)
 
 typedef struct checker {
     bindlog_check_report *out;
+    int damaged; /* a stored table holds an entry no code may read (limits.h) */
 } checker;
 
 /* Count a problem; the first one is described in the report. */
@@ -922,7 +945,12 @@ static void scan_entry(checker *ck, const MDB_val *k, const MDB_val *v, uint64_t
     if (lsn != *expect)
         problem(ck, *expect, NULL, 0, "log records %llu..%llu are missing",
                 (unsigned long long)*expect, (unsigned long long)(lsn - 1));
-    if (bl_record_decode(v->mv_data, v->mv_size, &rec) != 0)
+    if (bl_entry_check(BL_DB_LOG, k, v) != 0)
+        problem(ck, lsn, NULL, 0,
+                "log record %llu: value of %zu bytes is over the limit of %d bytes (a damaged "
+                "page)",
+                (unsigned long long)lsn, v->mv_size, BL_RECORD_MAX);
+    else if (bl_record_decode(v->mv_data, v->mv_size, &rec) != 0)
         problem(ck, lsn, NULL, 0, "log record %llu: bad checksum or encoding",
                 (unsigned long long)lsn);
     else if (rec.lsn != lsn)
@@ -1075,7 +1103,7 @@ static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, M
     }
     ra = bl_cursor_next(&a, &ka, &va);
     rb = bl_cursor_next(&b, &kb, &vb);
-    while (ra > 0 || rb > 0) {
+    while ((ra > 0 || rb > 0) && ra >= 0 && rb >= 0) {
         int c = ra <= 0 ? 1 : rb <= 0 ? -1 : key_cmp(&ka, &kb);
         if (c <= 0)
             *live += (uint64_t)entry_live(db, &va);
@@ -1102,6 +1130,14 @@ static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, M
     }
     bl_cursor_close(&a);
     bl_cursor_close(&b);
+    if (ra == BINDLOG_ECORRUPT) {
+        /* the store's table is damaged where the walk stopped: that is a
+         * finding of the check, not a failure of it */
+        problem(ck, 0, NULL, 0, "%s",
+                bl_err_isset() ? bl_err_get() : "LMDB reports a damaged page in the table");
+        ck->damaged = 1;
+        return 0;
+    }
     return ra < 0 ? ra : rb < 0 ? rb : 0;
 }
 
@@ -1325,7 +1361,9 @@ static int check_bulk(checker *ck, bl_env *src, MDB_txn *stxn, const bl_head *he
     }
     for (int t = 0; t < 4; t++)
         bl_cursor_close(&c.w[t].c);
-    return rc;
+    /* damage met on the way (a length over its limit, a page LMDB refuses):
+     * the sequential check reports it where it is */
+    return rc == BINDLOG_ECORRUPT ? BL_BULK_FALLBACK : rc;
 }
 
 const char *bl_tmp_root(void)
@@ -1375,6 +1413,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     memset(out, 0, sizeof(*out));
     memset(&x, 0, sizeof(x));
     ck.out = out;
+    ck.damaged = 0;
     src = s->e;
     bl_replayer_init(&r, 1, 0, NULL);
     if ((dir = bl_scratch_dir("check")) == NULL)
@@ -1475,8 +1514,10 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         bl_read_end(scratch->e, dtxn);
         dtxn = NULL;
     }
-    rc = bl_digest_tables(src, stxn, src->dbi[BL_DB_BINDINGS], src->dbi[BL_DB_SESSIONS], 0,
-                          out->state_digest);
+    /* a damaged table has no digest: the report already names the damage */
+    if (!ck.damaged)
+        rc = bl_digest_tables(src, stxn, src->dbi[BL_DB_BINDINGS], src->dbi[BL_DB_SESSIONS], 0,
+                              out->state_digest);
 out:
     if (dtxn != NULL)
         bl_read_end(scratch->e, dtxn);

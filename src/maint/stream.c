@@ -32,6 +32,9 @@
 #include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 
+#include "core/error.h"
+#include "lmdb/limits.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,6 +420,10 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
     const unsigned char *p = im->frame + ST_FRAME_HDR;
     base->lsn = first - 1;
     base->time_ms = (int64_t)bl_get64(p);
+    if (!bl_valid_time(base->time_ms))
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "image header ('C' frame): base time_ms %lld is outside years 0-9999",
+                          (long long)base->time_ms);
     bl_counts_decode(p + 8, &base->counts);
     nb = bl_get64(p + 8 + BL_COUNTS_BYTES);
     ns = bl_get64(p + 16 + BL_COUNTS_BYTES);
@@ -558,6 +565,32 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
     return 0;
 }
 
+/*
+ * A record whose checksum is right but whose LSN or time is beyond the
+ * limits (BINDLOG_LSN_MAX, years 0-9999): a forged or buggy stream, refused
+ * with a message that says which number, where the decoder would only say
+ * "damaged".  0 when the numbers are fine or the record is damaged anyway
+ * (the decoder then refuses it as such).
+ */
+static int record_numbers(const unsigned char *rec, size_t len)
+{
+    if (len < BL_RECORD_FIXED + BL_RECORD_CHECKSUM || len > BL_RECORD_MAX)
+        return 0;
+    uint64_t lsn = bl_get64(rec + 4);
+    int64_t t = (int64_t)bl_get64(rec + 12);
+    if (lsn <= BINDLOG_LSN_MAX && bl_valid_time(t))
+        return 0;
+    if (XXH3_64bits(rec, len - BL_RECORD_CHECKSUM) != bl_get64(rec + len - BL_RECORD_CHECKSUM))
+        return 0;
+    if (lsn > BINDLOG_LSN_MAX)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "record: LSN %llu is beyond the last LSN a store can hold (2^63 - 1)",
+                          (unsigned long long)lsn);
+    return bl_err_set(BINDLOG_ECORRUPT,
+                      "record at LSN %llu: time_ms %lld is outside years 0-9999",
+                      (unsigned long long)lsn, (long long)t);
+}
+
 /* Empty a live table of the import's transaction. */
 static int empty_table(importer *im, int db)
 {
@@ -591,6 +624,11 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
             return bl_mdb_error(mrc);
         for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
              mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+            /* written by this import from checked frames; checked again all
+             * the same, as everything LMDB hands back is (limits.h) */
+            if ((rc = bl_entry_check(sess ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS, &k,
+                                     &v)) != 0)
+                break;
             rc = put_val(im, e->dbi[sess ? BL_DB_SESSIONS : BL_DB_BINDINGS], k.mv_data,
                          k.mv_size, v.mv_data, v.mv_size, MDB_APPEND);
             bl_sval sv;
@@ -619,6 +657,8 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
     }
     for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
          mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        if ((rc = bl_entry_check(BL_DB_LOG, &k, &v)) != 0)
+            break;
         uint64_t lsn = bl_get64be(k.mv_data);
         /* the writes below may move the page the value is on */
         memcpy(copy, v.mv_data, v.mv_size);
@@ -709,6 +749,16 @@ static int import_once(importer *im, uint64_t *err_offset)
         rc = BINDLOG_ECORRUPT;
         goto out;
     }
+    if (first > BINDLOG_LSN_MAX + 1) {
+        /* it could only go on to LSNs no store can hold: refused before
+         * anything else is read, whatever its checksums say */
+        im->err_off = 16;
+        rc = bl_err_set(BINDLOG_ECORRUPT,
+                        "stream header: first_lsn %llu is beyond the last LSN a store can hold "
+                        "(2^63 - 1)",
+                        (unsigned long long)first);
+        goto out;
+    }
 
     if ((rc = bl_meta_get_head(e, im->txn, &head)) != 0 ||
         (rc = bl_base_get(e, im->txn, &base)) != 0 ||
@@ -749,6 +799,8 @@ static int import_once(importer *im, uint64_t *err_offset)
         const unsigned char *rec = im->frame + ST_FRAME_HDR;
         /* a record's LSN is at byte 4; bl_replay_one checks it against it */
         uint64_t lsn = len >= 12 ? bl_get64(rec + 4) : 0;
+        if ((rc = record_numbers(rec, len)) != 0)
+            goto out;
         if (im->scan)
             rc = scan_record(im, &r, rec, len);
         else

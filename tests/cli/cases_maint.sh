@@ -23,6 +23,21 @@ t help_replay replay --help
 
 # ---- export / import ----------------------------------------------------------------
 t export_full -d "$STORE" export -o full.bls
+# export -o writes a new temporary beside FILE and renames it over FILE: a
+# link planted at the old predictable name FILE.partial leads nowhere, no
+# temporary is left, and a FILE that is not a regular file is refused and
+# left as it was (issue 16: root's export followed shared/bk.bls.partial
+# into a victim, and replaced /dev/null with a regular file).
+tsh export_planted_partial 'echo victim > victim.txt && ln -s victim.txt shared.bls.partial &&
+"$BL" -d "$STORE" export -o shared.bls >/dev/null; echo "exit $?"
+cat victim.txt; cmp shared.bls full.bls && echo "shared.bls complete"
+ls -A | grep -c "^\.shared" || true'
+tsh export_dev_null '"$BL" -d "$STORE" export -o /dev/null; echo "exit $?"; test -c /dev/null && echo "/dev/null is still a character device"'
+tsh export_fifo 'mkfifo out.fifo && "$BL" -d "$STORE" export -o out.fifo; echo "exit $?"; test -p out.fifo && echo "still a fifo"'
+tsh export_directory 'mkdir out.dir && "$BL" -d "$STORE" export -o out.dir; echo "exit $?"; test -d out.dir && ls -A out.dir | wc -l'
+tsh export_symlink 'echo victim > victim2.txt && ln -s victim2.txt link.bls && "$BL" -d "$STORE" export -o link.bls; echo "exit $?"; cat victim2.txt; test -L link.bls && echo "still a link"'
+tsh export_over_regular 'echo old > old.bls && "$BL" -d "$STORE" export -o old.bls >/dev/null && cmp old.bls full.bls && echo "replaced"; ls -l old.bls | cut -c1-10'
+tsh export_no_directory '"$BL" -d "$STORE" export -o no-such-dir/x.bls; echo "exit $?"'
 t import_full -d restored import -i full.bls
 tsh import_same_digest '"$BL" -d "$STORE" stat | grep "^digest"; "$BL" -d restored stat | grep "^digest"'
 tsh export_stdout '"$BL" -d "$STORE" export > piped.bls && cmp piped.bls full.bls && echo identical'
@@ -33,8 +48,27 @@ t import_incremental -d rp-5 import -i incr.bls
 t import_incremental_again -d rp-5 import -i incr.bls
 tsh import_incremental_digest '"$BL" -d rp-5 check --json | grep -o "\"state_digest\":\"[0-9a-f]*\""'
 tsh import_stdin '"$BL" -d from-stdin import --json < full.bls'
-tsh import_torn 'head -c 100 full.bls > torn.bls && "$BL" -d torn import -i torn.bls; rc=$?; "$BL" -d torn stat --json | grep -o "\"head_lsn\":[0-9]*"; exit $rc'
+tsh import_torn 'head -c 100 full.bls > torn.bls && "$BL" -d torn import -i torn.bls; rc=$?; test -e torn || echo "no store left at torn"; exit $rc'
 t import_missing_file -d x import -i no-such-file.bls
+# A refused import leaves nothing behind (issue 16: `import -i /etc/hostname`
+# into a new directory left a store there, which a later write without
+# --create then used).  Into a missing or empty directory the store is built
+# beside it and moved into place once accepted; into a store, nothing of a
+# refused stream is applied (same digest).
+tsh import_refused_new_dir 'echo "not a stream" > junk.txt
+"$BL" -d newt import -i junk.txt; echo "exit $?"
+test -e newt || echo "no newt"; ls -A | grep -c "import-" || true
+"$BL" -d newt bind k s; echo "exit $?"; test -e newt || echo "still no newt"'
+tsh import_refused_empty_dir 'mkdir emptyd && "$BL" -d emptyd import -i junk.txt; echo "exit $?"; ls -A emptyd | wc -l'
+tsh import_refused_into_store 'cp -r restored ahead && BINDLOG_CLOCK_MS=1767225609000 "$BL" -d ahead bind extra:1 extra-1 >/dev/null &&
+BINDLOG_CLOCK_MS=1767225609000 "$BL" -d ahead bind extra:2 extra-2 >/dev/null &&
+"$BL" -d ahead export --from-lsn 11 -o ahead.bls >/dev/null && head -c -1 ahead.bls > ahead-torn.bls
+a=$("$BL" -d restored stat --json | grep -o "\"digest\":\"[0-9a-f]*\",\"digest_lsn\":[0-9]*")
+"$BL" -d restored import -i ahead-torn.bls; echo "exit $?"
+b=$("$BL" -d restored stat --json | grep -o "\"digest\":\"[0-9a-f]*\",\"digest_lsn\":[0-9]*")
+[ "$a" = "$b" ] && echo "digest and head unchanged: $b"'
+tsh import_new_nested '"$BL" -d nest/a/b import -i full.bls >/dev/null; echo "exit $?"; ls -A nest/a/b; "$BL" -d nest/a/b check | tail -1
+"$BL" -d nest2/a/b import -i junk.txt 2>/dev/null; echo "exit $?"; test -e nest2 || echo "no nest2"'
 t help_export export --help
 t help_import import --help
 
@@ -80,6 +114,28 @@ assert i >= 0 and b.find(b\"zz-flip-me-zz\", i + 1) < 0
 b[i + 3] ^= 0x01
 open(p, \"wb\").write(b)
 " && "$BL" -d bad check'
+fi
+
+# A flipped length byte in a log record's node header (a 536 MB value that
+# runs off the map) killed dump --log and check with SIGBUS (issue 16):
+# now dump stops with an error (exit 3), and check reports it (exit 1).
+if command -v python3 >/dev/null; then
+tsh check_flipped_length 'cp -r "$STORE" flipped && h=$("$BL" -d flipped stat --json | grep -o "\"head_lsn\":[0-9]*" | cut -d: -f2) && python3 -c "
+import struct, sys
+p = \"flipped/data.mdb\"
+b = bytearray(open(p, \"rb\").read())
+key = struct.pack(\">Q\", int(sys.argv[1]))
+n = 0
+i = b.find(key)
+while i >= 0:
+    lo, hi, fl, ks = struct.unpack_from(\"<HHHH\", b, i - 8)
+    if ks == 8 and fl == 0 and hi == 0 and b[i + 8] == 1:
+        struct.pack_into(\"<H\", b, i - 6, 0x2000)
+        n += 1
+    i = b.find(key, i + 1)
+assert n > 0
+open(p, \"wb\").write(b)
+" "$h" && "$BL" -d flipped dump --log >/dev/null; echo "dump exit $?"; "$BL" -d flipped check | grep -E "^(problems|first_bad_lsn|message|result)"'
 fi
 
 # ---- beside a writing process ----------------------------------------------------

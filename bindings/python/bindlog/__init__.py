@@ -1,6 +1,8 @@
 """bindlog -- crash-safe session bindings for chat gateways.
 
-A pure-Python (ctypes) binding of libbindlog.  Open a :class:`Store`, route
+libbindlog through ctypes (the package carries its own copy of the
+library, compiled when it is installed).  Open a :class:`Store` (or, in
+asyncio programs, an :class:`AsyncStore`), route
 keys to sessions with :meth:`Store.bind` / :meth:`Store.new_session`,
 publish compression splits with :meth:`Store.split`, and read the outcome of
 each call from the returned :class:`Result`::
@@ -14,14 +16,14 @@ each call from the returned :class:`Result`::
         if r.outcome is bindlog.Outcome.STALE:
             ...  # /stop or /new arrived while the run was compressing
 
-The shared library is found through ``BINDLOG_LIBRARY``, next to this
-package, or the system's library path; it is loaded on first use (or by
-:func:`load_library`).  See docs/python.md.
+The shared library is found through ``BINDLOG_LIBRARY``, in this package
+(``bindlog/libbindlog.so``, built by ``pip install``), or the system's
+library path; it is loaded on first use (or by :func:`load_library`).  See
+docs/python.md.
 """
-from __future__ import annotations
-
 from . import _ffi
 from ._ffi import LibraryNotFoundError
+from .aio import AsyncStore
 from .errors import (
     BindlogError,
     BindlogIOError,
@@ -29,10 +31,12 @@ from .errors import (
     Conflict,
     Corrupt,
     Exists,
+    ForkError,
     InvalidArgument,
     NoSpace,
     NotAStore,
     NotFound,
+    NotSupported,
     OutOfMemory,
     Panic,
     PermissionDenied,
@@ -40,13 +44,16 @@ from .errors import (
     StoreClosed,
     VersionMismatch,
 )
-from .store import Store, library_version, vacuum
+from .maint import vacuum
+from .store import Store, library_version
 from .types import (
     ANY_GENERATION,
     Binding,
     CheckReport,
     Event,
     EventType,
+    ImportEntry,
+    ImportOutcome,
     Lineage,
     Outcome,
     Record,
@@ -68,13 +75,13 @@ def load_library() -> str:
     """Load libbindlog now (it is otherwise loaded by the first Store) and
     return its path.  Raises :class:`LibraryNotFoundError` (an ImportError)
     listing every place tried."""
-    return _ffi.load()._name
+    return str(_ffi.load()._name)
 
 
 def has_feature(name: str) -> bool:
     """Whether the loaded library has maintenance function `name`
     (``"check"``, ``"replay"``, ``"compact"``, ``"export"``, ``"import"``,
-    ``"lsn_at_time"``, ``"vacuum"``)."""
+    ``"import_entries"``, ``"lsn_at_time"``, ``"vacuum"``)."""
     return _ffi.has("bindlog_" + name)
 
 
@@ -85,9 +92,12 @@ __all__ = [
     "REASON_MAX",
     "ORIGIN_MAX",
     "Store",
+    "AsyncStore",
     "Outcome",
     "EventType",
     "Event",
+    "ImportEntry",
+    "ImportOutcome",
     "Result",
     "Binding",
     "Session",
@@ -111,7 +121,9 @@ __all__ = [
     "NotAStore",
     "PermissionDenied",
     "Panic",
+    "NotSupported",
     "StoreClosed",
+    "ForkError",
     "LibraryNotFoundError",
     "library_version",
     "load_library",

@@ -6,7 +6,8 @@ argument and result types of every function the package uses.
 
 The maintenance functions (``bindlog_check``, ``bindlog_replay``,
 ``bindlog_compact``, ``bindlog_export``, ``bindlog_import``,
-``bindlog_lsn_at_time``, ``bindlog_vacuum``) are bound lazily through
+``bindlog_import_entries``, ``bindlog_lsn_at_time``, ``bindlog_vacuum``)
+are bound lazily through
 :func:`optional`, so a library built without them still loads; only calling
 one raises :class:`NotImplementedError` naming the missing symbol.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import glob
 import os
 import threading
 from ctypes import (
@@ -35,7 +35,7 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
-from typing import Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 # ---- constants (include/bindlog.h) ------------------------------------------
 
@@ -63,6 +63,7 @@ EREADONLY = -11
 ENOTSTORE = -12
 EACCES = -13
 EPANIC = -14
+ENOTSUP = -15
 
 EVENT_BIND = 1
 EVENT_NEW_SESSION = 2
@@ -269,6 +270,7 @@ _it = c_void_p  # bindlog_iter *
 _REQUIRED = {
     "bindlog_version": (c_char_p, []),
     "bindlog_strerror": (c_char_p, [c_int]),
+    "bindlog_last_error": (c_char_p, []),
     "bindlog_code_name": (c_char_p, [c_int]),
     "bindlog_event_name": (c_char_p, [c_int]),
     "bindlog_open": (c_int, [POINTER(c_void_p), c_char_p, POINTER(bindlog_options)]),
@@ -312,6 +314,7 @@ _REQUIRED = {
     "bindlog_iter_close": (None, [_it]),
     "bindlog_stats_get": (c_int, [_h, POINTER(bindlog_stats)]),
     "bindlog_digest": (c_int, [_h, POINTER(c_ubyte), POINTER(c_uint64)]),
+    "bindlog_wait": (c_int, [_h, c_uint64, c_int, POINTER(c_uint64)]),
 }
 
 _OPTIONAL = {
@@ -346,6 +349,18 @@ _OPTIONAL = {
         c_int,
         [_h, c_int, POINTER(c_uint64), POINTER(c_uint64), progress_fn, c_void_p],
     ),
+    "bindlog_import_entries": (
+        c_int,
+        [
+            _h,
+            POINTER(bindlog_import_entry),
+            c_size_t,
+            POINTER(bindlog_result),
+            POINTER(c_int),
+            progress_fn,
+            c_void_p,
+        ],
+    ),
 }
 
 # ---- loading ----------------------------------------------------------------
@@ -354,38 +369,40 @@ _OPTIONAL = {
 class LibraryNotFoundError(ImportError):
     """libbindlog could not be loaded; ``tried`` lists every attempt."""
 
-    def __init__(self, tried: List[str]) -> None:
+    def __init__(self, tried: List[str], hint: str = "") -> None:
         self.tried = list(tried)
         lines = "\n".join("  " + t for t in self.tried)
         super().__init__(
             "bindlog: cannot load the libbindlog shared library. Tried:\n"
             + lines
-            + "\nSet BINDLOG_LIBRARY to the full path of libbindlog.so, "
-            "or install the library on the system's library path."
+            + "\n"
+            + (
+                hint
+                or "Reinstall the package (pip install ./bindings/python compiles the library "
+                "into it), set BINDLOG_LIBRARY to the full path of a libbindlog.so, or "
+                "install the library on the system's library path."
+            )
         )
 
 
 _lock = threading.Lock()
 _NOT_FOUND_BY_FIND_LIBRARY = 'ctypes.util.find_library("bindlog")'
 _lib: Optional[ctypes.CDLL] = None
-_optional_cache: dict = {}
+_optional_cache: Dict[str, Callable[..., Any]] = {}
+#: the library pip builds into the package
+PACKAGE_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libbindlog.so")
 
 
 def _candidates() -> List[str]:
-    """Where the library is looked for, in order."""
-    out: List[str] = []
+    """Where the library is looked for, in order: BINDLOG_LIBRARY alone when
+    it is set (an explicit choice is never silently replaced by another
+    copy); otherwise the package's own copy, then the system's."""
     env = os.environ.get("BINDLOG_LIBRARY")
     if env:
-        out.append(env)
-    here = os.path.dirname(os.path.abspath(__file__))
-    out.extend(sorted(glob.glob(os.path.join(here, "libbindlog.so*")), key=len))
-    if not any(p.startswith(os.path.join(here, "")) for p in out):
-        out.append(os.path.join(here, "libbindlog.so"))
+        return [env]
+    out = [PACKAGE_LIBRARY]
     found = ctypes.util.find_library("bindlog")
-    if found:
-        out.append(found)
-    else:
-        out.append(_NOT_FOUND_BY_FIND_LIBRARY)
+    out.append(found if found else _NOT_FOUND_BY_FIND_LIBRARY)
     out.append("libbindlog.so.0")
     out.append("libbindlog.so")
     return out
@@ -424,27 +441,31 @@ def load() -> ctypes.CDLL:
                 continue
             _lib = lib
             return lib
-        if env is None:
-            tried.insert(0, "BINDLOG_LIBRARY: not set")
+        if env:
+            raise LibraryNotFoundError(
+                tried, "BINDLOG_LIBRARY is set, so no other copy was tried: point it at a "
+                "libbindlog.so, or unset it to use the package's own library."
+            )
+        tried.insert(0, "BINDLOG_LIBRARY: not set")
         raise LibraryNotFoundError(tried)
 
 
-def optional(name: str) -> Callable:
+def optional(name: str) -> Callable[..., Any]:
     """A maintenance function, or NotImplementedError if the library lacks it."""
-    fn = _optional_cache.get(name)
-    if fn is not None:
-        return fn
+    cached = _optional_cache.get(name)
+    if cached is not None:
+        return cached
     lib = load()
     try:
-        fn = getattr(lib, name)
+        fn: Callable[..., Any] = getattr(lib, name)
     except AttributeError:
         raise NotImplementedError(
             f"{name} is not exported by the loaded libbindlog ({lib._name}); "
             "this build of the library does not provide it"
         ) from None
     restype, argtypes = _OPTIONAL[name]
-    fn.restype = restype
-    fn.argtypes = argtypes
+    setattr(fn, "restype", restype)
+    setattr(fn, "argtypes", argtypes)
     _optional_cache[name] = fn
     return fn
 

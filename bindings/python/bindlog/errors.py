@@ -1,13 +1,17 @@
 """Exceptions raised by the bindlog package.
 
 Every error code of the C library becomes a subclass of :class:`BindlogError`
-carrying ``code`` (the negative ``BINDLOG_E*`` value) and ``message``.  The
-outcomes ALREADY, STALE and MOVED are *not* errors: they come back as
+carrying ``code`` (the negative ``BINDLOG_E*`` value) and ``message``: the
+library's own account of the failure (``bindlog_last_error()``), which names
+the call, its subject and what went wrong, e.g. ``split agent:main:x: key is
+not bound``.  Values the binding refuses itself, before calling C, get the
+same form (``bind agent:main:x: session_id contains a control character``).
+The outcomes ALREADY, STALE and MOVED are *not* errors: they come back as
 :class:`bindlog.Outcome` values in a :class:`bindlog.Result`.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Tuple, Type
 
 from . import _ffi
 
@@ -27,8 +31,11 @@ __all__ = [
     "NotAStore",
     "PermissionDenied",
     "Panic",
+    "NotSupported",
     "StoreClosed",
+    "ForkError",
     "error_for",
+    "quote",
 ]
 
 
@@ -39,7 +46,9 @@ class BindlogError(Exception):
         code: the C error code (negative ``BINDLOG_E*``), or ``None`` for
             errors raised by the binding itself (:class:`StoreClosed`).
         name: the symbolic name, e.g. ``"BINDLOG_ENOTFOUND"``.
-        message: a readable description.
+        message: what failed and why: the call, its subject (a key, a
+            session, a path) and the detail, as ``bindlog_last_error()``
+            gave it.
         index: for :meth:`bindlog.Store.apply_batch`, the index of the event
             that failed; otherwise ``None``.
     """
@@ -55,8 +64,16 @@ class BindlogError(Exception):
         if code is not None:
             self.name = _NAMES.get(code, "BINDLOG_UNKNOWN")
 
-    def __reduce__(self):  # picklable (multiprocessing) with code, message, index
+    def __reduce__(self) -> Tuple[Any, ...]:  # picklable (multiprocessing)
         return (self.__class__, (self.code, self.message, self.index))
+
+    def _in_call(self, call: str, subject: Any = None) -> "BindlogError":
+        """Prefix the message with the call and its subject, as the C
+        library does (``"split agent:main:x: ..."``); returns self."""
+        where = call if subject is None else f"{call} {quote(subject)}"
+        self.message = f"{where}: {self.message}"
+        self.args = (self.code, self.message)
+        return self
 
     def __str__(self) -> str:
         where = f" (batch event {self.index})" if self.index is not None else ""
@@ -121,6 +138,12 @@ class Panic(BindlogError):
     every Store on this directory and reopen; never retry and carry on."""
 
 
+class NotSupported(BindlogError):
+    """BINDLOG_ENOTSUP: not supported by this build of the library (e.g. an
+    ``etcd://`` store with the package's own libbindlog, which has no etcd
+    backend: point ``BINDLOG_LIBRARY`` at a full build)."""
+
+
 class StoreClosed(BindlogError, ValueError):
     """The :class:`bindlog.Store` was closed.  ``code`` is ``None``.  Also a
     :class:`ValueError`, like I/O on a closed file."""
@@ -130,7 +153,24 @@ class StoreClosed(BindlogError, ValueError):
     def __init__(self, message: str = "store is closed") -> None:
         super().__init__(None, message)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (self.__class__, (self.message,))
+
+
+class ForkError(BindlogError, RuntimeError):
+    """A :class:`bindlog.Store` or :class:`bindlog.AsyncStore` was used in a
+    child process after ``fork``: its handle, locks and threads belong to the
+    parent.  Open the store in the child instead -- in a process started
+    with multiprocessing's ``spawn`` or ``forkserver`` method when the
+    parent had it open at the fork.  ``code`` is ``None``; also a
+    :class:`RuntimeError`."""
+
+    name = "FORKED"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
         return (self.__class__, (self.message,))
 
 
@@ -149,6 +189,7 @@ _NAMES: Dict[int, str] = {
     _ffi.ENOTSTORE: "BINDLOG_ENOTSTORE",
     _ffi.EACCES: "BINDLOG_EACCES",
     _ffi.EPANIC: "BINDLOG_EPANIC",
+    _ffi.ENOTSUP: "BINDLOG_ENOTSUP",
 }
 
 #: Error code -> exception class.
@@ -167,16 +208,50 @@ ERRORS: Dict[int, Type[BindlogError]] = {
     _ffi.ENOTSTORE: NotAStore,
     _ffi.EACCES: PermissionDenied,
     _ffi.EPANIC: Panic,
+    _ffi.ENOTSUP: NotSupported,
 }
 
 
 def error_for(code: int, context: str = "", index: Optional[int] = None) -> BindlogError:
-    """The exception for C return code `code` (negative), with the library's
-    own description and an optional context ("bindlog_split(...)")."""
+    """The exception for C return code `code` (negative).
+
+    Call it in the thread that made the failing call, before that thread's
+    next bindlog call: the message is that thread's ``bindlog_last_error()``
+    (the call, its subject and the detail).  `context` ("split", ...) is
+    used only when the library left no message."""
+    text = ""
     try:
-        text = _ffi.load().bindlog_strerror(code).decode("utf-8", "replace")
+        lib = _ffi.load()
+        text = (lib.bindlog_last_error() or b"").decode("utf-8", "replace")
+        if not text:
+            text = lib.bindlog_strerror(code).decode("utf-8", "replace")
+            text = f"{context}: {text}" if context else text
     except ImportError:
-        text = "error"
-    message = f"{context}: {text}" if context else text
+        text = f"{context}: error {code}" if context else f"error {code}"
     cls = ERRORS.get(code, BindlogError)
-    return cls(code, message, index)
+    return cls(code, text, index)
+
+
+def quote(value: Any, limit: int = 160) -> str:
+    """`value` (a key, an id, a path) as it goes inside a message, the way
+    the C library writes caller bytes: printable ASCII as is, backslash
+    and every other byte as ``\\xNN``, long ones cut with ``...``."""
+    if isinstance(value, str):
+        try:
+            b = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a lone surrogate that no bytes stand for
+            b = value.encode("utf-8", "backslashreplace")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        b = bytes(value)
+    else:
+        return f"<{type(value).__name__}>"
+    out = []
+    n = 0
+    for c in b:
+        piece = chr(c) if 0x20 <= c < 0x7F and c != 0x5C else f"\\x{c:02x}"
+        if n + len(piece) > limit - 4:
+            out.append("...")
+            break
+        out.append(piece)
+        n += len(piece)
+    return "".join(out)

@@ -29,6 +29,8 @@ __all__ = [
     "CheckReport",
     "ReplayResult",
     "Event",
+    "ImportEntry",
+    "ImportOutcome",
     "Origin",
     "Text",
 ]
@@ -229,8 +231,9 @@ class Stats:
     """Statistics of a store (see :meth:`Store.stats`).
 
     ``applied`` counts APPLIED events by event name over the store's whole
-    life; ``events`` counts this process's calls by event name and result
-    (``"applied"``, ``"already"``, ``"stale"``, ``"moved"``, ``"error"``).
+    life (every process); ``events`` counts the calls made through this
+    Store (this handle) by event name and result (``"applied"``,
+    ``"already"``, ``"stale"``, ``"moved"``, ``"error"``).
     """
 
     head_lsn: int
@@ -338,3 +341,48 @@ class Event:
     @classmethod
     def unbind(cls, key: Text, reason: Optional[Text] = None) -> "Event":
         return cls(EventType.UNBIND, key, None, None, 0, reason, None)
+
+
+@dataclass(frozen=True)
+class ImportEntry:
+    """One entry of :meth:`Store.import_entries`: a key of a gateway's
+    routing table (``sessions.json``) and the session it routes to.
+
+    Attributes:
+        key: the session key.
+        session_id: the session it routes to.
+        time_ms: the entry's last update, ms since the Unix epoch: the time
+            its BIND is logged with, and the order entries go in (0: the
+            store's clock at the call).
+        origin: the session's origin, e.g. the entry itself (a dict is
+            stored as compact JSON), or None.
+    """
+
+    key: Text
+    session_id: Text
+    time_ms: int = 0
+    origin: Optional[Origin] = field(default=None, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What :meth:`Store.import_entries` did with one entry: a ``result``
+    (APPLIED; ALREADY: bound so already; MOVED: the key routes to another
+    session, ``result.session_id``) or an ``error`` that was not raised
+    (:class:`~bindlog.Conflict`: the session is the live binding of another
+    key; :class:`~bindlog.InvalidArgument`: a key, id, origin or time the
+    store refuses), whose message names the key."""
+
+    entry: ImportEntry
+    result: Optional[Result]
+    error: Optional[Exception] = None
+
+    @property
+    def outcome(self) -> Optional[Outcome]:
+        """The entry's outcome, or None when it was refused with an error."""
+        return self.result.outcome if self.result is not None else None
+
+    @property
+    def imported(self) -> bool:
+        """True when the key routes to the entry's session now (APPLIED or ALREADY)."""
+        return self.outcome in (Outcome.APPLIED, Outcome.ALREADY)

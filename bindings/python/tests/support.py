@@ -1,8 +1,10 @@
 """Shared helpers of the bindlog Python tests.
 
 The tests import the package from the source tree (``bindings/python``)
-unless it is already importable, and find libbindlog through
-``BINDLOG_LIBRARY`` (ctest sets it) or the package's usual search.
+and find libbindlog through ``BINDLOG_LIBRARY`` (ctest sets it) or the
+package's usual search.  With ``BINDLOG_TEST_INSTALLED=1`` they test the
+package installed in the running Python instead (its own compiled library,
+unless BINDLOG_LIBRARY says otherwise): the fresh-install test runs them so.
 Temporary stores go under ``BINDLOG_TEST_TMPDIR`` or ``TMPDIR``.
 """
 from __future__ import annotations
@@ -15,10 +17,17 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG_ROOT = os.path.dirname(HERE)
-if PKG_ROOT not in sys.path:
+INSTALLED = os.environ.get("BINDLOG_TEST_INSTALLED") == "1"
+if INSTALLED:
+    # the installed package, never the source tree next to these tests
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != PKG_ROOT]
+elif PKG_ROOT not in sys.path:
     sys.path.insert(0, PKG_ROOT)
 
 import bindlog  # noqa: E402
+
+if INSTALLED and os.path.dirname(os.path.dirname(os.path.abspath(bindlog.__file__))) == PKG_ROOT:
+    raise ImportError(f"BINDLOG_TEST_INSTALLED=1, yet bindlog came from the source tree {PKG_ROOT}")
 
 REPO_ROOT = os.path.dirname(os.path.dirname(PKG_ROOT))
 HEADER = os.environ.get("BINDLOG_HEADER") or os.path.join(REPO_ROOT, "include", "bindlog.h")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import subprocess
 import unittest
 
 from support import StoreTestCase
@@ -241,27 +242,43 @@ class Library(unittest.TestCase):
         self.assertIs(type(lib), ctypes.CDLL)
         self.assertNotIsInstance(lib, ctypes.PyDLL)
 
-    def test_library_not_found_lists_what_was_tried(self) -> None:
+    def _load_in_child(self, env: dict) -> "subprocess.CompletedProcess[str]":
         import subprocess
         import sys
-        from support import PKG_ROOT
         code = ("import bindlog, sys\n"
                 "try:\n    path = bindlog.load_library()\n"
                 "except bindlog.LibraryNotFoundError as e:\n"
                 "    assert isinstance(e, ImportError)\n"
                 "    print(e); sys.exit(0)\n"
                 "print('FOUND', path); sys.exit(2)\n")
-        env = dict(os.environ, BINDLOG_LIBRARY="/no/such/dir/libbindlog.so",
-                   PYTHONPATH=PKG_ROOT, LD_LIBRARY_PATH="/no/such/dir")
-        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                           text=True, timeout=60)
-        if p.returncode == 2 and p.stdout.startswith("FOUND ") and "/no/such" not in p.stdout:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    def test_library_not_found_lists_what_was_tried(self) -> None:
+        from support import PKG_ROOT
+        if os.path.exists(os.path.join(PKG_ROOT, "bindlog", "libbindlog.so")):
+            self.skipTest("the source tree holds a built library (an editable install)")
+        env = dict(os.environ, PYTHONPATH=PKG_ROOT, LD_LIBRARY_PATH="/no/such/dir")
+        env.pop("BINDLOG_LIBRARY", None)
+        p = self._load_in_child(env)
+        if p.returncode == 2 and p.stdout.startswith("FOUND "):
             self.skipTest("a libbindlog is installed where the search finds it: " + p.stdout)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("/no/such/dir/libbindlog.so", p.stdout)
+        self.assertIn(os.path.join(PKG_ROOT, "bindlog", "libbindlog.so"), p.stdout)
         self.assertIn("libbindlog.so.0", p.stdout)
-        self.assertIn(os.path.join(PKG_ROOT, "bindlog"), p.stdout)
-        self.assertIn("BINDLOG_LIBRARY", p.stdout)
+        self.assertIn("BINDLOG_LIBRARY: not set", p.stdout)
+        self.assertIn("pip install", p.stdout)
+
+    def test_bindlog_library_is_the_only_copy_tried_when_set(self) -> None:
+        # an explicit BINDLOG_LIBRARY is never silently replaced by the
+        # package's own copy or the system's
+        env = dict(os.environ, BINDLOG_LIBRARY="/no/such/dir/libbindlog.so",
+                   PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(bindlog.__file__))))
+        p = self._load_in_child(env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("/no/such/dir/libbindlog.so", p.stdout)
+        self.assertNotIn("libbindlog.so.0", p.stdout)
+        self.assertIn("BINDLOG_LIBRARY is set", p.stdout)
 
     def test_missing_optional_symbol_raises_not_implemented(self) -> None:
         from bindlog import _ffi
@@ -282,7 +299,7 @@ class Library(unittest.TestCase):
         self.assertEqual((e2.code, e2.message, e2.index), (e.code, e.message, 3))
         c = pickle.loads(pickle.dumps(bindlog.StoreClosed()))
         self.assertIsInstance(c, bindlog.StoreClosed)
-        for code in range(-14, 0):
+        for code in range(-15, 0):
             err = bindlog.errors.error_for(code)
             self.assertEqual(err.code, code)
             self.assertTrue(err.name.startswith("BINDLOG_E"))

@@ -119,7 +119,10 @@ class BadInput(StoreTestCase):
         self.before = (self.head(), self.store.digest())
         e = self.expect_error(bindlog.Conflict, s.bind, KEY, "s-other")
         self.assertEqual(e.code, -4)
-        self.assertIn("live binding of another key", str(e))
+        # the library's message names the call, the key, and who holds the session
+        self.assertTrue(e.message.startswith(f"bind {KEY}: "), e.message)
+        self.assertIn("live binding", e.message)
+        self.assertIn("other", e.message)
         self.expect_error(bindlog.Exists, s.new_session, KEY, "s-other")
         self.expect_error(bindlog.Exists, s.split, KEY, "s1", "s-other")
         # an error in a batch writes nothing of it and names the event

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 import unittest

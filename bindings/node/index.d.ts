@@ -1,0 +1,261 @@
+// Type declarations of the npm package `bindlog` (index.js, index.mjs).
+//
+// LSNs and generations are numbers: exact up to Number.MAX_SAFE_INTEGER
+// (2^53 - 1 events, which no store reaches); past that the addon returns a
+// bigint rather than a wrong number.
+/// <reference types="node" />
+
+/** What a write did, as the C outcomes BINDLOG_APPLIED, _ALREADY, _STALE, _MOVED. */
+export type Outcome = 'applied' | 'already' | 'stale' | 'moved';
+
+/** Event types, as in applyBatch() and in log records. */
+export type EventType = 'bind' | 'newSession' | 'split' | 'invalidate' | 'unbind';
+
+/** Durability of the writes of one handle (C: BINDLOG_DURABILITY_*). */
+export type Durability = 'full' | 'normal' | 'none';
+
+/**
+ * Opaque bytes kept with a session: a string (stored as UTF-8), bytes as
+ * they are, or any other object (stored as its JSON).
+ */
+export type Origin = string | Uint8Array | ArrayBuffer | object;
+
+/** A generation to check a split against, or ANY_GENERATION to skip the check. */
+export type RunGeneration = number | bigint;
+
+/** The result of one write: resolves every write's promise (errors reject). */
+export interface Result {
+    outcome: Outcome;
+    /** The record written; 0 when nothing was logged. */
+    lsn: number;
+    /** The key's generation after the call. */
+    generation: number;
+    /** The key's binding after the call; '' if none. */
+    sessionId: string;
+}
+
+/** A key's binding (store.get). */
+export interface Binding {
+    key: string;
+    sessionId: string;
+    generation: number;
+    /** The last event that changed this binding. */
+    lsn: number;
+    updatedMs: number;
+}
+
+/** A session (store.session). */
+export interface Session {
+    id: string;
+    /** The key it was last bound to. */
+    key: string;
+    /** '' for a root session. */
+    parentId: string;
+    createdLsn: number;
+    createdMs: number;
+    /** 0 while the session is live. */
+    endedLsn: number;
+    endedMs: number;
+    endReason: string;
+    /** The origin bytes (empty when none was ever given). */
+    origin: Buffer;
+}
+
+/** One log record (history, log, follow). */
+export interface LogRecord {
+    lsn: number;
+    type: EventType;
+    timeMs: number;
+    /** The key's generation after the event. */
+    generation: number;
+    key: string;
+    /** The key's binding after the event (split: the child; unbind: the session it ended). */
+    sessionId: string;
+    /** bind/newSession: the previous binding; split: the parent; otherwise ''. */
+    otherId: string;
+    /** The effective reason ('' if none). */
+    reason: string;
+    /** The event's origin; null when the event carried none. */
+    origin: Buffer | null;
+}
+
+/** Store-wide statistics (C: bindlog_stats). */
+export interface Stats {
+    headLsn: number;
+    baseLsn: number;
+    logRecords: number;
+    bindings: number;
+    liveBindings: number;
+    sessions: number;
+    liveSessions: number;
+    /** Applied events by type over the store's life, from every process. */
+    applied: Record<EventType, number>;
+    /** Write transactions committed by this process. */
+    commits: number;
+    /** Events those commits carried (group commit: groupedEvents / commits per flush). */
+    groupedEvents: number;
+    mapSize: number;
+    mapUsed: number;
+    fileSize: number;
+    readersUsed: number;
+    readersMax: number;
+    durability: Durability;
+    formatVersion: number;
+}
+
+export interface OpenOptions {
+    /** Default 'full': an 'applied' write survives power loss. */
+    durability?: Durability;
+    /** Every write rejects with BINDLOG_EREADONLY; a missing store is BINDLOG_ENOTFOUND. */
+    readOnly?: boolean;
+    /** Threads that make this store's blocking write calls, 1..1024 (default 16). */
+    writerThreads?: number;
+}
+
+export interface BindOptions {
+    /** Only if the key is bound to this session now ('' = only if unbound); else 'moved'. */
+    expect?: string | null;
+    /** Why the previous session ended (default 'switch'). */
+    reason?: string | null;
+    origin?: Origin | null;
+}
+
+export interface NewSessionOptions {
+    /** Why the previous session ended (default 'new_session'). */
+    reason?: string | null;
+    origin?: Origin | null;
+}
+
+export interface SplitOptions {
+    /** The child's origin (default: a copy of the parent's). */
+    origin?: Origin | null;
+}
+
+export interface ReasonOptions {
+    reason?: string | null;
+}
+
+export interface LogOptions {
+    /** First LSN (default: the oldest retained). */
+    from?: number | bigint;
+    /** Last LSN (default: the head). */
+    to?: number | bigint;
+}
+
+export interface FollowOptions {
+    /** First LSN to yield (default: the head at the call + 1, i.e. only new events). */
+    from?: number | bigint;
+}
+
+export type BatchEvent =
+    | { type: 'bind'; key: string; sessionId: string; expect?: string | null; reason?: string | null; origin?: Origin | null }
+    | { type: 'newSession'; key: string; sessionId: string; reason?: string | null; origin?: Origin | null }
+    | { type: 'split'; key: string; parentId: string; childId: string; runGeneration: RunGeneration; origin?: Origin | null }
+    | { type: 'invalidate'; key: string; reason?: string | null }
+    | { type: 'unbind'; key: string; reason?: string | null };
+
+/** One entry of a gateway's routing table, for importEntries(). */
+export interface ImportEntry {
+    key: string;
+    sessionId: string;
+    /** The entry's last update (ms since the epoch, or a Date): its time in the
+     * log and its place in the order; 0 or absent = now. */
+    timeMs?: number | Date | null;
+    /** The session's origin, e.g. the entry itself. */
+    origin?: Origin | null;
+}
+
+/** What parseSessionsJson() made of a sessions file. */
+export interface ParsedSessions {
+    entries: ImportEntry[];
+    /** Entries without a usable session id or time, with the reason. */
+    skipped: { key: string; reason: 'malformed'; detail: string }[];
+    /** Notes: members named _... whose value is not an object. */
+    ignored: number;
+}
+
+/**
+ * A gateway's sessions.json (the formats of `bindlog import-json`) as entries
+ * for store.importEntries().  `data` is the file's text, its bytes, or the
+ * parsed object.  Throws SyntaxError for text that is not JSON and
+ * TypeError for a file that is not an object.
+ */
+export declare function parseSessionsJson(data: string | Uint8Array | object,
+                                          format: 'openclaw' | 'hermes'): ParsedSessions;
+
+/** Pass as runGeneration to skip a split's generation check (2^64 - 1). */
+export declare const ANY_GENERATION: bigint;
+
+/** The C library's version, e.g. '0.1.0'. */
+export declare const version: string;
+
+/** A failed bindlog call; a rejected write's promise carries one. */
+export declare class BindlogError extends Error {
+    constructor(message: string, code: string, errno: number);
+    /** The C error name: 'BINDLOG_EINVAL', 'BINDLOG_ENOTFOUND', ... */
+    readonly code: string;
+    /** The C error value (negative). */
+    readonly errno: number;
+    /** applyBatch: the index of the event that failed. */
+    readonly index?: number;
+}
+
+/**
+ * An open store.  Writes return promises settled off the main thread (one of
+ * the store's writer threads makes the blocking call; concurrent writes share
+ * group commits).  Reads are synchronous.  A wrong argument type throws a
+ * TypeError at once; a value the library refuses rejects with a BindlogError.
+ */
+export declare class Store {
+    constructor(dir: string, options?: OpenOptions);
+    /** Open (and, unless readOnly, create) the store in `dir`; throws a BindlogError. */
+    static open(dir: string, options?: OpenOptions): Store;
+
+    readonly path: string;
+    readonly closed: boolean;
+
+    /** BIND: route key to sessionId (first contact, /resume). Generation + 1. */
+    bind(key: string, sessionId: string, options?: BindOptions): Promise<Result>;
+    /** NEW_SESSION: /new, /reset.  Generation + 1. */
+    newSession(key: string, sessionId: string, options?: NewSessionOptions): Promise<Result>;
+    /** SPLIT: a compression split, a compare-and-swap on (parentId, runGeneration). */
+    split(key: string, parentId: string, childId: string, runGeneration: RunGeneration,
+          options?: SplitOptions): Promise<Result>;
+    /** INVALIDATE: /stop.  Generation + 1, binding unchanged. */
+    invalidate(key: string, options?: ReasonOptions): Promise<Result>;
+    /** UNBIND: idle expiry.  Leaves a tombstone, generation + 1. */
+    unbind(key: string, options?: ReasonOptions): Promise<Result>;
+    /** Apply events in order in one transaction; on an error none is written
+     * and the BindlogError's `index` names the failing event. */
+    applyBatch(events: readonly BatchEvent[]): Promise<Result[]>;
+
+    /**
+     * Move a gateway's routing table in (C: bindlog_import_entries): BIND each
+     * entry's key to its session only if the key is unbound, in order of
+     * timeMs, each logged with its own time (reason 'import'); entries share
+     * commits, and each is applied or refused alone.  Resolves one item per
+     * entry: a Result ('applied', 'already', or 'moved' when the key routes
+     * elsewhere), or a BindlogError for a refused entry (BINDLOG_ECONFLICT:
+     * the session is another key's; BINDLOG_EINVAL), with `index` set.
+     * Rejects only when the call itself fails (BINDLOG_EREADONLY, I/O).
+     */
+    importEntries(entries: readonly ImportEntry[]): Promise<Array<Result | BindlogError>>;
+
+    /** The key's binding, or null if it routes nowhere (never bound, or unbound). */
+    get(key: string): Binding | null;
+    /** The session, or null if unknown. */
+    session(id: string): Session | null;
+    /** Every retained record that touched `key`, oldest first (one snapshot). */
+    history(key: string): IterableIterator<LogRecord>;
+    /** Log records from..to, oldest first (one snapshot). */
+    log(options?: LogOptions): IterableIterator<LogRecord>;
+    /** The change feed: every record from `from` on, waiting for new ones;
+     * ends when the store closes or the loop is left. */
+    follow(options?: FollowOptions): AsyncIterableIterator<LogRecord>;
+    stats(): Stats;
+    /** The state digest, 32 hex digits (equal digests: equal states). */
+    digest(): string;
+    /** Close: writes already made finish first (their promises still settle),
+     * followers end, iterators close.  Idempotent. */
+    close(): void;
+}

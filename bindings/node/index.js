@@ -1,0 +1,447 @@
+'use strict';
+// bindlog -- crash-safe session bindings for chat gateways, on LMDB.
+//
+// The JavaScript face of the Node-API addon (src/*.c).  This file checks
+// options and converts origins; the addon checks every argument's type again
+// and does the work.  Writes return promises settled off the main thread;
+// reads are synchronous.  See index.d.ts for the API and docs/node.md in the
+// repository for the design.
+
+const native = loadAddon();
+
+function loadAddon() {
+    const tried = [];
+    for (const rel of ['./build/Release/bindlog.node', './build/Debug/bindlog.node']) {
+        try {
+            return require(rel);
+        } catch (err) {
+            if (err && err.code !== 'MODULE_NOT_FOUND')
+                throw err;
+            tried.push(rel);
+        }
+    }
+    throw new Error(`bindlog: the native addon is not built (looked for ${tried.join(', ')} ` +
+        `in ${__dirname}); run \`npm rebuild bindlog\` or \`node scripts/build.js\` there`);
+}
+
+/** A failed bindlog call: `code` is the C error name, `message` says what failed. */
+class BindlogError extends Error {
+    constructor(message, code, errno) {
+        super(message);
+        this.name = 'BindlogError';
+        this.code = code;
+        this.errno = errno;
+    }
+}
+native.init(BindlogError);
+
+/** Pass as runGeneration to skip a split's generation check. */
+const ANY_GENERATION = 0xFFFFFFFFFFFFFFFFn;
+const LAST_LSN = 0xFFFFFFFFFFFFFFFFn;
+const DURABILITY = { full: 0, normal: 1, none: 2 };
+const EVENT_TYPES = { bind: 1, newSession: 2, split: 3, invalidate: 4, unbind: 5 };
+const DEFAULT_WRITER_THREADS = 16;
+const FOLLOW_BATCH = 256; // records read per snapshot while following
+
+function describe(v) {
+    if (v === null)
+        return 'null';
+    if (Array.isArray(v))
+        return 'an array';
+    return typeof v === 'object' ? 'an object' : `a ${typeof v}`;
+}
+
+// The options object of `call`: undefined/null is {}; an unknown name is a
+// TypeError (a misspelt `reason` must not silently become the default).
+function options(opts, call, allowed) {
+    if (opts === undefined || opts === null)
+        return {};
+    if (typeof opts !== 'object' || Array.isArray(opts))
+        throw new TypeError(`${call}: options must be an object, not ${describe(opts)}`);
+    for (const k of Object.keys(opts))
+        if (!allowed.includes(k))
+            throw new TypeError(`${call}: unknown option '${k}' (known: ${allowed.join(', ')})`);
+    return opts;
+}
+
+// origin: a string (UTF-8), a Buffer/Uint8Array (as is), or any other object
+// (stored as its JSON).  undefined/null: none given.
+function originArg(origin, call) {
+    if (origin === undefined || origin === null)
+        return undefined;
+    if (typeof origin === 'string')
+        return Buffer.from(origin, 'utf8');
+    if (origin instanceof Uint8Array)
+        return origin;
+    if (origin instanceof ArrayBuffer)
+        return new Uint8Array(origin);
+    if (typeof origin === 'object') {
+        let json;
+        try {
+            json = JSON.stringify(origin);
+        } catch (err) {
+            throw new TypeError(`${call}: origin is not JSON-serialisable: ${err.message}`);
+        }
+        return Buffer.from(json, 'utf8');
+    }
+    throw new TypeError(`${call}: origin must be a string, a Buffer or an object, not ${describe(origin)}`);
+}
+
+function* records(it) {
+    try {
+        for (let r = it.next(); r !== null; r = it.next())
+            yield r;
+    } finally {
+        it.close();
+    }
+}
+
+let waitIds = 0;
+
+// The change feed: an async iterator over log records from `from` on, built
+// on bindlog_wait.  Records are read synchronously, FOLLOW_BATCH at a time
+// from one snapshot; when there are none, a wait runs on the store's waiter
+// thread.  It never skips a record: a record compacted away before it was
+// read is a BINDLOG_ENOTFOUND error.  It ends when the store closes or the
+// loop is left (`break`, return()).
+class Follow {
+    #n;
+    #next;
+    #buf = [];
+    #i = 0;
+    #done = false;
+    #waitId = 0;
+    #chain = Promise.resolve();
+
+    constructor(n, from) {
+        this.#n = n;
+        this.#next = from;
+    }
+
+    [Symbol.asyncIterator]() {
+        return this;
+    }
+
+    next() {
+        // one step at a time, even if next() is called again before it settles
+        const p = this.#chain.then(() => this.#step());
+        this.#chain = p.then(() => {}, () => {});
+        return p;
+    }
+
+    return(value) {
+        this.#done = true;
+        if (this.#waitId !== 0)
+            this.#n.cancelWait(this.#waitId);
+        return Promise.resolve({ value, done: true });
+    }
+
+    async #step() {
+        for (;;) {
+            if (this.#i < this.#buf.length)
+                return { value: this.#buf[this.#i++], done: false };
+            if (this.#done || this.#n.closed())
+                return this.#finish();
+            if (this.#fill())
+                continue;
+            this.#waitId = (waitIds = (waitIds % 0xFFFFFFFF) + 1);
+            let head;
+            try {
+                head = await this.#n.wait(this.#next - 1, this.#waitId);
+            } finally {
+                this.#waitId = 0;
+            }
+            if (head === -1 || this.#done || this.#n.closed())
+                return this.#finish();
+            if (!this.#fill())
+                throw new BindlogError(`follow: LSN ${this.#next} is no longer in the log ` +
+                    `(the head is ${head}): compacted away before it was read`,
+                    'BINDLOG_ENOTFOUND', -1);
+        }
+    }
+
+    #finish() {
+        this.#done = true;
+        this.#buf = [];
+        this.#i = 0;
+        return { value: undefined, done: true };
+    }
+
+    // Read what follows #next; true if anything was read.
+    #fill() {
+        const it = this.#n.logIter(this.#next, LAST_LSN);
+        this.#buf = [];
+        this.#i = 0;
+        try {
+            for (let k = 0; k < FOLLOW_BATCH; k++) {
+                const r = it.next();
+                if (r === null)
+                    break;
+                if (r.lsn !== this.#next) {
+                    this.#done = true;
+                    throw new BindlogError(`follow: LSNs ${this.#next}..${r.lsn - 1} are no longer ` +
+                        'in the log: compacted away before they were read', 'BINDLOG_ENOTFOUND', -1);
+                }
+                this.#buf.push(r);
+                this.#next++;
+            }
+        } finally {
+            it.close();
+        }
+        return this.#buf.length > 0;
+    }
+}
+
+function batchEvent(ev, i) {
+    const call = `applyBatch: events[${i}]`;
+    if (ev === null || typeof ev !== 'object' || Array.isArray(ev))
+        throw new TypeError(`${call} must be an object, not ${describe(ev)}`);
+    const type = EVENT_TYPES[ev.type];
+    if (type === undefined || !Object.hasOwn(EVENT_TYPES, ev.type))
+        throw new TypeError(`${call}.type must be one of ${Object.keys(EVENT_TYPES).join(', ')}`);
+    switch (ev.type) {
+    case 'bind':
+        options(ev, call, ['type', 'key', 'sessionId', 'expect', 'reason', 'origin']);
+        return [type, ev.key, ev.sessionId, ev.expect, 0, ev.reason, originArg(ev.origin, call)];
+    case 'newSession':
+        options(ev, call, ['type', 'key', 'sessionId', 'reason', 'origin']);
+        return [type, ev.key, ev.sessionId, undefined, 0, ev.reason, originArg(ev.origin, call)];
+    case 'split':
+        options(ev, call, ['type', 'key', 'parentId', 'childId', 'runGeneration', 'origin']);
+        return [type, ev.key, ev.childId, ev.parentId, ev.runGeneration, undefined,
+            originArg(ev.origin, call)];
+    default: // invalidate, unbind
+        options(ev, call, ['type', 'key', 'reason']);
+        return [type, ev.key, undefined, undefined, 0, ev.reason, undefined];
+    }
+}
+
+function importEntry(e, i) {
+    const call = `importEntries: entries[${i}]`;
+    if (e === null || typeof e !== 'object' || Array.isArray(e))
+        throw new TypeError(`${call} must be an object, not ${describe(e)}`);
+    options(e, call, ['key', 'sessionId', 'timeMs', 'origin']);
+    let t = e.timeMs === undefined || e.timeMs === null ? 0 : e.timeMs;
+    if (t instanceof Date)
+        t = t.getTime();
+    if (typeof t !== 'number')
+        throw new TypeError(`${call}.timeMs must be a number of milliseconds or a Date, not ${describe(t)}`);
+    if (!Number.isSafeInteger(t))
+        throw new RangeError(`${call}.timeMs must be a whole number of milliseconds`);
+    return [e.key, e.sessionId, t, originArg(e.origin, call)];
+}
+
+const MAX_TIME_MS = 253402300799999; // 9999-12-31T23:59:59.999Z
+const ISO_TIME = /^(\d{4}-\d{2}-\d{2})(?:T(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?(Z|[+-]\d{2}:?\d{2})?$/;
+
+// An entry's time: whole milliseconds, or an ISO-8601 string (no offset:
+// local time, as Python's datetime.now().isoformat() writes it).
+function entryTime(v, name) {
+    let ms;
+    if (typeof v === 'number') {
+        if (!Number.isSafeInteger(v) || v < 0)
+            return [null, `${name} is not a whole, non-negative number of milliseconds`];
+        ms = v;
+    } else if (typeof v === 'string') {
+        const m = ISO_TIME.exec(v);
+        // Date.parse reads a date-only string as UTC: make it local like the rest
+        ms = m === null ? NaN : Date.parse(m[2] === undefined && m[3] === undefined ? `${m[1]}T00:00:00` : v);
+        if (Number.isNaN(ms))
+            return [null, `${name} is not an ISO-8601 date and time (like 2026-01-01T10:00:00Z)`];
+    } else {
+        return [null, `${name} is ${describe(v)}, not a time`];
+    }
+    if (ms <= 0 || ms > MAX_TIME_MS)
+        return [null, `${name} is out of range (1970 to 9999)`];
+    return [ms, null];
+}
+
+/**
+ * A gateway's sessions.json as entries for store.importEntries(): the
+ * formats of `bindlog import-json` (docs/tools.md).  `data` is the file's
+ * text, a Buffer, or the parsed object.  Returns { entries, skipped,
+ * ignored }: skipped lists { key, reason: 'malformed', detail } for entries
+ * without a session id or time; ignored counts notes (a member named _...
+ * whose value is not an object).  Each entry's origin is the entry itself,
+ * as compact JSON.
+ */
+function parseSessionsJson(data, format) {
+    if (format !== 'openclaw' && format !== 'hermes')
+        throw new TypeError(`parseSessionsJson: format must be 'openclaw' or 'hermes', not ${String(format)}`);
+    let obj = data;
+    if (typeof data === 'string' || data instanceof Uint8Array)
+        obj = JSON.parse(typeof data === 'string' ? data : Buffer.from(data).toString('utf8'));
+    if (obj === null || typeof obj !== 'object' || Array.isArray(obj))
+        throw new TypeError(`parseSessionsJson: the sessions file must hold a JSON object, not ${describe(obj)}`);
+    const idName = format === 'openclaw' ? 'sessionId' : 'session_id';
+    const out = { entries: [], skipped: [], ignored: 0 };
+    for (const [key, v] of Object.entries(obj)) {
+        const skip = (detail) => out.skipped.push({ key, reason: 'malformed', detail });
+        if (v === null || typeof v !== 'object' || Array.isArray(v)) {
+            if (key.startsWith('_'))
+                out.ignored++;
+            else
+                skip(`the entry is ${describe(v)}, not an object`);
+            continue;
+        }
+        const sid = v[idName];
+        if (typeof sid !== 'string') {
+            skip(sid === undefined ? `${idName} is missing` : `${idName} is ${describe(sid)}, not a string`);
+            continue;
+        }
+        let time;
+        let why;
+        if (format === 'hermes') {
+            if (v.session_key !== undefined && v.session_key !== key) {
+                skip('session_key is not the entry\'s own key (which one routes?)');
+                continue;
+            }
+            if (v.updated_at !== undefined && v.updated_at !== null)
+                [time, why] = entryTime(v.updated_at, 'updated_at');
+            else if (v.created_at !== undefined && v.created_at !== null)
+                [time, why] = entryTime(v.created_at, 'created_at');
+            else
+                why = 'updated_at and created_at are missing';
+        } else if (v.updatedAt === undefined) {
+            why = 'updatedAt is missing';
+        } else {
+            [time, why] = entryTime(v.updatedAt, 'updatedAt');
+        }
+        if (why) {
+            skip(why);
+            continue;
+        }
+        out.entries.push({ key, sessionId: sid, timeMs: time, origin: Buffer.from(JSON.stringify(v)) });
+    }
+    return out;
+}
+
+/** An open store.  Writes return promises; reads are synchronous. */
+class Store {
+    #n;
+
+    constructor(dir, opts) {
+        if (typeof dir !== 'string')
+            throw new TypeError(`open: dir must be a string, not ${describe(dir)}`);
+        const o = options(opts, 'open', ['durability', 'readOnly', 'writerThreads']);
+        const durability = o.durability === undefined ? 'full' : o.durability;
+        if (!Object.hasOwn(DURABILITY, durability))
+            throw new TypeError(`open: durability must be 'full', 'normal' or 'none', not ${String(durability)}`);
+        if (o.readOnly !== undefined && typeof o.readOnly !== 'boolean')
+            throw new TypeError(`open: readOnly must be a boolean, not ${describe(o.readOnly)}`);
+        const threads = o.writerThreads === undefined ? DEFAULT_WRITER_THREADS : o.writerThreads;
+        if (!Number.isInteger(threads) || threads < 1 || threads > 1024)
+            throw new TypeError('open: writerThreads must be an integer from 1 to 1024');
+        this.#n = new native.NativeStore(dir, DURABILITY[durability], o.readOnly === true, threads);
+    }
+
+    /** Open (and, unless readOnly, create) the store in `dir`. */
+    static open(dir, opts) {
+        return new Store(dir, opts);
+    }
+
+    get path() {
+        return this.#n.path();
+    }
+
+    get closed() {
+        return this.#n.closed();
+    }
+
+    bind(key, sessionId, opts) {
+        const o = options(opts, 'bind', ['expect', 'reason', 'origin']);
+        return this.#n.bind(key, sessionId, o.expect, o.reason, originArg(o.origin, 'bind'));
+    }
+
+    newSession(key, sessionId, opts) {
+        const o = options(opts, 'newSession', ['reason', 'origin']);
+        return this.#n.newSession(key, sessionId, o.reason, originArg(o.origin, 'newSession'));
+    }
+
+    split(key, parentId, childId, runGeneration, opts) {
+        const o = options(opts, 'split', ['origin']);
+        return this.#n.split(key, parentId, childId, runGeneration, originArg(o.origin, 'split'));
+    }
+
+    invalidate(key, opts) {
+        const o = options(opts, 'invalidate', ['reason']);
+        return this.#n.invalidate(key, o.reason);
+    }
+
+    unbind(key, opts) {
+        const o = options(opts, 'unbind', ['reason']);
+        return this.#n.unbind(key, o.reason);
+    }
+
+    applyBatch(events) {
+        if (!Array.isArray(events))
+            throw new TypeError(`applyBatch: events must be an array, not ${describe(events)}`);
+        return this.#n.applyBatch(events.map(batchEvent));
+    }
+
+    /** bindlog_import_entries: BIND each entry (only if its key is unbound),
+     * in order of timeMs, each logged with its own time; each applied or
+     * refused alone.  Resolves one Result or BindlogError per entry. */
+    importEntries(entries) {
+        if (!Array.isArray(entries))
+            throw new TypeError(`importEntries: entries must be an array, not ${describe(entries)}`);
+        return this.#n.importEntries(entries.map(importEntry));
+    }
+
+    get(key) {
+        return this.#n.get(key);
+    }
+
+    session(id) {
+        return this.#n.session(id);
+    }
+
+    history(key) {
+        return records(this.#n.historyIter(key)); // opened now: a bad key throws here
+    }
+
+    log(opts) {
+        const o = options(opts, 'log', ['from', 'to']);
+        return records(this.#n.logIter(o.from === undefined ? 0 : o.from,
+            o.to === undefined ? LAST_LSN : o.to));
+    }
+
+    follow(opts) {
+        const o = options(opts, 'follow', ['from']);
+        let from = o.from;
+        if (from === undefined) {
+            from = this.#n.head() + 1;
+        } else if (typeof from === 'bigint') {
+            if (from < 1n || from > BigInt(Number.MAX_SAFE_INTEGER))
+                throw new RangeError('follow: from must be an LSN from 1 to 2^53 - 1');
+            from = Number(from);
+        } else if (typeof from !== 'number') {
+            throw new TypeError(`follow: from must be a number, not ${describe(from)}`);
+        } else if (!Number.isSafeInteger(from) || from < 1) {
+            throw new RangeError('follow: from must be an LSN from 1 to 2^53 - 1');
+        }
+        this.#n.head(); // a closed store throws now, not at the first next()
+        return new Follow(this.#n, from);
+    }
+
+    stats() {
+        return this.#n.stats();
+    }
+
+    digest() {
+        return this.#n.digest();
+    }
+
+    /** Close the store: writes already made finish first; idempotent. */
+    close() {
+        this.#n.close();
+    }
+}
+
+module.exports = {
+    Store,
+    BindlogError,
+    ANY_GENERATION,
+    parseSessionsJson,
+    version: native.version(),
+};

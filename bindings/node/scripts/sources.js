@@ -1,0 +1,55 @@
+'use strict';
+// scripts/sources.js -- what binding.gyp compiles, found at build time so that
+// no list of C files is kept by hand: a new file in the library's src/core,
+// src/lmdb or src/maint (or in the addon's src/) is picked up by the next build.
+//
+//   node scripts/sources.js sources   the addon's src/*.c, then the library's
+//   node scripts/sources.js include   the include directories
+//
+// The library is looked for first in deps/bindlog (the copy `npm pack` puts
+// in the tarball), then in the repository around this package (../..).
+// src/etcd is never compiled in: the addon answers etcd:// with
+// BINDLOG_ENOTSUP and needs neither libcurl nor json-c.  Paths are relative
+// to the package directory, with forward slashes, as gyp wants them.
+const fs = require('fs');
+const path = require('path');
+
+const pkg = path.resolve(__dirname, '..');
+const LAYERS = ['core', 'lmdb', 'maint'];
+
+function libraryRoot() {
+    for (const rel of ['deps/bindlog', '../..']) {
+        const dir = path.join(pkg, rel);
+        if (fs.existsSync(path.join(dir, 'include', 'bindlog.h')) &&
+            fs.existsSync(path.join(dir, 'src', 'core')))
+            return rel;
+    }
+    process.stderr.write('bindlog: the library sources are missing: neither ' +
+        `${path.join(pkg, 'deps/bindlog')} (a packed copy) nor the repository ` +
+        `around ${pkg} holds include/bindlog.h and src/core\n`);
+    process.exit(1);
+}
+
+function cFiles(rel) {
+    return fs.readdirSync(path.join(pkg, rel))
+        .filter((f) => f.endsWith('.c'))
+        .sort()
+        .map((f) => `${rel}/${f}`);
+}
+
+function main(what) {
+    const root = libraryRoot();
+    if (what === 'sources')
+        return [cFiles('src'), ...LAYERS.map((l) => cFiles(`${root}/src/${l}`))].flat();
+    if (what === 'include')
+        return [`${root}/include`, `${root}/src`];
+    if (what === 'root')
+        return [root];
+    process.stderr.write('usage: node scripts/sources.js sources|include|root\n');
+    process.exit(2);
+}
+
+if (require.main === module)
+    process.stdout.write(main(process.argv[2]).join(' ') + '\n');
+
+module.exports = { libraryRoot, LAYERS };

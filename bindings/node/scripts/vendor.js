@@ -1,0 +1,87 @@
+'use strict';
+// scripts/vendor.js -- put the C library's sources beside the addon, so that
+// the package builds where there is no bindlog checkout.
+//
+//   node scripts/vendor.js            (npm's prepack) copy the repository's
+//                                     include/bindlog.h and src/{core,lmdb,maint}/*.[ch]
+//                                     into deps/bindlog/, which package.json's
+//                                     "files" puts in the tarball
+//   node scripts/vendor.js --clean    (npm's postpack) remove deps/ again
+//   node scripts/vendor.js --stage DIR
+//                                     copy the package as the tarball holds it
+//                                     (the "files" of package.json, the library
+//                                     vendored) into DIR: the CMake build
+//                                     compiles and tests that copy, so the tests
+//                                     see the layout users install
+//
+// src/etcd is left out on purpose: the addon is built without
+// BINDLOG_WITH_ETCD and answers etcd:// with BINDLOG_ENOTSUP.
+const fs = require('fs');
+const path = require('path');
+const { LAYERS } = require('./sources.js');
+
+const pkg = path.resolve(__dirname, '..');
+const repo = path.resolve(pkg, '..', '..');
+
+function die(msg) {
+    process.stderr.write(`bindlog vendor: ${msg}\n`);
+    process.exit(1);
+}
+
+function vendorInto(dest) {
+    if (!fs.existsSync(path.join(repo, 'include', 'bindlog.h')))
+        return false;
+    fs.rmSync(dest, { recursive: true, force: true });
+    fs.mkdirSync(path.join(dest, 'include'), { recursive: true });
+    fs.copyFileSync(path.join(repo, 'include', 'bindlog.h'), path.join(dest, 'include', 'bindlog.h'));
+    let n = 1;
+    for (const layer of LAYERS) {
+        const from = path.join(repo, 'src', layer);
+        const to = path.join(dest, 'src', layer);
+        fs.mkdirSync(to, { recursive: true });
+        for (const f of fs.readdirSync(from).sort()) {
+            if (!/\.[ch]$/.test(f))
+                continue;
+            fs.copyFileSync(path.join(from, f), path.join(to, f));
+            n++;
+        }
+    }
+    return n;
+}
+
+function stage(dir) {
+    const meta = JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8'));
+    fs.mkdirSync(dir, { recursive: true });
+    for (const entry of ['package.json', ...meta.files]) {
+        if (entry === 'deps')
+            continue; // vendored fresh below
+        const from = path.join(pkg, entry);
+        const to = path.join(dir, entry);
+        if (!fs.existsSync(from))
+            die(`${entry} is listed in package.json "files" but missing`);
+        fs.rmSync(to, { recursive: true, force: true });
+        fs.mkdirSync(path.dirname(to), { recursive: true });
+        fs.cpSync(from, to, { recursive: true });
+    }
+    const n = vendorInto(path.join(dir, 'deps', 'bindlog'));
+    if (!n)
+        die(`no bindlog repository around ${pkg}`);
+    console.log(`bindlog: staged the package in ${dir} (${n} library files)`);
+}
+
+const [mode, arg] = process.argv.slice(2);
+if (mode === '--clean') {
+    fs.rmSync(path.join(pkg, 'deps'), { recursive: true, force: true });
+} else if (mode === '--stage') {
+    if (!arg)
+        die('--stage needs a directory');
+    stage(path.resolve(arg));
+} else if (mode === undefined) {
+    const n = vendorInto(path.join(pkg, 'deps', 'bindlog'));
+    if (n)
+        console.log(`bindlog: vendored ${n} library files into deps/bindlog`);
+    else if (!fs.existsSync(path.join(pkg, 'deps', 'bindlog', 'include', 'bindlog.h')))
+        die(`no bindlog repository around ${pkg} and no deps/bindlog to pack`);
+} else {
+    die('usage: node scripts/vendor.js [--clean | --stage DIR]');
+}

@@ -1,0 +1,725 @@
+/*
+ * writer.c -- writes and waits off the JavaScript thread (addon.h).
+ *
+ * Every write call copies its arguments into a job and returns a promise at
+ * once.  The job goes on its store's queue, where one of the store's writer
+ * threads takes it and makes the blocking bindlog call.  Several writer
+ * threads (up to the option writerThreads, 16 by default, started as the
+ * queue needs them) call the library at once, so concurrent promises land in
+ * one of the library's group commits: one transaction and one flush for all
+ * of them.  The threads are the store's own, not libuv's pool: a write in
+ * FULL durability waits for a flush, and four of those would otherwise hold
+ * up every fs.readFile and dns.lookup of the process.
+ *
+ * Waits (follow()) go to one waiter thread per store, which sleeps in
+ * bindlog_wait() for the lowest LSN any follower waits past, in slices of
+ * WAIT_SLICE_MS so that a cancelled wait (a `break` out of `for await`) and
+ * close() are answered within one slice.
+ *
+ * A finished job goes back through the store's threadsafe function; its
+ * callback, on the JavaScript thread, settles the promise: a result object,
+ * or a BindlogError whose message is bindlog_last_error() as read in the
+ * writer thread right after the call (the message is thread-local).
+ */
+#include "addon.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WAIT_SLICE_MS 25
+
+enum { JOB_EVENT, JOB_BATCH, JOB_IMPORT, JOB_WAIT };
+
+struct bn_job {
+    bn_job *next;
+    bn_store *st;
+    int kind;
+    napi_deferred deferred;
+    void **allocs; /* the copied arguments */
+    size_t nallocs;
+    /* JOB_EVENT: ev[0], one result; JOB_BATCH: n events and results */
+    bindlog_event *ev;
+    size_t n;
+    bindlog_result *results;
+    bindlog_event one_ev;
+    bindlog_result one;
+    /* JOB_IMPORT: n entries, with results and per-entry codes */
+    bindlog_import_entry *entries;
+    int *codes;
+    /* outcome */
+    int rc;           /* outcome or error (JOB_WAIT: 0 or error) */
+    size_t err_index; /* JOB_BATCH: the failing event */
+    char *msg;        /* bindlog_last_error() of a failed call */
+    /* JOB_WAIT */
+    uint32_t id;
+    uint64_t after, head;
+    int ended; /* answered because cancelled or closing */
+    atomic_int cancel;
+};
+
+static void job_free(bn_job *job)
+{
+    for (size_t i = 0; i < job->nallocs; i++)
+        free(job->allocs[i]);
+    free(job->allocs);
+    free(job->msg);
+    free(job);
+}
+
+static void job_error(bn_job *job, int rc)
+{
+    const char *m = bindlog_last_error();
+    job->rc = rc;
+    job->msg = strdup(m != NULL ? m : "");
+}
+
+/* ---- completion (JavaScript thread) --------------------------------------------- */
+
+static void settled(napi_env env, bn_store *st)
+{
+    if (--st->pending > 0)
+        return;
+    if (!st->tsfn_released)
+        napi_unref_threadsafe_function(env, st->tsfn);
+    if (st->self != NULL)
+        napi_reference_unref(env, st->self, NULL);
+}
+
+static napi_value job_value(napi_env env, bn_job *job)
+{
+    napi_value v = NULL;
+    if (job->kind == JOB_EVENT)
+        return bn_result_value(env, &job->one);
+    if (job->kind == JOB_WAIT) {
+        if (job->ended)
+            napi_create_int32(env, -1, &v);
+        else
+            v = bn_u64(env, job->head);
+        return v;
+    }
+    if (napi_create_array_with_length(env, job->n, &v) != napi_ok)
+        return NULL;
+    for (size_t i = 0; i < job->n; i++) {
+        napi_value r;
+        if (job->kind == JOB_IMPORT && job->codes[i] < 0) {
+            /* a refused entry: its error, made here (the library gives a
+             * code per entry and no message) */
+            char msg[BINDLOG_KEY_MAX + 96];
+            snprintf(msg, sizeof msg, "importEntries %.*s: %s", BINDLOG_KEY_MAX,
+                     job->entries[i].key, bindlog_strerror(job->codes[i]));
+            r = bn_error_value(env, job->codes[i], msg, (long)i);
+        } else {
+            r = bn_result_value(env, &job->results[i]);
+        }
+        if (r == NULL || napi_set_element(env, v, (uint32_t)i, r) != napi_ok)
+            return NULL;
+    }
+    return v;
+}
+
+static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
+{
+    bn_job *job = data;
+    napi_value v;
+    (void)js_cb;
+    (void)context;
+    if (env == NULL) { /* the environment is going away: nobody to tell */
+        job_free(job);
+        return;
+    }
+    if (job->rc < 0) {
+        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
+        v = bn_error_value(env, job->rc, job->msg, index);
+        if (v != NULL)
+            napi_reject_deferred(env, job->deferred, v);
+    } else if ((v = job_value(env, job)) != NULL) {
+        napi_resolve_deferred(env, job->deferred, v);
+    } else {
+        napi_value err = bn_error_value(env, BINDLOG_ENOMEM, "making the result", -1);
+        if (err != NULL)
+            napi_reject_deferred(env, job->deferred, err);
+    }
+    settled(env, job->st);
+    job_free(job);
+}
+
+/* From a worker thread: hand the job back, or drop it when the environment
+ * is being torn down (its threadsafe function no longer takes calls). */
+static void deliver(bn_store *st, bn_job *job)
+{
+    if (napi_call_threadsafe_function(st->tsfn, job, napi_tsfn_nonblocking) != napi_ok)
+        job_free(job);
+}
+
+static void tsfn_finalize(napi_env env, void *data, void *hint)
+{
+    (void)env;
+    (void)hint;
+    bn_store_unref(data);
+}
+
+int bn_writer_init(napi_env env, bn_store *st)
+{
+    napi_value name;
+    if (napi_create_string_utf8(env, "bindlog writer", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+        napi_create_threadsafe_function(env, NULL, NULL, name, 0, 1, st, tsfn_finalize, NULL,
+                                        call_js, &st->tsfn) != napi_ok) {
+        st->tsfn = NULL;
+        st->tsfn_released = 1;
+        bn_throw_napi(env, "napi_create_threadsafe_function");
+        return -1;
+    }
+    st->refs++; /* until tsfn_finalize */
+    /* Nothing pending: the store must not keep the process alive. */
+    napi_unref_threadsafe_function(env, st->tsfn);
+    return 0;
+}
+
+/* ---- the threads ---------------------------------------------------------------------- */
+
+static void run_write(bn_store *st, bn_job *job)
+{
+    if (job->kind == JOB_IMPORT) {
+        int rc = bindlog_import_entries(st->db, job->entries, job->n, job->results, job->codes,
+                                        NULL, NULL);
+        if (rc < 0)
+            job_error(job, rc);
+        else
+            job->rc = rc;
+        return;
+    }
+    if (job->kind == JOB_BATCH) {
+        int rc = bindlog_apply_batch(st->db, job->ev, job->n, job->results, &job->err_index);
+        if (rc < 0)
+            job_error(job, rc);
+        else
+            job->rc = rc;
+        return;
+    }
+    const bindlog_event *e = &job->one_ev;
+    bindlog_result *r = &job->one;
+    int rc;
+    switch (e->type) {
+    case BINDLOG_EVENT_BIND:
+        rc = bindlog_bind(st->db, e->key, e->session_id, e->expect, e->reason, e->origin,
+                          e->origin_len, r);
+        break;
+    case BINDLOG_EVENT_NEW_SESSION:
+        rc = bindlog_new_session(st->db, e->key, e->session_id, e->reason, e->origin, e->origin_len,
+                                 r);
+        break;
+    case BINDLOG_EVENT_SPLIT:
+        rc = bindlog_split(st->db, e->key, e->expect, e->session_id, e->generation, e->origin,
+                           e->origin_len, r);
+        break;
+    case BINDLOG_EVENT_INVALIDATE:
+        rc = bindlog_invalidate(st->db, e->key, e->reason, r);
+        break;
+    default:
+        rc = bindlog_unbind(st->db, e->key, e->reason, r);
+        break;
+    }
+    if (rc < 0)
+        job_error(job, rc);
+    else
+        job->rc = rc;
+}
+
+static void *writer_main(void *arg)
+{
+    bn_store *st = arg;
+    pthread_mutex_lock(&st->mu);
+    for (;;) {
+        bn_job *job = st->head;
+        if (job != NULL) {
+            st->head = job->next;
+            if (st->head == NULL)
+                st->tail = NULL;
+            st->nqueued--;
+            pthread_mutex_unlock(&st->mu);
+            run_write(st, job);
+            deliver(st, job);
+            pthread_mutex_lock(&st->mu);
+            continue;
+        }
+        if (atomic_load(&st->stopping))
+            break; /* queue drained: every accepted write was made */
+        st->idle++;
+        pthread_cond_wait(&st->work_cv, &st->mu);
+        st->idle--;
+    }
+    pthread_mutex_unlock(&st->mu);
+    return NULL;
+}
+
+/* Answer every wait that is cancelled, or all of them when stopping, or
+ * those the head passed (rc 0), or all with an error (rc < 0).  mu held. */
+static void answer_waits(bn_store *st, int rc, uint64_t head, int check_head)
+{
+    int stopping = atomic_load(&st->stopping);
+    bn_job **pp = &st->waits;
+    while (*pp != NULL) {
+        bn_job *job = *pp;
+        int done = 0;
+        if (stopping || atomic_load(&job->cancel)) {
+            job->ended = 1;
+            done = 1;
+        } else if (check_head && rc < 0) {
+            job->rc = rc;
+            job->msg = strdup(bindlog_last_error());
+            done = 1;
+        } else if (check_head && head > job->after) {
+            job->head = head;
+            done = 1;
+        }
+        if (done) {
+            *pp = job->next;
+            deliver(st, job);
+        } else {
+            pp = &job->next;
+        }
+    }
+}
+
+static void *waiter_main(void *arg)
+{
+    bn_store *st = arg;
+    pthread_mutex_lock(&st->mu);
+    for (;;) {
+        answer_waits(st, 0, 0, 0);
+        if (atomic_load(&st->stopping))
+            break;
+        if (st->waits == NULL) {
+            pthread_cond_wait(&st->wait_cv, &st->mu);
+            continue;
+        }
+        uint64_t after = UINT64_MAX, head = 0;
+        for (bn_job *j = st->waits; j != NULL; j = j->next)
+            if (j->after < after)
+                after = j->after;
+        pthread_mutex_unlock(&st->mu);
+        int rc = bindlog_wait(st->db, after, WAIT_SLICE_MS, &head);
+        pthread_mutex_lock(&st->mu);
+        answer_waits(st, rc, head, 1);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return NULL;
+}
+
+void bn_writer_stop(bn_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    atomic_store(&st->stopping, 1);
+    pthread_cond_broadcast(&st->work_cv);
+    pthread_cond_broadcast(&st->wait_cv);
+    unsigned n = st->nthreads;
+    int has_waiter = st->has_waiter;
+    pthread_mutex_unlock(&st->mu);
+    /* No new thread starts now (submit refuses a closed store), so the
+     * array is stable. */
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(st->threads[i], NULL);
+    if (has_waiter)
+        pthread_join(st->waiter, NULL);
+    if (!st->tsfn_released) {
+        /* The queued completions are still delivered; then the function
+         * is finalized (tsfn_finalize) and no longer holds the loop. */
+        napi_release_threadsafe_function(st->tsfn, napi_tsfn_release);
+        st->tsfn_released = 1;
+    }
+}
+
+/* ---- submission (JavaScript thread) --------------------------------------------------- */
+
+static napi_value rejected(napi_env env, int rc, const char *msg, long index)
+{
+    napi_deferred d;
+    napi_value promise, err;
+    if (napi_create_promise(env, &d, &promise) != napi_ok ||
+        (err = bn_error_value(env, rc, msg, index)) == NULL ||
+        napi_reject_deferred(env, d, err) != napi_ok) {
+        bn_throw_napi(env, "napi_create_promise");
+        return NULL;
+    }
+    return promise;
+}
+
+/* Start a thread for the queue when no idle one can take the new job.
+ * mu held.  0, or -1 when none could start and none exists. */
+static int maybe_spawn(bn_store *st, int wait)
+{
+    if (wait) {
+        if (st->has_waiter)
+            return 0;
+        if (pthread_create(&st->waiter, NULL, waiter_main, st) != 0)
+            return -1;
+        st->has_waiter = 1;
+        return 0;
+    }
+    if (st->nqueued <= st->idle || st->nthreads >= st->max_threads)
+        return 0;
+    if (st->threads == NULL && (st->threads = calloc(st->max_threads, sizeof(pthread_t))) == NULL)
+        return st->nthreads > 0 ? 0 : -1;
+    if (pthread_create(&st->threads[st->nthreads], NULL, writer_main, st) != 0)
+        return st->nthreads > 0 ? 0 : -1;
+    st->nthreads++;
+    return 0;
+}
+
+/* Queue a job and return its promise; the job is freed on every path. */
+static napi_value submit(napi_env env, bn_store *st, bn_job *job)
+{
+    napi_value promise;
+    int wait = job->kind == JOB_WAIT;
+    job->st = st;
+    if (napi_create_promise(env, &job->deferred, &promise) != napi_ok) {
+        job_free(job);
+        bn_throw_napi(env, "napi_create_promise");
+        return NULL;
+    }
+    pthread_mutex_lock(&st->mu);
+    if (wait) {
+        job->next = st->waits;
+        st->waits = job;
+    } else {
+        if (st->tail != NULL)
+            st->tail->next = job;
+        else
+            st->head = job;
+        st->tail = job;
+        st->nqueued++;
+    }
+    if (maybe_spawn(st, wait) != 0) {
+        /* no thread to run it: take it back and refuse it */
+        if (wait) {
+            st->waits = job->next;
+        } else {
+            bn_job *prev = NULL; /* the job is the tail */
+            for (bn_job *j = st->head; j != job; j = j->next)
+                prev = j;
+            if (prev != NULL)
+                prev->next = NULL;
+            else
+                st->head = NULL;
+            st->tail = prev;
+            st->nqueued--;
+        }
+        pthread_mutex_unlock(&st->mu);
+        napi_value err = bn_error_value(env, BINDLOG_ENOMEM, "could not start a writer thread", -1);
+        if (err != NULL)
+            napi_reject_deferred(env, job->deferred, err);
+        job_free(job);
+        return promise;
+    }
+    pthread_mutex_unlock(&st->mu);
+    /* after the unlock, so that the woken thread does not block on mu */
+    pthread_cond_signal(wait ? &st->wait_cv : &st->work_cv);
+
+    if (st->pending++ == 0) {
+        napi_ref_threadsafe_function(env, st->tsfn);
+        napi_reference_ref(env, st->self, NULL);
+    }
+    return promise;
+}
+
+/* The end of a write call's parsing: a TypeError already thrown, a
+ * rejected promise for a closed store or a bad value, or the job queued. */
+static napi_value finish(napi_env env, bn_store *st, bn_args *a, bn_job *job)
+{
+    napi_value out;
+    if (a->status == BN_ARG_THROWN) {
+        out = NULL;
+    } else if (st->db == NULL) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s: the store is closed", a->call);
+        out = rejected(env, BINDLOG_EINVAL, msg, -1);
+    } else if (a->status == BN_ARG_BAD) {
+        out = rejected(env, BINDLOG_EINVAL, a->bad, a->bad_index);
+    } else if (job == NULL) {
+        out = rejected(env, BINDLOG_ENOMEM, "out of memory", -1);
+    } else {
+        bn_args_release(a, &job->allocs, &job->nallocs);
+        return submit(env, st, job);
+    }
+    free(job);
+    bn_args_free(a);
+    return out;
+}
+
+#define ARG(i) (argc > (i) ? argv[i] : NULL)
+
+static bn_job *event_job(int type)
+{
+    bn_job *job = calloc(1, sizeof(*job));
+    if (job != NULL) {
+        job->kind = JOB_EVENT;
+        job->one_ev.type = type;
+        atomic_init(&job->cancel, 0);
+    }
+    return job;
+}
+
+/* bind(key, sessionId, expect?, reason?, origin?) */
+napi_value bn_write_bind(napi_env env, napi_callback_info info)
+{
+    size_t argc = 5;
+    napi_value argv[5];
+    bn_args a;
+    int present;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_job *job = event_job(BINDLOG_EVENT_BIND);
+    bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
+    bn_args_init(&a, env, "bind");
+    e->key = bn_arg_str(&a, ARG(0), "key", 0);
+    e->session_id = bn_arg_str(&a, ARG(1), "sessionId", 0);
+    e->expect = bn_arg_str(&a, ARG(2), "expect", 1);
+    e->reason = bn_arg_str(&a, ARG(3), "reason", 1);
+    bn_arg_bytes(&a, ARG(4), "origin", &e->origin, &e->origin_len, &present);
+    return finish(env, st, &a, job);
+}
+
+/* newSession(key, sessionId, reason?, origin?) */
+napi_value bn_write_new_session(napi_env env, napi_callback_info info)
+{
+    size_t argc = 4;
+    napi_value argv[4];
+    bn_args a;
+    int present;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_job *job = event_job(BINDLOG_EVENT_NEW_SESSION);
+    bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
+    bn_args_init(&a, env, "newSession");
+    e->key = bn_arg_str(&a, ARG(0), "key", 0);
+    e->session_id = bn_arg_str(&a, ARG(1), "sessionId", 0);
+    e->reason = bn_arg_str(&a, ARG(2), "reason", 1);
+    bn_arg_bytes(&a, ARG(3), "origin", &e->origin, &e->origin_len, &present);
+    return finish(env, st, &a, job);
+}
+
+/* split(key, parentId, childId, runGeneration, origin?) */
+napi_value bn_write_split(napi_env env, napi_callback_info info)
+{
+    size_t argc = 5;
+    napi_value argv[5];
+    bn_args a;
+    int present;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_job *job = event_job(BINDLOG_EVENT_SPLIT);
+    bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
+    bn_args_init(&a, env, "split");
+    e->key = bn_arg_str(&a, ARG(0), "key", 0);
+    e->expect = bn_arg_str(&a, ARG(1), "parentId", 0);
+    e->session_id = bn_arg_str(&a, ARG(2), "childId", 0);
+    e->generation = bn_arg_u64(&a, ARG(3), "runGeneration");
+    bn_arg_bytes(&a, ARG(4), "origin", &e->origin, &e->origin_len, &present);
+    return finish(env, st, &a, job);
+}
+
+/* invalidate(key, reason?) and unbind(key, reason?) */
+static napi_value key_reason(napi_env env, napi_callback_info info, int type, const char *call)
+{
+    size_t argc = 2;
+    napi_value argv[2];
+    bn_args a;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_job *job = event_job(type);
+    bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
+    bn_args_init(&a, env, call);
+    e->key = bn_arg_str(&a, ARG(0), "key", 0);
+    e->reason = bn_arg_str(&a, ARG(1), "reason", 1);
+    return finish(env, st, &a, job);
+}
+
+napi_value bn_write_invalidate(napi_env env, napi_callback_info info)
+{
+    return key_reason(env, info, BINDLOG_EVENT_INVALIDATE, "invalidate");
+}
+
+napi_value bn_write_unbind(napi_env env, napi_callback_info info)
+{
+    return key_reason(env, info, BINDLOG_EVENT_UNBIND, "unbind");
+}
+
+/* applyBatch(events): each event is the array index.js makes of it:
+ * [type, key, sessionId, expect, runGeneration, reason, origin]. */
+napi_value bn_write_batch(napi_env env, napi_callback_info info)
+{
+    size_t argc = 1;
+    napi_value argv[1];
+    bn_args a;
+    bool is_array = false;
+    uint32_t n = 0;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_args_init(&a, env, "applyBatch");
+    if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
+        napi_get_array_length(env, argv[0], &n) != napi_ok) {
+        bn_throw_type(env, "applyBatch: events must be an array");
+        return NULL;
+    }
+    bn_job *job = calloc(1, sizeof(*job));
+    if (job != NULL) {
+        job->kind = JOB_BATCH;
+        atomic_init(&job->cancel, 0);
+        job->n = n;
+        job->ev = bn_args_alloc(&a, n * sizeof(bindlog_event));
+        job->results = bn_args_alloc(&a, n * sizeof(bindlog_result));
+    }
+    for (uint32_t i = 0; job != NULL && a.status == BN_ARG_OK && i < n; i++) {
+        napi_value item, f[7];
+        bool item_array = false;
+        int32_t type = 0;
+        int present;
+        char what[7][48];
+        static const char *const names[7] = {"type",          "key",    "sessionId", "expect",
+                                             "runGeneration", "reason", "origin"};
+        bindlog_event *e = &job->ev[i];
+        memset(e, 0, sizeof(*e));
+        if (napi_get_element(env, argv[0], i, &item) != napi_ok ||
+            napi_is_array(env, item, &item_array) != napi_ok || !item_array) {
+            bn_throw_type(env, "applyBatch: events[%u] is not a normalised event", i);
+            a.status = BN_ARG_THROWN;
+            break;
+        }
+        for (int k = 0; k < 7; k++) {
+            snprintf(what[k], sizeof what[k], "events[%u].%s", i, names[k]);
+            if (napi_get_element(env, item, (uint32_t)k, &f[k]) != napi_ok)
+                f[k] = NULL;
+        }
+        if (f[0] == NULL || napi_get_value_int32(env, f[0], &type) != napi_ok ||
+            type < BINDLOG_EVENT_BIND || type > BINDLOG_EVENT_UNBIND) {
+            bn_throw_type(env, "applyBatch: %s is not an event type", what[0]);
+            a.status = BN_ARG_THROWN;
+            break;
+        }
+        e->type = type;
+        e->key = bn_arg_str(&a, f[1], what[1], 0);
+        e->session_id = bn_arg_str(&a, f[2], what[2], 1);
+        e->expect = bn_arg_str(&a, f[3], what[3], 1);
+        e->generation = bn_arg_u64(&a, f[4], what[4]);
+        e->reason = bn_arg_str(&a, f[5], what[5], 1);
+        bn_arg_bytes(&a, f[6], what[6], &e->origin, &e->origin_len, &present);
+        if (a.status == BN_ARG_BAD)
+            a.bad_index = (long)i;
+    }
+    return finish(env, st, &a, job);
+}
+
+/* importEntries(entries): each entry is the array index.js makes of it:
+ * [key, sessionId, timeMs, origin]. */
+napi_value bn_write_import(napi_env env, napi_callback_info info)
+{
+    size_t argc = 1;
+    napi_value argv[1];
+    bn_args a;
+    bool is_array = false;
+    uint32_t n = 0;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_args_init(&a, env, "importEntries");
+    if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
+        napi_get_array_length(env, argv[0], &n) != napi_ok) {
+        bn_throw_type(env, "importEntries: entries must be an array");
+        return NULL;
+    }
+    bn_job *job = calloc(1, sizeof(*job));
+    if (job != NULL) {
+        job->kind = JOB_IMPORT;
+        atomic_init(&job->cancel, 0);
+        job->n = n;
+        job->entries = bn_args_alloc(&a, n * sizeof(bindlog_import_entry));
+        job->results = bn_args_alloc(&a, n * sizeof(bindlog_result));
+        job->codes = bn_args_alloc(&a, n * sizeof(int));
+    }
+    for (uint32_t i = 0; job != NULL && a.status == BN_ARG_OK && i < n; i++) {
+        napi_value item, f[4];
+        bool item_array = false;
+        int present;
+        char what[4][48];
+        static const char *const names[4] = {"key", "sessionId", "timeMs", "origin"};
+        bindlog_import_entry *e = &job->entries[i];
+        memset(e, 0, sizeof(*e));
+        if (napi_get_element(env, argv[0], i, &item) != napi_ok ||
+            napi_is_array(env, item, &item_array) != napi_ok || !item_array) {
+            bn_throw_type(env, "importEntries: entries[%u] is not a normalised entry", i);
+            a.status = BN_ARG_THROWN;
+            break;
+        }
+        for (int k = 0; k < 4; k++) {
+            snprintf(what[k], sizeof what[k], "entries[%u].%s", i, names[k]);
+            if (napi_get_element(env, item, (uint32_t)k, &f[k]) != napi_ok)
+                f[k] = NULL;
+        }
+        e->key = bn_arg_str(&a, f[0], what[0], 0);
+        e->session_id = bn_arg_str(&a, f[1], what[1], 0);
+        if (a.status == BN_ARG_OK &&
+            (f[2] == NULL || napi_get_value_int64(env, f[2], &e->time_ms) != napi_ok)) {
+            bn_throw_type(env, "importEntries: %s must be a number", what[2]);
+            a.status = BN_ARG_THROWN;
+        }
+        bn_arg_bytes(&a, f[3], what[3], &e->origin, &e->origin_len, &present);
+        if (a.status == BN_ARG_BAD)
+            a.bad_index = (long)i;
+    }
+    return finish(env, st, &a, job);
+}
+
+/* wait(afterLsn, id) -> a promise of the head LSN once it passes afterLsn,
+ * or -1 when the wait was cancelled or the store closed. */
+napi_value bn_wait(napi_env env, napi_callback_info info)
+{
+    size_t argc = 2;
+    napi_value argv[2];
+    bn_args a;
+    uint32_t id = 0;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_args_init(&a, env, "follow");
+    uint64_t after = bn_arg_u64(&a, ARG(0), "afterLsn");
+    if (a.status == BN_ARG_OK && napi_get_value_uint32(env, argv[1], &id) != napi_ok) {
+        bn_throw_type(env, "follow: the wait id must be a number");
+        a.status = BN_ARG_THROWN;
+    }
+    bn_job *job = calloc(1, sizeof(*job));
+    if (job != NULL) {
+        job->kind = JOB_WAIT;
+        job->after = after;
+        job->id = id;
+        atomic_init(&job->cancel, 0);
+    }
+    return finish(env, st, &a, job);
+}
+
+/* cancelWait(id): the wait resolves -1 within one slice. */
+napi_value bn_wait_cancel(napi_env env, napi_callback_info info)
+{
+    size_t argc = 1;
+    napi_value argv[1];
+    uint32_t id = 0;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    if (napi_get_value_uint32(env, argv[0], &id) != napi_ok) {
+        bn_throw_type(env, "cancelWait: id must be a number");
+        return NULL;
+    }
+    pthread_mutex_lock(&st->mu);
+    for (bn_job *j = st->waits; j != NULL; j = j->next)
+        if (j->id == id)
+            atomic_store(&j->cancel, 1);
+    pthread_cond_signal(&st->wait_cv);
+    pthread_mutex_unlock(&st->mu);
+    return NULL;
+}

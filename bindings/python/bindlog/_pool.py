@@ -1,0 +1,150 @@
+"""The writer threads of an AsyncStore (private).
+
+A deliberately small pool, leaner than concurrent.futures: a job is a
+(doorbell, future, function, arguments) tuple on a SimpleQueue; a thread
+runs the function and drops the result at the loop's doorbell, which wakes
+the loop only when it was empty.  A group commit returns many writes at
+once: their threads then wake the loop once, not once each, and no
+intermediate future is made.  That matters here: a write costs the
+loop's task a round trip through this pool, and the shorter the trip, the
+sooner the task's next write is back in the library to share the next
+group commit.
+
+Threads start on demand, up to `size`, whenever more jobs are waiting or
+running than there are threads; they are daemon threads (a program that
+exits without closing its store does not hang; the library's commits are
+atomic, so a write cut short by the exit is simply not there).
+"""
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
+
+R = TypeVar("R")
+
+
+def _post(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the loop is closed: nobody is left to tell
+        pass
+
+
+def _settle(fut: "asyncio.Future[Any]", result: Any, exc: Optional[BaseException]) -> None:
+    if fut.done():  # the awaiting task was cancelled meanwhile
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
+
+
+def _wake(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _Doorbell:
+    """Results on their way to one loop: threads add them, and the first
+    one added to an empty doorbell schedules the loop to settle them all."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._items: List[Tuple["asyncio.Future[Any]", Any, Optional[BaseException]]] = []
+
+    def ring(self, fut: "asyncio.Future[Any]", result: Any, exc: Optional[BaseException]) -> None:
+        with self._lock:
+            self._items.append((fut, result, exc))
+            first = len(self._items) == 1
+        if first:
+            _post(self.loop, self._settle_all)
+
+    def _settle_all(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+        for fut, result, exc in items:
+            _settle(fut, result, exc)
+
+
+_Job = Tuple[_Doorbell, "asyncio.Future[Any]", Callable[..., Any], Tuple[Any, ...]]
+
+
+class WriterPool:
+    """Up to `size` threads running blocking calls for asyncio tasks."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size = size
+        self.name = name
+        self._q: "queue.SimpleQueue[Optional[_Job]]" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: List[threading.Thread] = []
+        self._busy = 0  # jobs queued or running
+        self._drained: List[Tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]] = []
+        self._stopped = False
+        self._bell: Optional[_Doorbell] = None
+
+    def submit(self, fn: Callable[..., R], *args: Any) -> "asyncio.Future[R]":
+        """Run fn(*args) on a pool thread; the future (of the running loop)
+        gets its result or exception.  A job whose future is cancelled
+        before a thread takes it up is dropped."""
+        loop = asyncio.get_running_loop()
+        bell = self._bell
+        if bell is None or bell.loop is not loop:
+            bell = self._bell = _Doorbell(loop)
+        fut: "asyncio.Future[R]" = loop.create_future()
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("the writer pool is shut down")
+            self._busy += 1
+            if self._busy > len(self._threads) and len(self._threads) < self.size:
+                t = threading.Thread(
+                    target=self._run, name=f"{self.name}-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(t)
+                t.start()
+        self._q.put((bell, fut, fn, args))
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            job = self._q.get()
+            if job is None:
+                return
+            bell, fut, fn, args = job
+            if not fut.cancelled():
+                try:
+                    result, exc = fn(*args), None
+                except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+                    result, exc = None, e
+                bell.ring(fut, result, exc)
+                del result, exc
+            with self._lock:
+                self._busy -= 1
+                drained = self._drained if self._busy == 0 else []
+                if drained:
+                    self._drained = []
+            for lp, f in drained:
+                _post(lp, _wake, f)
+
+    async def drain(self) -> None:
+        """Wait (without blocking the loop) until no job is queued or running."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._busy == 0:
+                return
+            fut: "asyncio.Future[None]" = loop.create_future()
+            self._drained.append((loop, fut))
+        await fut
+
+    def shutdown(self) -> None:
+        """Refuse new jobs and let the threads end once the queue is empty."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            n = len(self._threads)
+        for _ in range(n):
+            self._q.put(None)

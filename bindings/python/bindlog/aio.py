@@ -1,0 +1,571 @@
+"""The :class:`AsyncStore`: a Store for asyncio programs.
+
+Writes are coroutines.  Each checks and converts its arguments on the
+loop (a bad one raises before anything is queued), then makes its C call
+on a pool of writer threads that belongs to the store (never the loop's
+default executor, which other code shares); the library releases the GIL
+while it commits, so the loop goes on serving other tasks, and writes
+awaited at the same time by many tasks sit in the library at the same
+time and share its group commits: one transaction and one sync for all of
+them.  That is why the pool has many
+threads (16 by default): a single writer thread would hand the library one
+event at a time, and every event would pay a sync of its own (measured in
+bench/asyncio_bench.py and docs/python.md).
+
+Reads (get, session, history, log, stats, ...) stay synchronous: they take
+microseconds and never wait for a flush.  The long maintenance calls
+(check, replay, compact, export, import_) are coroutines on the pool too.
+
+:meth:`AsyncStore.wait` and :meth:`AsyncStore.follow` are served by one
+watcher thread per store, started while a task waits and gone when none
+does: it sleeps in the library's ``bindlog_wait`` in slices of at most
+0.1 s and wakes the waiting tasks through the loop.  A waiting task is
+cancelled at once; close() stops the watcher within one slice.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import threading
+from typing import (
+    Any,
+    AsyncIterator,
+    BinaryIO,
+    Callable,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
+
+from . import _args, _ffi, _fork
+from ._pool import WriterPool
+from ._args import Clock, PathLike, Progress
+from .errors import InvalidArgument, StoreClosed, quote
+from .store import WAIT_SLICE_MS, Store
+from .types import (
+    ANY_GENERATION,
+    Binding,
+    CheckReport,
+    Event,
+    ImportEntry,
+    ImportOutcome,
+    Lineage,
+    Origin,
+    Record,
+    ReplayResult,
+    Result,
+    Session,
+    Stats,
+    Text,
+)
+
+__all__ = ["AsyncStore", "DEFAULT_WRITERS"]
+
+#: writer threads per AsyncStore unless told otherwise: as many events as
+#: can share one group commit from this store
+DEFAULT_WRITERS = 16
+#: records read per snapshot by AsyncStore.follow, on the loop's thread
+ASYNC_FOLLOW_BATCH = 64
+
+R = TypeVar("R")
+
+
+class _Watcher:
+    """The thread behind AsyncStore.wait/follow (see the module docstring).
+
+    Tasks register (after_lsn, future) pairs; the thread runs while any is
+    registered, sleeping in bindlog_wait past the last head it saw, and
+    hands each new head to the loop, which resolves the futures it
+    satisfies.  Everything shared with the thread is under `lock`; futures
+    are only touched on the loop's thread."""
+
+    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop) -> None:
+        self.store = store
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.head = 0  # the last head the thread saw
+        self.waiters: List[Tuple[int, "asyncio.Future[int]"]] = []
+        self.thread: Optional[threading.Thread] = None
+        self.stopping = False
+
+    async def wait(self, after: int) -> int:
+        fut: "asyncio.Future[int]" = self.loop.create_future()
+        entry = (after, fut)
+        with self.lock:
+            if self.stopping:
+                raise StoreClosed(f"store {quote(self.store.path)} is closed")
+            self.waiters.append(entry)
+            if self.thread is None:
+                # from the last head seen: every change from there on is
+                # published, whatever each waiter waits past
+                self.thread = threading.Thread(
+                    target=self._run, args=(self.head,), name="bindlog-watcher", daemon=True
+                )
+                self.thread.start()
+        try:
+            return await fut
+        finally:
+            with self.lock:
+                if entry in self.waiters:
+                    self.waiters.remove(entry)
+
+    def _run(self, seen: int) -> None:
+        while True:
+            with self.lock:
+                if self.stopping or not self.waiters:
+                    self.thread = None
+                    return
+            try:
+                head = self.store._wait_slice(seen, WAIT_SLICE_MS)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting tasks
+                with self.lock:
+                    self.thread = None
+                self._call(self._fail, exc)
+                return
+            if head > seen:
+                seen = head
+                self._call(self._publish, head)
+
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: nobody is left to wake
+            pass
+
+    def _publish(self, head: int) -> None:
+        self.head = max(self.head, head)
+        with self.lock:
+            ready = [w for w in self.waiters if head > w[0]]
+        for _, fut in ready:
+            if not fut.done():
+                fut.set_result(head)
+
+    def _fail(self, exc: BaseException) -> None:
+        with self.lock:
+            waiting = list(self.waiters)
+        for _, fut in waiting:
+            if not fut.done():
+                fut.set_exception(exc)
+
+    async def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            thread = self.thread
+        self._fail(StoreClosed(f"store {quote(self.store.path)} is closed"))
+        while thread is not None and thread.is_alive():  # within one wait slice
+            await asyncio.sleep(0.005)
+
+
+class AsyncStore:
+    """A bindlog store for asyncio: :class:`Store`'s methods and keywords,
+    with the writes as coroutines that never block the event loop.
+
+    ``AsyncStore(path, durability="full", read_only=False, *, map_size=0,
+    max_readers=0, clock=None, writers=16)`` opens the store at once, as
+    :class:`Store` does (``await AsyncStore.open(...)`` opens it in a thread
+    instead); use it with ``async with`` or ``await store.close()``.
+
+    Awaitable: :meth:`bind`, :meth:`new_session`, :meth:`split`,
+    :meth:`invalidate`, :meth:`unbind`, :meth:`apply_batch`, :meth:`wait`,
+    and the maintenance calls :meth:`check`, :meth:`replay`,
+    :meth:`compact`, :meth:`export`, :meth:`import_`.  Synchronous: the
+    reads.  :meth:`follow` is an async iterator.
+
+    Args:
+        writers: the writer threads of this store (1..1024).  Concurrent
+            writes share a group commit only while they are inside the
+            library together, so this bounds how many events one commit
+            can carry.  Raise it when more than 16 tasks write at once.
+        (the others as for :class:`Store`)
+
+    Cancelling a task that awaits a write: if the write had not started, it
+    is dropped; if it had, it completes (the outcome is lost to the task,
+    and a retry of a bind, new_session or split returns ALREADY).
+
+    One event loop at a time for :meth:`wait` and :meth:`follow`: they
+    refuse (RuntimeError) while tasks of another loop wait on the store.
+    The writes may be awaited from any loop.  Any call in a child process after ``fork`` raises
+    :class:`~bindlog.ForkError`.
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        durability: str = "full",
+        read_only: bool = False,
+        *,
+        map_size: int = 0,
+        max_readers: int = 0,
+        clock: Optional[Clock] = None,
+        writers: int = DEFAULT_WRITERS,
+    ) -> None:
+        self._store: Optional[Store] = None  # set first: __del__ may run on failure
+        if isinstance(writers, bool) or not isinstance(writers, int):
+            raise TypeError(f"writers must be an int, not {type(writers).__name__}")
+        if not 1 <= writers <= 1024:
+            raise InvalidArgument(_ffi.EINVAL, f"writers {writers} is out of range 1..1024")._in_call(
+                "open", _args.fspath(path)
+            )
+        self._store = Store(
+            path, durability, read_only, map_size=map_size, max_readers=max_readers, clock=clock
+        )
+        self._writers = writers
+        self._pool = WriterPool(writers, "bindlog-writer")
+        self._closing = False
+        self._closed: Optional["asyncio.Future[None]"] = None
+        self._watcher: Optional[_Watcher] = None
+
+    @classmethod
+    async def open(
+        cls,
+        path: PathLike,
+        durability: str = "full",
+        read_only: bool = False,
+        *,
+        map_size: int = 0,
+        max_readers: int = 0,
+        clock: Optional[Clock] = None,
+        writers: int = DEFAULT_WRITERS,
+    ) -> "AsyncStore":
+        """Open the store in a thread (an open may create files or read a
+        log back) and return the AsyncStore."""
+        make = functools.partial(
+            cls,
+            path,
+            durability,
+            read_only,
+            map_size=map_size,
+            max_readers=max_readers,
+            clock=clock,
+            writers=writers,
+        )
+        loop = asyncio.get_running_loop()
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bindlog-open") as once:
+            return await loop.run_in_executor(once, make)
+
+    # ---- life cycle ----
+
+    @property
+    def store(self) -> Store:
+        """The synchronous :class:`Store` underneath (its writes block)."""
+        if self._store is None:
+            raise StoreClosed("store is not open")
+        return self._store
+
+    @property
+    def path(self) -> str:
+        return self.store.path
+
+    @property
+    def durability(self) -> str:
+        return self.store.durability
+
+    @property
+    def read_only(self) -> bool:
+        return self.store.read_only
+
+    @property
+    def writers(self) -> int:
+        """The number of writer threads."""
+        return self._writers
+
+    @property
+    def closed(self) -> bool:
+        return self._closing or self.store.closed
+
+    def _check(self) -> Store:
+        """The store, or ForkError / StoreClosed before anything is touched."""
+        store = self.store
+        if store._epoch != _fork.epoch:
+            raise store._fork_error()
+        if self._closing or store.closed:
+            raise StoreClosed(f"store {quote(store.path)} is closed")
+        return store
+
+    async def close(self) -> None:
+        """Close the store: new calls raise StoreClosed at once; writes
+        already submitted complete (this waits for them), waiting tasks
+        (:meth:`wait`, :meth:`follow`) get StoreClosed, then the writer
+        threads end and the handle is closed.  Idempotent; concurrent
+        closes all wait for the one that runs.
+
+        In a child process after ``fork`` it only forgets the parent's
+        handle (see :meth:`Store.close`)."""
+        store = self._store
+        if store is None:
+            return
+        if store._epoch != _fork.epoch:
+            store.close()
+            return
+        if self._closed is not None:
+            await asyncio.shield(self._closed)
+            return
+        self._closed = asyncio.get_running_loop().create_future()
+        self._closing = True
+        try:
+            await self._pool.drain()  # the writes already submitted
+            self._pool.shutdown()
+            if self._watcher is not None:
+                await self._watcher.stop()
+            store.close()
+        finally:
+            self._closed.set_result(None)
+
+    async def __aenter__(self) -> "AsyncStore":
+        self._check()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        store = getattr(self, "_store", None)
+        if pool is not None and store is not None and store._epoch == _fork.epoch:
+            pool.shutdown()  # the threads end; the Store closes itself when collected
+
+    def __repr__(self) -> str:
+        if self._store is None:
+            return "<bindlog.AsyncStore (not open)>"
+        state = "closed" if self.closed else ("read-only" if self.read_only else "open")
+        return f"<bindlog.AsyncStore {self._store.path!r} {state}, {self._writers} writers>"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a bindlog.AsyncStore cannot be pickled: open the store in each process")
+
+    # ---- writes: run on the writer threads ----
+
+    def _submit(self, fn: Callable[..., R], *args: Any) -> "asyncio.Future[R]":
+        self._check()
+        return self._pool.submit(fn, *args)
+
+    async def bind(
+        self,
+        key: Text,
+        session_id: Text,
+        expect: Optional[Text] = None,
+        reason: Optional[Text] = None,
+        origin: Optional[Origin] = None,
+    ) -> Result:
+        """BIND, on a writer thread (see :meth:`Store.bind`)."""
+        store = self._check()
+        return await self._submit(store._event, *store._prep_bind(key, session_id, expect, reason, origin))
+
+    async def new_session(
+        self,
+        key: Text,
+        session_id: Text,
+        reason: Optional[Text] = None,
+        origin: Optional[Origin] = None,
+    ) -> Result:
+        """NEW_SESSION, on a writer thread (see :meth:`Store.new_session`)."""
+        store = self._check()
+        return await self._submit(store._event, *store._prep_new_session(key, session_id, reason, origin))
+
+    async def split(
+        self,
+        key: Text,
+        parent_id: Text,
+        child_id: Text,
+        run_generation: int = ANY_GENERATION,
+        origin: Optional[Origin] = None,
+    ) -> Result:
+        """SPLIT, on a writer thread (see :meth:`Store.split`)."""
+        store = self._check()
+        return await self._submit(store._event,
+                                  *store._prep_split(key, parent_id, child_id, run_generation, origin))
+
+    async def invalidate(self, key: Text, reason: Optional[Text] = None) -> Result:
+        """INVALIDATE, on a writer thread (see :meth:`Store.invalidate`)."""
+        store = self._check()
+        return await self._submit(store._event, *store._prep_key_event("invalidate", key, reason))
+
+    async def unbind(self, key: Text, reason: Optional[Text] = None) -> Result:
+        """UNBIND, on a writer thread (see :meth:`Store.unbind`)."""
+        store = self._check()
+        return await self._submit(store._event, *store._prep_key_event("unbind", key, reason))
+
+    async def apply_batch(self, events: Sequence[Event]) -> List[Result]:
+        """A batch in one transaction, on a writer thread (see
+        :meth:`Store.apply_batch`)."""
+        store = self._check()
+        return await self._submit(store._batch, store._prep_batch(events))
+
+    # ---- reads: synchronous ----
+
+    def get(self, key: Text) -> Optional[Binding]:
+        """See :meth:`Store.get`."""
+        return self.store.get(key)
+
+    def generation(self, key: Text) -> int:
+        """See :meth:`Store.generation`."""
+        return self.store.generation(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.store
+
+    def session(self, session_id: Text) -> Optional[Session]:
+        """See :meth:`Store.session`."""
+        return self.store.session(session_id)
+
+    def lineage(self, session_id: Text) -> Optional[Lineage]:
+        """See :meth:`Store.lineage`."""
+        return self.store.lineage(session_id)
+
+    def ancestors(self, session_id: Text) -> Iterator[Session]:
+        """See :meth:`Store.ancestors`."""
+        return self.store.ancestors(session_id)
+
+    def children(self, session_id: Text) -> Iterator[Session]:
+        """See :meth:`Store.children`."""
+        return self.store.children(session_id)
+
+    def history(self, key: Text) -> Iterator[Record]:
+        """See :meth:`Store.history`."""
+        return self.store.history(key)
+
+    def log(self, from_lsn: int = 1, to_lsn: Optional[int] = None) -> Iterator[Record]:
+        """See :meth:`Store.log`."""
+        return self.store.log(from_lsn, to_lsn)
+
+    def bindings(self) -> Iterator[Binding]:
+        """See :meth:`Store.bindings`."""
+        return self.store.bindings()
+
+    def sessions(self) -> Iterator[Session]:
+        """See :meth:`Store.sessions`."""
+        return self.store.sessions()
+
+    def stats(self) -> Stats:
+        """See :meth:`Store.stats`."""
+        return self.store.stats()
+
+    def digest(self) -> str:
+        """See :meth:`Store.digest`."""
+        return self.store.digest()
+
+    def digest_at(self) -> Tuple[str, int]:
+        """See :meth:`Store.digest_at`."""
+        return self.store.digest_at()
+
+    def lsn_at_time(self, time_ms: int) -> int:
+        """See :meth:`Store.lsn_at_time`."""
+        return self.store.lsn_at_time(time_ms)
+
+    # ---- the change feed ----
+
+    def _watcher_here(self) -> _Watcher:
+        loop = asyncio.get_running_loop()
+        w = self._watcher
+        if w is not None and w.loop is not loop:
+            with w.lock:
+                idle = w.thread is None and not w.waiters
+            if not (idle or w.loop.is_closed()):
+                raise RuntimeError("AsyncStore.wait/follow: tasks of another event loop are waiting on this store")
+            w = None  # the other loop is done with it: start afresh on this one
+        if w is None:
+            w = self._watcher = _Watcher(self.store, loop)
+        return w
+
+    async def wait(self, after_lsn: int, timeout: Optional[float] = None) -> int:
+        """Wait until the head LSN is greater than `after_lsn` or `timeout`
+        seconds passed (None: no limit; 0: look once); return the head LSN
+        seen (see :meth:`Store.wait`).  The loop is never blocked: the
+        store's watcher thread does the sleeping."""
+        try:
+            after = _args.u64(after_lsn, "after_lsn")
+            limit = _args.seconds(timeout, "timeout")
+        except InvalidArgument as exc:
+            raise exc._in_call("wait") from None
+        store = self._check()
+        head = store._wait_slice(after, 0)  # a look at the head: no sleep
+        if head > after or limit == 0:
+            return head
+        watcher = self._watcher_here()
+        if limit is None:
+            return await watcher.wait(after)
+        try:
+            return await asyncio.wait_for(watcher.wait(after), limit)
+        except asyncio.TimeoutError:
+            return store._wait_slice(after, 0)
+
+    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None) -> AsyncIterator[Record]:
+        """The change feed as an async iterator (see :meth:`Store.follow`)::
+
+            async for rec in store.follow(from_lsn=store.stats().head_lsn + 1):
+                ...
+
+        Records are read on the loop's thread, 64 per snapshot; the waits in
+        between are :meth:`wait`'s, so cancelling the consuming task stops
+        it at once.  Ends after `timeout` seconds without a new record (None:
+        never); raises StoreClosed when the store closes, NotFound if
+        records it has not yielded yet were compacted away."""
+        try:
+            lsn = max(_args.u64(from_lsn, "from_lsn"), 1)
+            limit = _args.seconds(timeout, "timeout")
+        except InvalidArgument as exc:
+            raise exc._in_call("follow") from None
+        self._check()
+        return self._follow(lsn, limit)
+
+    async def _follow(self, next_lsn: int, limit: Optional[float]) -> AsyncIterator[Record]:
+        head = 0
+        while True:
+            store = self._check()
+            recs = store._read_after(next_lsn, ASYNC_FOLLOW_BATCH)
+            if recs:
+                for rec in recs:
+                    next_lsn = rec.lsn + 1
+                    yield rec
+                continue
+            if head >= next_lsn:
+                store._check_gap(next_lsn, head)
+                await asyncio.sleep(0.005)
+            head = await self.wait(next_lsn - 1, limit)
+            if head < next_lsn:
+                return
+
+    # ---- maintenance: on the writer threads ----
+
+    async def check(self, progress: Optional[Progress] = None) -> CheckReport:
+        """See :meth:`Store.check`; `progress` is called on a writer thread."""
+        return await self._submit(self.store.check, progress)
+
+    async def replay(
+        self,
+        out_dir: PathLike,
+        to_lsn: Optional[int] = None,
+        to_time_ms: Optional[int] = None,
+        progress: Optional[Progress] = None,
+    ) -> ReplayResult:
+        """See :meth:`Store.replay`; `progress` is called on a writer thread."""
+        return await self._submit(self.store.replay, out_dir, to_lsn, to_time_ms, progress)
+
+    async def compact(self, keep_from_lsn: int, progress: Optional[Progress] = None) -> int:
+        """See :meth:`Store.compact`; `progress` is called on a writer thread."""
+        return await self._submit(self.store.compact, keep_from_lsn, progress)
+
+    async def export(
+        self,
+        dest: Union[PathLike, BinaryIO],
+        from_lsn: int = 1,
+        progress: Optional[Progress] = None,
+    ) -> int:
+        """See :meth:`Store.export`; `progress` is called on a writer thread."""
+        return await self._submit(self.store.export, dest, from_lsn, progress)
+
+    async def import_(self, src: Union[PathLike, BinaryIO], progress: Optional[Progress] = None) -> int:
+        """See :meth:`Store.import_`; `progress` is called on a writer thread."""
+        return await self._submit(self.store.import_, src, progress)
+
+    async def import_entries(
+        self, entries: Iterable[ImportEntry], progress: Optional[Progress] = None
+    ) -> List[ImportOutcome]:
+        """See :meth:`Store.import_entries`; `progress` is called on a writer thread."""
+        return await self._submit(self.store.import_entries, list(entries), progress)

@@ -1,0 +1,220 @@
+"""Build script of the bindlog Python package: compiles libbindlog into it.
+
+``pip install ./bindings/python`` (offline: add ``--no-build-isolation``)
+compiles the library's C sources -- src/core, src/lmdb and src/maint, never
+src/etcd -- into ``bindlog/libbindlog.so`` inside the package, linked with the
+system's liblmdb and libxxhash (Debian: liblmdb-dev, libxxhash-dev) and
+nothing else.  The package loads that copy with ctypes; ``BINDLOG_LIBRARY``
+still overrides it.  No CMake build is needed first.
+
+Where the C sources come from:
+  - an sdist carries them in ``csrc/`` (``include/`` and ``src/{core,lmdb,
+    maint}/``), copied there by the sdist command below;
+  - a build in a checkout (pip builds local directories in place) takes
+    them from the repository, two levels up: ``../../include``, ``../../src``.
+
+Nothing is written into the checkout: setuptools' build directory and its
+egg-info go to a temporary directory, removed when the build ends (pip runs
+this script once per step, each with its own).  ``BINDLOG_BUILD_JOBS`` sets
+how many C files compile at once (default: the number of CPUs, at most 8).
+
+The library is not a Python extension module (no Python.h, no libpython),
+but it is declared as an ``Extension`` so that setuptools and wheel treat
+the package as platform-specific: ``pip wheel`` makes a
+``cp3XY-cp3XY-linux_<arch>`` wheel holding exactly one ``libbindlog.so``.
+"""
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List, Optional, Tuple
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB_EXT = "bindlog.libbindlog"  # -> bindlog/libbindlog.so
+#: the library's layers compiled into the package (src/etcd is left out:
+#: BINDLOG_WITH_ETCD stays undefined, and an etcd:// open is BINDLOG_ENOTSUP)
+LAYERS = ("core", "lmdb", "maint")
+SDIST_CSRC = "csrc"
+
+
+def c_tree() -> Optional[str]:
+    """The directory holding include/bindlog.h and src/: the sdist's csrc/,
+    or the repository around this checkout."""
+    for root in (os.path.join(HERE, SDIST_CSRC), os.path.normpath(os.path.join(HERE, "..", ".."))):
+        if os.path.isfile(os.path.join(root, "include", "bindlog.h")) and all(
+            os.path.isdir(os.path.join(root, "src", layer)) for layer in LAYERS
+        ):
+            return root
+    return None
+
+
+def c_files(root: str) -> List[str]:
+    """Every file of the layers we compile (.c and .h), relative to root."""
+    out = [os.path.join("include", "bindlog.h")]
+    for layer in LAYERS:
+        for pattern in ("*.c", "*.h"):
+            out += sorted(
+                os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "src", layer, pattern))
+            )
+    return out
+
+
+def pkg_config(modules: Tuple[str, ...]) -> Tuple[List[str], List[str], List[str], List[str]]:
+    """(include dirs, library dirs, libraries, other flags) of `modules`
+    through pkg-config, or the plain library names when it is missing."""
+    names = {"lmdb": "lmdb", "libxxhash": "xxhash"}
+    exe = shutil.which("pkg-config")
+    if exe is None:
+        return [], [], [names[m] for m in modules], []
+    missing = [m for m in modules if subprocess.run([exe, "--exists", m]).returncode != 0]
+    if missing:
+        sys.exit(
+            "bindlog: pkg-config does not know %s: install the development packages "
+            "(Debian: apt-get install liblmdb-dev libxxhash-dev)" % ", ".join(missing)
+        )
+    flags = shlex.split(
+        subprocess.run([exe, "--cflags", "--libs", *modules], check=True, stdout=subprocess.PIPE,
+                       universal_newlines=True).stdout
+    )
+    inc = [f[2:] for f in flags if f.startswith("-I")]
+    libdirs = [f[2:] for f in flags if f.startswith("-L")]
+    libs = [f[2:] for f in flags if f.startswith("-l")]
+    other = [f for f in flags if f[:2] not in ("-I", "-L", "-l")]
+    return inc, libdirs, libs, other
+
+
+class BuildLibrary(build_ext):
+    """Compiles the C sources in parallel and links them into one shared
+    library with hidden visibility (only BINDLOG_API names exported)."""
+
+    def get_ext_filename(self, fullname: str) -> str:
+        # called with the full name and, by get_ext_fullpath, the last part
+        if fullname in (LIB_EXT, LIB_EXT.rpartition(".")[2]):
+            return os.path.join(*fullname.split(".")) + ".so"
+        return super().get_ext_filename(fullname)
+
+    def get_export_symbols(self, ext: Extension) -> List[str]:
+        return []  # no PyInit_*: this is a plain C library loaded by ctypes
+
+    def build_extension(self, ext: Extension) -> None:
+        if ext.name != LIB_EXT:
+            return super().build_extension(ext)
+        root = c_tree()
+        if root is None:
+            sys.exit(
+                "bindlog: the C sources are not there: neither %s nor the repository's "
+                "include/ and src/ two levels above it.  Build from a checkout of the "
+                "repository or from an sdist (pip older than 21.3 copies a local "
+                "directory elsewhere before building: upgrade pip)." % os.path.join(HERE, SDIST_CSRC)
+            )
+        sources = [os.path.join(root, p) for p in c_files(root) if p.endswith(".c")]
+        inc, libdirs, libs, other = pkg_config(("lmdb", "libxxhash"))
+        cc = self.compiler
+        # Only our own include paths: nothing of Python's (no Python.h used).
+        cc.set_include_dirs([])
+        # No run path into the interpreter's own lib/ (a pyenv Python's
+        # LDSHARED carries one): the library needs nothing from there.
+        cc.linker_so = [a for a in cc.linker_so if not a.startswith(("-Wl,-rpath", "-Wl,-R"))]
+        include_dirs = [os.path.join(root, "include"), os.path.join(root, "src")] + inc
+        macros: List[Tuple[str, Optional[str]]] = [
+            ("BINDLOG_BUILDING", None),
+            ("_POSIX_C_SOURCE", "200809L"),
+        ]
+        cflags = ["-std=c11", "-fvisibility=hidden", "-pthread", "-Wall", "-Wextra"] + other
+        objdir = os.path.join(self.build_temp, "libbindlog")
+        jobs = int(os.environ.get("BINDLOG_BUILD_JOBS") or min(os.cpu_count() or 1, 8))
+
+        def compile_one(src: str) -> List[str]:
+            # (the object's path under objdir is the source's full path)
+            return cc.compile([src], output_dir=objdir, macros=macros, include_dirs=include_dirs,
+                              extra_postargs=cflags, depends=ext.depends)
+
+        with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+            objects = [o for objs in pool.map(compile_one, sources) for o in objs]
+        output = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(output), exist_ok=True)
+        cc.link_shared_object(
+            objects,
+            output,
+            libraries=libs,
+            library_dirs=libdirs,
+            # before the -l flags: link only what the library really uses
+            extra_preargs=["-pthread", "-Wl,--as-needed"],
+            extra_postargs=["-Wl,--no-undefined", "-Wl,-z,nodelete", "-Wl,-soname,libbindlog.so"],
+            target_lang="c",
+        )
+
+
+class SdistWithSources(sdist):
+    """An sdist that carries the C sources it needs in csrc/."""
+
+    def make_release_tree(self, base_dir: str, files: List[str]) -> None:
+        super().make_release_tree(base_dir, files)
+        root = c_tree()
+        if root is None:
+            sys.exit("bindlog: cannot make an sdist: the C sources are not there")
+        for rel in c_files(root):
+            dest = os.path.join(base_dir, SDIST_CSRC, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(os.path.join(root, rel), dest)
+
+
+def out_of_tree_options() -> Dict[str, Dict[str, str]]:
+    """setuptools' build directory and egg-info, in a temporary directory
+    removed at exit, so that a build leaves the checkout as it was.
+    ``BINDLOG_PY_BUILD_BASE`` names a directory to use (and keep) instead."""
+    base = os.environ.get("BINDLOG_PY_BUILD_BASE")
+    if not base:
+        base = tempfile.mkdtemp(prefix="bindlog-pybuild-")
+        atexit.register(shutil.rmtree, base, True)
+    os.makedirs(base, exist_ok=True)
+    return {
+        "build": {"build_base": os.path.join(base, "build")},
+        "egg_info": {"egg_base": base},
+    }
+
+
+def check_wheel_support() -> None:
+    """setuptools older than 70.1 builds wheels only with the `wheel`
+    package; say so plainly instead of "invalid command 'bdist_wheel'"."""
+    if not {"bdist_wheel", "dist_info"} & set(sys.argv[1:]):
+        return  # (setuptools 65's dist_info runs bdist_wheel too)
+    try:
+        import wheel  # noqa: F401
+    except ImportError:
+        try:
+            from setuptools.command import bdist_wheel  # noqa: F401  (setuptools >= 70.1)
+        except ImportError:
+            sys.exit(
+                "bindlog: this Python (%s) has setuptools but not the 'wheel' package, which "
+                "pip needs to build the package with --no-build-isolation.  Install it into "
+                "this Python: `%s -m pip install wheel` (offline, from Debian's copy: apt-get "
+                "install python3-wheel-whl, then `%s -m pip install "
+                "/usr/share/python-wheels/wheel-*.whl`), or drop --no-build-isolation where "
+                "PyPI is reachable.  See docs/python.md, \"Install\"."
+                % (sys.executable, sys.executable, sys.executable)
+            )
+
+
+check_wheel_support()
+
+setup(
+    packages=["bindlog"],
+    # libbindlog.so is not package data: build_ext puts the one copy there
+    package_data={"bindlog": ["py.typed"]},
+    include_package_data=False,
+    ext_modules=[Extension(LIB_EXT, sources=[])],
+    cmdclass={"build_ext": BuildLibrary, "sdist": SdistWithSources},
+    options=out_of_tree_options(),
+)

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Issue 12's "done when": the Python package from a fresh copy of the repository.
+
+    python3 fresh_install.py [--keep] [--base-python /usr/bin/python3]
+
+ctest runs it as python_fresh_install, and .ci/run in a section of its own
+(setting BINDLOG_FRESH_INSTALL_SEPARATELY=1 for ctest, which then skips it:
+exit 77).  In a temporary directory:
+
+ 1. a fresh clone of this checkout (committed state, plus the working
+    tree's uncommitted changes to tracked and new files, committed in the
+    clone), with no CMake build anywhere in it;
+ 2. BASE -m venv --system-site-packages v            (Debian's Python: its
+    setuptools and wheel come from python3-setuptools and python3-wheel)
+    v/bin/pip install --no-build-isolation ./bindings/python
+    which compiles libbindlog into the package;
+ 3. the installed library's NEEDED list: liblmdb, libxxhash and libc only
+    (no libcurl, no json-c: the package's library has no etcd backend);
+ 4. v/bin/python runs the whole Python suite against the installed package
+    (BINDLOG_TEST_INSTALLED=1: the seed scenarios through AsyncStore among
+    them), with neither BINDLOG_LIBRARY nor PYTHONPATH;
+ 5. v/bin/pip wheel gives one platform-tagged wheel holding exactly one
+    libbindlog.so; an sdist built from the clone builds a wheel too;
+ 6. after each step, `git status --porcelain --ignored` in the clone is
+    empty: the builds left nothing in the checkout.
+
+Prints each command with its output's gist (the install transcript), then
+a closing "N passed, N failed" line; exits 1 if any check failed.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from typing import Dict, List, Optional, Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+#: what the package's library may link with (anything else fails the check)
+ALLOWED_NEEDED = re.compile(r"^(liblmdb\.so|libxxhash\.so|libc\.so|ld-linux[-\w.]*\.so|libpthread\.so)")
+FORBIDDEN_NEEDED = re.compile(r"curl|json-c|ssl|crypto|gssapi|ldap|krb5")
+
+
+class Run:
+    def __init__(self, work: str) -> None:
+        self.work = work
+        self.passed = 0
+        self.failed: List[str] = []
+        # what the user's shell would have: no hint towards a built library
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("BINDLOG_LIBRARY", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
+                                 "BINDLOG_TEST_INSTALLED")}
+        self.env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        self.env["PIP_NO_CACHE_DIR"] = "1"  # nothing left in ~/.cache/pip either
+        self.env["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    def sh(self, args: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+           show: int = 12) -> "subprocess.CompletedProcess[str]":
+        where = os.path.relpath(cwd or self.work, self.work)
+        print(f"\n[{where}]$ {' '.join(args)}", flush=True)
+        t0 = time.monotonic()
+        p = subprocess.run(list(args), cwd=cwd or self.work, env=env or self.env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        lines = p.stdout.rstrip("\n").splitlines()
+        for line in (lines if p.returncode != 0 else lines[-show:]):
+            print("    " + line)
+        print(f"    (exit {p.returncode}, {time.monotonic() - t0:.1f} s)", flush=True)
+        return p
+
+    def check(self, ok: bool, what: str) -> bool:
+        print(("ok:   " if ok else "FAIL: ") + what, flush=True)
+        if ok:
+            self.passed += 1
+        else:
+            self.failed.append(what)
+        return ok
+
+
+def fresh_clone(run: Run, dest: str) -> None:
+    """Clone the checkout and bring the working tree's changes along."""
+    p = run.sh(["git", "clone", "-q", REPO, dest])
+    if p.returncode != 0:
+        raise SystemExit(f"cannot clone {REPO}: is it a git checkout?")
+    ls = subprocess.run(["git", "-C", REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                        stdout=subprocess.PIPE, check=True).stdout.decode("utf-8", "surrogateescape")
+    changed = 0
+    for rel in filter(None, ls.split("\0")):
+        src, dst = os.path.join(REPO, rel), os.path.join(dest, rel)
+        if not os.path.lexists(src):
+            if os.path.lexists(dst):
+                os.remove(dst)
+                changed += 1
+            continue
+        if os.path.isfile(dst) and not os.path.islink(src) and _same(src, dst):
+            continue
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+        changed += 1
+    if changed:
+        print(f"    (copied {changed} uncommitted file(s) from the working tree)")
+        git = ["git", "-C", dest, "-c", "user.name=fresh-install", "-c", "user.email=fresh@install.invalid"]
+        subprocess.run(git + ["add", "-A"], check=True)
+        subprocess.run(git + ["commit", "-q", "-m", "the working tree's uncommitted changes"], check=True)
+
+
+def _same(a: str, b: str) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return fa.read() == fb.read()
+
+
+def clean(run: Run, clone: str, after: str) -> None:
+    st = subprocess.run(["git", "-C", clone, "status", "--porcelain", "--ignored"],
+                        stdout=subprocess.PIPE, universal_newlines=True).stdout
+    run.check(st == "", f"the checkout is as it was after {after}" + (f": {st.split()}" if st else ""))
+
+
+def needed(run: Run, lib: str) -> List[str]:
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        run.check(False, "readelf (binutils) is there to read the library's NEEDED list")
+        return []
+    out = subprocess.run([readelf, "-d", lib], stdout=subprocess.PIPE, universal_newlines=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def main(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base-python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
+                    else sys.executable, help="the Python to make the venv from (default /usr/bin/python3)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    a = ap.parse_args(argv)
+    if os.environ.get("BINDLOG_FRESH_INSTALL_SEPARATELY") == "1":
+        # .ci/run runs this script in a section of its own, with its transcript
+        print("BINDLOG_FRESH_INSTALL_SEPARATELY=1: the fresh install runs on its own (.ci/run); skipped here")
+        return 77
+    if shutil.which("git") is None:
+        print("git is not installed: cannot make a fresh clone")
+        print("0 passed, 1 failed")
+        return 1
+    work = tempfile.mkdtemp(prefix="bindlog-fresh-install-")
+    run = Run(work)
+    print(f"fresh install of the Python package from {REPO} in {work}")
+    try:
+        clone = os.path.join(work, "bindlog")
+        fresh_clone(run, clone)
+        run.check(not glob.glob(os.path.join(clone, "build*")), "no CMake build in the fresh clone")
+        clean(run, clone, "the clone")
+
+        venv = os.path.join(work, "v")
+        p = run.sh([a.base_python, "-m", "venv", "--system-site-packages", venv])
+        if not run.check(p.returncode == 0, f"{a.base_python} -m venv --system-site-packages v"):
+            return report(run)
+        py, pip = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "pip")
+        run.sh([py, "-c", "import setuptools, sys; print('python', sys.version.split()[0], "
+                "'setuptools', setuptools.__version__); import wheel; print('wheel', wheel.__version__)"])
+
+        p = run.sh([pip, "install", "--no-build-isolation", "./bindings/python"], cwd=clone, show=4)
+        if not run.check(p.returncode == 0, "v/bin/pip install --no-build-isolation ./bindings/python"):
+            return report(run)
+        clean(run, clone, "pip install")
+
+        p = run.sh([py, "-c", "import bindlog; print(bindlog.load_library()); print(bindlog.__file__)"],
+                   cwd=work)
+        lib = p.stdout.splitlines()[0] if p.returncode == 0 and p.stdout else ""
+        run.check(lib.startswith(venv + os.sep) and lib.endswith(os.path.join("bindlog", "libbindlog.so")),
+                  f"the package loads its own library ({lib})")
+        if lib:
+            deps = needed(run, lib)
+            print(f"    NEEDED: {', '.join(deps)}")
+            run.check(bool(deps) and all(ALLOWED_NEEDED.match(d) for d in deps)
+                      and not any(FORBIDDEN_NEEDED.search(d) for d in deps),
+                      "the library links liblmdb, libxxhash and libc only (no libcurl, no json-c)")
+
+        env = dict(run.env, BINDLOG_TEST_INSTALLED="1", TMPDIR=work)
+        p = run.sh([py, os.path.join(clone, "bindings", "python", "tests", "run.py"), "-q"], cwd=work,
+                   env=env, show=6)
+        run.check(p.returncode == 0, "the Python suite passes against the installed package "
+                  "(seed scenarios through AsyncStore included)")
+        clean(run, clone, "the tests")
+
+        wheels = os.path.join(work, "wheels")
+        p = run.sh([pip, "wheel", "--no-build-isolation", "--no-deps", "-w", wheels, "./bindings/python"],
+                   cwd=clone, show=3)
+        run.check(p.returncode == 0, "v/bin/pip wheel")
+        check_wheels(run, glob.glob(os.path.join(wheels, "*.whl")))
+        clean(run, clone, "pip wheel")
+
+        sdists = os.path.join(work, "sdist")
+        p = run.sh([py, "setup.py", "-q", "sdist", "-d", sdists], cwd=os.path.join(clone, "bindings", "python"),
+                   show=2)
+        tars = glob.glob(os.path.join(sdists, "*.tar.gz"))
+        run.check(p.returncode == 0 and len(tars) == 1, "an sdist")
+        clean(run, clone, "the sdist")
+        if tars:
+            p = run.sh([pip, "wheel", "--no-build-isolation", "--no-deps", "-w",
+                        os.path.join(work, "wheels-from-sdist"), tars[0]], show=3)
+            run.check(p.returncode == 0, "pip wheel builds the sdist (it carries the C sources)")
+            check_wheels(run, glob.glob(os.path.join(work, "wheels-from-sdist", "*.whl")))
+        return report(run)
+    finally:
+        if a.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def check_wheels(run: Run, wheels: List[str]) -> None:
+    if not run.check(len(wheels) == 1, f"one wheel ({[os.path.basename(w) for w in wheels]})"):
+        return
+    name = os.path.basename(wheels[0])
+    tag = "-".join(name[:-4].split("-")[-3:])
+    print(f"    wheel tag: {tag}")
+    run.check(not tag.endswith("none-any") and ("linux" in tag or "macosx" in tag),
+              f"the wheel is platform-tagged ({tag})")
+    with zipfile.ZipFile(wheels[0]) as z:
+        names = z.namelist()
+    libs = [n for n in names if os.path.basename(n).startswith("libbindlog")]
+    run.check(libs == ["bindlog/libbindlog.so"], f"exactly one copy of the library in the wheel ({libs})")
+    run.check(not any(n.startswith("csrc/") or n.endswith((".c", ".h")) for n in names),
+              "no C sources in the wheel")
+
+
+def report(run: Run) -> int:
+    for what in run.failed:
+        print(f"failed: {what}")
+    print(f"{run.passed} passed, {len(run.failed)} failed")
+    return 0 if not run.failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
