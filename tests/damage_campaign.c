@@ -23,7 +23,8 @@
  * store's, or cannot be read at all.  Every copy check does not pass is
  * then recovered (recover COPY --out NEW) and NEW checked: a recover that
  * crashes, hangs, fails or builds a store check does not pass is counted
- * in the last column.
+ * in the last column (a refusal is right only for a file cut before its
+ * second page: nothing of a store is left).
  *
  * Kinds and the counts of the full campaign (issue 16):
  *   trunc     160  the file cut at a random length (half on page bounds)
@@ -448,6 +449,11 @@ static void do_copy(const damage *d, FILE *res, const char *wdir)
                  &rcode);
         if (ro == R_EXIT && rcode <= 1)
             ro = run((char *const[]){(char *)cfg.cli, "-d", rec, "check", NULL}, NULL, &ccode);
+        /* a file cut before its second page holds nothing to recover:
+         * recover's refusal (exit 3) is then the right answer */
+        int nothing = d->kind == K_TRUNC && d->len < 2 * (uint64_t)cfg.psize;
+        if (ro == R_EXIT && rcode == 3 && nothing)
+            ccode = 0, rcode = 0;
         if (ro != R_EXIT || rcode > 1 || ccode != 0)
             fprintf(res, "%d %u -2 %d %d %s\n", d->kind, d->idx, ro,
                     ro != R_EXIT ? rcode : rcode > 1 ? rcode : 100 + ccode, what);

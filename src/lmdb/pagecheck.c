@@ -481,20 +481,41 @@ int bl_pc_page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want
     return page_check(f, pgno, tree, want, why, cap, NULL);
 }
 
+/* Mark 2-byte granules [a, b) of a page in m; -1 if one was marked. */
+static int mark_span(uint64_t *m, unsigned a, unsigned b)
+{
+    while (a < b) {
+        unsigned bit = a & 63, n = 64 - bit < b - a ? 64 - bit : b - a;
+        uint64_t mask = (n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << bit;
+        if (m[a >> 6] & mask)
+            return -1;
+        m[a >> 6] |= mask;
+        a += n;
+    }
+    return 0;
+}
+
 static int page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want, char *why,
                       size_t cap, uint64_t *bad_lsn)
 {
     const unsigned char *p, *pk = NULL;
     unsigned flags, n, upper, pks = 0;
+    /* LMDB keeps a page's nodes packed in [upper, page end): its deletes,
+     * merges and splits move them by the sizes they claim, so nodes that
+     * overlap or leave gaps make those moves run past the page */
+    uint64_t used[32768 / 2 / 64];
+    size_t packed = 0;
 
     if (page_head(f, pgno, tree, want, &p, &flags, &n, &upper, why, cap) != 0)
         return -1;
+    memset(used, 0, (f->psize / 2 + 63) / 64 * sizeof(uint64_t));
     for (unsigned i = 0; i < n; i++) {
         unsigned off;
         if (node_at(f, p, upper, i, &off, why, cap) != 0)
             return -1;
         const unsigned char *k = p + off + BL_PC_NODE;
         unsigned ks = bl_get16(p + off + 6);
+        size_t sz = BL_PC_NODE + ks;
         if (flags == BL_PC_P_BRANCH) {
             uint64_t child = branch_child(p, off);
             if (child < 2 || child >= f->npages || child == pgno) {
@@ -502,8 +523,6 @@ static int page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned wan
                     (ull)child, (ull)f->npages - 1);
                 return -1;
             }
-            if (i == 0)
-                continue; /* the first key of a branch is never compared */
         } else {
             const unsigned char *v;
             size_t vn;
@@ -524,13 +543,32 @@ static int page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned wan
                     return -1;
                 }
             }
+            sz += (nf & BL_PC_F_BIGDATA) ? 8 : vn;
         }
+        sz = (sz + 1) & ~(size_t)1;
+        if (off + sz > f->psize || mark_span(used, off / 2, (unsigned)((off + sz) / 2)) != 0) {
+            say(why, cap, "node %u (%zu bytes at offset %u) overlaps another node or runs past "
+                          "the end of the page",
+                i, sz, off);
+            if (flags == BL_PC_P_LEAF && bad_lsn != NULL && tree == BL_DB_LOG && ks == 8)
+                *bad_lsn = bl_get64be(k);
+            return -1;
+        }
+        packed += sz;
+        if (flags == BL_PC_P_BRANCH && i == 0)
+            continue; /* the first key of a branch is never compared */
         if (pk != NULL && cmp_keys(tree, pk, pks, k, ks) >= 0) {
             say(why, cap, "nodes %u and %u are out of key order", i - 1, i);
             return -1;
         }
         pk = k;
         pks = ks;
+    }
+    if (packed != f->psize - upper) {
+        say(why, cap, "its nodes take %zu bytes of the %u between their bounds and the end of "
+                      "the page",
+            packed, f->psize - upper);
+        return -1;
     }
     return 0;
 }
