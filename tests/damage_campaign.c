@@ -633,6 +633,7 @@ int main(int argc, char **argv)
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
             die("job %u failed", j);
     }
+    free(pids);
 
     /* the tables */
     static unsigned crash[NKINDS][NCMDS], hang[NKINDS][NCMDS], wrong[NKINDS], recfail[NKINDS];

@@ -90,6 +90,13 @@ struct bl_salvage {
          ? BINDLOG_ENOMEM                                                                  \
          : ((vec).v[(vec).n++] = (item), 0))
 
+/* qsort that takes an empty array (whose pointer may be NULL). */
+static void sort(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(v, n, size, cmp);
+}
+
 static int grow(void **v, size_t *cap, size_t size)
 {
     size_t nc = *cap ? 2 * *cap : 64;
@@ -200,7 +207,7 @@ static int cmp_rec(const void *a, const void *b)
 static void dedupe_records(bl_salvage *sv)
 {
     size_t o = 0;
-    qsort(sv->recs.v, sv->recs.n, sizeof(srec), cmp_rec);
+    sort(sv->recs.v, sv->recs.n, sizeof(srec), cmp_rec);
     for (size_t i = 0; i < sv->recs.n; i++) {
         if (o > 0 && sv->recs.v[o - 1].lsn == sv->recs.v[i].lsn) {
             const srec *k = &sv->recs.v[o - 1], *d = &sv->recs.v[i];
@@ -253,8 +260,8 @@ typedef struct evidence {
 static int evidence_build(bl_salvage *sv, evidence *ev)
 {
     memset(ev, 0, sizeof *ev);
-    qsort(sv->state[1].v, sv->state[1].n, sizeof(sent), cmp_sent_key);
-    qsort(sv->hist.v, sv->hist.n, sizeof(shist), cmp_hist);
+    sort(sv->state[1].v, sv->state[1].n, sizeof(sent), cmp_sent_key);
+    sort(sv->hist.v, sv->hist.n, sizeof(shist), cmp_hist);
     ev->bind = malloc((sv->state[0].n + 1) * sizeof(byl));
     ev->created = malloc((sv->state[1].n + 1) * sizeof(byl));
     ev->ended = malloc((sv->state[1].n + 1) * sizeof(byl));
@@ -268,9 +275,9 @@ static int evidence_build(bl_salvage *sv, evidence *ev)
         if (e->b)
             ev->ended[ev->nended++] = (byl){e->b, e};
     }
-    qsort(ev->bind, ev->nbind, sizeof(byl), cmp_byl);
-    qsort(ev->created, ev->ncreated, sizeof(byl), cmp_byl);
-    qsort(ev->ended, ev->nended, sizeof(byl), cmp_byl);
+    sort(ev->bind, ev->nbind, sizeof(byl), cmp_byl);
+    sort(ev->created, ev->ncreated, sizeof(byl), cmp_byl);
+    sort(ev->ended, ev->nended, sizeof(byl), cmp_byl);
     return 0;
 }
 
@@ -343,7 +350,7 @@ static int cmp_str(const void *a, const void *b)
 static void keyset_unique(keyset *ks)
 {
     size_t o = 0;
-    qsort(ks->v, ks->n, sizeof(char *), cmp_str);
+    sort(ks->v, ks->n, sizeof(char *), cmp_str);
     for (size_t i = 0; i < ks->n; i++) {
         if (o > 0 && strcmp(ks->v[o - 1], ks->v[i]) == 0) {
             free(ks->v[i]);
@@ -634,7 +641,9 @@ static int lost_lsn(walk *w, MDB_txn *txn, uint64_t lsn, int *named)
     *named = 0;
     /* the history index names the key */
     shist probe = {lsn, NULL, 0};
-    const shist *h = bsearch(&probe, w->sv->hist.v, w->sv->hist.n, sizeof(shist), cmp_hist);
+    const shist *h = w->sv->hist.n ? bsearch(&probe, w->sv->hist.v, w->sv->hist.n,
+                                             sizeof(shist), cmp_hist)
+                                   : NULL;
     if (h != NULL) {
         *named = 1;
         if ((rc = keyset_add(w->gap, h->k, h->kn)) != 0)
