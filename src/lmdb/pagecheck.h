@@ -25,7 +25,9 @@
  *     the larger txnid, and the two txnids are consecutive (or both 0).
  *   tree pages: after the header an array of u16 node offsets (lower marks
  *     its end, so there are (lower - 16) / 2 nodes) sorted by key; the
- *     nodes themselves lie in [upper, page size).  A node: u16 lo, u16 hi,
+ *     nodes themselves lie in [upper, page size), packed: LMDB moves them
+ *     by the sizes they claim when it deletes, merges or splits, so they
+ *     never overlap and leave no gap (each node's size rounded up to even).  A node: u16 lo, u16 hi,
  *     u16 flags, u16 key size, the key, then on a leaf the data (lo | hi <<
  *     16 bytes), or with flag 0x01 (F_BIGDATA) the u64 number of the
  *     overflow run holding it.  On a branch, lo | hi << 16 | flags << 32 is

@@ -84,4 +84,114 @@ typedef int (*bl_salvage_fn)(bl_salvage *sv, const char *dir);
 /* data.mdb, page by page (recover_mdb.c). */
 int bl_salvage_mdb(bl_salvage *sv, const char *dir);
 
+/* ---- inside recover: recover.c (the call), recover_salvage.c (what was
+ * found, and its indexes) and recover_walk.c (the rebuild) ----------------- */
+
+typedef struct bl_srec {
+    uint64_t lsn;
+    const unsigned char *p;
+    size_t n;
+    int trust;
+} bl_srec;
+
+typedef struct bl_sent {
+    const unsigned char *k, *v;
+    size_t kn, vn;
+    uint64_t a, b; /* bindings: lsn; sessions: created, ended */
+} bl_sent;
+
+typedef struct bl_shist {
+    uint64_t lsn;
+    const unsigned char *k;
+    size_t kn;
+} bl_shist;
+
+#define VEC(T)                                                                             \
+    struct {                                                                               \
+        T *v;                                                                              \
+        size_t n, cap;                                                                     \
+    }
+
+/* The salvage: what the sources handed over. */
+struct bl_salvage {
+    VEC(bl_srec) recs;
+    VEC(bl_sent) state[2]; /* stored bindings, sessions */
+    VEC(bl_sent) base[2];  /* base image bindings, sessions */
+    VEC(bl_shist) hist;
+    bl_salvage_meta meta;
+    int have_meta, base_damaged;
+    VEC(struct mapping { void *p; size_t n; }) maps;
+    uint64_t pages, damaged, conflicts;
+};
+
+#define PUSH(vec, item)                                                                    \
+    ((vec).n == (vec).cap && bl_rv_grow((void **)&(vec).v, &(vec).cap, sizeof(*(vec).v)) != 0   \
+         ? BINDLOG_ENOMEM                                                                  \
+         : ((vec).v[(vec).n++] = (item), 0))
+
+/* An entry of the stored state, by the LSN one of its fields names. */
+typedef struct bl_byl {
+    uint64_t lsn;
+    const bl_sent *e;
+} bl_byl;
+
+/* What the stored state says happened at each LSN. */
+typedef struct bl_evidence {
+    bl_byl *bind;          /* stored bindings by the LSN that last changed them */
+    bl_byl *created, *ended;
+    size_t nbind, ncreated, nended;
+} bl_evidence;
+
+/* Keys whose history has a gap (copies, NUL-terminated). */
+typedef struct bl_keyset {
+    char **v;
+    size_t n, cap;
+} bl_keyset;
+
+/* One walk over the LSNs (recover_walk.c). */
+typedef struct bl_walk {
+    bl_salvage *sv;
+    const bl_evidence *ev;
+    bl_env *y;               /* the state (a scratch store) */
+    uint64_t start, head, stop;
+    bl_replayer r;
+    uint64_t cut;
+    size_t ri;               /* next record index */
+    /* the report (first run only) */
+    bl_keyset *gap;
+    bindlog_recover_report *rep;
+    uint64_t range_first;    /* open lost range, 0 = none */
+    VEC(bindlog_lsn_range) ranges;
+    bindlog_progress_fn progress;
+    void *pctx;
+} bl_walk;
+
+/* qsort that takes an empty array; growth of a VEC (PUSH). */
+void bl_rv_sort(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *));
+int bl_rv_grow(void **v, size_t *cap, size_t size);
+/* Key order (bytes, then length); history entries by LSN. */
+int bl_rv_cmp_key(const unsigned char *a, size_t an, const unsigned char *b, size_t bn);
+int bl_rv_cmp_hist(const void *a, const void *b);
+
+/* Unmap and free what the salvage holds. */
+void bl_salvage_free(bl_salvage *sv);
+/* Records sorted by LSN, one copy each (the most trusted). */
+void bl_salvage_dedupe(bl_salvage *sv);
+/* The stored session `id`, or NULL (after bl_evidence_build sorted them). */
+const bl_sent *bl_salvage_session(const bl_salvage *sv, const char *id, size_t n);
+
+int bl_evidence_build(bl_salvage *sv, bl_evidence *ev);
+void bl_evidence_free(bl_evidence *ev);
+/* The first index of `lsn` in a bl_byl array (or n). */
+size_t bl_evidence_find(const bl_byl *v, size_t n, uint64_t lsn);
+
+/* Add a key (ks NULL: nothing); sort and drop duplicates. */
+int bl_keyset_add(bl_keyset *ks, const void *k, size_t n);
+void bl_keyset_unique(bl_keyset *ks);
+
+/* Walk LSNs start+1..stop on the state in w->y (recover_walk.c), and count
+ * the live bindings and sessions of a state. */
+int bl_walk_run(bl_walk *w);
+int bl_walk_count_live(bl_env *e, uint64_t *lb, uint64_t *ls);
+
 #endif /* BL_RECOVER_H */
