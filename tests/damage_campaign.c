@@ -522,6 +522,7 @@ int main(int argc, char **argv)
             cfg.key = v, i++;
         } else if (strcmp(a, "--per-kind") == 0) {
             cfg.per_kind = (unsigned)strtoul(v, NULL, 10), i++;
+            cfg.full = 0; /* the later of --full and --per-kind wins */
         } else if (strcmp(a, "--seed") == 0) {
             cfg.seed = strtoull(v, NULL, 10), i++;
         } else if (strcmp(a, "--timeout") == 0) {
