@@ -1027,10 +1027,22 @@ static int etcd_setup(meas *m, bindlog *h, const workload *w)
     return 0;
 }
 
+/* Add "etcd CPU x ms/event" to m's note: the members' CPU time over the
+ * run (the measure that bounds these rows on a shared machine). */
+static void note_etcd_cpu(meas *m, double cpu0, double cpu1)
+{
+    size_t n = strlen(m->note);
+    if (cpu0 < 0 || cpu1 < cpu0 || m->events == 0 || n + 40 >= sizeof m->note)
+        return;
+    snprintf(m->note + n, sizeof m->note - n, "%setcd CPU %.2f ms/event", n ? "; " : "",
+             (cpu1 - cpu0) * 1e3 / (double)m->events);
+}
+
 /* bindlog on etcd://endpoints/prefix with `threads` writers. */
-static void etcd_bindlog(meas *m, const char *endpoints, const char *prefix, const workload *w,
+static void etcd_bindlog(meas *m, const etcd_cluster *cl, const char *prefix, const workload *w,
                          int threads, double budget)
 {
+    const char *endpoints = cl->endpoints;
     static char why[2][96];
     char loc[1400];
     bindlog_options o = BINDLOG_OPTIONS_INIT;
@@ -1064,13 +1076,16 @@ static void etcd_bindlog(meas *m, const char *endpoints, const char *prefix, con
             /* events per commit of the measured run alone, not the setup */
             bindlog_stats s0, s1;
             int have = bindlog_stats_get(h, &s0) == 0;
+            double cpu0 = etcd_cluster_cpu(cl);
             run_writers(m, &bl_contender, h, w, threads, budget);
+            double cpu1 = etcd_cluster_cpu(cl);
             if (have && bindlog_stats_get(h, &s1) == 0 && s1.commits > s0.commits) {
                 m->per_commit = (double)(s1.grouped_events - s0.grouped_events) /
                                 (double)(s1.commits - s0.commits);
                 if (m->note[0] == '\0')
                     snprintf(m->note, sizeof m->note, "%.1f events/commit", m->per_commit);
             }
+            note_etcd_cpu(m, cpu0, cpu1);
         }
     } else {
         g_failed = 1;
@@ -1126,7 +1141,9 @@ static void measure_etcd(const cfg *c, const workload *w)
                  (long long)wall_ms());
         ex_shared *x = ex_open(cl.endpoints, prefix, w);
         if (x != NULL) {
+            double cpu0 = etcd_cluster_cpu(&cl);
             run_writers(raw, &ex_contender, x, w, 1, budget);
+            note_etcd_cpu(raw, cpu0, etcd_cluster_cpu(&cl));
             ex_close(x);
         } else {
             raw->na = "setup failed";
@@ -1144,7 +1161,7 @@ static void measure_etcd(const cfg *c, const workload *w)
                                   : "etcd 1-member: bindlog, 1 writer"));
             snprintf(prefix, sizeof prefix, "bindlog-bench-%ld-%lld-bl%d", (long)getpid(),
                      (long long)wall_ms(), k ? 16 : 1);
-            etcd_bindlog(m, cl.endpoints, prefix, w, k ? 16 : 1, budget);
+            etcd_bindlog(m, &cl, prefix, w, k ? 16 : 1, budget);
             if (given) { /* however the backend maps the prefix to keys */
                 char slash[200];
                 snprintf(slash, sizeof slash, "/%s", prefix);

@@ -131,6 +131,9 @@ typedef struct etcd_cluster {
 int etcd_available(void);
 /* Start a `members`-member cluster with its data in `dir`.  0 or -1. */
 int etcd_cluster_start(etcd_cluster *cl, int members, const char *dir);
+/* CPU seconds (user + system) the members of an own cluster have used so
+ * far, from /proc; -1 when unknown (a cluster given with --etcd-endpoints). */
+double etcd_cluster_cpu(const etcd_cluster *cl);
 /* Stop an own cluster (and remove its directory unless keep). */
 void etcd_cluster_stop(etcd_cluster *cl, int keep);
 /* Delete every key under `prefix`.  0 or a negative code. */

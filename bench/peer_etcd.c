@@ -120,6 +120,39 @@ void etcd_cluster_stop(etcd_cluster *cl, int keep)
     cl->own = 0;
 }
 
+double etcd_cluster_cpu(const etcd_cluster *cl)
+{
+    double total = 0;
+    long tick = sysconf(_SC_CLK_TCK);
+    if (!cl->own || tick <= 0)
+        return -1;
+    for (int i = 0; i < cl->members; i++) {
+        char path[4200], buf[2048];
+        long pid = 0;
+        snprintf(path, sizeof path, "%s/m%d.pid", cl->dir, i);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            return -1;
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        if (pid <= 0 || (f = fopen(path, "r")) == NULL)
+            return -1;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* after "(comm)": state, then 10 fields, then utime and stime */
+        const char *p = strrchr(buf, ')');
+        unsigned long ut = 0, st = 0;
+        if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                                &ut, &st) != 2)
+            return -1;
+        total += (double)(ut + st) / (double)tick;
+    }
+    return total;
+}
+
 int etcd_wipe_prefix(const char *endpoints, const char *prefix)
 {
     bl_etcd *c = NULL;

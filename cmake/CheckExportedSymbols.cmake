@@ -3,7 +3,8 @@
 # Fails unless every defined dynamic symbol of LIBRARY is named bindlog_*
 # (hidden visibility + BINDLOG_API is the only export mechanism) and the
 # library exports at least bindlog_open.  Linker-generated and sanitizer
-# runtime symbols are ignored.
+# runtime symbols are ignored.  With -DONLY=<name> (the etcd module) the
+# library must export exactly that one symbol instead.
 cmake_minimum_required(VERSION 3.20)
 
 if(NOT NM OR NOT LIBRARY)
@@ -48,6 +49,13 @@ list(LENGTH _exported _count)
 if(_bad)
     list(JOIN _bad "\n  " _badtext)
     message(FATAL_ERROR "${LIBRARY} exports symbols outside bindlog_*:\n  ${_badtext}")
+endif()
+if(ONLY)
+    if(NOT _exported STREQUAL "${ONLY}")
+        message(FATAL_ERROR "${LIBRARY} exports [${_exported}], not only ${ONLY}")
+    endif()
+    message(STATUS "${LIBRARY}: exports ${ONLY} only")
+    return()
 endif()
 if(NOT "bindlog_open" IN_LIST _exported)
     message(FATAL_ERROR "${LIBRARY} does not export bindlog_open (${_count} bindlog_* symbols)")

@@ -184,11 +184,16 @@ BINDLOG_API const char *bindlog_event_name(int type);
 #define BINDLOG_DURABILITY_NORMAL 1 /**< survives a process crash; power loss may drop the last commits, never corrupts */
 #define BINDLOG_DURABILITY_NONE 2   /**< no syncs: tests and bulk loads; power loss may lose or corrupt */
 
-#define BINDLOG_OPTIONS_VERSION 1
+#define BINDLOG_OPTIONS_VERSION 2
 
 /**
  * Options of bindlog_open().  Always initialise with BINDLOG_OPTIONS_INIT so
  * that fields added later take their defaults.
+ *
+ * Versions: fields are only ever added at the end, and `version` says which
+ * ones the caller's struct has.  A caller built against version 1 (up to
+ * clock_ctx) keeps working: bindlog_open reads only the fields of the
+ * version it is given and takes the defaults for the others.
  */
 typedef struct bindlog_options {
     unsigned version;   /**< BINDLOG_OPTIONS_VERSION */
@@ -204,10 +209,41 @@ typedef struct bindlog_options {
      * Called from whichever thread commits; must be thread-safe. */
     int64_t (*clock_ms)(void *clock_ctx);
     void *clock_ctx; /**< passed to clock_ms */
+
+    /* ---- version 2: etcd in production (docs/scale-out.md) ----
+     * Used by etcd:// and etcds:// locations only.  A string left NULL
+     * takes the value of the environment variable etcdctl reads
+     * (ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_USER,
+     * ETCDCTL_PASSWORD; ETCDCTL_USER may be "user:password"), as libpq takes
+     * PGPASSWORD; the TLS ones only for etcds://.  The strings are copied
+     * by bindlog_open; the password is kept (to renew etcd's auth token)
+     * and wiped when the store's last handle closes.  No message, log or
+     * statistic ever contains it, and a location that holds credentials
+     * ("etcds://user:pw@host...") is refused. */
+    /** etcds://: the CA certificates (PEM file) that sign the servers'
+     * certificates; NULL: the system's store.  The server's certificate
+     * must also name the endpoint's host (or IP address). */
+    const char *etcd_cacert;
+    /** etcds://: a client certificate (PEM file) for servers that ask
+     * for one (etcd --client-cert-auth); with etcd_key. */
+    const char *etcd_cert;
+    const char *etcd_key;      /**< its private key (PEM file, unencrypted) */
+    /** etcd's authentication (RBAC): user and password, both or neither.
+     * The user needs read and write permission on PREFIX/ (docs/scale-out.md
+     * lists the least a gateway needs). */
+    const char *etcd_user;
+    const char *etcd_password; /**< see etcd_user */
+    /** The most operations one etcd Txn may carry: the servers'
+     * --max-txn-ops, which a client cannot ask.  0: the environment's
+     * BINDLOG_ETCD_MAX_TXN_OPS, else etcd's default, 128.  Larger groups of
+     * events then fit one Txn.  16..1000000; a value above the servers'
+     * makes large batches fail with BINDLOG_EINVAL. */
+    unsigned etcd_max_txn_ops;
 } bindlog_options;
 
 #define BINDLOG_OPTIONS_INIT \
-    { BINDLOG_OPTIONS_VERSION, BINDLOG_DURABILITY_FULL, 0, 0, 0, NULL, NULL }
+    { BINDLOG_OPTIONS_VERSION, BINDLOG_DURABILITY_FULL, 0, 0, 0, NULL, NULL, \
+      NULL, NULL, NULL, NULL, NULL, 0 }
 
 /** An open store.  Opaque; thread-safe. */
 typedef struct bindlog bindlog;
@@ -234,18 +270,30 @@ typedef struct bindlog bindlog;
  *
  * @param out   receives the handle; set to NULL on failure.
  * @param dir   the store directory, or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
- *              for a store shared by a fleet on etcd (docs/scale-out.md).  Any
- *              other "scheme://" is refused with BINDLOG_EINVAL.
+ *              for a store shared by a fleet on etcd (plain HTTP), or
+ *              "etcds://HOST:PORT[,HOST:PORT...]/PREFIX" (TLS; see the
+ *              etcd_* options) (docs/scale-out.md).  Any other "scheme://"
+ *              is refused with BINDLOG_EINVAL.  etcd locations need the etcd
+ *              module, libbindlog-etcd.so, installed beside libbindlog (it
+ *              is loaded on the first such open).
  * @param opts  options, or NULL for the defaults.
  * @return 0, or
- *   BINDLOG_EINVAL (NULL out/dir, empty dir, bad opts->version or value),
+ *   BINDLOG_EINVAL (NULL out/dir, empty dir, bad opts->version or value; on
+ *   etcd: a malformed location, credentials in it, TLS files that cannot be
+ *   read or given for etcd://, a user without a password),
  *   BINDLOG_ENOTFOUND (read-only open of a missing store, or of an empty
  *   data.mdb that a creation left),
  *   BINDLOG_ENOTSTORE (the directory holds something else; `dir` is a
  *   file, not a directory; a store file is a symbolic link or not a
  *   regular file; data.mdb is not an LMDB file),
- *   BINDLOG_EVERSION (a newer on-disk format), BINDLOG_EACCES,
- *   BINDLOG_ECORRUPT, BINDLOG_EIO, BINDLOG_ENOMEM, BINDLOG_ENOSPC.
+ *   BINDLOG_EVERSION (a newer on-disk format), BINDLOG_EACCES (also: etcd
+ *   refused the credentials, or the user has no permission on the prefix),
+ *   BINDLOG_ENOTSUP (an etcd location without the etcd module),
+ *   BINDLOG_ECORRUPT, BINDLOG_EIO (also: etcd unreachable, or TLS failed: a
+ *   server certificate that no trusted CA signed or that names another
+ *   host, a client certificate the server refuses), BINDLOG_ENOMEM,
+ *   BINDLOG_ENOSPC.  bindlog_last_error() says which, and on etcd which
+ *   endpoint.
  * Thread-safe.
  */
 BINDLOG_API int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts);

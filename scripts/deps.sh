@@ -4,11 +4,12 @@
 # Checks for: a C compiler, make, cmake, pkg-config, the LMDB, xxHash, cmocka
 # and SQLite development packages, lmdb-utils (mdb_stat, mdb_dump), python3
 # (binding tests), libcurl + json-c + etcd (the etcd backend and its tests),
-# clang with libFuzzer's runtime (fuzz harnesses), prometheus (promtool, the
-# CLI tests' lint of stat --prometheus), python3-wheel and mypy for the
-# Python package (its offline install, its type check), and for the Node
-# binding node with npm (whose bundled node-gyp builds the addon), Node's
-# headers and g++ (node-gyp links with it).
+# openssl (the etcd TLS tests make their certificates with it), clang with
+# libFuzzer's runtime (fuzz harnesses), prometheus (promtool, the CLI tests'
+# lint of stat --prometheus), python3-wheel and mypy for the Python package
+# (its offline install, its type check), and for the Node binding node with
+# npm (whose bundled node-gyp builds the addon), Node's headers and g++
+# (node-gyp links with it).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -22,7 +23,7 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     # --no-build-isolation needs setuptools and wheel) and its type check
     python3 python3-setuptools python3-venv python3-wheel mypy
     # the etcd backend: its client libraries and a real etcd for the tests
-    libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client
+    libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client openssl
     # libFuzzer harnesses (clang with its runtime)
     clang libclang-rt-14-dev
     # promtool, which lints the output of bindlog stat --prometheus in the CLI tests
@@ -54,6 +55,7 @@ have_pkg() {
     libjson-c-dev) pkg-config --exists json-c 2>/dev/null ;;
     etcd-server) command -v etcd >/dev/null 2>&1 ;;
     etcd-client) command -v etcdctl >/dev/null 2>&1 ;;
+    openssl) command -v openssl >/dev/null 2>&1 ;;
     clang) command -v clang >/dev/null 2>&1 ;;
     prometheus) command -v promtool >/dev/null 2>&1 ;;
     g++) command -v g++ >/dev/null 2>&1 ;;

@@ -508,6 +508,53 @@ static void be__group_commit_cut_into_txns(void **state)
     free(loc);
 }
 
+/* The Txn limit is bindlog_options.etcd_max_txn_ops (issue 15), not only
+ * BINDLOG_ETCD_MAX_TXN_OPS: below the servers' it cuts batches sooner; above
+ * it, etcd refuses what the client let through. */
+static bindlog *open_ops(const char *loc, unsigned ops)
+{
+    bindlog *s = NULL;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    o.etcd_max_txn_ops = ops;
+    int rc = bindlog_open(&s, loc, &o);
+    if (rc != 0)
+        fail_msg("bindlog_open(%s): %s", loc, bindlog_last_error());
+    return s;
+}
+
+static void be__max_txn_ops_is_an_option(void **state)
+{
+    cluster *cl = need_cluster(state);
+    char *loc = location(cl, "ops");
+    bindlog_event ev[40];
+    bindlog_result res[40];
+    char keys[40][16], sids[40][16];
+    size_t ei = 99;
+    for (int i = 0; i < 40; i++) {
+        snprintf(keys[i], sizeof keys[i], "ops%d", i);
+        snprintf(sids[i], sizeof sids[i], "opss%d", i);
+        ev[i] = (bindlog_event){BINDLOG_EVENT_BIND, keys[i], sids[i], NULL, 0, NULL, NULL, 0};
+    }
+    /* 16 ops: 4 binds of new keys (4 puts each, + head and counts) are too
+     * many, 3 fit */
+    bindlog *s = open_ops(loc, 16);
+    assert_int_equal(bindlog_apply_batch(s, ev, 4, res, &ei), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "--max-txn-ops 16"));
+    assert_int_equal(bindlog_apply_batch(s, ev, 3, res, &ei), 0);
+    bindlog_close(s);
+    /* 1000, above the cluster's 128: 40 binds pass the client and etcd
+     * refuses them, so nothing is written */
+    s = open_ops(loc, 1000);
+    assert_int_equal(bindlog_apply_batch(s, ev + 3, 37, res, &ei), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "too many operations"));
+    bindlog_stats st;
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 3);
+    bindlog_close(s);
+    tu_store_remove(loc);
+    free(loc);
+}
+
 /* ---- what is not a store ------------------------------------------------------------ */
 
 static void be__not_a_store_refused(void **state)
@@ -748,6 +795,7 @@ int main(void)
     const struct CMUnitTest single[] = {
         cmocka_unit_test(be__two_processes_race_one_split_each),
         cmocka_unit_test(be__group_commit_cut_into_txns),
+        cmocka_unit_test(be__max_txn_ops_is_an_option),
         cmocka_unit_test(be__not_a_store_refused),
         cmocka_unit_test(be__writes_wait_for_import_marker),
     };

@@ -534,6 +534,9 @@ static void etcd_maint__check_catches_tampering(void **state)
 
 int main(void)
 {
+    /* these tests call the backend's functions on handles bindlog_open
+     * made: both must be the copy linked in, not the module's */
+    bl_module_builtin("etcd", &bl_etcd_ops);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(etcd_maint__round_trip_keeps_digest),
         cmocka_unit_test(etcd_maint__incremental_import),

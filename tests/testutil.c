@@ -86,12 +86,37 @@ void tu_rmtree(const char *path)
 int tu_backend_is_etcd(void)
 {
     const char *b = getenv("BINDLOG_TEST_BACKEND");
-    return b != NULL && strcmp(b, "etcd") == 0;
+    return b != NULL && (strcmp(b, "etcd") == 0 || strcmp(b, "etcds") == 0);
+}
+
+/* etcds: TLS, and the fixture's credentials (testutil.h). */
+static int backend_is_etcds(void)
+{
+    const char *b = getenv("BINDLOG_TEST_BACKEND");
+    return b != NULL && strcmp(b, "etcds") == 0;
 }
 
 int tu_is_etcd_location(const char *loc)
 {
-    return loc != NULL && strncmp(loc, "etcd://", 7) == 0;
+    return loc != NULL && (strncmp(loc, "etcd://", 7) == 0 || strncmp(loc, "etcds://", 8) == 0);
+}
+
+/* The etcds fixture writes a random password for its user to a file:
+ * hand it to the library the way an operator would, in ETCDCTL_PASSWORD. */
+static void load_password(void)
+{
+    const char *f = getenv("BINDLOG_TEST_ETCD_PASSWORD_FILE");
+    char pw[256];
+    if (f == NULL || f[0] == '\0' || getenv("ETCDCTL_PASSWORD") != NULL)
+        return;
+    FILE *fp = fopen(f, "r");
+    if (fp == NULL)
+        return;
+    if (fgets(pw, sizeof pw, fp) != NULL) {
+        pw[strcspn(pw, "\r\n")] = '\0';
+        setenv("ETCDCTL_PASSWORD", pw, 1);
+    }
+    fclose(fp);
 }
 
 static char endpoints_buf[1024];
@@ -124,6 +149,8 @@ const char *tu_etcd_endpoints(void)
 
 int tu_backend_skip(void)
 {
+    if (backend_is_etcds())
+        load_password();
     if (!tu_backend_is_etcd() || tu_etcd_endpoints() != NULL)
         return 0;
     const char *req = getenv("BINDLOG_REQUIRE_ETCD");
@@ -161,23 +188,37 @@ char *tu_store_location(const char *tag)
         fprintf(stderr, "tu_store_location: out of memory\n");
         abort();
     }
-    snprintf(loc, len, "etcd://%s/bindlog-test/%s-%ld-%u-%lx", eps, tag, (long)getpid(), n,
-             (unsigned long)(ts.tv_nsec ^ ts.tv_sec));
+    snprintf(loc, len, "%s://%s/bindlog-test/%s-%ld-%u-%lx", backend_is_etcds() ? "etcds" : "etcd",
+             eps, tag, (long)getpid(), n, (unsigned long)(ts.tv_nsec ^ ts.tv_sec));
     return loc;
 }
 
-/* A client on the endpoints of `loc` and its prefix "PREFIX/" (malloc'd). */
+/* A client on the endpoints of `loc` and its prefix "PREFIX/" (malloc'd);
+ * on etcds:// with the TLS files and credentials of the ETCDCTL_*
+ * environment, as the library takes them. */
 static bl_etcd *loc_client(const char *loc, unsigned char **prefix, size_t *plen)
 {
-    const char *p = loc + 7, *slash = strchr(p, '/');
-    bl_etcd *c = NULL;
-    *prefix = NULL;
-    if (!tu_is_etcd_location(loc) || slash == NULL)
+    if (!tu_is_etcd_location(loc))
         return NULL;
+    int tls = strncmp(loc, "etcds://", 8) == 0;
+    const char *p = loc + (tls ? 8 : 7), *slash = strchr(p, '/');
+    bl_etcd *c = NULL;
+    bl_etcd_options o = BL_ETCD_OPTIONS_INIT;
+    *prefix = NULL;
+    if (slash == NULL)
+        return NULL;
+    if (tls) {
+        o.tls = 1;
+        o.cacert = getenv("ETCDCTL_CACERT");
+        o.cert = getenv("ETCDCTL_CERT");
+        o.key = getenv("ETCDCTL_KEY");
+        o.user = getenv("ETCDCTL_USER");
+        o.password = o.user ? getenv("ETCDCTL_PASSWORD") : NULL;
+    }
     char *eps = strndup(p, (size_t)(slash - p));
     *plen = strlen(slash + 1) + 1;
     *prefix = malloc(*plen);
-    if (eps == NULL || *prefix == NULL || bl_etcd_open(eps, NULL, &c) != 0) {
+    if (eps == NULL || *prefix == NULL || bl_etcd_open(eps, &o, &c) != 0) {
         free(eps);
         free(*prefix);
         *prefix = NULL;

@@ -41,10 +41,15 @@ void tu_rmtree(const char *path);
  * With BINDLOG_TEST_BACKEND=etcd the contract tests run against etcd: the
  * endpoints come from $BINDLOG_TEST_ETCD_ENDPOINTS, or from the first line
  * of the file named by $BINDLOG_TEST_ETCD_ENDPOINTS_FILE (written by the
- * ctest fixture).  Otherwise they run on LMDB directories.
+ * ctest fixture).  With BINDLOG_TEST_BACKEND=etcds, the same over TLS with
+ * etcd's auth on: locations are etcds://, and the library (and testutil's
+ * own client) take the CA, client certificate, user and password from the
+ * ETCDCTL_* environment; tu_backend_skip() sets ETCDCTL_PASSWORD from the
+ * file $BINDLOG_TEST_ETCD_PASSWORD_FILE (the fixture's random password).
+ * Otherwise they run on LMDB directories.
  */
 
-/* 1 if the tests run on etcd (BINDLOG_TEST_BACKEND=etcd), else 0. */
+/* 1 if the tests run on etcd (BINDLOG_TEST_BACKEND=etcd or etcds), else 0. */
 int tu_backend_is_etcd(void);
 
 /*
@@ -80,7 +85,7 @@ int tu_backend_skip(void);
 int tu_etcd_put(const char *loc, const char *name, const void *value, size_t len);
 long tu_etcd_count(const char *loc);
 
-/* 1 if `loc` is an etcd location ("etcd://..."). */
+/* 1 if `loc` is an etcd location ("etcd://..." or "etcds://..."). */
 int tu_is_etcd_location(const char *loc);
 
 #endif /* BINDLOG_TESTUTIL_H */

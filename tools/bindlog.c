@@ -47,7 +47,8 @@ static void main_usage(FILE *f)
                "exit status: 0 success, 1 a problem found (check failed, event refused,\n"
                "not found), 2 usage error, 3 store or I/O error.\n"
                "environment: BINDLOG_DIR (default store), BINDLOG_CLOCK_MS (a fixed event\n"
-               "time in ms since the epoch, for reproducible tests).\n");
+               "time in ms since the epoch, for reproducible tests).\n\n");
+    cli_etcd_usage(f);
 }
 
 /* BINDLOG_CLOCK_MS pins the clock the library stamps events with, so that
@@ -94,6 +95,11 @@ int main(int argc, char **argv)
             i++;
             continue;
         }
+        int etcd = cli_etcd_flag(&c, argc, argv, &i);
+        if (etcd < 0)
+            return -etcd;
+        if (etcd > 0)
+            continue;
         return cli_usage_error(&c, "unknown option '%s'", a);
     }
     if (i >= argc) {
@@ -310,6 +316,8 @@ int cli_open(cli *c, int read_only, bindlog **out)
     if (c->dir == NULL || c->dir[0] == '\0')
         return cli_usage_error(c, "no store directory: give -d DIR or set BINDLOG_DIR");
     o.read_only = read_only;
+    if ((rc = cli_etcd_options(c, &o)) != 0)
+        return rc;
     if (c->have_clock) {
         o.clock_ms = fixed_clock;
         o.clock_ctx = &c->clock_ms;

@@ -24,6 +24,14 @@ enum { CLI_OK = 0, CLI_PROBLEM = 1, CLI_USAGE = 2, CLI_STORE = 3 };
 
 /* ---- invocation --------------------------------------------------------- */
 
+/* The etcd options given on the command line (cli_etcd.c); NULL / 0 for
+ * the ones not given, which the library then takes from ETCDCTL_*. */
+typedef struct cli_etcd_settings {
+    const char *cacert, *cert, *key, *user, *password;
+    unsigned max_txn_ops;
+    char user_buf[256]; /* the USER of --user USER:PASSWORD */
+} cli_etcd_settings;
+
 /* One run of the tool: the global options and the command's own argv
  * (argv[0] is the command name). */
 typedef struct cli {
@@ -33,6 +41,7 @@ typedef struct cli {
     char **argv;
     int have_clock;   /* BINDLOG_CLOCK_MS was set: every event gets that time */
     int64_t clock_ms;
+    cli_etcd_settings etcd; /* --cacert, --cert, --key, --user, ... */
 } cli;
 
 /* A command: its name, a one-line summary for `bindlog --help`, its usage
@@ -110,6 +119,15 @@ int cli_exit_code(int rc);
 void cli_warn(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- the store ---------------------------------------------------------- */
+
+/* The etcd options (cli_etcd.c).  cli_etcd_flag: if argv[*i] is one of
+ * them, take it (and its value) and advance *i: 1; not one: 0; a usage
+ * error, reported: -CLI_USAGE.  cli_etcd_options: put them into o, or
+ * refuse a location holding credentials (CLI_USAGE, reported, without
+ * echoing it).  cli_etcd_usage: their help. */
+int cli_etcd_flag(cli *c, int argc, char **argv, int *i);
+int cli_etcd_options(const cli *c, bindlog_options *o);
+void cli_etcd_usage(FILE *f);
 
 /* Opens c->dir; read_only for every inspect command, so they work on a
  * live store beside a writing gateway and never create one.  Reports the

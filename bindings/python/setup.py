@@ -42,8 +42,9 @@ from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB_EXT = "bindlog.libbindlog"  # -> bindlog/libbindlog.so
-#: the library's layers compiled into the package (src/etcd is left out:
-#: BINDLOG_WITH_ETCD stays undefined, and an etcd:// open is BINDLOG_ENOTSUP)
+#: the library's layers compiled into the package (src/etcd is left out: it
+#: is the separate etcd module, loaded for etcd:// only when installed, and
+#: an etcd:// open is BINDLOG_ENOTSUP without it; src/core/module.h)
 LAYERS = ("core", "lmdb", "maint")
 SDIST_CSRC = "csrc"
 

@@ -10,6 +10,8 @@
  * arguments (BINDLOG_EINVAL), then read-only (BINDLOG_EREADONLY), then state.
  */
 #define _GNU_SOURCE
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +19,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/module.h"
 
 const char *bindlog_version(void) { return BINDLOG_VERSION_STRING; }
 
@@ -87,18 +90,10 @@ const char *bindlog_event_name(int type)
 
 /* ---- backends and handles ----------------------------------------------- */
 
-/* Backends chosen by a location prefix; a plain path is LMDB's.  A build
- * of the library without src/etcd (the Python and Node packages compile
- * core, lmdb and maint only) leaves BINDLOG_WITH_ETCD undefined, and an
- * etcd:// open is then BINDLOG_ENOTSUP.  (A weak reference would not do:
- * it does not pull the backend out of a static library.) */
-#ifdef BINDLOG_WITH_ETCD
-#define ETCD_OPS (&bl_etcd_ops)
-#define ETCD_BUILT 1
-#else
-#define ETCD_OPS ((const bl_backend_ops *)NULL)
-#define ETCD_BUILT 0
-#endif
+/* A plain path is LMDB's; etcd:// and etcds:// are served by the etcd
+ * module, loaded on first use (core/module.h): libbindlog itself links
+ * neither libcurl nor json-c.  Without the module such an open is
+ * BINDLOG_ENOTSUP with a message saying what to install. */
 
 /* 1 if the location starts like a URL ("word://"), which no directory
  * path is meant to: a typo in a scheme must not create a directory. */
@@ -111,21 +106,21 @@ static int looks_like_url(const char *location)
     return p != location && strncmp(p, "://", 3) == 0;
 }
 
-const bl_backend_ops *bl_backend_for(const char *location)
+/* The backend of `location`: 0 with *ops, BINDLOG_ENOTSUP (its module
+ * cannot be loaded) or BINDLOG_EINVAL (an unknown scheme), each with its
+ * last-error detail. */
+static int backend_for(const char *location, const bl_backend_ops **ops)
 {
-    const bl_backend_ops *schemed[] = {ETCD_OPS};
-    for (size_t i = 0; i < sizeof(schemed) / sizeof(schemed[0]); i++) {
-        const bl_backend_ops *b = schemed[i];
-        if (b != NULL && strncmp(location, b->scheme, strlen(b->scheme)) == 0)
-            return b;
-    }
-    return looks_like_url(location) ? NULL : &bl_lmdb_ops;
-}
-
-/* 1 when the location names a backend this build does not contain. */
-static int backend_missing(const char *location)
-{
-    return !ETCD_BUILT && strncmp(location, "etcd://", 7) == 0;
+    int rc = bl_module_backend(location, ops);
+    if (rc == 1)
+        return 0;
+    if (rc < 0)
+        return rc;
+    if (looks_like_url(location))
+        return bl_err_set(BINDLOG_EINVAL, "unknown scheme (a store is a directory path, "
+                                          "etcd://HOST:PORT/PREFIX or etcds://HOST:PORT/PREFIX)");
+    *ops = &bl_lmdb_ops;
+    return 0;
 }
 
 /* CLOCK_MONOTONIC in milliseconds. */
@@ -163,6 +158,13 @@ int64_t bl_now_ms(const bindlog *h)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The size of the options struct of each version (fields are only added
+ * at the end). */
+static size_t options_size(unsigned version)
+{
+    return version >= 2 ? sizeof(bindlog_options) : offsetof(bindlog_options, etcd_cacert);
+}
+
 static int open_store(bindlog **out, const char *dir, const bindlog_options *opts)
 {
     bindlog_options o = BINDLOG_OPTIONS_INIT;
@@ -179,7 +181,9 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
             return bl_err_set(BINDLOG_EINVAL,
                               "options version %u is not 1..%u (use BINDLOG_OPTIONS_INIT)",
                               opts->version, (unsigned)BINDLOG_OPTIONS_VERSION);
-        o = *opts;
+        /* only the fields the caller's version has: an older caller's
+         * struct ends sooner */
+        memcpy(&o, opts, options_size(opts->version));
     }
     if (o.durability < BINDLOG_DURABILITY_FULL || o.durability > BINDLOG_DURABILITY_NONE)
         return bl_err_set(BINDLOG_EINVAL, "unknown durability mode %d", o.durability);
@@ -192,17 +196,10 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
         free(h);
         return BINDLOG_ENOMEM;
     }
-    h->ops = bl_backend_for(dir);
-    if (h->ops == NULL && backend_missing(dir)) {
+    if ((rc = backend_for(dir, &h->ops)) != 0) {
         free(h->path);
         free(h);
-        return bl_err_set(BINDLOG_ENOTSUP, "this build of libbindlog has no etcd backend");
-    }
-    if (h->ops == NULL) {
-        free(h->path);
-        free(h);
-        return bl_err_set(BINDLOG_EINVAL, "unknown scheme (a store is a directory path or "
-                                          "etcd://HOST:PORT/PREFIX)");
+        return rc;
     }
     h->read_only = o.read_only != 0;
     h->durability = o.durability;
@@ -218,12 +215,32 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
     return 0;
 }
 
+/* A location for a message.  In a URL whose authority holds '@'
+ * ("etcds://user:password@host:port/P", refused by the backend), what
+ * precedes the last '@' may be a password: it becomes "***". */
+static const char *qlocation(char *buf, const char *loc)
+{
+    if (loc == NULL || !looks_like_url(loc))
+        return QPATH(buf, loc);
+    const char *auth = strstr(loc, "://") + 3;
+    size_t alen = strcspn(auth, "/");
+    const char *at = NULL;
+    for (const char *p = auth; p < auth + alen; p++)
+        if (*p == '@')
+            at = p;
+    if (at == NULL)
+        return QPATH(buf, loc);
+    char tmp[BL_ERR_QUOTE_MAX];
+    snprintf(tmp, sizeof tmp, "%.*s***%s", (int)(auth - loc), loc, at);
+    return QPATH(buf, tmp);
+}
+
 int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
 {
     char q[BL_ERR_QUOTE_MAX];
     bl_err_clear();
     int rc = open_store(out, dir, opts);
-    return bl_api_done(rc, "open %s", QPATH(q, dir));
+    return bl_api_done(rc, "open %s", qlocation(q, dir));
 }
 
 void bindlog_close(bindlog *s)

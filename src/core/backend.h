@@ -158,10 +158,7 @@ struct bl_backend_ops {
 int bl_wait_poll(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head,
                  int (*read_head)(bindlog *h, uint64_t *head), int period_ms);
 
-/* The backends.  bl_backend_for() picks the one whose scheme prefixes the
- * location; any other "scheme://" is NULL (refused); a path is LMDB's. */
+/* The embedded backend (src/lmdb).  Others are modules (core/module.h). */
 extern const bl_backend_ops bl_lmdb_ops;
-extern const bl_backend_ops bl_etcd_ops;
-const bl_backend_ops *bl_backend_for(const char *location);
 
 #endif /* BL_BACKEND_H */

@@ -12,8 +12,32 @@
 
 /* The message, and whether a lower layer set a detail since the last
  * clear.  Thread-local: each thread sees the outcome of its own calls. */
-static _Thread_local char msg[BL_ERRMSG_MAX];
-static _Thread_local int msg_set;
+static _Thread_local char own_msg[BL_ERRMSG_MAX];
+static _Thread_local int own_set;
+
+/* In a module (core/module.h): the host's buffer instead of ours, so that
+ * what the module's code says reaches bindlog_last_error().  Set once, at
+ * the module's load, before any of its code runs for a caller. */
+static void (*forward)(char **msg, int **set);
+
+void bl_err_slot(char **msg, int **set)
+{
+    *msg = own_msg;
+    *set = &own_set;
+}
+
+void bl_err_forward(void (*host_slot)(char **msg, int **set)) { forward = host_slot; }
+
+/* The calling thread's buffer (BL_ERRMSG_MAX bytes) and flag. */
+static char *cur(int **set)
+{
+    char *m;
+    if (forward != NULL)
+        forward(&m, set);
+    else
+        bl_err_slot(&m, set);
+    return m;
+}
 
 /* vsnprintf into buf, marking a cut with "..." at the end. */
 static void format_cut(char *buf, size_t cap, const char *fmt, va_list ap)
@@ -25,27 +49,42 @@ static void format_cut(char *buf, size_t cap, const char *fmt, va_list ap)
 
 void bl_err_clear(void)
 {
+    int *set;
+    char *msg = cur(&set);
     msg[0] = '\0';
-    msg_set = 0;
+    *set = 0;
 }
 
 int bl_err_set(int rc, const char *fmt, ...)
 {
+    int *set;
+    char *msg = cur(&set);
     va_list ap;
     va_start(ap, fmt);
-    format_cut(msg, sizeof msg, fmt, ap);
+    format_cut(msg, BL_ERRMSG_MAX, fmt, ap);
     va_end(ap);
-    msg_set = 1;
+    *set = 1;
     return rc;
 }
 
-int bl_err_isset(void) { return msg_set; }
+int bl_err_isset(void)
+{
+    int *set;
+    cur(&set);
+    return *set;
+}
 
-const char *bl_err_get(void) { return msg; }
+const char *bl_err_get(void)
+{
+    int *set;
+    return cur(&set);
+}
 
 int bl_api_done(int rc, const char *fmt, ...)
 {
     char ctx[BL_ERRMSG_MAX], detail[BL_ERRMSG_MAX];
+    int *set;
+    char *msg = cur(&set);
     va_list ap;
 
     if (rc >= 0) {
@@ -55,14 +94,14 @@ int bl_api_done(int rc, const char *fmt, ...)
     va_start(ap, fmt);
     format_cut(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
-    if (msg_set && msg[0] != '\0')
+    if (*set && msg[0] != '\0')
         memcpy(detail, msg, sizeof detail);
     else
         snprintf(detail, sizeof detail, "%s", bindlog_strerror(rc));
-    int n = snprintf(msg, sizeof msg, "%s: %s", ctx, detail);
-    if (n >= 0 && (size_t)n >= sizeof msg)
-        memcpy(msg + sizeof msg - 4, "...", 4);
-    msg_set = 0; /* the next layer up starts from a finished message */
+    int n = snprintf(msg, BL_ERRMSG_MAX, "%s: %s", ctx, detail);
+    if (n >= 0 && n >= BL_ERRMSG_MAX)
+        memcpy(msg + BL_ERRMSG_MAX - 4, "...", 4);
+    *set = 0; /* the next layer up starts from a finished message */
     return rc;
 }
 

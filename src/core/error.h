@@ -63,4 +63,13 @@ int bl_api_done(int rc, const char *fmt, ...) BL_PRINTF(2, 3);
  */
 char *bl_err_bytes(char *out, size_t cap, const void *p, size_t n);
 
+/*
+ * Modules (core/module.h).  bl_err_slot gives the calling thread's own
+ * buffer (BL_ERRMSG_MAX bytes) and flag; a module's copy of this file,
+ * given its host's bl_err_slot with bl_err_forward(), then reads and writes
+ * the host's message instead of its own.
+ */
+void bl_err_slot(char **msg, int **set);
+void bl_err_forward(void (*slot)(char **msg, int **set));
+
 #endif /* BL_ERROR_H */

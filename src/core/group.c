@@ -4,15 +4,18 @@
 #define _GNU_SOURCE
 #include "core/group.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void bl_group_init(bl_group *g)
 {
     memset(g, 0, sizeof(*g));
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
+    pthread_cond_init(&g->fill_cv, NULL);
     atomic_init(&g->panic, 0);
 }
 
@@ -20,6 +23,36 @@ void bl_group_destroy(bl_group *g)
 {
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
+    pthread_cond_destroy(&g->fill_cv);
+}
+
+void bl_group_fill(bl_group *g, unsigned max_us) { g->fill_us = max_us; }
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The leader's wait for the group to fill (g->mu held; see bl_group_fill). */
+static void fill(bl_group *g)
+{
+    int64_t wait_ns = (int64_t)g->fill_us * 1000;
+    if (wait_ns > g->last_run_ns / 4)
+        wait_ns = g->last_run_ns / 4;
+    if (wait_ns <= 0)
+        return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until); /* pthread_cond_timedwait's clock */
+    int64_t ns = until.tv_nsec + wait_ns;
+    until.tv_sec += (time_t)(ns / 1000000000);
+    until.tv_nsec = (long)(ns % 1000000000);
+    g->filling = 1;
+    while (g->queued < g->expect)
+        if (pthread_cond_timedwait(&g->fill_cv, &g->mu, &until) == ETIMEDOUT)
+            break;
+    g->filling = 0;
 }
 
 void bl_group_fail(bl_greq *group, int rc)
@@ -73,29 +106,42 @@ static void complete(bl_group *g, bl_greq *group)
  * queue is FIFO and a leader takes all of it, so requests queued together
  * finish together.  Returns with g->mu unlocked.
  */
-static void queue_and_wait(bl_group *g, bl_greq *first, bl_greq *last, bl_group_run_fn run,
-                           bl_group_finish_fn finish, void *ctx)
+static void queue_and_wait(bl_group *g, bl_greq *first, bl_greq *last, size_t count,
+                           bl_group_run_fn run, bl_group_finish_fn finish, void *ctx)
 {
     if (g->tail)
         g->tail->next = first;
     else
         g->head = first;
     g->tail = last;
+    g->queued += count;
+    if (g->filling && g->queued >= g->expect)
+        pthread_cond_signal(&g->fill_cv);
 
     while (!last->done) {
         if (g->leader || g->head == NULL) {
             pthread_cond_wait(&g->cv, &g->mu);
             continue;
         }
-        /* lead: take everything queued, ourselves included */
-        bl_greq *group = g->head;
-        g->head = g->tail = NULL;
+        /* lead: take everything queued, ourselves included (after letting
+         * the group fill, if the backend asked for it) */
         g->leader = 1;
+        if (g->fill_us != 0 && g->queued < g->expect)
+            fill(g);
+        bl_greq *group = g->head;
+        size_t size = g->queued;
+        g->head = g->tail = NULL;
+        g->queued = 0;
         pthread_mutex_unlock(&g->mu);
 
+        int64_t t0 = g->fill_us != 0 ? mono_ns() : 0;
         int pending = run(ctx, group);
 
         pthread_mutex_lock(&g->mu);
+        if (g->fill_us != 0) {
+            g->last_run_ns = mono_ns() - t0;
+            g->expect = size + g->queued; /* in flight while it ran */
+        }
         g->leader = 0;
         if (pending && finish != NULL) {
             /* Committed, but callers must wait for `finish`; the next group
@@ -133,7 +179,7 @@ int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindl
             free(req.outcomes);
         return BINDLOG_EPANIC;
     }
-    queue_and_wait(g, &req, &req, run, finish, ctx);
+    queue_and_wait(g, &req, &req, 1, run, finish, ctx);
 
     if (err_index != NULL)
         *err_index = req.err_index;
@@ -169,7 +215,7 @@ int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
         free(req);
         return BINDLOG_EPANIC;
     }
-    queue_and_wait(g, &req[0], &req[n - 1], run, finish, ctx);
+    queue_and_wait(g, &req[0], &req[n - 1], n, run, finish, ctx);
     /* A storage failure fails every request of the group alike; a refusal
      * of the state machine is one event's own.  Say which. */
     for (size_t i = 0; i < n; i++) {

@@ -48,6 +48,14 @@ typedef struct bl_group {
     pthread_cond_t cv;
     bl_greq *head, *tail;
     int leader;           /* a thread is running a group */
+    /* Filling (bl_group_fill): requests queued, how many the next leader
+     * expects (the last group's plus those queued while it ran), and the
+     * leader's wait for them. */
+    size_t queued, expect;
+    unsigned fill_us;     /* 0: never wait */
+    int64_t last_run_ns;  /* how long the last group's run took */
+    int filling;          /* a leader waits on fill_cv */
+    pthread_cond_t fill_cv;
     atomic_int panic;     /* sticky: a commit failed fatally */
     uint64_t commits, grouped_events; /* this process's, over every handle */
 } bl_group;
@@ -61,6 +69,19 @@ typedef int (*bl_group_finish_fn)(void *ctx, bl_greq *group);
 
 void bl_group_init(bl_group *g);
 void bl_group_destroy(bl_group *g);
+
+/*
+ * Filling, for a backend whose commit costs a network round trip (etcd).
+ * With steady writers a group commits while the next one queues, so each
+ * group holds about half of them and groups alternate.  With filling on, a
+ * new leader first waits -- up to max_us, and never more than a quarter of
+ * the last group's run -- until as many requests are queued as were in
+ * flight last time (the last group plus those that queued while it ran),
+ * so the writers that just got their outcomes join this group instead of
+ * forming the next.  A lone writer never waits: one request was in flight
+ * and one is queued.  0 (the default) turns it off.  Call before use.
+ */
+void bl_group_fill(bl_group *g, unsigned max_us);
 
 /* Queue n events and wait for their outcomes (see bl_backend_ops.commit).
  * BINDLOG_EPANIC at once if the group is sticky-failed. */

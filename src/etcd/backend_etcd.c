@@ -1,6 +1,7 @@
 /*
- * backend_etcd.c -- the etcd backend: open, the write path, reads,
- * iterators, statistics and digest (docs/scale-out.md).
+ * backend_etcd.c -- the etcd backend: the write path, and the table of
+ * operations (docs/scale-out.md).  Opening is etcd_open.c, the reads
+ * etcd_read.c, maintenance etcd_maint.c.
  *
  * Location: "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"; the key layout under
  * PREFIX is described in etcd_store.h.
@@ -55,248 +56,6 @@
 /* Raw key + value bytes one Txn may carry: base64 inflates them by 4/3 and
  * etcd refuses requests over --max-request-bytes (default 1.5 MiB). */
 #define TXN_MAX_BYTES (900u * 1024u)
-
-/* ---- the registry of open stores -------------------------------------------- */
-
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
-static bl_estore *registry;
-
-static void store_free(bl_estore *st)
-{
-    if (st == NULL)
-        return;
-    bl_etcd_close(st->c);
-    bl_group_destroy(&st->g);
-    free(st->location);
-    free(st->endpoints);
-    free(st->prefix);
-    free(st);
-}
-
-/* Split "etcd://EPS/PREFIX".  BINDLOG_EINVAL if malformed. */
-static int parse_location(const char *loc, char **eps, unsigned char **prefix, size_t *plen)
-{
-    const char *p = loc + strlen("etcd://");
-    const char *slash = strchr(p, '/');
-    *eps = NULL;
-    *prefix = NULL;
-    if (slash == NULL || slash == p || slash[1] == '\0')
-        return BINDLOG_EINVAL; /* no endpoints, or no PREFIX */
-    *eps = strndup(p, (size_t)(slash - p));
-    *plen = strlen(slash + 1) + 1;
-    *prefix = malloc(*plen);
-    if (*eps == NULL || *prefix == NULL) {
-        free(*eps);
-        free(*prefix);
-        return BINDLOG_ENOMEM;
-    }
-    memcpy(*prefix, slash + 1, *plen - 1);
-    (*prefix)[*plen - 1] = '/';
-    return 0;
-}
-
-/*
- * Make the store: an atomic Txn that holds only if nothing at all is under
- * PREFIX/ and no enclosing prefix holds a store (whose tables would then
- * contain ours), and puts the meta records.
- */
-static int create_store(bl_estore *st)
-{
-    bl_ebuf b = {0}, e = {0}, keys[5] = {{0}}, anc[16] = {{0}};
-    bl_etcd_cmp cmps[1 + 16];
-    bl_etcd_op ops[4];
-    bl_etcd_txn_result res = {0};
-    unsigned char fmt[4], head[16] = {0}, counts[BL_ES_COUNTS_BYTES] = {0};
-    size_t nc = 0, na = 0;
-    int rc;
-
-    bl_put32(fmt, BINDLOG_FORMAT_VERSION);
-    if ((rc = bl_ebuf_append(&b, st->prefix, st->prefix_len)) != 0 ||
-        (rc = bl_ebuf_reserve(&e, b.len + 2)) != 0)
-        goto out;
-    e.len = bl_etcd_prefix_end(b.p, b.len, e.p);
-    cmps[nc++] = (bl_etcd_cmp){.target = BL_ETCD_CMP_VERSION, .result = BL_ETCD_EQUAL,
-                               .key = b.p, .key_len = b.len, .range_end = e.p,
-                               .range_end_len = e.len, .number = 0};
-    /* enclosing prefixes "a" and "a/b" of "a/b/c/": their magic must not exist */
-    for (size_t i = 0; i + 1 < st->prefix_len && na < 16; i++) {
-        if (st->prefix[i] != '/' || i == 0)
-            continue;
-        if ((rc = bl_ebuf_append(&anc[na], st->prefix, i + 1)) != 0 ||
-            (rc = bl_ebuf_append(&anc[na], "m/magic", 7)) != 0)
-            goto out;
-        cmps[nc++] = (bl_etcd_cmp){.target = BL_ETCD_CMP_CREATE, .result = BL_ETCD_EQUAL,
-                                   .key = anc[na].p, .key_len = anc[na].len, .number = 0};
-        na++;
-    }
-    if ((rc = bl_es_key(st, BL_ES_META, "magic", 5, &keys[0])) != 0 ||
-        (rc = bl_es_key(st, BL_ES_META, "format", 6, &keys[1])) != 0 ||
-        (rc = bl_es_key(st, BL_ES_META, "head", 4, &keys[2])) != 0 ||
-        (rc = bl_es_key(st, BL_ES_META, "counts", 6, &keys[3])) != 0)
-        goto out;
-    ops[0] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = keys[0].p, .key_len = keys[0].len,
-                          .value = BL_ES_MAGIC, .value_len = strlen(BL_ES_MAGIC)};
-    ops[1] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = keys[1].p, .key_len = keys[1].len,
-                          .value = fmt, .value_len = 4};
-    ops[2] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = keys[2].p, .key_len = keys[2].len,
-                          .value = head, .value_len = 16};
-    ops[3] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = keys[3].p, .key_len = keys[3].len,
-                          .value = counts, .value_len = sizeof counts};
-    rc = bl_etcd_txn(st->c, cmps, nc, ops, 4, NULL, 0, &res);
-    /* a failed compare (someone else made it, or something else is there)
-     * and a retried Txn are sorted out by the caller's re-read */
-out:
-    bl_etcd_txn_result_free(&res);
-    bl_ebuf_free(&b);
-    bl_ebuf_free(&e);
-    for (size_t i = 0; i < 5; i++)
-        bl_ebuf_free(&keys[i]);
-    for (size_t i = 0; i < 16; i++)
-        bl_ebuf_free(&anc[i]);
-    return rc;
-}
-
-/* 1 if anything at all is stored under PREFIX/, 0 if not, or an error. */
-static int prefix_used(bl_estore *st)
-{
-    bl_ebuf e = {0};
-    bl_etcd_kvs kvs = {0};
-    int rc = bl_ebuf_reserve(&e, st->prefix_len + 2);
-    if (rc == 0) {
-        e.len = bl_etcd_prefix_end(st->prefix, st->prefix_len, e.p);
-        rc = bl_etcd_range(st->c, st->prefix, st->prefix_len, e.p, e.len, 0, 1,
-                           BL_ETCD_KEYS_ONLY, &kvs);
-        if (rc == 0)
-            rc = kvs.n > 0;
-    }
-    bl_etcd_kvs_free(&kvs);
-    bl_ebuf_free(&e);
-    return rc;
-}
-
-/* Check (and unless read-only, create) the store. */
-static int attach(bl_estore *st, int read_only)
-{
-    bl_es_meta m;
-    for (int attempt = 0; attempt < 3; attempt++) {
-        int rc = bl_es_meta_read(st, 0, &m);
-        if (rc != BINDLOG_ENOTSTORE)
-            return rc;
-        /* no magic: an empty prefix is a store to make; anything else is
-         * not ours */
-        if ((rc = prefix_used(st)) < 0)
-            return rc;
-        if (rc == 1) {
-            /* a creator in another process may be half-way: look again */
-            if ((rc = bl_es_meta_read(st, 0, &m)) != BINDLOG_ENOTSTORE)
-                return rc;
-            return BINDLOG_ENOTSTORE;
-        }
-        if (read_only)
-            return BINDLOG_ENOTFOUND;
-        if ((rc = create_store(st)) != 0)
-            return rc;
-    }
-    return BINDLOG_ENOTSTORE;
-}
-
-/* The --max-txn-ops of the servers: BINDLOG_ETCD_MAX_TXN_OPS, else etcd's
- * default (there is no API to ask etcd). */
-static unsigned max_txn_ops(void)
-{
-    const char *v = getenv("BINDLOG_ETCD_MAX_TXN_OPS");
-    if (v != NULL && *v != '\0') {
-        char *end;
-        unsigned long n = strtoul(v, &end, 10);
-        if (*end == '\0' && n >= 16 && n <= 1000000)
-            return (unsigned)n;
-    }
-    return BL_ETCD_DEFAULT_MAX_TXN_OPS;
-}
-
-static int etcd_open(bindlog *h, const bindlog_options *o)
-{
-    bl_estore *st;
-    bl_etcd_options eo = BL_ETCD_OPTIONS_INIT;
-    int rc;
-
-    (void)o; /* durability: an acknowledged Txn is fsynced on a quorum already */
-    pthread_mutex_lock(&registry_mu);
-    for (st = registry; st != NULL; st = st->next)
-        if (strcmp(st->location, h->path) == 0)
-            break;
-    if (st != NULL) {
-        st->refs++;
-        pthread_mutex_unlock(&registry_mu);
-        h->be = st;
-        return 0;
-    }
-    pthread_mutex_unlock(&registry_mu);
-
-    st = calloc(1, sizeof(*st));
-    if (st == NULL)
-        return BINDLOG_ENOMEM;
-    bl_group_init(&st->g);
-    st->refs = 1;
-    if ((st->location = strdup(h->path)) == NULL) {
-        rc = BINDLOG_ENOMEM;
-        goto fail;
-    }
-    if ((rc = parse_location(h->path, &st->endpoints, &st->prefix, &st->prefix_len)) != 0)
-        goto fail;
-    if (memchr(st->prefix, '\0', st->prefix_len) != NULL) {
-        rc = BINDLOG_EINVAL;
-        goto fail;
-    }
-    st->max_txn_ops = eo.max_txn_ops = max_txn_ops();
-    if ((rc = bl_etcd_open(st->endpoints, &eo, &st->c)) != 0)
-        goto fail;
-    if ((rc = attach(st, h->read_only)) != 0) {
-        rc = bl_es_error(rc, BINDLOG_EIO);
-        goto fail;
-    }
-
-    /* another thread may have opened the same store meanwhile: share its */
-    pthread_mutex_lock(&registry_mu);
-    bl_estore *other;
-    for (other = registry; other != NULL; other = other->next)
-        if (strcmp(other->location, h->path) == 0)
-            break;
-    if (other != NULL) {
-        other->refs++;
-        pthread_mutex_unlock(&registry_mu);
-        store_free(st);
-        h->be = other;
-        return 0;
-    }
-    st->next = registry;
-    registry = st;
-    pthread_mutex_unlock(&registry_mu);
-    h->be = st;
-    return 0;
-fail:
-    store_free(st);
-    return rc;
-}
-
-static void etcd_close(bindlog *h)
-{
-    bl_estore *st = bl_es_of(h);
-    pthread_mutex_lock(&registry_mu);
-    if (--st->refs > 0) {
-        pthread_mutex_unlock(&registry_mu);
-        h->be = NULL;
-        return;
-    }
-    for (bl_estore **p = &registry; *p != NULL; p = &(*p)->next)
-        if (*p == st) {
-            *p = st->next;
-            break;
-        }
-    pthread_mutex_unlock(&registry_mu);
-    store_free(st);
-    h->be = NULL;
-}
 
 /* ---- the write path ------------------------------------------------------------ */
 
@@ -496,14 +255,19 @@ static int too_big(const chunk *c)
            bl_es_wset_bytes(c->ws) > TXN_MAX_BYTES;
 }
 
+/* Every request of [from, to) fails with rc; the detail is the leader's
+ * last-error message when one was set (bl_es_error sets the client's). */
 static void fail_range(bl_greq *from, const bl_greq *to, int rc)
 {
+    const char *detail = bl_err_isset() ? bl_err_get() : "";
     for (bl_greq *r = from; r != to; r = r->next) {
+        snprintf(r->msg, sizeof r->msg, "%s", detail);
         r->rc = rc;
         r->err_index = 0;
         for (size_t i = 0; i < r->n; i++)
             r->outcomes[i] = rc;
     }
+    bl_err_clear(); /* the next failure of this group says its own */
 }
 
 /*
@@ -613,6 +377,8 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
         if (c->m.import_mod != 0) {
             /* a fenced import is writing the store (etcd_maint.c): its
              * fence moved meta "head", so nothing read before it commits */
+            bl_err_set(BINDLOG_EBUSY, "a fenced import is writing this store (meta \"import\" "
+                                      "exists): writes wait until it ends");
             fail_range(first, NULL, BINDLOG_EBUSY);
             return NULL;
         }
@@ -638,6 +404,9 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
                 c->first_lsn = first0;
                 if (r == first) {
                     /* alone too big for one Txn: never split a request */
+                    bl_err_set(BINDLOG_EINVAL, "the batch alone needs more than one etcd Txn "
+                                               "holds (--max-txn-ops %u, about 900 KiB)",
+                               st->max_txn_ops);
                     fail_range(r, r->next, BINDLOG_EINVAL);
                     r->err_index = 0;
                     continue;
@@ -694,6 +463,9 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
                 return end;
             }
             /* truly unknown: nobody can say whether these events happened */
+            bl_err_set(BINDLOG_EPANIC, "an etcd Txn's outcome could not be learnt within %d ms "
+                                       "(%s): close every handle of this store and reopen",
+                       RESOLVE_MS, bl_etcd_last_error());
             fail_range(first, NULL, bl_group_panic(&st->g));
             return NULL;
         }
@@ -701,6 +473,8 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
         fail_range(first, NULL, bl_es_error(rc, BINDLOG_EIO));
         return NULL;
     }
+    bl_err_set(BINDLOG_EBUSY, "other writers committed first %d times in a row",
+               RACE_RETRIES + 1);
     fail_range(first, end, BINDLOG_EBUSY);
     return end;
 }
@@ -736,419 +510,23 @@ static int etcd_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_re
     return bl_group_submit_each(&st->g, h, ev, n, out, codes, run_group, NULL, st);
 }
 
-/* ---- point reads ------------------------------------------------------------------ */
-
-static void copy_str(char *dst, const void *src, size_t n)
-{
-    if (n)
-        memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
-static int etcd_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
-{
-    bl_etcd_kvs kvs;
-    bl_bval b;
-    int rc;
-
-    memset(out, 0, sizeof(*out));
-    copy_str(out->key, key, n);
-    rc = bl_es_get(bl_es_of(h), BL_ES_BINDINGS, key, n, 0, &kvs);
-    if (rc == 0 && (rc = bl_bval_decode(kvs.kvs[0].value, kvs.kvs[0].value_len, &b)) == 0) {
-        copy_str(out->session_id, b.sid, b.sid_len);
-        out->generation = b.generation;
-        out->lsn = b.lsn;
-        out->updated_ms = b.updated_ms;
-        if (b.sid_len == 0)
-            rc = BINDLOG_ENOTFOUND;
-    }
-    bl_etcd_kvs_free(&kvs);
-    return bl_es_error(rc, BINDLOG_EIO);
-}
-
-static int etcd_session_get(bindlog *h, const char *id, size_t n, bindlog_session *out,
-                            void *buf, size_t cap)
-{
-    bl_etcd_kvs kvs;
-    bl_sval sv;
-    int rc = bl_es_get(bl_es_of(h), BL_ES_SESSIONS, id, n, 0, &kvs);
-    if (rc == 0 && (rc = bl_sval_decode(kvs.kvs[0].value, kvs.kvs[0].value_len, &sv)) == 0)
-        bl_session_fill(out, id, n, &sv, buf, cap);
-    bl_etcd_kvs_free(&kvs);
-    return bl_es_error(rc, BINDLOG_EIO);
-}
-
-/* ---- iterators ------------------------------------------------------------------ */
-
-/*
- * An iterator reads at the revision of a linearizable meta read made when
- * it opened.  If etcd compacts that revision while the iterator lives, its
- * next page fails with BINDLOG_EBUSY: open a new one.
- */
-typedef struct etcd_iter {
-    bindlog_iter base;
-    bl_estore *st;
-    int64_t rev;
-    bl_es_pager pg;
-    int have_pg;
-    int empty;                        /* a log range from > to: nothing */
-    char next_id[BINDLOG_ID_MAX + 1]; /* ancestors: the next session */
-    size_t next_len;
-    uint64_t steps, max_steps;
-    bl_rec_buf rb;   /* records handed to the caller */
-    bl_etcd_kvs one; /* the last single-key read handed out */
-} etcd_iter;
-
-static void iter_close(bindlog_iter *base)
-{
-    etcd_iter *it = (etcd_iter *)base;
-    if (it->have_pg)
-        bl_es_pager_close(&it->pg);
-    bl_etcd_kvs_free(&it->one);
-    bl_rec_buf_free(&it->rb);
-    free(it);
-}
-
-static int page_err(int rc) { return rc < 0 ? bl_es_error(rc, BINDLOG_EBUSY) : rc; }
-
-static int next_record(bindlog_iter *base, bindlog_record *rec)
-{
-    etcd_iter *it = (etcd_iter *)base;
-    const bl_etcd_kv *kv;
-    int rc;
-    if (it->empty)
-        return 0;
-    for (;;) {
-        if ((rc = bl_es_pager_next(&it->pg, &kv)) <= 0)
-            return page_err(rc);
-        size_t n;
-        const unsigned char *name;
-        uint64_t lsn;
-        if (it->base.kind == BL_IT_LOG) {
-            name = bl_es_key_name(it->st, BL_ES_LOG, kv, &n);
-            if (name == NULL || bl_es_lsn_parse(name, n, &lsn) != 0)
-                return BINDLOG_ECORRUPT;
-            return bl_rec_emit(&it->rb, kv->value, kv->value_len, lsn, rec);
-        }
-        /* history: name = key 0x00 lsn */
-        name = bl_es_key_name(it->st, BL_ES_HISTORY, kv, &n);
-        if (name == NULL || n < BL_ES_LSN_DIGITS + 1 ||
-            bl_es_lsn_parse(name + n - BL_ES_LSN_DIGITS, BL_ES_LSN_DIGITS, &lsn) != 0)
-            return BINDLOG_ECORRUPT;
-        char d[BL_ES_LSN_DIGITS];
-        bl_es_lsn_format(lsn, d);
-        bl_etcd_kvs_free(&it->one); /* the previous item's */
-        rc = bl_es_get(it->st, BL_ES_LOG, d, sizeof d, it->rev, &it->one);
-        if (rc == BINDLOG_ENOTFOUND)
-            continue; /* compacted away */
-        if (rc != 0)
-            return page_err(rc);
-        return bl_rec_emit(&it->rb, it->one.kvs[0].value, it->one.kvs[0].value_len, lsn, rec);
-    }
-}
-
-static int next_binding(bindlog_iter *base, bindlog_binding *out)
-{
-    etcd_iter *it = (etcd_iter *)base;
-    const bl_etcd_kv *kv;
-    bl_bval b;
-    size_t n;
-    int rc = bl_es_pager_next(&it->pg, &kv);
-    if (rc <= 0)
-        return page_err(rc);
-    const unsigned char *name = bl_es_key_name(it->st, BL_ES_BINDINGS, kv, &n);
-    if (name == NULL || !bl_valid_key((const char *)name, n))
-        return BINDLOG_ECORRUPT;
-    if ((rc = bl_bval_decode(kv->value, kv->value_len, &b)) != 0)
-        return rc;
-    memset(out, 0, sizeof(*out));
-    copy_str(out->key, name, n);
-    copy_str(out->session_id, b.sid, b.sid_len);
-    out->generation = b.generation;
-    out->lsn = b.lsn;
-    out->updated_ms = b.updated_ms;
-    return 1;
-}
-
-/* Read session `id` at the iterator's revision and fill `out`. */
-static int emit_session(etcd_iter *it, const void *id, size_t n, bindlog_session *out,
-                        void *buf, size_t cap, bl_sval *sv)
-{
-    bl_etcd_kvs_free(&it->one); /* the previous item's */
-    int rc = bl_es_get(it->st, BL_ES_SESSIONS, id, n, it->rev, &it->one);
-    if (rc == BINDLOG_ENOTFOUND)
-        return BINDLOG_ECORRUPT; /* an index names a session that is not there */
-    if (rc != 0)
-        return page_err(rc);
-    if ((rc = bl_sval_decode(it->one.kvs[0].value, it->one.kvs[0].value_len, sv)) != 0)
-        return rc;
-    bl_session_fill(out, id, n, sv, buf, cap);
-    return 1;
-}
-
-static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, size_t cap)
-{
-    etcd_iter *it = (etcd_iter *)base;
-    const bl_etcd_kv *kv;
-    const unsigned char *name;
-    bl_sval sv;
-    size_t n;
-    int rc;
-
-    switch (it->base.kind) {
-    case BL_IT_SESSIONS:
-        if ((rc = bl_es_pager_next(&it->pg, &kv)) <= 0)
-            return page_err(rc);
-        name = bl_es_key_name(it->st, BL_ES_SESSIONS, kv, &n);
-        if (name == NULL || !bl_valid_id((const char *)name, n))
-            return BINDLOG_ECORRUPT;
-        if ((rc = bl_sval_decode(kv->value, kv->value_len, &sv)) != 0)
-            return rc;
-        bl_session_fill(out, (const char *)name, n, &sv, buf, cap);
-        return 1;
-    case BL_IT_CHILDREN: {
-        if ((rc = bl_es_pager_next(&it->pg, &kv)) <= 0)
-            return page_err(rc);
-        name = bl_es_key_name(it->st, BL_ES_CHILDREN, kv, &n);
-        const unsigned char *z = name ? memchr(name, 0, n) : NULL;
-        if (z == NULL || z + 1 == name + n)
-            return BINDLOG_ECORRUPT;
-        char child[BINDLOG_ID_MAX + 1];
-        size_t cn = (size_t)(name + n - z - 1);
-        if (cn > BINDLOG_ID_MAX)
-            return BINDLOG_ECORRUPT;
-        memcpy(child, z + 1, cn);
-        return emit_session(it, child, cn, out, buf, cap, &sv);
-    }
-    default: /* BL_IT_ANCESTORS */
-        if (it->next_len == 0)
-            return 0;
-        if (++it->steps > it->max_steps)
-            return BINDLOG_ECORRUPT; /* a parent cycle */
-        rc = emit_session(it, it->next_id, it->next_len, out, buf, cap, &sv);
-        if (rc > 0) {
-            copy_str(it->next_id, sv.parent, sv.parent_len);
-            it->next_len = sv.parent_len;
-        }
-        return rc;
-    }
-}
-
-static const bl_iter_ops etcd_iter_ops = {next_record, next_binding, next_session, iter_close};
-
-/* Count the keys of `table` at `rev`. */
-static int count_table(bl_estore *st, int table, int64_t rev, uint64_t *n)
-{
-    bl_ebuf b = {0}, e = {0};
-    bl_etcd_kvs kvs = {0};
-    int rc = bl_es_table_range(st, table, NULL, 0, &b, &e);
-    if (rc == 0)
-        rc = bl_etcd_range(st->c, b.p, b.len, e.p, e.len, rev, 0, BL_ETCD_COUNT_ONLY, &kvs);
-    if (rc == 0)
-        *n = (uint64_t)kvs.count;
-    bl_etcd_kvs_free(&kvs);
-    bl_ebuf_free(&b);
-    bl_ebuf_free(&e);
-    return rc;
-}
-
-static int etcd_iter_open(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t from,
-                          uint64_t to, bindlog_iter **out)
-{
-    bl_estore *st = bl_es_of(h);
-    bl_es_meta m;
-    bl_ebuf b = {0}, e = {0};
-    etcd_iter *it;
-    int rc;
-
-    *out = NULL;
-    if ((rc = bl_es_meta_read(st, 0, &m)) != 0)
-        return bl_es_error(rc, BINDLOG_EIO);
-    it = calloc(1, sizeof(*it));
-    if (it == NULL)
-        return BINDLOG_ENOMEM;
-    it->base.ops = &etcd_iter_ops;
-    it->base.h = h;
-    it->base.kind = kind;
-    it->st = st;
-    it->rev = m.revision;
-
-    switch (kind) {
-    case BL_IT_LOG: {
-        char d[BL_ES_LSN_DIGITS];
-        if (from > to) {
-            it->empty = 1; /* an empty range */
-            break;
-        }
-        if ((rc = bl_es_table_range(st, BL_ES_LOG, NULL, 0, &b, &e)) != 0)
-            break;
-        bl_es_lsn_format(from, d);
-        if ((rc = bl_es_key(st, BL_ES_LOG, d, sizeof d, &b)) != 0)
-            break;
-        if (to < UINT64_MAX) {
-            bl_es_lsn_format(to + 1, d);
-            rc = bl_es_key(st, BL_ES_LOG, d, sizeof d, &e);
-        }
-        break;
-    }
-    case BL_IT_HISTORY:
-    case BL_IT_CHILDREN: {
-        char nm[BINDLOG_KEY_MAX + 2];
-        memcpy(nm, arg, arg_len);
-        nm[arg_len] = '\0';
-        rc = bl_es_table_range(st, kind == BL_IT_HISTORY ? BL_ES_HISTORY : BL_ES_CHILDREN, nm,
-                               arg_len + 1, &b, &e);
-        break;
-    }
-    case BL_IT_BINDINGS:
-        rc = bl_es_table_range(st, BL_ES_BINDINGS, NULL, 0, &b, &e);
-        break;
-    case BL_IT_SESSIONS:
-        rc = bl_es_table_range(st, BL_ES_SESSIONS, NULL, 0, &b, &e);
-        break;
-    default: { /* BL_IT_ANCESTORS */
-        bl_sval sv;
-        bl_etcd_kvs_free(&it->one); /* the previous item's */
-        rc = bl_es_get(st, BL_ES_SESSIONS, arg, arg_len, it->rev, &it->one);
-        if (rc == 0)
-            rc = bl_sval_decode(it->one.kvs[0].value, it->one.kvs[0].value_len, &sv);
-        if (rc == 0) {
-            copy_str(it->next_id, sv.parent, sv.parent_len);
-            it->next_len = sv.parent_len;
-            rc = count_table(st, BL_ES_SESSIONS, it->rev, &it->max_steps);
-        }
-        break;
-    }
-    }
-    if (rc == 0 && kind != BL_IT_ANCESTORS && !it->empty) {
-        rc = bl_es_pager_open(&it->pg, st, b.p, b.len, e.p, e.len, it->rev, 0);
-        it->have_pg = rc == 0;
-    }
-    bl_ebuf_free(&b);
-    bl_ebuf_free(&e);
-    if (rc != 0) {
-        iter_close(&it->base);
-        return bl_es_error(rc, BINDLOG_EIO);
-    }
-    *out = &it->base;
-    return 0;
-}
-
-/* ---- statistics, digest, lsn_at_time ---------------------------------------------- */
-
-static int etcd_stats(bindlog *h, bindlog_stats *out)
-{
-    bl_estore *st = bl_es_of(h);
-    bl_es_meta m;
-    bl_etcd_status_info info;
-    int rc;
-
-    memset(out, 0, sizeof(*out));
-    if ((rc = bl_es_meta_read(st, 0, &m)) != 0)
-        return bl_es_error(rc, BINDLOG_EIO);
-    if ((rc = count_table(st, BL_ES_LOG, m.revision, &out->log_records)) != 0 ||
-        (rc = count_table(st, BL_ES_BINDINGS, m.revision, &out->bindings)) != 0 ||
-        (rc = count_table(st, BL_ES_SESSIONS, m.revision, &out->sessions)) != 0)
-        return bl_es_error(rc, BINDLOG_EIO);
-    out->head_lsn = m.head_lsn;
-    out->base_lsn = m.base_lsn;
-    out->live_bindings = m.counts.live_bindings;
-    out->live_sessions = m.counts.live_sessions;
-    memcpy(out->applied, m.counts.applied, sizeof(out->applied));
-    out->format_version = m.format;
-    if (bl_etcd_status(st->c, &info) == 0 && info.db_size > 0)
-        out->file_size = (uint64_t)info.db_size;
-    bl_group_stats(&st->g, out);
-    out->durability = h->durability;
-    return 0;
-}
-
-static int etcd_digest(bindlog *h, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn)
-{
-    bl_estore *st = bl_es_of(h);
-    bl_es_meta m;
-    int rc = bl_es_meta_read(st, 0, &m);
-    if (rc == 0)
-        rc = bl_es_digest_tables(st, BL_ES_BINDINGS, BL_ES_SESSIONS, m.revision, out);
-    if (rc == 0 && head_lsn != NULL)
-        *head_lsn = m.head_lsn;
-    return bl_es_error(rc, BINDLOG_EBUSY);
-}
-
-/* The head LSN, from a linearizable read of meta. */
-static int etcd_read_head(bindlog *h, uint64_t *head)
-{
-    bl_es_meta m;
-    int rc = bl_es_meta_read(bl_es_of(h), 0, &m);
-    if (rc != 0)
-        return bl_es_error(rc, BINDLOG_EIO);
-    *head = m.head_lsn;
-    return 0;
-}
-
-/* Polls meta every 20 ms (one small range read each). */
-static int etcd_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head)
-{
-    return bl_wait_poll(h, after_lsn, timeout_ms, head, etcd_read_head, 20);
-}
-
-static int etcd_lsn_at_time(bindlog *h, int64_t time_ms, uint64_t *lsn)
-{
-    bl_estore *st = bl_es_of(h);
-    bl_es_meta m;
-    bl_etcd_kvs kvs = {0};
-    uint64_t lo, hi;
-    int rc = bl_es_meta_read(st, 0, &m);
-    if (rc != 0)
-        return bl_es_error(rc, BINDLOG_EIO);
-    /* times never decrease along the log: a partition point of
-     * [base + 1, head + 1] */
-    lo = m.base_lsn + 1;
-    hi = m.head_lsn + 1;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        char d[BL_ES_LSN_DIGITS];
-        bl_record rec;
-        bl_es_lsn_format(mid, d);
-        rc = bl_es_get(st, BL_ES_LOG, d, sizeof d, m.revision, &kvs);
-        if (rc == BINDLOG_ENOTFOUND)
-            rc = BINDLOG_ECORRUPT; /* a hole in the retained log */
-        if (rc == 0)
-            rc = bl_record_decode(kvs.kvs[0].value, kvs.kvs[0].value_len, &rec);
-        if (rc == 0 && rec.lsn != mid)
-            rc = BINDLOG_ECORRUPT;
-        if (rc != 0)
-            break;
-        if (rec.time_ms >= time_ms)
-            hi = mid;
-        else
-            lo = mid + 1;
-        bl_etcd_kvs_free(&kvs);
-    }
-    bl_etcd_kvs_free(&kvs);
-    if (rc != 0)
-        return bl_es_error(rc, BINDLOG_EBUSY);
-    *lsn = lo;
-    return 0;
-}
-
 const bl_backend_ops bl_etcd_ops = {
     .name = "etcd",
     .scheme = "etcd://",
-    .open = etcd_open,
-    .close = etcd_close,
+    .open = bl_es_open,
+    .close = bl_es_close,
     .commit = etcd_commit,
     .commit_each = etcd_commit_each,
-    .get = etcd_get,
-    .session_get = etcd_session_get,
-    .iter = etcd_iter_open,
-    .stats = etcd_stats,
-    .digest = etcd_digest,
+    .get = bl_es_op_get,
+    .session_get = bl_es_op_session_get,
+    .iter = bl_es_op_iter,
+    .stats = bl_es_op_stats,
+    .digest = bl_es_op_digest,
     /* maintenance: etcd_maint.c */
     .check = bl_etcd_check,
     .replay = bl_etcd_replay,
-    .lsn_at_time = etcd_lsn_at_time,
-    .wait = etcd_wait,
+    .lsn_at_time = bl_es_op_lsn_at_time,
+    .wait = bl_es_op_wait,
     .compact = bl_etcd_compact_log,
     .export_stream = bl_etcd_export,
     .import_stream = bl_etcd_import,

@@ -8,7 +8,7 @@
  * (keys and values travel base64-encoded; the decoder is strict).
  *
  * Endpoints and failover.  A client holds an ordered list of endpoints
- * ("host:port", plain http).  Each call starts at the endpoint that last
+ * ("host:port", http or https).  Each call starts at the endpoint that last
  * answered and, when an endpoint cannot be reached or answers that it cannot
  * serve now (connection refused or reset, connect timeout, HTTP 5xx, gRPC
  * UNAVAILABLE / DEADLINE_EXCEEDED, "too many requests"), moves on to the
@@ -34,17 +34,31 @@
  * "failed" its compares can be recognised as possibly its own earlier
  * success (the backend must re-read and tell by content).
  *
+ * TLS and auth (bl_etcd_options version 2).  With tls every endpoint is
+ * https and its certificate is checked against the CA file (or the
+ * system's store) and the endpoint's host name; a certificate that cannot
+ * be verified, a name that does not match it, and a server that refuses
+ * our client certificate are transport failures (BINDLOG_EIO, the message
+ * says which and where).  With a user, the client authenticates once
+ * (/v3/auth/authenticate), sends the token with every request, and when
+ * etcd calls a token invalid (it expired, or auth changed) renews it once
+ * and sends the request again, unseen by the caller.  A cluster without
+ * auth enabled is used without a token, as etcd's own client does.
+ *
  * Errors.  Functions return 0 or a negative code: BINDLOG_EINVAL (bad
  * arguments, or etcd refused the request as invalid: too many ops, duplicate
  * keys in a Txn, future revision), BINDLOG_ENOSPC (etcd's space quota is
  * exhausted: "mvcc: database space exceeded"; careful: the write that
  * crosses the quota is applied *and* answered with this error, only later
- * ones are refused), BINDLOG_EACCES (etcd auth),
+ * ones are refused), BINDLOG_EACCES (etcd auth: bad credentials, no
+ * credentials where etcd wants them, or a user without permission on a
+ * key),
  * BL_ETCD_ECOMPACTED (a read at a compacted revision), BINDLOG_ENOMEM,
  * BINDLOG_ECORRUPT (etcd sent bytes that are not valid base64, or a
  * DATA_LOSS error) and BINDLOG_EIO (no endpoint could serve the call, or
  * one answered something we cannot parse).  After a failure,
- * bl_etcd_last_error() describes it, with the server's message kept.
+ * bl_etcd_last_error() describes it, with the server's message kept and the
+ * endpoint named; it never contains the password.
  *
  * Thread safety.  A bl_etcd handle may be used from any number of threads at
  * once.  It keeps a pool of libcurl easy handles: a call takes an idle one
@@ -74,7 +88,7 @@
  * failure ops one Txn may carry. */
 #define BL_ETCD_DEFAULT_MAX_TXN_OPS 128
 
-#define BL_ETCD_OPTIONS_VERSION 1
+#define BL_ETCD_OPTIONS_VERSION 2
 
 /* Options of bl_etcd_open().  Initialise with BL_ETCD_OPTIONS_INIT. */
 typedef struct bl_etcd_options {
@@ -93,21 +107,36 @@ typedef struct bl_etcd_options {
      * value above the servers' real limit makes etcd refuse them instead
      * (also BINDLOG_EINVAL). */
     unsigned max_txn_ops;
+    /* Version 2: TLS and auth.  tls: speak https, verifying each server's
+     * certificate and host name against `cacert` (a PEM file; NULL: the
+     * system's store).  cert and key: a client certificate and its
+     * private key (PEM files, both or neither).  user and password: etcd's
+     * authentication (both or neither); a token is fetched on the first
+     * call and renewed once whenever etcd calls it invalid.  The strings
+     * are copied; the password is wiped from memory at close. */
+    int tls;
+    const char *cacert;
+    const char *cert;
+    const char *key;
+    const char *user;
+    const char *password;
 } bl_etcd_options;
 
-#define BL_ETCD_OPTIONS_INIT { BL_ETCD_OPTIONS_VERSION, 0, 0, 0, 0 }
+#define BL_ETCD_OPTIONS_INIT { BL_ETCD_OPTIONS_VERSION, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL }
 
 /* A client.  Opaque; thread-safe. */
 typedef struct bl_etcd bl_etcd;
 
 /*
  * Open a client on `endpoints`: "host:port[,host:port...]", each optionally
- * written "http://host:port"; IPv6 hosts in brackets.  https is refused
- * (BINDLOG_EINVAL): TLS is not supported yet.  Connects lazily: a client on
- * endpoints that are all down opens fine and fails on its first call.
- * Environment proxies (http_proxy, ...) are ignored: endpoints are always
- * contacted directly.  `o` NULL means the defaults.
- * Returns 0, BINDLOG_EINVAL or BINDLOG_ENOMEM; *out is NULL on failure.
+ * written "http://host:port" (or "https://host:port" with o->tls); IPv6
+ * hosts in brackets.  Connects lazily: a client on endpoints that are all
+ * down opens fine and fails on its first call.  Environment proxies
+ * (http_proxy, ...) are ignored: endpoints are always contacted directly.
+ * `o` NULL means the defaults.  Returns 0, BINDLOG_EINVAL (a bad endpoint;
+ * TLS files given without tls, unreadable, or a certificate without its
+ * key; a user without a password) or BINDLOG_ENOMEM; *out is NULL on
+ * failure.
  */
 int bl_etcd_open(const char *endpoints, const bl_etcd_options *o, bl_etcd **out);
 
@@ -270,6 +299,22 @@ void bl_etcd_txn_result_free(bl_etcd_txn_result *r);
  */
 int bl_etcd_txn(bl_etcd *c, const bl_etcd_cmp *cmps, size_t ncmp, const bl_etcd_op *success,
                 size_t nsucc, const bl_etcd_op *failure, size_t nfail, bl_etcd_txn_result *out);
+
+/* ---- watch ------------------------------------------------------------------ */
+
+/*
+ * Watch `key` from `start_revision` (0: from now) for at most timeout_ms
+ * (> 0): fn is called with each change of the key, in revision order
+ * (a deletion has an empty value and version 0), until it returns
+ * non-zero.  The kv is valid during the call only.  One streaming request
+ * to the endpoint that answered last (the others if it cannot be reached).
+ * Returns 1 (fn asked to stop), 0 (the time ran out with the watch in
+ * place), or BL_ETCD_ECOMPACTED (start_revision is compacted: read again),
+ * BINDLOG_EACCES, BINDLOG_EIO (no endpoint kept a watch), BINDLOG_EINVAL,
+ * BINDLOG_ENOMEM.  Thread-safe; each call holds its own connection.
+ */
+int bl_etcd_watch(bl_etcd *c, const void *key, size_t key_len, int64_t start_revision,
+                  long timeout_ms, int (*fn)(void *ctx, const bl_etcd_kv *kv), void *ctx);
 
 /* ---- maintenance ------------------------------------------------------------ */
 

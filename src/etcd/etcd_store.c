@@ -157,7 +157,16 @@ int bl_es_counts_decode(const void *in, size_t len, bl_es_counts *c)
     return 0;
 }
 
-int bl_es_error(int rc, int compacted) { return rc == BL_ETCD_ECOMPACTED ? compacted : rc; }
+int bl_es_error(int rc, int compacted)
+{
+    if (rc == BL_ETCD_ECOMPACTED)
+        return compacted;
+    /* the client's words (which endpoint, what it said) become the detail,
+     * unless a closer layer set one already */
+    if (rc < 0 && !bl_err_isset() && bl_etcd_last_error()[0] != '\0')
+        bl_err_set(rc, "%s", bl_etcd_last_error());
+    return rc;
+}
 
 static int name_is(const unsigned char *n, size_t len, const char *s)
 {

@@ -45,8 +45,10 @@
 
 #include "core/backend.h"
 #include "etcd/etcd_client.h"
+#include "core/error.h"
 #include "core/group.h"
 #include "core/machine.h"
+#include "core/module.h"
 
 /* Tables (the letter T of the layout above). */
 #define BL_ES_META 'm'
@@ -102,14 +104,22 @@ typedef struct bl_es_meta {
 typedef struct bl_estore {
     struct bl_estore *next;   /* registry list (registry mutex) */
     int refs;                 /* handles */
-    char *location;           /* "etcd://..." as opened (registry key) */
+    char *location;           /* "etcd[s]://..." as opened (registry key) */
     char *endpoints;          /* "host:port,..." */
     unsigned char *prefix;    /* PREFIX "/" (not NUL-terminated) */
     size_t prefix_len;
     bl_etcd *c;               /* the client (thread-safe) */
     unsigned max_txn_ops;     /* the servers' --max-txn-ops as configured */
+    uint64_t settings;        /* salted hash of the security settings and the
+                                 Txn limit: part of the registry key */
     bl_group g;               /* group commit, sticky failure, statistics */
+    struct bl_es_hints *hints; /* bound-session hints of the prefetch
+                                  (etcd_wset.c); NULL until first used */
 } bl_estore;
+
+/* The longest a group's leader waits for the writers of the last group to
+ * queue again (bl_group_fill; never more than a quarter of a group's run). */
+#define BL_ES_GROUP_FILL_US 2000
 
 /* The store of a handle of the etcd backend. */
 static inline bl_estore *bl_es_of(bindlog *h) { return (bl_estore *)h->be; }
@@ -158,7 +168,9 @@ const unsigned char *bl_es_key_name(const bl_estore *st, int table, const bl_etc
 /*
  * Map a client error to the public codes: BL_ETCD_ECOMPACTED becomes
  * `compacted` (the caller knows what a compacted revision means for it);
- * everything else passes unchanged.
+ * everything else passes unchanged, and the client's message of the
+ * failure (bl_etcd_last_error) becomes the last-error detail when none was
+ * set since the call began.
  */
 int bl_es_error(int rc, int compacted);
 
@@ -234,6 +246,10 @@ int bl_es_scan(bl_estore *st, int table, const void *name, size_t name_len, int6
  * is reset or freed.
  */
 typedef struct bl_es_wset bl_es_wset;
+
+/* The store's bound-session hints (see etcd_wset.c); freed with it. */
+typedef struct bl_es_hints bl_es_hints;
+void bl_es_hints_free(bl_es_hints *h);
 
 /* A new, empty set reading `st` at `revision` (> 0).  BINDLOG_ENOMEM. */
 int bl_es_wset_new(bl_estore *st, int64_t revision, bl_es_wset **out);
@@ -324,5 +340,31 @@ int bl_etcd_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
                    bindlog_progress_fn fn, void *ctx);
 int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn fn, void *ctx);
+
+/* ---- the backend and the module's entry ------------------------------------------ */
+
+/* Open and close a handle's store (etcd_open.c): bl_backend_ops.open and
+ * .close of the etcd backend. */
+int bl_es_open(bindlog *h, const bindlog_options *o);
+void bl_es_close(bindlog *h);
+
+/* The reads (etcd_read.c): bl_backend_ops.get, .session_get, .iter,
+ * .stats, .digest, .lsn_at_time and .wait, as core/backend.h describes. */
+int bl_es_op_get(bindlog *h, const char *key, size_t n, bindlog_binding *out);
+int bl_es_op_session_get(bindlog *h, const char *id, size_t n, bindlog_session *out, void *buf,
+                         size_t cap);
+int bl_es_op_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t from,
+                  uint64_t to, bindlog_iter **out);
+int bl_es_op_stats(bindlog *h, bindlog_stats *out);
+int bl_es_op_digest(bindlog *h, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn);
+int bl_es_op_lsn_at_time(bindlog *h, int64_t time_ms, uint64_t *lsn);
+int bl_es_op_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head);
+
+/* The etcd backend's operations (backend_etcd.c): etcd:// and etcds://. */
+extern const bl_backend_ops bl_etcd_ops;
+
+/* The entry libbindlog calls when it loads libbindlog-etcd.so
+ * (etcd_module.c, core/module.h). */
+const bl_module_info *bindlog_module_init(const bl_module_host *host, char *why, size_t cap);
 
 #endif /* BL_ETCD_STORE_H */

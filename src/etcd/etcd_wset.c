@@ -258,6 +258,66 @@ fail:
     return rc;
 }
 
+/* ---- bound-session hints ------------------------------------------------------
+ *
+ * Which session a binding was bound to when this process last saw it (read
+ * or wrote it), so that the prefetch can fetch that session in its first
+ * Txn along with the binding, instead of in a second round once the
+ * binding is read.  A hint is only ever a guess of what to read: every
+ * value a decision uses is still read at the group's revision, and a
+ * wrong or missing hint costs the second round, as before.  A fixed
+ * direct-mapped table per store (HINT_SLOTS entries of the full key's
+ * hash and a session id, ~560 KB, allocated on first use); only the
+ * group's leader touches it, one at a time. */
+#define HINT_SLOTS 4096
+
+typedef struct hint {
+    uint64_t hash;                /* of the binding's full etcd key; 0 = empty */
+    unsigned char len;
+    char sid[BINDLOG_ID_MAX];
+} hint;
+
+struct bl_es_hints {
+    hint slot[HINT_SLOTS];
+};
+
+void bl_es_hints_free(bl_es_hints *h) { free(h); }
+
+static void hint_put(bl_es_wset *ws, uint64_t hash, const char *sid, size_t len)
+{
+    if (ws->st->hints == NULL && (ws->st->hints = calloc(1, sizeof(bl_es_hints))) == NULL)
+        return; /* no memory: no hints, the second round does the work */
+    hint *s = &ws->st->hints->slot[hash & (HINT_SLOTS - 1)];
+    s->hash = len != 0 && len <= BINDLOG_ID_MAX ? hash | 1 : 0;
+    s->len = (unsigned char)(s->hash ? len : 0);
+    if (s->len)
+        memcpy(s->sid, sid, len);
+}
+
+static const hint *hint_get(const bl_es_wset *ws, uint64_t hash)
+{
+    if (ws->st->hints == NULL)
+        return NULL;
+    const hint *s = &ws->st->hints->slot[hash & (HINT_SLOTS - 1)];
+    return s->hash == (hash | 1) ? s : NULL;
+}
+
+/* Learn the session a binding value names (none: forget). */
+static void hint_learn(bl_es_wset *ws, const ent *e, const unsigned char *v, size_t n)
+{
+    bl_bval b;
+    if (bl_bval_decode(v, n, &b) == 0)
+        hint_put(ws, e->hash, b.sid, b.sid_len);
+}
+
+/* 1 if the full key is in the bindings table of the set's store. */
+static int is_binding_key(const bl_es_wset *ws, const ent *e)
+{
+    const bl_estore *st = ws->st;
+    return e->key_len > st->prefix_len + 2 && memcmp(e->key, st->prefix, st->prefix_len) == 0 &&
+           e->key[st->prefix_len] == BL_ES_BINDINGS && e->key[st->prefix_len + 1] == '/';
+}
+
 /* ---- prefetch ---------------------------------------------------------------- */
 
 int bl_es_wset_want(bl_es_wset *ws, int table, const void *name, size_t name_len)
@@ -284,6 +344,14 @@ int bl_es_wset_want(bl_es_wset *ws, int table, const void *name, size_t name_len
     e->wanted = 1;
     e->table = table;
     ws->want[ws->nwant++] = (size_t)(e - ws->ents);
+    /* a binding: the session it was bound to, in the same round */
+    const hint *h = table == BL_ES_BINDINGS ? hint_get(ws, e->hash) : NULL;
+    if (h != NULL) {
+        char sid[BINDLOG_ID_MAX];
+        size_t len = h->len;
+        memcpy(sid, h->sid, len);
+        return bl_es_wset_want(ws, BL_ES_SESSIONS, sid, len);
+    }
     return 0;
 }
 
@@ -394,6 +462,7 @@ int bl_es_wset_prefetch(bl_es_wset *ws, const bl_etcd_op *extra, size_t nextra,
         if (e->table != BL_ES_BINDINGS || !e->present ||
             bl_bval_decode(e->rval, e->rlen, &b) != 0 || b.sid_len == 0)
             continue; /* a bad value is the view read's to report */
+        hint_put(ws, e->hash, b.sid, b.sid_len);
         if ((rc = bl_es_wset_want(ws, BL_ES_SESSIONS, b.sid, b.sid_len)) != 0)
             goto fail;
     }
@@ -567,6 +636,10 @@ int bl_es_wset_commit(bl_es_wset *ws, int64_t head_mod, const bl_etcd_op *extra,
         if (revision != NULL)
             *revision = res.revision;
     }
+    /* what the bindings we wrote are bound to now */
+    for (size_t i = 0; rc == 0 && *succeeded && i < ws->n; i++)
+        if (ws->ents[i].written && is_binding_key(ws, &ws->ents[i]))
+            hint_learn(ws, &ws->ents[i], ws->ents[i].wval, ws->ents[i].wlen);
 out:
     bl_etcd_txn_result_free(&res);
     bl_ebuf_free(&head);

@@ -102,10 +102,30 @@ static void rtxn_drop(bl_env *e, bl_rtxn *rt)
     }
 }
 
+/* ThreadSanitizer does not know that a thread's dynamic TLS block (the
+ * library's, when it was dlopen()ed, as Python's ctypes does) is freed by
+ * another thread only after this destructor has run, and reports the two
+ * writes as a race.  Clearing the pointer is needed (a later destructor of
+ * another library could still call into bindlog), so the one store is left
+ * out of TSan's view instead. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BL_NO_TSAN __attribute__((no_sanitize("thread")))
+#endif
+#endif
+#if !defined(BL_NO_TSAN) && defined(__SANITIZE_THREAD__)
+#define BL_NO_TSAN __attribute__((no_sanitize_thread))
+#endif
+#ifndef BL_NO_TSAN
+#define BL_NO_TSAN
+#endif
+
+BL_NO_TSAN __attribute__((noinline)) static void tls_forget(void) { tls_tcache = NULL; }
+
 static void tcache_destroy(void *p)
 {
     bl_tcache *tc = p;
-    tls_tcache = NULL;
+    tls_forget();
     pthread_mutex_lock(&registry_mu);
     bl_env *e = tc->rt ? find_env_by_id(tc->env_id) : NULL;
     if (e != NULL)

@@ -22,6 +22,29 @@
 #                                    every member is up and the cluster serves
 #   cluster.sh leader DIR            print the index of the current leader
 #   cluster.sh endpoints DIR         print the client endpoints again
+#   cluster.sh certs DIR             make the test certificates in DIR (below)
+#
+# TLS and auth (issue 15).  With BL_ETCD_TLS=1, `start` makes certificates
+# in DIR/tls (`certs`) and the members serve https on their client ports
+# with the server certificate, asking every client for a certificate signed
+# by the test CA (--client-cert-auth).  With BL_ETCD_AUTH=1 as well, it
+# then creates users and roles and turns etcd's auth on:
+#   root  (role root)        password in DIR/tls/root.password
+#   gw    (role bindlog-gw)  password in DIR/tls/gw.password; read and write
+#                            on the prefix $BL_ETCD_AUTH_PREFIX only
+#                            (default "bindlog-test/"): a gateway's least
+#                            privilege (docs/scale-out.md)
+# Passwords are random per cluster.  DIR/tls holds, all PEM, made with
+# openssl at start and valid for two days:
+#   ca.pem                the test CA (servers and clients trust it)
+#   server.pem/.key       the members' certificate, for IP 127.0.0.1 only
+#                         (so "localhost" is a host name mismatch)
+#   client.pem/.key       a client certificate signed by the CA, without a
+#                         CommonName (etcd's HTTP gateway refuses one with a
+#                         CN under --client-cert-auth)
+#   client-cn.pem/.key    the same with CN=gw: refused by the gateway
+#   untrusted-ca.pem      a second CA nobody trusts, and
+#   untrusted.pem/.key    a client certificate it signed
 #
 # Environment:
 #   ETCD, ETCDCTL            the binaries (default: etcd and etcdctl on PATH)
@@ -31,6 +54,8 @@
 #   BL_ETCD_HEARTBEAT_MS     etcd --heartbeat-interval (default 100)
 #   BL_ETCD_ELECTION_MS      etcd --election-timeout (default 1000)
 #   BL_ETCD_QUOTA_BYTES      etcd --quota-backend-bytes (default: etcd's, 2 GiB)
+#   BL_ETCD_TLS, BL_ETCD_AUTH, BL_ETCD_AUTH_PREFIX   see above
+#   BL_ETCD_AUTH_TOKEN_TTL   etcd --auth-token-ttl, seconds (default 300)
 #   BL_CLUSTER_OWNER_PID     if set at `start`: a watchdog stops the cluster
 #                            when that process exits, so a crashed or killed
 #                            test does not leave etcd running
@@ -50,6 +75,10 @@ MAX_TXN_OPS=${BL_ETCD_MAX_TXN_OPS:-128}
 HEARTBEAT_MS=${BL_ETCD_HEARTBEAT_MS:-100}
 ELECTION_MS=${BL_ETCD_ELECTION_MS:-1000}
 QUOTA_BYTES=${BL_ETCD_QUOTA_BYTES:-0}
+TLS=${BL_ETCD_TLS:-0}
+AUTH=${BL_ETCD_AUTH:-0}
+AUTH_PREFIX=${BL_ETCD_AUTH_PREFIX:-bindlog-test/}
+TOKEN_TTL=${BL_ETCD_AUTH_TOKEN_TTL:-300}
 LOCK_FILE=${TMPDIR:-/tmp}/bindlog-etcd-ports.lock
 
 die() {
@@ -58,8 +87,74 @@ die() {
 }
 
 usage() {
-    sed -n '4,27p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '4,54p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
+}
+
+# ctl ARGS...: etcdctl on the cluster, with its TLS files and root's
+# password when the cluster has them.
+ctl() {
+    local -a flags=()
+    if [ "${TLS:-0}" = 1 ]; then
+        flags+=(--cacert "$DIR/tls/ca.pem" --cert "$DIR/tls/client.pem" --key "$DIR/tls/client.key")
+    fi
+    if [ "${AUTH_ON:-0}" = 1 ]; then
+        flags+=(--user "root:$(cat "$DIR/tls/root.password")")
+    fi
+    "$ETCDCTL" "${flags[@]}" "$@"
+}
+
+scheme() {
+    [ "${TLS:-0}" = 1 ] && echo https || echo http
+}
+
+# make_certs DIR: the test CA, server and client certificates (see above).
+make_certs() {
+    local d=$1
+    command -v openssl >/dev/null || die "openssl not found (needed for BL_ETCD_TLS=1)"
+    mkdir -p "$d"
+    (
+        cd "$d"
+        umask 077
+        local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+        ca() { openssl req -x509 "${ec[@]}" -keyout "$1.key" -out "$1.pem" -days 2 -subj "$2"; }
+        # issue NAME CA SUBJECT EXTENSIONS
+        issue() {
+            openssl req "${ec[@]}" -keyout "$1.key" -out "$1.csr" -subj "$3"
+            printf '%s\n' "$4" >"$1.ext"
+            openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial \
+                -out "$1.pem" -days 2 -extfile "$1.ext"
+            rm -f "$1.csr" "$1.ext"
+        }
+        ca ca "/CN=bindlog test CA"
+        ca untrusted-ca "/CN=bindlog untrusted CA"
+        issue server ca "/O=bindlog test etcd" \
+            $'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth'
+        issue client ca "/O=bindlog gateways" "extendedKeyUsage=clientAuth"
+        issue client-cn ca "/CN=gw" "extendedKeyUsage=clientAuth"
+        issue untrusted untrusted-ca "/O=bindlog gateways" "extendedKeyUsage=clientAuth"
+        rm -f ./*.srl
+    ) >/dev/null 2>&1 || die "openssl failed to make the certificates in $d"
+}
+
+# setup_auth: users, roles and auth on (BL_ETCD_AUTH=1; see above).
+setup_auth() {
+    local root_pw gw_pw
+    root_pw=$(openssl rand -hex 16)
+    gw_pw=$(openssl rand -hex 16)
+    (umask 077 && printf '%s' "$root_pw" >"$DIR/tls/root.password" &&
+        printf '%s' "$gw_pw" >"$DIR/tls/gw.password")
+    {
+        ctl --endpoints="$CTL_ENDPOINTS" user add root --new-user-password="$root_pw" &&
+            ctl --endpoints="$CTL_ENDPOINTS" user grant-role root root &&
+            ctl --endpoints="$CTL_ENDPOINTS" role add bindlog-gw &&
+            ctl --endpoints="$CTL_ENDPOINTS" role grant-permission bindlog-gw --prefix=true \
+                readwrite "$AUTH_PREFIX" &&
+            ctl --endpoints="$CTL_ENDPOINTS" user add gw --new-user-password="$gw_pw" &&
+            ctl --endpoints="$CTL_ENDPOINTS" user grant-role gw bindlog-gw &&
+            ctl --endpoints="$CTL_ENDPOINTS" auth enable
+    } >/dev/null 2>"$DIR/auth-setup.log" || return 1
+    AUTH_ON=1
 }
 
 # alive PID: the process exists and is not a zombie.  Members are not our
@@ -124,13 +219,19 @@ check_index() {
 # stdin/stdout/stderr detached so that a caller reading our stdout through a
 # pipe sees EOF when this script exits).
 start_member() {
-    local i=$1 state=$2 cp pp
-    local -a c=($CLIENT_PORTS) p=($PEER_PORTS)
+    local i=$1 state=$2 cp pp sc
+    local -a c=($CLIENT_PORTS) p=($PEER_PORTS) tls=()
     cp=${c[$i]}
     pp=${p[$i]}
+    sc=$(scheme)
+    if [ "${TLS:-0}" = 1 ]; then
+        tls=(--cert-file "$DIR/tls/server.pem" --key-file "$DIR/tls/server.key"
+            --client-cert-auth --trusted-ca-file "$DIR/tls/ca.pem"
+            --auth-token simple --auth-token-ttl "$TOKEN_TTL")
+    fi
     setsid "$ETCD" --name "m$i" --data-dir "$DIR/m$i.data" \
-        --listen-client-urls "http://127.0.0.1:$cp" \
-        --advertise-client-urls "http://127.0.0.1:$cp" \
+        --listen-client-urls "$sc://127.0.0.1:$cp" \
+        --advertise-client-urls "$sc://127.0.0.1:$cp" "${tls[@]}" \
         --listen-peer-urls "http://127.0.0.1:$pp" \
         --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
         --initial-cluster "$INITIAL_CLUSTER" \
@@ -156,7 +257,7 @@ listening() {
 
 # healthy: every member answers a quorum read.
 healthy() {
-    "$ETCDCTL" --endpoints="$ENDPOINTS" --dial-timeout=1s --command-timeout=2s \
+    ctl --endpoints="$CTL_ENDPOINTS" --dial-timeout=1s --command-timeout=2s \
         endpoint health >/dev/null 2>&1
 }
 
@@ -199,6 +300,9 @@ cmd_start() {
     mkdir -p "$DIR"
     DIR=$(cd "$DIR" && pwd)
     [ ! -f "$DIR/cluster.env" ] || die "$DIR already holds a cluster"
+    [ "$AUTH" != 1 ] || [ "$TLS" = 1 ] || die "BL_ETCD_AUTH=1 needs BL_ETCD_TLS=1"
+    [ "$TLS" != 1 ] || make_certs "$DIR/tls"
+    AUTH_ON=0
     exec 9>"$LOCK_FILE"
     flock -w 120 9 || die "could not lock $LOCK_FILE"
     for attempt in 1 2 3 4 5; do
@@ -210,9 +314,11 @@ cmd_start() {
         TOKEN="bindlog-$$-$RANDOM-$attempt"
         INITIAL_CLUSTER=""
         ENDPOINTS=""
+        CTL_ENDPOINTS=""
         for ((i = 0; i < n; i++)); do
             INITIAL_CLUSTER+="${INITIAL_CLUSTER:+,}m$i=http://127.0.0.1:${ports[n + i]}"
             ENDPOINTS+="${ENDPOINTS:+,}127.0.0.1:${ports[i]}"
+            CTL_ENDPOINTS+="${CTL_ENDPOINTS:+,}$(scheme)://127.0.0.1:${ports[i]}"
         done
         rm -rf "$DIR"/m*.data "$DIR"/m*.pid
         for ((i = 0; i < n; i++)); do
@@ -231,6 +337,11 @@ cmd_start() {
             fi
             sleep 0.1
         done
+        if [ $ok -eq 1 ] && [ "$AUTH" = 1 ] && ! setup_auth; then
+            echo "cluster.sh: turning auth on failed:" >&2
+            cat "$DIR/auth-setup.log" >&2 || true
+            ok=0
+        fi
         if [ $ok -eq 1 ]; then
             cat >"$DIR/cluster.env" <<EOF
 N=$N
@@ -239,6 +350,10 @@ PEER_PORTS="$PEER_PORTS"
 TOKEN="$TOKEN"
 INITIAL_CLUSTER="$INITIAL_CLUSTER"
 ENDPOINTS="$ENDPOINTS"
+CTL_ENDPOINTS="$CTL_ENDPOINTS"
+TLS=$TLS
+AUTH_ON=$AUTH_ON
+TOKEN_TTL=$TOKEN_TTL
 MAX_TXN_OPS=$MAX_TXN_OPS
 HEARTBEAT_MS=$HEARTBEAT_MS
 ELECTION_MS=$ELECTION_MS
@@ -320,7 +435,7 @@ cmd_leader() {
     for ((i = 0; i < N; i++)); do
         alive "$(member_pid "$i")" || continue
         # simple format: endpoint, id, version, db size, is leader, ...
-        line=$("$ETCDCTL" --endpoints="127.0.0.1:$(client_port "$i")" --dial-timeout=1s \
+        line=$(ctl --endpoints="$(scheme)://127.0.0.1:$(client_port "$i")" --dial-timeout=1s \
             --command-timeout=2s endpoint status -w simple 2>/dev/null) || continue
         IFS=, read -r _ _ _ _ is_leader _ <<<"$line"
         if [ "${is_leader// /}" = true ]; then
@@ -364,6 +479,10 @@ endpoints)
     [ $# -eq 2 ] || usage
     load_env "$2"
     echo "$ENDPOINTS"
+    ;;
+certs)
+    [ $# -eq 2 ] || usage
+    make_certs "$2"
     ;;
 *)
     usage

@@ -8,8 +8,9 @@
 //
 // The library is looked for first in deps/bindlog (the copy `npm pack` puts
 // in the tarball), then in the repository around this package (../..).
-// src/etcd is never compiled in: the addon answers etcd:// with
-// BINDLOG_ENOTSUP and needs neither libcurl nor json-c.  Paths are relative
+// src/etcd is never compiled in (it is the separate etcd module, loaded for
+// etcd:// only when installed: src/core/module.h), so the addon needs
+// neither libcurl nor json-c.  Paths are relative
 // to the package directory, with forward slashes, as gyp wants them.
 const fs = require('fs');
 const path = require('path');

@@ -14,8 +14,9 @@
 //                                     compiles and tests that copy, so the tests
 //                                     see the layout users install
 //
-// src/etcd is left out on purpose: the addon is built without
-// BINDLOG_WITH_ETCD and answers etcd:// with BINDLOG_ENOTSUP.
+// src/etcd is left out on purpose: it is the separate etcd module
+// (libbindlog-etcd.so), which the library loads for etcd:// when one is
+// installed (src/core/module.h); without it etcd:// is BINDLOG_ENOTSUP.
 const fs = require('fs');
 const path = require('path');
 const { LAYERS } = require('./sources.js');

@@ -76,7 +76,7 @@ DURABILITY_FULL = 0
 DURABILITY_NORMAL = 1
 DURABILITY_NONE = 2
 
-OPTIONS_VERSION = 1
+OPTIONS_VERSION = 2
 
 STAT_ERROR = OUTCOME_COUNT
 STAT_COLUMNS = OUTCOME_COUNT + 1
@@ -101,6 +101,13 @@ class bindlog_options(Structure):
         ("max_readers", c_uint),
         ("clock_ms", clock_fn),
         ("clock_ctx", c_void_p),
+        # version 2: etcd in production (NULL / 0: the ETCDCTL_* defaults)
+        ("etcd_cacert", c_char_p),
+        ("etcd_cert", c_char_p),
+        ("etcd_key", c_char_p),
+        ("etcd_user", c_char_p),
+        ("etcd_password", c_char_p),
+        ("etcd_max_txn_ops", c_uint),
     ]
 
 

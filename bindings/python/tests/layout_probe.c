@@ -26,6 +26,12 @@ int main(void)
     F(bindlog_options, max_readers);
     F(bindlog_options, clock_ms);
     F(bindlog_options, clock_ctx);
+    F(bindlog_options, etcd_cacert);
+    F(bindlog_options, etcd_cert);
+    F(bindlog_options, etcd_key);
+    F(bindlog_options, etcd_user);
+    F(bindlog_options, etcd_password);
+    F(bindlog_options, etcd_max_txn_ops);
 
     S(bindlog_result);
     F(bindlog_result, outcome);
