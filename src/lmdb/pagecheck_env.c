@@ -171,10 +171,7 @@ static int walk_one(const bl_pc_file *f, int tree, const bl_pc_db *db,
                     uint64_t *seen, bl_pc_fault *ft)
 {
     bl_pc_walk w;
-    memset(&w, 0, sizeof w);
-    w.f = f;
-    w.tree = tree;
-    w.seen = seen;
+    w = (bl_pc_walk){.f = f, .tree = tree, .seen = seen};
     int rc = bl_pc_walk_tree(&w, db);
     if (rc == BINDLOG_ECORRUPT && ft != NULL)
         *ft = w.first;
@@ -415,7 +412,7 @@ int bl_pc_get(bl_env *e, MDB_txn *txn, int table, const MDB_val *key, MDB_val *d
 typedef struct live_scan {
     bl_pc_db db[BL_DB_COUNT];
     unsigned have;
-    uint64_t *live, npages, shared, first_shared;
+    uint64_t *live;
 } live_scan;
 
 static int live_table(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
@@ -430,19 +427,31 @@ static int live_table(void *ctx, const unsigned char *k, size_t kn, const unsign
     return 0;
 }
 
-static int live_free(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
-                     size_t vn, unsigned nflags)
+/* Pages the snapshot's free list names that are also in `seen` (the pages
+ * of its trees); mark: add them to `seen` (check: a page listed twice). */
+typedef struct free_scan {
+    uint64_t *seen;
+    uint64_t npages, shared, first_shared;
+    int mark;
+} free_scan;
+
+static int free_entry(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
+                      size_t vn, unsigned nflags)
 {
-    live_scan *ls = ctx;
+    free_scan *fs = ctx;
     (void)k;
     (void)kn;
     (void)nflags;
     uint64_t count = bl_get64(v); /* bl_pc_page_check checked the list */
     for (uint64_t i = 1; i <= count && 8 * i + 8 <= vn; i++) {
         uint64_t pg = bl_get64(v + 8 * i);
-        if (pg < ls->npages && (ls->live[pg >> 6] & ((uint64_t)1 << (pg & 63))) &&
-            ls->shared++ == 0)
-            ls->first_shared = pg;
+        if (pg >= fs->npages)
+            continue; /* freed before it was ever written */
+        uint64_t m = (uint64_t)1 << (pg & 63);
+        if ((fs->seen[pg >> 6] & m) && fs->shared++ == 0)
+            fs->first_shared = pg;
+        if (fs->mark)
+            fs->seen[pg >> 6] |= m;
     }
     return 0;
 }
@@ -468,6 +477,7 @@ static int live_free(void *ctx, const unsigned char *k, size_t kn, const unsigne
 static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t)
 {
     live_scan ls;
+    free_scan fs;
     bl_pc_walk w;
     char why[200];
     int rc;
@@ -476,15 +486,10 @@ static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t
     if (bl_pc_db_check(&m->dbs[0], BL_PC_FREE, f->npages, m->last_pg, why, sizeof why) != 0)
         return fail_why(pc, why);
     memset(&ls, 0, sizeof ls);
-    ls.npages = f->npages;
     if ((ls.live = calloc(f->npages / 64 + 1, sizeof(uint64_t))) == NULL)
         return BINDLOG_ENOMEM;
-    memset(&w, 0, sizeof w);
-    w.f = f;
-    w.tree = BL_PC_MAIN;
-    w.seen = ls.live;
-    w.entry = live_table;
-    w.ctx = &ls;
+    fs = (free_scan){.seen = ls.live, .npages = f->npages};
+    w = (bl_pc_walk){.f = f, .tree = BL_PC_MAIN, .seen = ls.live, .entry = live_table, .ctx = &ls};
     rc = bl_pc_walk_tree(&w, &m->dbs[1]);
     for (int tree = 0; rc == 0 && tree < BL_DB_COUNT; tree++) {
         if (!(ls.have & BL_PC_BIT(tree)))
@@ -493,20 +498,13 @@ static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t
             free(ls.live);
             return fail_why(pc, why);
         }
-        memset(&w, 0, sizeof w);
-        w.f = f;
-        w.tree = tree;
-        w.seen = ls.live;
+        w = (bl_pc_walk){.f = f, .tree = tree, .seen = ls.live};
         if ((rc = bl_pc_walk_tree(&w, &ls.db[tree])) == 0)
             lower_valid_from(pc, tree, t);
     }
     if (rc == 0) {
-        memset(&w, 0, sizeof w);
-        w.f = f;
-        w.tree = BL_PC_FREE;
-        w.seen = ls.live;
-        w.entry = live_free;
-        w.ctx = &ls;
+        w = (bl_pc_walk){.f = f, .tree = BL_PC_FREE, .seen = ls.live, .entry = free_entry,
+                         .ctx = &fs};
         rc = bl_pc_walk_tree(&w, &m->dbs[0]);
     }
     free(ls.live);
@@ -514,11 +512,11 @@ static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t
         return pc_fail(pc, &w.first);
     if (rc != 0)
         return rc;
-    if (ls.shared) {
+    if (fs.shared) {
         snprintf(why, sizeof why,
                  "the free list names %llu pages that tables use (the first: page %llu): a "
                  "write would overwrite them",
-                 (ull)ls.shared, (ull)ls.first_shared);
+                 (ull)fs.shared, (ull)fs.first_shared);
         return fail_why(pc, why);
     }
     lower_valid_from(pc, BL_PC_FREE, t);
@@ -699,11 +697,7 @@ static int open_check(bl_pc *pc, uint64_t t)
     if (f.npages < m[cur].last_pg + 1) {
         tail_free tf = {f.npages, m[cur].last_pg, 0};
         bl_pc_walk w;
-        memset(&w, 0, sizeof w);
-        w.f = &f;
-        w.tree = BL_PC_FREE;
-        w.entry = tail_entry;
-        w.ctx = &tf;
+        w = (bl_pc_walk){.f = &f, .tree = BL_PC_FREE, .entry = tail_entry, .ctx = &tf};
         rc = bl_pc_db_check(&m[cur].dbs[0], BL_PC_FREE, f.npages, m[cur].last_pg, why[0],
                             sizeof why[0]) == 0
                  ? bl_pc_walk_tree(&w, &m[cur].dbs[0])
@@ -726,11 +720,7 @@ static int open_check(bl_pc *pc, uint64_t t)
     main_scan ms;
     bl_pc_walk w;
     memset(&ms, 0, sizeof ms);
-    memset(&w, 0, sizeof w);
-    w.f = &f;
-    w.tree = BL_PC_MAIN;
-    w.entry = main_entry;
-    w.ctx = &ms;
+    w = (bl_pc_walk){.f = &f, .tree = BL_PC_MAIN, .entry = main_entry, .ctx = &ms};
     if ((rc = bl_pc_walk_tree(&w, &m[cur].dbs[1])) != 0)
         return rc == BINDLOG_ECORRUPT ? pc_fail(pc, &w.first) : rc;
     for (int tree = 0; tree < BL_DB_COUNT; tree++) {
@@ -884,35 +874,6 @@ static void report_why(bindlog_check_report *out, const char *why, const char *f
     report(out, &ft, file);
 }
 
-/* Pages the snapshot's free list names: into `seen`, reporting pages
- * also in a tree. */
-typedef struct free_scan {
-    uint64_t *seen;
-    uint64_t npages, shared, first_shared;
-} free_scan;
-
-static int free_entry(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
-                      size_t vn, unsigned nflags)
-{
-    free_scan *fs = ctx;
-    (void)k;
-    (void)kn;
-    (void)nflags;
-    uint64_t count = bl_get64(v);
-    for (uint64_t i = 1; i <= count && 8 * i + 8 <= vn; i++) {
-        uint64_t pg = bl_get64(v + 8 * i);
-        if (pg >= fs->npages)
-            continue; /* freed before it was ever written */
-        uint64_t m = (uint64_t)1 << (pg & 63);
-        if (fs->seen[pg >> 6] & m) {
-            if (fs->shared++ == 0)
-                fs->first_shared = pg;
-        }
-        fs->seen[pg >> 6] |= m;
-    }
-    return 0;
-}
-
 int bl_pc_check_store(bl_env *e, MDB_txn *txn, bindlog_check_report *out)
 {
     bl_pc *pc = e->pc;
@@ -971,11 +932,7 @@ int bl_pc_check_store(bl_env *e, MDB_txn *txn, bindlog_check_report *out)
             report_why(out, dwhy, pc->file);
             continue;
         }
-        memset(&w, 0, sizeof w);
-        w.f = &f;
-        w.tree = tree;
-        w.seen = seen;
-        w.keep_going = 1;
+        w = (bl_pc_walk){.f = &f, .tree = tree, .seen = seen, .keep_going = 1};
         rc = bl_pc_walk_tree(&w, &db);
         if (rc == BINDLOG_ECORRUPT) {
             report(out, &w.first, pc->file);
@@ -990,12 +947,9 @@ int bl_pc_check_store(bl_env *e, MDB_txn *txn, bindlog_check_report *out)
      * too, and every page of the file accounted for exactly once */
     if (rc >= 0 && cur >= 0 && m[cur].txnid == t && out->problems == before) {
         bl_pc_walk w;
-        free_scan fs = {seen, f.npages, 0, 0};
+        free_scan fs = {.seen = seen, .npages = f.npages, .mark = 1};
         f.last_pg = m[cur].last_pg;
-        memset(&w, 0, sizeof w);
-        w.f = &f;
-        w.tree = BL_PC_MAIN;
-        w.seen = seen;
+        w = (bl_pc_walk){.f = &f, .tree = BL_PC_MAIN, .seen = seen};
         rc = bl_pc_walk_tree(&w, &m[cur].dbs[1]);
         if (rc == 0) {
             w.tree = BL_PC_FREE;
