@@ -14,8 +14,8 @@
  *            log is whole, from the evidence where it is not, and reports
  *            what was lost.
  *
- * Sources are functions of one shape, tried in the order of
- * bl_salvage_sources[]: today data.mdb (recover_mdb.c).  The write-ahead
+ * Sources are functions of one shape (bl_salvage_fn), tried in the order
+ * of the table sources[] in recover.c: today data.mdb (recover_mdb.c).  The write-ahead
  * log of format 2 keeps its recent records in a file of its own; its
  * reader becomes a second source that hands its records over with
  * bl_salvage_record() and a higher trust (a record in the log file is newer
