@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "lmdb/limits.h"
+#include "lmdb/pagecheck.h"
 #include "lmdb/store.h"
 
 /* LMDB's iterator; the generic part (ops, handle, kind) comes first. */
@@ -55,7 +56,7 @@ int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)key};
-    rc = bl_get_checked(txn, h->e->dbi[BL_DB_BINDINGS], BL_DB_BINDINGS, &k, &v);
+    rc = bl_pc_get(h->e, txn, BL_DB_BINDINGS, &k, &v);
     if (rc == 0 && (rc = bl_bval_decode(v.mv_data, v.mv_size, &b)) == 0) {
         copy_str(out->session_id, b.sid, b.sid_len);
         out->generation = b.generation;
@@ -79,7 +80,7 @@ int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *o
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)id};
-    rc = bl_get_checked(txn, h->e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &k, &v);
+    rc = bl_pc_get(h->e, txn, BL_DB_SESSIONS, &k, &v);
     if (rc == 0 && (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) == 0)
         bl_session_fill(out, id, n, &sv, origin_buf, origin_cap);
     bl_read_end(h->e, txn);
@@ -134,7 +135,7 @@ static int next_history(lmdb_iter *it, bindlog_record *rec)
         unsigned char lk[8];
         bl_put64be(lk, lsn);
         MDB_val key = {8, lk};
-        rc = bl_get_checked(it->txn, it->base.h->e->dbi[BL_DB_LOG], BL_DB_LOG, &key, &v);
+        rc = bl_pc_get(it->base.h->e, it->txn, BL_DB_LOG, &key, &v);
         if (rc == BINDLOG_ENOTFOUND)
             continue; /* compacted away: its history entry goes with it soon */
         if (rc != 0)
@@ -186,7 +187,7 @@ static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_se
                         void *buf, size_t cap, bl_sval *sv)
 {
     MDB_val k = {id_len, (void *)id}, v;
-    int rc = bl_get_checked(it->txn, it->base.h->e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &k, &v);
+    int rc = bl_pc_get(it->base.h->e, it->txn, BL_DB_SESSIONS, &k, &v);
     if (rc == BINDLOG_ENOTFOUND)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
     if (rc != 0)
@@ -258,7 +259,7 @@ static int start_ancestors(lmdb_iter *it, const char *id, size_t n)
     int rc;
 
     bl_map_rdlock(e);
-    rc = bl_get_checked(it->txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &k, &v);
+    rc = bl_pc_get(e, it->txn, BL_DB_SESSIONS, &k, &v);
     if (rc == 0)
         rc = bl_sval_decode(v.mv_data, v.mv_size, &sv);
     if (rc == 0) {
@@ -321,7 +322,8 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
         free(it);
         return rc;
     }
-    if (dbi != 0)
+    rc = bl_pc_guard_iter(e, it->txn, kind, seek, seek_len, to); /* what the cursor will read */
+    if (rc == 0 && dbi != 0)
         rc = bl_cursor_open(&it->cur, e, it->txn, dbi, seek, seek_len);
     bl_map_unlock(e);
     if (rc == 0 && kind == BL_IT_ANCESTORS)

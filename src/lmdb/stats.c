@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lmdb/pagecheck.h"
 #include "lmdb/store.h"
 
 /* Entries hashed between releases of the map lock, so growth is not held
@@ -65,7 +66,9 @@ int bl_lmdb_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t 
         return BINDLOG_EINVAL;
     if ((rc = bl_read_begin(s->e, &txn)) != 0)
         return rc;
-    rc = bl_meta_get_head(s->e, txn, &head);
+    rc = bl_pc_guard_tables(s->e, txn, BL_PC_BIT(BL_DB_BINDINGS) | BL_PC_BIT(BL_DB_SESSIONS));
+    if (rc == 0)
+        rc = bl_meta_get_head(s->e, txn, &head);
     if (rc == 0)
         rc = bl_digest_tables(s->e, txn, s->e->dbi[BL_DB_BINDINGS], s->e->dbi[BL_DB_SESSIONS], 0,
                               out);

@@ -77,6 +77,7 @@ typedef struct bl_env {
     bl_group g;          /* group commit queue, sticky failure, statistics */
     int sync_mode;       /* durability the env flags are set to (leader only) */
     bl_encoded enc;      /* the leader's scratch buffer */
+    struct bl_pc *pc;    /* page validation (pagecheck.h) */
 } bl_env;
 
 

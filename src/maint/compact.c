@@ -41,6 +41,7 @@
  * which the next vacuum removes).
  */
 #define _GNU_SOURCE
+#include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 #include "core/error.h"
 #include "lmdb/limits.h"
@@ -171,6 +172,9 @@ int bl_lmdb_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
     panic = bl_group_panicked(&s->e->g);
     if (panic)
         return BINDLOG_EPANIC;
+    /* compaction deletes, which rebalances pages beside any path */
+    if ((rc = bl_pc_guard_all(s->e, BL_PC_EVERYTHING)) != 0)
+        return rc;
 
     bl_replayer_init(&r, 1, 0, NULL);
     for (int first = 1;; first = 0) {
@@ -309,6 +313,9 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         rc = bl_mdb_error(errno);
         goto out;
     }
+    /* the compacting copy walks every tree, the free list included */
+    if ((rc = bl_pc_guard_all(h->e, BL_PC_EVERYTHING)) != 0)
+        goto out;
     bl_map_rdlock(h->e);
     rc = mdb_env_copyfd2(h->e->env, fd, MDB_CP_COMPACT);
     bl_map_unlock(h->e);

@@ -21,6 +21,7 @@
  * bindings, sessions, children and history tables in one sequential pass.
  */
 #define _GNU_SOURCE
+#include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 
 #include "core/error.h"
@@ -755,7 +756,8 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     if ((rc = bl_read_begin_fresh(src, &stxn)) != 0)
         return rc;
     bl_replayer_init(&r, 1, 0, NULL);
-    if ((rc = bl_meta_get_head(src, stxn, &head)) != 0 ||
+    if ((rc = bl_pc_guard_tables(src, stxn, BL_PC_REPLAY_TABLES)) != 0 ||
+        (rc = bl_meta_get_head(src, stxn, &head)) != 0 ||
         (rc = bl_base_get(src, stxn, &base)) != 0)
         goto out;
     /* the state before the base image was compacted away */
@@ -861,7 +863,7 @@ int bl_lmdb_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
         MDB_val k = {8, kb}, v;
         bl_record rec;
         bl_put64be(kb, mid);
-        rc = bl_get_checked(txn, s->e->dbi[BL_DB_LOG], BL_DB_LOG, &k, &v);
+        rc = bl_pc_get(s->e, txn, BL_DB_LOG, &k, &v);
         if (rc == BINDLOG_ENOTFOUND) {
             rc = BINDLOG_ECORRUPT; /* a hole in the retained log */
             goto out;
@@ -1430,6 +1432,11 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         replay_ok = 0;
     }
     out->head_lsn = head.lsn;
+    /* damaged pages are findings: reported, and nothing walks them */
+    if ((rc = bl_pc_check_store(src, stxn, out)) != 0) {
+        rc = rc > 0 ? 0 : rc;
+        goto out;
+    }
 
     if (replay_ok && bl_bulk_enabled()) {
         rc = check_bulk(&ck, src, stxn, &head, &base, &counts, progress, progress_ctx);
