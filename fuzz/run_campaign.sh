@@ -3,7 +3,7 @@
 #
 #   fuzz/run_campaign.sh TARGET SECONDS [libFuzzer options...]
 #
-# TARGET is record, machine, cli, stream, json or wal (fuzz/<TARGET>_fuzzer.c).  CI runs each
+# TARGET is record, machine, cli, stream, json, wal or mdb (fuzz/<TARGET>_fuzzer.c).  CI runs each
 # for 60 s; long campaigns just pass more seconds (and e.g. -jobs=N -workers=N
 # -- but the store of machine_fuzzer lives on /dev/shm, so mind its size).
 #
@@ -64,6 +64,7 @@ case $target in
 record) defaults="-max_len=4096" ;;
 machine) defaults="-max_len=2048" ;;
 cli) defaults="-max_len=512 -close_fd_mask=2" ;;
+mdb) defaults="-max_len=400000" ;;
 *) defaults="" ;;
 esac
 

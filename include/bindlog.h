@@ -802,6 +802,90 @@ BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *
 /**@}*/
 
 /* ------------------------------------------------------------------------ */
+/** @name Recovering a damaged store
+ *
+ * bindlog_recover() rebuilds a new store from what is still intact in a
+ * damaged one, and says exactly what was lost (docs/reliability.md,
+ * "Recovering a damaged store").
+ */
+/**@{*/
+
+/** A range of LSNs, both ends included. */
+typedef struct bindlog_lsn_range {
+    uint64_t first, last;
+} bindlog_lsn_range;
+
+/** What bindlog_recover() found and built.  Counts are of LSNs and pages;
+ * the two arrays are allocated by the call and freed by
+ * bindlog_recover_report_free() (fields may be added, never removed). */
+typedef struct bindlog_recover_report {
+    uint64_t pages;            /**< pages of data.mdb read */
+    uint64_t damaged_pages;    /**< pages of the current trees that failed validation */
+    uint64_t records_found;    /**< LSNs with a record that decodes and checksums right */
+    uint64_t head_lsn;         /**< the last LSN the store had (its meta "head", or the
+                                    highest record found) */
+    int head_known;            /**< 1: the store's meta records were read whole, so
+                                    head_lsn is its head; 0: they are damaged, and
+                                    records after the highest one found may be lost
+                                    without being counted */
+    uint64_t base_lsn;         /**< the base image the rebuild started from (0: none) */
+    int base_image;            /**< 1: the store's base image was read whole; 0: the store
+                                    had none; -1: it is damaged, the rebuild started at LSN 1 */
+    uint64_t records_lost;     /**< LSNs after the base image with no intact record */
+    uint64_t records_by_effect;/**< intact records that no longer re-derive (they follow a
+                                    loss): applied to the state by what they record */
+    uint64_t records_skipped;  /**< intact records whose effect could not be applied */
+    uint64_t cut_lsn;          /**< the new store's base image LSN: the state up to here is
+                                    built from evidence (0: the log re-derived whole) */
+    uint64_t records_rederived;/**< records after the cut, re-derived exactly: the new
+                                    store's log */
+    size_t nranges;            /**< lost LSN ranges, in order */
+    bindlog_lsn_range *ranges;
+    size_t nkeys;              /**< keys whose history has a gap, in byte order */
+    char **keys;               /**< NUL-terminated */
+    uint64_t unknown_lost;     /**< lost records that no evidence ties to a key */
+    uint64_t new_head_lsn;     /**< the new store's head */
+    unsigned char digest[BINDLOG_DIGEST_SIZE]; /**< the new store's state digest */
+} bindlog_recover_report;
+
+/**
+ * Rebuild the store in `dir` into a new store at `out_dir` (which must not
+ * exist or be empty), without ever opening `dir` through LMDB: data.mdb is
+ * read page by page with bindlog's own validator, so a damaged file is
+ * never a crash, and nothing in `dir` is written.  Salvaged: every log
+ * record that decodes and checksums right, from any page (the current
+ * tree, the older meta page's tree, free pages); the base image when its
+ * tables are whole; the stored bindings, sessions and history index as
+ * evidence.  Rebuilt: records are re-derived by the state machine as by
+ * bindlog_replay(); after a lost record, records that no longer re-derive
+ * are applied by their effect, and lost records are replaced by what the
+ * stored state says about their LSN.  The new store holds that state as a
+ * base image at the last LSN built that way (`cut_lsn`), then the intact
+ * records after it, re-derived; it always passes bindlog_check() (which
+ * the call runs before returning).  A store with nothing damaged recovers
+ * to the same digest.  `rep` (required) says what was found, lost and
+ * built; free it with bindlog_recover_report_free() whatever the return.
+ *
+ * Returns 0 (rep->records_lost, records_by_effect and records_skipped
+ * say whether anything was lost), BINDLOG_EINVAL, BINDLOG_EEXIST (out_dir
+ * holds something), BINDLOG_ENOTFOUND (no data.mdb in dir),
+ * BINDLOG_ENOTSTORE (data.mdb holds nothing of a bindlog store),
+ * BINDLOG_ENOMEM, BINDLOG_ENOSPC, BINDLOG_EIO, BINDLOG_EACCES, with a
+ * last-error detail; on an error out_dir may hold a partial store: remove
+ * it.  Temporary stores go under $TMPDIR (about twice data.mdb's live
+ * size).  `progress` (may be NULL) gets LSNs done and the total.
+ * Thread-safe; needs no lock on `dir`: copy the store first if a writer may
+ * still be running on it.
+ */
+BINDLOG_API int bindlog_recover(const char *dir, const char *out_dir,
+                                bindlog_recover_report *rep, bindlog_progress_fn progress,
+                                void *progress_ctx);
+
+/** Free the arrays of a report (and zero them); NULL is a no-op. */
+BINDLOG_API void bindlog_recover_report_free(bindlog_recover_report *rep);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
 /** @name Moving a gateway's sessions in
  *
  * A gateway that kept its routing table in a file (a sessions.json of

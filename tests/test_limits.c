@@ -271,7 +271,9 @@ static int read_log(bindlog *s, uint64_t *seen)
     bindlog_record rec;
     int rc;
     *seen = 0;
-    assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &it), 0);
+    /* a damaged page may refuse the iterator at once (the page validator) */
+    if ((rc = bindlog_log_iter(s, 0, UINT64_MAX, &it)) != 0)
+        return rc;
     while ((rc = bindlog_iter_next_record(it, &rec)) > 0)
         (*seen)++;
     bindlog_iter_close(it);
@@ -293,8 +295,11 @@ static void limits__forged_log_record_length_is_refused(void **state)
 
     bindlog *s = open_store(f, f->dir, 1);
     assert_int_equal(read_log(s, &seen), BINDLOG_ECORRUPT);
-    assert_int_equal(seen, 2);
-    assert_error_mentions("table log, LSN 3: value of 536871032 bytes is over the limit");
+    /* the page validator refuses the log's page before any record of it is
+     * handed out; the length limits would have stopped at record 3 */
+    assert_true(seen <= 2);
+    assert_error_mentions("table log");
+    assert_error_mentions("LSN 3: value of 536871032 bytes");
 
     bindlog_iter *it;
     bindlog_record rec;
@@ -321,7 +326,7 @@ static void limits__forged_log_record_length_is_refused(void **state)
     assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
     assert_true(rep.problems >= 1);
     assert_int_equal(rep.first_bad_lsn, 3);
-    if (strstr(rep.message, "over the limit") == NULL)
+    if (strstr(rep.message, "536871032 bytes") == NULL)
         fail_msg("check says \"%s\"", rep.message);
     bindlog_close(s);
 
@@ -349,32 +354,40 @@ static void limits__forged_binding_length_is_refused(void **state)
     bindlog *s = open_store(f, f->dir, 0);
     assert_int_equal(bindlog_get(s, "key-a", &b), 0);
     assert_int_equal(bindlog_get(s, "victim-key", &b), BINDLOG_ECORRUPT);
-    assert_error_mentions("table bindings, key victim-key: value of 536870949 bytes");
+    assert_error_mentions("table bindings");
+    assert_error_mentions("key victim-key: value of 536870949 bytes");
     unsigned char d[BINDLOG_DIGEST_SIZE];
     assert_int_equal(bindlog_digest(s, d, NULL), BINDLOG_ECORRUPT);
-    assert_error_mentions("table bindings, key victim-key");
+    assert_error_mentions("key victim-key");
 
+    /* the page validator refuses the iterator at once, or its first step */
     bindlog_iter *it;
     int rc, n = 0;
-    assert_int_equal(bindlog_bindings_iter(s, &it), 0);
-    while ((rc = bindlog_iter_next_binding(it, &b)) > 0)
-        n++;
-    bindlog_iter_close(it);
+    if ((rc = bindlog_bindings_iter(s, &it)) == 0) {
+        while ((rc = bindlog_iter_next_binding(it, &b)) > 0)
+            n++;
+        bindlog_iter_close(it);
+    }
     assert_int_equal(rc, BINDLOG_ECORRUPT);
 
-    /* a write to the key reads its binding first: refused, nothing logged */
+    /* a write to the key is refused, nothing logged; and so is a write to
+     * any other key: LMDB's writes could spread the damage (a page freed
+     * or reused while the damage still references it), so a store with a
+     * damaged page takes no write (docs/design.md, "Damaged files") */
     bindlog_stats st;
     assert_int_equal(bindlog_bind(s, "victim-key", "other", NULL, NULL, NULL, 0, &r),
                      BINDLOG_ECORRUPT);
     assert_error_mentions("victim-key");
+    assert_int_equal(bindlog_bind(s, "key-c", "sess-c", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_ECORRUPT);
+    assert_error_mentions("victim-key");
     assert_int_equal(bindlog_stats_get(s, &st), 0);
     assert_int_equal(st.head_lsn, 5);
-    /* other keys are still writable */
-    bind_ok(s, "key-c", "sess-c");
 
     assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
     assert_true(rep.problems >= 1);
-    if (strstr(rep.message, "table bindings, key victim-key") == NULL)
+    if (strstr(rep.message, "table bindings") == NULL ||
+        strstr(rep.message, "key victim-key") == NULL)
         fail_msg("check says \"%s\"", rep.message);
     bindlog_close(s);
 }
@@ -392,14 +405,16 @@ static void limits__forged_session_length_is_refused(void **state)
     bindlog *s = open_store(f, f->dir, 0);
     assert_int_equal(bindlog_session_get(s, "sess-a", &ss, NULL, 0), 0);
     assert_int_equal(bindlog_session_get(s, "victim-sess", &ss, NULL, 0), BINDLOG_ECORRUPT);
-    assert_error_mentions("table sessions, session victim-sess: value of 1879048335 bytes");
+    assert_error_mentions("table sessions");
+    assert_error_mentions("session victim-sess: value of 1879048335 bytes");
 
     bindlog_iter *it;
     int rc;
-    assert_int_equal(bindlog_sessions_iter(s, &it), 0);
-    while ((rc = bindlog_iter_next_session(it, &ss, NULL, 0)) > 0)
-        ;
-    bindlog_iter_close(it);
+    if ((rc = bindlog_sessions_iter(s, &it)) == 0) {
+        while ((rc = bindlog_iter_next_session(it, &ss, NULL, 0)) > 0)
+            ;
+        bindlog_iter_close(it);
+    }
     assert_int_equal(rc, BINDLOG_ECORRUPT);
     assert_int_equal(bindlog_ancestors_iter(s, "victim-sess", &it), BINDLOG_ECORRUPT);
 

@@ -33,6 +33,7 @@
  * panic (BINDLOG_EPANIC): retrying a failed fsync is how data gets lost.
  */
 #define _GNU_SOURCE
+#include "lmdb/pagecheck.h"
 #include "lmdb/walenv.h"
 
 #include <errno.h>
@@ -581,6 +582,15 @@ static int run_group(void *ctx, bl_greq *group)
     if (bl_group_panicked(&e->g)) {
         rc = BINDLOG_EPANIC;
         goto fail;
+    }
+    /* a damaged LMDB file takes no write, not even to the log: the next
+     * checkpoint could not fold it, and LMDB's own writes could spread the
+     * damage (docs/design.md, "Damaged files").  The first group of a
+     * process walks the whole file once; later snapshots stay valid. */
+    if (!atomic_load_explicit(&w->store_checked, memory_order_acquire)) {
+        if ((rc = bl_pc_guard_all(e, BL_PC_EVERYTHING)) != 0)
+            goto fail;
+        atomic_store_explicit(&w->store_checked, 1, memory_order_release);
     }
     if (g.b == NULL) {
         if ((g.b = w->build = calloc(1, sizeof(*g.b))) == NULL) {

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lmdb/limits.h"
+#include "lmdb/pagecheck.h"
 #include "lmdb/store.h"
 #include "lmdb/tail.h"
 #include "lmdb/walenv.h"
@@ -80,7 +81,7 @@ int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)key};
-    rc = bl_get_checked(txn, h->e->dbi[BL_DB_BINDINGS], BL_DB_BINDINGS, &k, &v);
+    rc = bl_pc_get(h->e, txn, BL_DB_BINDINGS, &k, &v);
     if (rc == 0)
         rc = fill_binding(out, v.mv_data, v.mv_size);
     bl_read_end(h->e, txn);
@@ -122,7 +123,7 @@ int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *o
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)id};
-    rc = bl_get_checked(txn, h->e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &k, &v);
+    rc = bl_pc_get(h->e, txn, BL_DB_SESSIONS, &k, &v);
     if (rc == 0)
         rc = fill_session(&so, v.mv_data, v.mv_size);
     bl_read_end(h->e, txn);
@@ -363,7 +364,8 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
         return rc;
     }
     it->open = 1;
-    if (db >= 0)
+    rc = bl_pc_guard_iter(e, it->snap.txn, kind, seek, seek_len, to); /* what the cursor will read */
+    if (rc == 0 && db >= 0)
         rc = bl_cursor_open_snap(&it->cur, &it->snap, db, seek, seek_len);
     bl_map_unlock(e);
     if (rc == 0 && kind == BL_IT_ANCESTORS)

@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "lmdb/limits.h"
+#include "lmdb/pagecheck.h"
 #include "lmdb/tail.h"
 #include "lmdb/walenv.h"
 
@@ -133,7 +134,7 @@ int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
         }
     }
     MDB_val k = {klen, (void *)key};
-    return bl_get_checked(s->txn, s->e->dbi[db], db, &k, v);
+    return bl_pc_get(s->e, s->txn, db, &k, v); /* a damaged page is an error, not a crash */
 }
 
 uint64_t bl_snap_entries(bl_snap *s, int db)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lmdb/pagecheck.h"
 #include "lmdb/store.h"
 #include "lmdb/walenv.h"
 
@@ -95,7 +96,9 @@ int bl_lmdb_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t 
         return BINDLOG_EINVAL;
     if ((rc = bl_snap_open(s->e, &snap, 0)) != 0)
         return rc;
-    rc = bl_snap_head(&snap, &head);
+    rc = bl_pc_guard_tables(s->e, snap.txn, BL_PC_BIT(BL_DB_BINDINGS) | BL_PC_BIT(BL_DB_SESSIONS));
+    if (rc == 0)
+        rc = bl_snap_head(&snap, &head);
     if (rc == 0)
         rc = bl_digest_snap(&snap, 0, out);
     if (rc == 0 && head_lsn != NULL)

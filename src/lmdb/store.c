@@ -25,6 +25,7 @@
 #include "lmdb/limits.h"
 #include "lmdb/tail.h"
 #include "lmdb/walenv.h"
+#include "lmdb/pagecheck.h"
 
 #include "core/error.h"
 
@@ -858,6 +859,7 @@ static void env_free(bl_env *e)
         mdb_txn_abort(rt->txn);
         free(rt);
     }
+    bl_pc_close(e);
     if (e->env != NULL)
         mdb_env_close(e->env);
     if (e->lock_fd >= 0)
@@ -937,6 +939,8 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     if ((rc = prealloc_lock_file(dir, max_readers, &made)) != 0)
         goto out;
 
+    if (exists && (rc = bl_pc_preopen(dir)) != 0)
+        goto out; /* damaged meta pages: LMDB would believe them */
     if ((rc = bl_mdb_error(mdb_env_create(&e->env))) != 0)
         goto out;
     mdb_env_set_maxdbs(e->env, BL_DB_COUNT + 4);
@@ -979,6 +983,8 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
         int dead = 0;
         mdb_reader_check(e->env, &dead);
     }
+    if ((rc = bl_pc_open(e)) != 0)
+        goto out; /* a damaged file: LMDB never reads it */
     rc = bl_walenv_open(e, o, !o->read_only);
 out:
     if (rc != 0) {
@@ -1124,6 +1130,7 @@ int bl_env_resize(bl_env *e, int adopt_only)
     }
     if (rc == 0)
         e->map_epoch++;
+    bl_pc_remap(e);
     pthread_rwlock_unlock(&e->map_lock);
     return rc == 0 ? 0 : (rc == ENOMEM ? BINDLOG_ENOSPC : bl_mdb_error(rc));
 }
@@ -1260,7 +1267,9 @@ static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
 {
     bl_tables *t = ctx;
     MDB_val k = {len, (void *)key}, v;
-    int rc = bl_get_checked(t->txn, t->bindings, BL_DB_BINDINGS, &k, &v);
+    int rc = bl_pc_guard_write(t->txn, t->bindings, key, len); /* what mdb_get will walk */
+    if (rc == 0)
+        rc = bl_get_checked(t->txn, t->bindings, BL_DB_BINDINGS, &k, &v);
     if (rc != 0)
         return rc;
     return bl_bval_decode(v.mv_data, v.mv_size, out);
@@ -1270,7 +1279,9 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
 {
     bl_tables *t = ctx;
     MDB_val k = {len, (void *)id}, v;
-    int rc = bl_get_checked(t->txn, t->sessions, BL_DB_SESSIONS, &k, &v);
+    int rc = bl_pc_guard_write(t->txn, t->sessions, id, len); /* what mdb_get will walk */
+    if (rc == 0)
+        rc = bl_get_checked(t->txn, t->sessions, BL_DB_SESSIONS, &k, &v);
     if (rc != 0)
         return rc;
     return bl_sval_decode(v.mv_data, v.mv_size, out);
@@ -1332,6 +1343,8 @@ int bl_tables_apply(bl_tables *t, const bl_plan *p, const bl_encoded *enc, int *
     int rc;
 
     *map_full = 0;
+    if ((rc = bl_pc_guard_plan(t, p, enc)) != 0)
+        return rc; /* a damaged page on a path the writes would walk */
     rc = bl_plan_puts(p, enc, put_one, &tp);
     if (rc == 0 && t->log) {
         MDB_val key = {8, k}, val = {enc->rec_len, enc->buf + enc->rec_off};

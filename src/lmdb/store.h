@@ -77,6 +77,7 @@ typedef struct bl_env {
     bl_group g;          /* group commit queue, sticky failure, statistics */
     bl_encoded enc;      /* the leader's scratch buffer */
     struct bl_walenv *wal; /* the write-ahead log (walenv.h) */
+    struct bl_pc *pc;    /* page validation (pagecheck.h) */
 } bl_env;
 
 

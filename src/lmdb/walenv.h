@@ -64,6 +64,7 @@ typedef struct bl_walenv {
     pthread_t thread;
     int thread_on, kicked;
     _Atomic int want_thread;  /* start it at the next commit (bl_ckpt_want) */
+    _Atomic int store_checked; /* the whole LMDB file passed the page validator */
     unsigned gen;             /* bumped to stop the running thread */
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
     int ckpt_mode;            /* durability of this process's checkpoints */

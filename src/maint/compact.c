@@ -41,6 +41,7 @@
  * which the next vacuum removes).
  */
 #define _GNU_SOURCE
+#include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 #include "lmdb/walenv.h"
 #include "core/error.h"
@@ -172,6 +173,9 @@ int bl_lmdb_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
     panic = bl_group_panicked(&s->e->g);
     if (panic)
         return BINDLOG_EPANIC;
+    /* compaction deletes, which rebalances pages beside any path */
+    if ((rc = bl_pc_guard_all(s->e, BL_PC_EVERYTHING)) != 0)
+        return rc;
 
     /* compaction works on records LMDB holds: fold the log's tail first,
      * so that it can reach everything acknowledged so far */
@@ -314,6 +318,9 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         rc = bl_mdb_error(errno);
         goto out;
     }
+    /* the compacting copy walks every tree, the free list included */
+    if ((rc = bl_pc_guard_all(h->e, BL_PC_EVERYTHING)) != 0)
+        goto out;
     bl_map_rdlock(h->e);
     rc = mdb_env_copyfd2(h->e->env, fd, MDB_CP_COMPACT);
     bl_map_unlock(h->e);

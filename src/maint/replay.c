@@ -21,6 +21,7 @@
  * bindings, sessions, children and history tables in one sequential pass.
  */
 #define _GNU_SOURCE
+#include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 #include "lmdb/tail.h"
 
@@ -744,7 +745,8 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
         return rc;
     have_ss = 1;
     bl_replayer_init(&r, 1, 0, NULL);
-    if ((rc = bl_snap_head(&ss, &head)) != 0 || (rc = bl_base_get(src, ss.txn, &base)) != 0)
+    if ((rc = bl_pc_guard_tables(src, ss.txn, BL_PC_REPLAY_TABLES)) != 0 ||
+        (rc = bl_snap_head(&ss, &head)) != 0 || (rc = bl_base_get(src, ss.txn, &base)) != 0)
         goto out;
     /* the state before the base image was compacted away */
     if (to_lsn < base.lsn || (base.lsn > 0 && to_time_ms < base.time_ms)) {
@@ -1420,6 +1422,11 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         replay_ok = 0;
     }
     out->head_lsn = head.lsn;
+    /* damaged pages are findings: reported, and nothing walks them */
+    if ((rc = bl_pc_check_store(src, ss.txn, out)) != 0) {
+        rc = rc > 0 ? 0 : rc;
+        goto out;
+    }
 
     if (replay_ok && bl_bulk_enabled()) {
         rc = check_bulk(&ck, src, &ss, &head, &base, &counts, progress, progress_ctx);

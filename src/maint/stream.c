@@ -29,6 +29,7 @@
  * needs a seekable input; for a pipe the map is grown generously first.
  */
 #define _GNU_SOURCE
+#include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 #include "lmdb/walenv.h"
 
@@ -190,7 +191,8 @@ int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     if ((rc = bl_snap_open(e, &ss, 1)) != 0)
         goto out;
     txn = ss.txn;
-    if ((rc = bl_snap_head(&ss, &head)) != 0 || (rc = bl_base_get(e, txn, &base)) != 0)
+    if ((rc = bl_pc_guard_tables(e, txn, BL_PC_ALL_TABLES)) != 0 ||
+        (rc = bl_snap_head(&ss, &head)) != 0 || (rc = bl_base_get(e, txn, &base)) != 0)
         goto out;
     full = from_lsn <= 1;
     first = full ? base.lsn + 1 : from_lsn;
@@ -891,6 +893,9 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     panic = bl_group_panicked(&s->e->g);
     if (panic)
         return BINDLOG_EPANIC;
+    /* the tables the import's digest walks; its writes guard their paths */
+    if ((rc = bl_pc_guard_all(s->e, BL_PC_IMPORT_TABLES)) != 0)
+        return rc;
 
     memset(&im, 0, sizeof(im));
     im.e = s->e;

@@ -122,3 +122,6 @@ tsh readonly_store 'chmod -R a-w "$STORE" && "$BL" -d "$STORE" stat --json | gre
 
 # ---- operations (issue 14) ------------------------------------------------------
 . "$HERE/cases_ops.sh"
+
+# ---- damaged stores and recover (issue 16) ----------------------------------------
+. "$HERE/cases_recover.sh"

@@ -225,6 +225,37 @@ class bindlog_import_entry(Structure):
     ]
 
 
+class bindlog_lsn_range(Structure):
+    _fields_ = [
+        ("first", c_uint64),
+        ("last", c_uint64),
+    ]
+
+
+class bindlog_recover_report(Structure):
+    _fields_ = [
+        ("pages", c_uint64),
+        ("damaged_pages", c_uint64),
+        ("records_found", c_uint64),
+        ("head_lsn", c_uint64),
+        ("head_known", c_int),
+        ("base_lsn", c_uint64),
+        ("base_image", c_int),
+        ("records_lost", c_uint64),
+        ("records_by_effect", c_uint64),
+        ("records_skipped", c_uint64),
+        ("cut_lsn", c_uint64),
+        ("records_rederived", c_uint64),
+        ("nranges", c_size_t),
+        ("ranges", c_void_p),  # bindlog_lsn_range *
+        ("nkeys", c_size_t),
+        ("keys", c_void_p),  # char **
+        ("unknown_lost", c_uint64),
+        ("new_head_lsn", c_uint64),
+        ("digest", c_ubyte * DIGEST_SIZE),
+    ]
+
+
 #: Every struct declared here, by its C name (used by the layout tests).
 STRUCTS = {
     cls.__name__: cls
@@ -238,6 +269,8 @@ STRUCTS = {
         bindlog_stats,
         bindlog_check_report,
         bindlog_import_entry,
+        bindlog_lsn_range,
+        bindlog_recover_report,
     )
 }
 

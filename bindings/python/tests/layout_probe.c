@@ -65,6 +65,31 @@ int main(void)
     F(bindlog_import_entry, origin);
     F(bindlog_import_entry, origin_len);
 
+    S(bindlog_lsn_range);
+    F(bindlog_lsn_range, first);
+    F(bindlog_lsn_range, last);
+
+    S(bindlog_recover_report);
+    F(bindlog_recover_report, pages);
+    F(bindlog_recover_report, damaged_pages);
+    F(bindlog_recover_report, records_found);
+    F(bindlog_recover_report, head_lsn);
+    F(bindlog_recover_report, head_known);
+    F(bindlog_recover_report, base_lsn);
+    F(bindlog_recover_report, base_image);
+    F(bindlog_recover_report, records_lost);
+    F(bindlog_recover_report, records_by_effect);
+    F(bindlog_recover_report, records_skipped);
+    F(bindlog_recover_report, cut_lsn);
+    F(bindlog_recover_report, records_rederived);
+    F(bindlog_recover_report, nranges);
+    F(bindlog_recover_report, ranges);
+    F(bindlog_recover_report, nkeys);
+    F(bindlog_recover_report, keys);
+    F(bindlog_recover_report, unknown_lost);
+    F(bindlog_recover_report, new_head_lsn);
+    F(bindlog_recover_report, digest);
+
     S(bindlog_event);
     F(bindlog_event, type);
     F(bindlog_event, key);

@@ -1,0 +1,711 @@
+/*
+ * damage_campaign.c -- damage copies of a store and run the CLI on them.
+ *
+ *   damage_campaign (--store DIR | --gateway-sim PATH) --cli PATH [--work DIR]
+ *                   [--per-kind N | --full] [--seed S] [--timeout SEC] [--jobs J]
+ *                   [--key KEY] [--kinds k1,k2,...] [--strict]
+ *
+ * DIR is a pristine store; with --gateway-sim the driver makes one itself
+ * in its work directory by running examples/gateway_sim (5,154 events,
+ * durability none: the same bytes as a FULL run, in a fifth of a second).  For each damage kind the driver
+ * makes copies of its data.mdb, each damaged in one way drawn from a
+ * seeded generator (the same seed gives the same copies), and runs each of
+ * ten commands of the CLI on it under a timeout:
+ *
+ *   stat, get KEY, history KEY, lineage SESSION, dump, check,
+ *   replay --out, export -o, bind (the write path), compact (compaction
+ *   with --keep-last 1000, then --vacuum)
+ *
+ * The write commands get a fresh copy each.  It counts, per kind and
+ * command, crashes (death by a signal), hangs (killed at the timeout), and
+ * wrong answers: check exiting 0 on a copy whose state, as the three dumps
+ * (log, bindings, sessions, --json) show it, differs from the pristine
+ * store's, or cannot be read at all.  Every copy check does not pass is
+ * then recovered (recover COPY --out NEW) and NEW checked: a recover that
+ * crashes, hangs, fails or builds a store check does not pass is counted
+ * in the last column (a refusal is right only for a file cut before its
+ * second page: nothing of a store is left).
+ *
+ * Kinds and the counts of the full campaign (issue 16):
+ *   trunc     160  the file cut at a random length (half on page bounds)
+ *   flip1    1100  one byte XORed with a random non-zero value
+ *   flipN     200  a run of 2..64 random bytes
+ *   header    200  a random byte of a tree page's 16-byte header
+ *   randpage  150  a page of random bytes
+ *   zeropage  150  a page of zeros
+ *   meta      800  1..8 random bytes in the first 152 bytes of page 0 or 1
+ * --per-kind N makes N copies of each kind instead (CI uses a handful).
+ *
+ * Output: a table of crashes / hangs per kind and command, then wrong
+ * answers per kind, then one line per crash or hang naming the copy (kind,
+ * index, the damage) so that it can be reproduced.  Exit status: 0; with
+ * --strict, 1 if anything crashed, hung or answered wrong.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { K_TRUNC, K_FLIP1, K_FLIPN, K_HEADER, K_RANDPAGE, K_ZEROPAGE, K_META, NKINDS };
+static const char *const kind_names[NKINDS] = {"trunc",    "flip1",    "flipN", "header",
+                                               "randpage", "zeropage", "meta"};
+static const unsigned full_counts[NKINDS] = {160, 1100, 200, 200, 150, 150, 800};
+
+enum {
+    C_STAT,
+    C_GET,
+    C_HISTORY,
+    C_LINEAGE,
+    C_DUMP,
+    C_CHECK,
+    C_REPLAY,
+    C_EXPORT,
+    C_BIND,
+    C_COMPACT,
+    NCMDS
+};
+static const char *const cmd_names[NCMDS] = {"stat",  "get",    "history", "lineage", "dump",
+                                             "check", "replay", "export",  "bind",    "compact"};
+
+/* outcome of one run */
+enum { R_EXIT, R_SIGNAL, R_HANG };
+
+typedef struct damage {
+    int kind;
+    unsigned idx;
+    uint64_t off, len; /* trunc: new length */
+    unsigned char bytes[4096];
+} damage;
+
+static struct {
+    const char *store, *cli, *work, *key, *sim;
+    char session[256];
+    unsigned per_kind, jobs, timeout;
+    int full, strict, kinds_mask;
+    uint64_t seed;
+    unsigned char *data;
+    size_t size;
+    unsigned psize;
+    char *ref;      /* the pristine dumps */
+    size_t ref_len;
+} cfg;
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "damage_campaign: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+static uint64_t below(uint64_t *s, uint64_t n) { return n ? mix(s) % n : 0; }
+
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    if (f == NULL)
+        return NULL;
+    do {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1 << 20;
+            unsigned char *nb = realloc(buf, cap);
+            if (nb == NULL)
+                die("out of memory");
+            buf = nb;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        die("%s: %s", path, strerror(errno));
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, (const char *)p + done, n - done);
+        if (w <= 0)
+            die("%s: %s", path, strerror(errno));
+        done += (size_t)w;
+    }
+    close(fd);
+}
+
+static void rm_rf(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", path, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static char *path2(const char *a, const char *b)
+{
+    char *p;
+    if (asprintf(&p, "%s/%s", a, b) < 0)
+        die("out of memory");
+    return p;
+}
+
+/* ---- damage ------------------------------------------------------------------ */
+
+/* Copy i of kind k: the damage, drawn from the seed alone. */
+static void make_damage(int k, unsigned i, damage *d)
+{
+    uint64_t s = cfg.seed * 1000003u + (uint64_t)k * 7919u + i;
+    uint64_t pages = cfg.size / cfg.psize;
+    mix(&s);
+    memset(d, 0, sizeof(*d));
+    d->kind = k;
+    d->idx = i;
+    switch (k) {
+    case K_TRUNC:
+        d->len = i % 2 ? below(&s, pages) * cfg.psize : below(&s, cfg.size);
+        break;
+    case K_FLIP1:
+        d->off = below(&s, cfg.size);
+        d->len = 1;
+        d->bytes[0] = (unsigned char)(1 + below(&s, 255));
+        break;
+    case K_FLIPN:
+        d->len = 2 + below(&s, 63);
+        d->off = below(&s, cfg.size - d->len);
+        for (uint64_t j = 0; j < d->len; j++)
+            d->bytes[j] = (unsigned char)mix(&s);
+        break;
+    case K_HEADER:
+        d->off = (2 + below(&s, pages - 2)) * cfg.psize + below(&s, 16);
+        d->len = 1;
+        d->bytes[0] = (unsigned char)mix(&s);
+        break;
+    case K_RANDPAGE:
+    case K_ZEROPAGE:
+        d->off = (2 + below(&s, pages - 2)) * cfg.psize;
+        d->len = cfg.psize;
+        for (uint64_t j = 0; j < d->len; j++)
+            d->bytes[j] = k == K_RANDPAGE ? (unsigned char)mix(&s) : 0;
+        break;
+    default: /* K_META */
+        d->len = 1 + (below(&s, 4) == 0 ? below(&s, 8) : 0);
+        d->off = below(&s, 2) * cfg.psize + below(&s, 152 - d->len + 1);
+        for (uint64_t j = 0; j < d->len; j++)
+            d->bytes[j] = (unsigned char)(1 + below(&s, 255));
+        break;
+    }
+}
+
+static void describe(const damage *d, char *out, size_t cap)
+{
+    switch (d->kind) {
+    case K_TRUNC:
+        snprintf(out, cap, "truncated to %llu bytes", (unsigned long long)d->len);
+        break;
+    case K_FLIP1:
+    case K_META:
+        if (d->len == 1) {
+            snprintf(out, cap, "byte %llu (page %llu) XOR 0x%02x", (unsigned long long)d->off,
+                     (unsigned long long)(d->off / cfg.psize), d->bytes[0]);
+            break;
+        }
+        /* fall through */
+    default:
+        snprintf(out, cap, "%llu bytes at %llu (page %llu) %s", (unsigned long long)d->len,
+                 (unsigned long long)d->off, (unsigned long long)(d->off / cfg.psize),
+                 d->kind == K_ZEROPAGE ? "zeroed"
+                 : d->kind == K_META   ? "XORed"
+                                       : "overwritten");
+        break;
+    }
+}
+
+/* Write the damaged copy into dir (made empty first). */
+static void write_copy(const char *dir, const damage *d)
+{
+    rm_rf(dir);
+    if (mkdir(dir, 0700) != 0)
+        die("%s: %s", dir, strerror(errno));
+    char *data = path2(dir, "data.mdb"), *lock = path2(dir, "bindlog.lock");
+    unsigned char *buf = malloc(cfg.size);
+    size_t n = cfg.size;
+    if (buf == NULL)
+        die("out of memory");
+    memcpy(buf, cfg.data, cfg.size);
+    if (d->kind == K_TRUNC) {
+        n = d->len;
+    } else {
+        for (uint64_t j = 0; j < d->len && d->off + j < n; j++) {
+            if (d->kind == K_FLIP1 || d->kind == K_META)
+                buf[d->off + j] ^= d->bytes[j];
+            else
+                buf[d->off + j] = d->bytes[j];
+        }
+    }
+    write_file(data, buf, n);
+    write_file(lock, "", 0); /* a store's own file: damage, not a stranger's */
+    free(buf);
+    free(data);
+    free(lock);
+}
+
+/* ---- running the CLI ----------------------------------------------------------- */
+
+/* Run argv with stdout to out_path (NULL: /dev/null), stderr discarded.
+ * Returns R_EXIT (*code = exit status), R_SIGNAL (*code = signal) or
+ * R_HANG. */
+static int run(char *const argv[], const char *out_path, int *code)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int fd = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int nul = open("/dev/null", O_RDWR);
+        if (fd >= 0)
+            dup2(fd, 1);
+        if (nul >= 0) {
+            dup2(nul, 2);
+            dup2(nul, 0);
+        }
+        setenv("BINDLOG_CLOCK_MS", "1767276000000", 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFSIGNALED(st)) {
+                *code = WTERMSIG(st);
+                return R_SIGNAL;
+            }
+            *code = WEXITSTATUS(st);
+            return R_EXIT;
+        }
+        if (r < 0 && errno != EINTR)
+            die("waitpid: %s", strerror(errno));
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= (time_t)cfg.timeout) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            *code = 0;
+            return R_HANG;
+        }
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+#define ARGV(...) ((char *const[]){(char *)cfg.cli, "-d", (char *)dir, __VA_ARGS__, NULL})
+
+/* Run command c on the copy in dir; scratch is a directory for outputs. */
+static int run_cmd(int c, const char *dir, const char *scratch, int *code)
+{
+    char *out = path2(scratch, "out"), *bls = path2(scratch, "x.bls");
+    int r = R_EXIT;
+    rm_rf(out);
+    unlink(bls);
+    switch (c) {
+    case C_STAT:
+        r = run(ARGV("stat"), NULL, code);
+        break;
+    case C_GET:
+        r = run(ARGV("get", (char *)cfg.key), NULL, code);
+        break;
+    case C_HISTORY:
+        r = run(ARGV("history", (char *)cfg.key), NULL, code);
+        break;
+    case C_LINEAGE:
+        r = run(ARGV("lineage", cfg.session), NULL, code);
+        break;
+    case C_DUMP:
+        r = run(ARGV("dump"), NULL, code);
+        break;
+    case C_CHECK:
+        r = run(ARGV("check"), NULL, code);
+        break;
+    case C_REPLAY:
+        r = run(ARGV("replay", "--out", out), NULL, code);
+        break;
+    case C_EXPORT:
+        r = run(ARGV("export", "-o", bls), NULL, code);
+        break;
+    case C_BIND:
+        r = run(ARGV("bind", (char *)cfg.key, "campaign-session"), NULL, code);
+        break;
+    default: /* C_COMPACT */
+        r = run(ARGV("compact", "--keep-last", "1000"), NULL, code);
+        if (r == R_EXIT) {
+            int code2;
+            int r2 = run(ARGV("compact", "--vacuum"), NULL, &code2);
+            if (r2 != R_EXIT) {
+                r = r2;
+                *code = code2;
+            }
+        }
+        break;
+    }
+    free(out);
+    free(bls);
+    return r;
+}
+
+/* The state as the dumps show it, appended to a buffer; 0, or -1 if a dump
+ * failed. */
+static int read_state(const char *dir, const char *scratch, char **buf, size_t *len)
+{
+    static const char *const what[3] = {"--log", "--bindings", "--sessions"};
+    char *out = path2(scratch, "state");
+    int rc = 0;
+    *buf = NULL;
+    *len = 0;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        int code;
+        if (run(ARGV("dump", (char *)what[i], "--json"), out, &code) != R_EXIT || code != 0) {
+            rc = -1;
+            break;
+        }
+        size_t n;
+        unsigned char *b = read_file(out, &n);
+        if (b == NULL) {
+            rc = -1;
+            break;
+        }
+        char *nb = realloc(*buf, *len + n + 1);
+        if (nb == NULL)
+            die("out of memory");
+        memcpy(nb + *len, b, n);
+        *buf = nb;
+        *len += n;
+        free(b);
+    }
+    unlink(out);
+    free(out);
+    return rc;
+}
+
+/* ---- one copy ------------------------------------------------------------------ */
+
+/* Results of one copy: one line per command, "kind idx cmd outcome code",
+ * and "kind idx wrong" when check passed a changed state. */
+static void do_copy(const damage *d, FILE *res, const char *wdir)
+{
+    char *dir = path2(wdir, "copy"), *wcopy = path2(wdir, "wcopy"), *scratch = path2(wdir, "s");
+    char what[200];
+    int outcome[NCMDS], code[NCMDS];
+    char *rec = path2(wdir, "recovered");
+
+    mkdir(scratch, 0700);
+    describe(d, what, sizeof what);
+    write_copy(dir, d);
+    for (int c = 0; c < NCMDS; c++) {
+        const char *target = dir;
+        if (c == C_BIND || c == C_COMPACT) {
+            write_copy(wcopy, d);
+            target = wcopy;
+        }
+        outcome[c] = run_cmd(c, target, scratch, &code[c]);
+        fprintf(res, "%d %u %d %d %d %s\n", d->kind, d->idx, c, outcome[c], code[c], what);
+    }
+    if (outcome[C_CHECK] != R_EXIT || code[C_CHECK] != 0) {
+        /* flagged (or unopenable): recover it, and check what recover built */
+        int rcode, ccode = -1, ro;
+        rm_rf(rec);
+        ro = run((char *const[]){(char *)cfg.cli, "recover", dir, "--out", rec, NULL}, NULL,
+                 &rcode);
+        if (ro == R_EXIT && rcode <= 1)
+            ro = run((char *const[]){(char *)cfg.cli, "-d", rec, "check", NULL}, NULL, &ccode);
+        /* a file cut before its second page holds nothing to recover:
+         * recover's refusal (exit 3) is then the right answer */
+        int nothing = d->kind == K_TRUNC && d->len < 2 * (uint64_t)cfg.psize;
+        if (ro == R_EXIT && rcode == 3 && nothing)
+            ccode = 0, rcode = 0;
+        if (ro != R_EXIT || rcode > 1 || ccode != 0)
+            fprintf(res, "%d %u -2 %d %d %s\n", d->kind, d->idx, ro,
+                    ro != R_EXIT ? rcode : rcode > 1 ? rcode : 100 + ccode, what);
+    }
+    if (outcome[C_CHECK] == R_EXIT && code[C_CHECK] == 0) {
+        char *st;
+        size_t n;
+        int bad = read_state(dir, scratch, &st, &n) != 0 || n != cfg.ref_len ||
+                  memcmp(st, cfg.ref, n) != 0;
+        free(st);
+        if (bad)
+            fprintf(res, "%d %u -1 0 0 %s\n", d->kind, d->idx, what);
+    }
+    fflush(res);
+    free(dir);
+    free(wcopy);
+    free(scratch);
+    free(rec);
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: damage_campaign (--store DIR | --gateway-sim PATH) --cli PATH [--work DIR]\n"
+            "                       [--per-kind N | --full] [--seed S] [--timeout SEC]\n"
+            "                       [--jobs J] [--key KEY] [--kinds k1,k2,...] [--strict]\n");
+    exit(2);
+}
+
+static unsigned copies_of(int k)
+{
+    if (!(cfg.kinds_mask & (1 << k)))
+        return 0;
+    return cfg.full ? full_counts[k] : cfg.per_kind;
+}
+
+int main(int argc, char **argv)
+{
+    char tmpl[] = "/tmp/damage-campaign-XXXXXX";
+
+    cfg.per_kind = 3;
+    cfg.jobs = 1;
+    cfg.timeout = 20;
+    cfg.seed = 16;
+    cfg.key = "agent:main:telegram:dm:100000000";
+    cfg.kinds_mask = (1 << NKINDS) - 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--full") == 0) {
+            cfg.full = 1;
+        } else if (strcmp(a, "--strict") == 0) {
+            cfg.strict = 1;
+        } else if (v == NULL) {
+            usage();
+        } else if (strcmp(a, "--store") == 0) {
+            cfg.store = v, i++;
+        } else if (strcmp(a, "--gateway-sim") == 0) {
+            cfg.sim = v, i++;
+        } else if (strcmp(a, "--cli") == 0) {
+            cfg.cli = v, i++;
+        } else if (strcmp(a, "--work") == 0) {
+            cfg.work = v, i++;
+        } else if (strcmp(a, "--key") == 0) {
+            cfg.key = v, i++;
+        } else if (strcmp(a, "--per-kind") == 0) {
+            cfg.per_kind = (unsigned)strtoul(v, NULL, 10), i++;
+            cfg.full = 0; /* the later of --full and --per-kind wins */
+        } else if (strcmp(a, "--seed") == 0) {
+            cfg.seed = strtoull(v, NULL, 10), i++;
+        } else if (strcmp(a, "--timeout") == 0) {
+            cfg.timeout = (unsigned)strtoul(v, NULL, 10), i++;
+        } else if (strcmp(a, "--jobs") == 0) {
+            cfg.jobs = (unsigned)strtoul(v, NULL, 10), i++;
+        } else if (strcmp(a, "--kinds") == 0) {
+            cfg.kinds_mask = 0;
+            for (int k = 0; k < NKINDS; k++) {
+                const char *p = strstr(v, kind_names[k]);
+                size_t n = strlen(kind_names[k]);
+                if (p != NULL && (p == v || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+                    cfg.kinds_mask |= 1 << k;
+            }
+            i++;
+        } else {
+            usage();
+        }
+    }
+    if ((cfg.store == NULL) == (cfg.sim == NULL) || cfg.cli == NULL || cfg.jobs == 0 ||
+        cfg.timeout == 0)
+        usage();
+    if (cfg.work == NULL && (cfg.work = mkdtemp(tmpl)) == NULL)
+        die("mkdtemp: %s", strerror(errno));
+    mkdir(cfg.work, 0700);
+    if (cfg.sim != NULL) {
+        char *store = path2(cfg.work, "pristine");
+        int code;
+        rm_rf(store);
+        if (run((char *const[]){(char *)cfg.sim, store, "--durability", "none", NULL}, NULL,
+                &code) != R_EXIT ||
+            code != 0)
+            die("%s failed", cfg.sim);
+        cfg.store = store;
+    }
+
+    char *data = path2(cfg.store, "data.mdb");
+    if ((cfg.data = read_file(data, &cfg.size)) == NULL || cfg.size < 3 * 4096)
+        die("%s: cannot read a store there", data);
+    cfg.psize = (unsigned)(cfg.data[16 + 24] | cfg.data[16 + 25] << 8 | cfg.data[16 + 26] << 16);
+    if (cfg.psize < 512 || cfg.psize > 65536)
+        die("%s: page size %u?", data, cfg.psize);
+    free(data);
+
+    /* the pristine state, and the session the key routes to */
+    {
+        char *scratch = path2(cfg.work, "ref");
+        const char *dir = cfg.store;
+        int code;
+        mkdir(scratch, 0700);
+        if (read_state(cfg.store, scratch, &cfg.ref, &cfg.ref_len) != 0)
+            die("%s: the pristine store does not dump", cfg.store);
+        char *out = path2(scratch, "get");
+        if (run(ARGV("get", (char *)cfg.key, "--json"), out, &code) != R_EXIT || code != 0)
+            die("%s: key %s is not bound in the pristine store", cfg.store, cfg.key);
+        size_t n;
+        char *g = (char *)read_file(out, &n), *p;
+        if (g == NULL || (p = strstr(g, "\"session_id\":\"")) == NULL)
+            die("cannot read the key's session");
+        p += strlen("\"session_id\":\"");
+        size_t m = strcspn(p, "\"");
+        if (m >= sizeof cfg.session)
+            die("session id too long");
+        memcpy(cfg.session, p, m);
+        cfg.session[m] = '\0';
+        free(g);
+        free(out);
+        rm_rf(scratch);
+        free(scratch);
+    }
+
+    /* the copies, split over jobs */
+    unsigned total = 0;
+    for (int k = 0; k < NKINDS; k++)
+        total += copies_of(k);
+    fprintf(stderr, "damage_campaign: %u copies x %d commands, %u job(s), store %s (%zu bytes)\n",
+            total, NCMDS, cfg.jobs, cfg.store, cfg.size);
+    pid_t *pids = calloc(cfg.jobs, sizeof(pid_t));
+    for (unsigned j = 0; j < cfg.jobs; j++) {
+        char name[32];
+        snprintf(name, sizeof name, "job%u", j);
+        char *wdir = path2(cfg.work, name), *resp;
+        if (asprintf(&resp, "%s/results.%u", cfg.work, j) < 0)
+            die("out of memory");
+        mkdir(wdir, 0700);
+        pids[j] = fork();
+        if (pids[j] == 0) {
+            FILE *res = fopen(resp, "w");
+            unsigned n = 0;
+            if (res == NULL)
+                _exit(2);
+            for (int k = 0; k < NKINDS; k++)
+                for (unsigned i = 0; i < copies_of(k); i++, n++) {
+                    damage d;
+                    if (n % cfg.jobs != j)
+                        continue;
+                    make_damage(k, i, &d);
+                    do_copy(&d, res, wdir);
+                }
+            fclose(res);
+            _exit(0);
+        }
+        free(wdir);
+        free(resp);
+    }
+    for (unsigned j = 0; j < cfg.jobs; j++) {
+        int st;
+        waitpid(pids[j], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            die("job %u failed", j);
+    }
+    free(pids);
+
+    /* the tables */
+    static unsigned crash[NKINDS][NCMDS], hang[NKINDS][NCMDS], wrong[NKINDS], recfail[NKINDS];
+    unsigned tot_crash = 0, tot_hang = 0, tot_wrong = 0, tot_recfail = 0;
+    char line[600];
+    for (unsigned j = 0; j < cfg.jobs; j++) {
+        char *resp;
+        if (asprintf(&resp, "%s/results.%u", cfg.work, j) < 0)
+            die("out of memory");
+        FILE *res = fopen(resp, "r");
+        if (res == NULL)
+            die("%s: %s", resp, strerror(errno));
+        while (fgets(line, sizeof line, res) != NULL) {
+            int k, c, o, code, at = 0;
+            unsigned idx;
+            if (sscanf(line, "%d %u %d %d %d %n", &k, &idx, &c, &o, &code, &at) < 5 || k < 0 ||
+                k >= NKINDS || c >= NCMDS)
+                continue;
+            line[strcspn(line, "\n")] = '\0';
+            if (c == -2) {
+                recfail[k]++;
+                tot_recfail++;
+                printf("RECOVER %-8s #%-4u %s (%d): %s\n", kind_names[k], idx,
+                       o == R_SIGNAL ? "crashed"
+                       : o == R_HANG ? "hung"
+                       : code >= 100 ? "built a store check does not pass"
+                                     : "failed",
+                       code, line + at);
+            } else if (c < 0) {
+                wrong[k]++;
+                tot_wrong++;
+                printf("WRONG  %-8s #%-4u check passed a changed state: %s\n", kind_names[k], idx,
+                       line + at);
+            } else if (o == R_SIGNAL) {
+                crash[k][c]++;
+                tot_crash++;
+                printf("CRASH  %-8s #%-4u %-8s signal %d (%s): %s\n", kind_names[k], idx,
+                       cmd_names[c], code, strsignal(code), line + at);
+            } else if (o == R_HANG) {
+                hang[k][c]++;
+                tot_hang++;
+                printf("HANG   %-8s #%-4u %-8s: %s\n", kind_names[k], idx, cmd_names[c],
+                       line + at);
+            }
+        }
+        fclose(res);
+        free(resp);
+    }
+    printf("\ncrashes (hangs) per damage kind and command, %u copies, seed %llu:\n", total,
+           (unsigned long long)cfg.seed);
+    printf("%-9s %6s", "kind", "copies");
+    for (int c = 0; c < NCMDS; c++)
+        printf(" %8s", cmd_names[c]);
+    printf(" %8s %8s\n", "wrong", "recover");
+    for (int k = 0; k < NKINDS; k++) {
+        if (!copies_of(k))
+            continue;
+        printf("%-9s %6u", kind_names[k], copies_of(k));
+        for (int c = 0; c < NCMDS; c++) {
+            char cell[32];
+            if (hang[k][c])
+                snprintf(cell, sizeof cell, "%u(%u)", crash[k][c], hang[k][c]);
+            else
+                snprintf(cell, sizeof cell, "%u", crash[k][c]);
+            printf(" %8s", cell);
+        }
+        printf(" %8u %8u\n", wrong[k], recfail[k]);
+    }
+    printf("total: %u crashes, %u hangs, %u wrong answers, %u failed recoveries\n", tot_crash,
+           tot_hang, tot_wrong, tot_recfail);
+    if (cfg.work == tmpl || strcmp(cfg.work, tmpl) == 0)
+        rm_rf(cfg.work);
+    return cfg.strict && (tot_crash || tot_hang || tot_wrong || tot_recfail) ? 1 : 0;
+}
