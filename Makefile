@@ -24,7 +24,7 @@ TSAN_DIR  := build-tsan
 # Sanitizer runtime settings: fail the test on the first finding.
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-           TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+           TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
 .PHONY: all deps configure build demo test asan tsan clean
 

@@ -17,8 +17,8 @@
  *   --seconds S time budget of each timed measurement (default 1.5; --quick 0.3)
  *   --seed N    workload seed (default 42)
  *   --only G,.. run only these groups (for profiling): fsync lmdb full1
- *               sqlite1 full16 sqlite16 full64 sqlite64 normal1 none1 off1
- *               batchfull json bulk etcd
+ *               sqlite1 full16 sqlite16 full64 sqlite64 normal1 sqlnormal1
+ *               none1 off1 batchfull json bulk wake etcd
  *   --etcd      also measure the etcd backend (docs/scale-out.md): a raw etcd
  *               client doing the same Txns (the ceiling), bindlog on etcd://
  *               with 1 and with 16 writers, on a 1-member and a 3-member
@@ -51,7 +51,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #pragma weak bindlog_check
@@ -92,6 +95,7 @@ enum {
     M_BL64,
     M_SQ64,
     M_BLNORMAL1,
+    M_SQNORMAL1,
     M_BLNONE1,
     M_SQOFF1,
     M_BATCH_NONE,
@@ -101,6 +105,8 @@ enum {
     M_GET1,
     M_GET2,
     M_OPEN,
+    M_OPEN_FULL_LOG,
+    M_WAKE,
     M_CHECK,
     M_REPLAY,
     M_EXPORT,
@@ -132,7 +138,7 @@ typedef struct meas {
 } meas;
 
 static meas M[M_COUNT] = {
-    [M_FSYNC] = {.id = "fsync_limit", .label = "fdatasync of 128-byte appends", .unit = "syncs"},
+    [M_FSYNC] = {.id = "fsync_limit", .label = "fdatasync of 128-byte overwrites", .unit = "syncs"},
     [M_LMDB] = {.id = "lmdb_raw_1", .label = "raw LMDB, 1 put/txn, default sync", .unit = "txns"},
     [M_BL1] = {.id = "bindlog_full_1", .label = "bindlog FULL, 1 writer", .unit = "events"},
     [M_SQ1] = {.id = "sqlite_full_1", .label = "SQLite WAL FULL, 1 writer", .unit = "events"},
@@ -141,6 +147,7 @@ static meas M[M_COUNT] = {
     [M_BL64] = {.id = "bindlog_full_64", .label = "bindlog FULL, 64 writers", .unit = "events"},
     [M_SQ64] = {.id = "sqlite_full_64", .label = "SQLite WAL FULL, 64 writers", .unit = "events"},
     [M_BLNORMAL1] = {.id = "bindlog_normal_1", .label = "bindlog NORMAL, 1 writer", .unit = "events"},
+    [M_SQNORMAL1] = {.id = "sqlite_normal_1", .label = "SQLite WAL NORMAL, 1 writer", .unit = "events"},
     [M_BLNONE1] = {.id = "bindlog_none_1", .label = "bindlog NONE, 1 writer", .unit = "events"},
     [M_SQOFF1] = {.id = "sqlite_off_1", .label = "SQLite WAL OFF, 1 writer", .unit = "events"},
     [M_BATCH_NONE] = {.id = "bindlog_batch_none", .label = "apply_batch x1000, NONE (bulk load)", .unit = "events"},
@@ -150,6 +157,8 @@ static meas M[M_COUNT] = {
     [M_GET1] = {.id = "get_1_thread", .label = "bindlog_get, 1 thread (per thread)", .unit = "gets"},
     [M_GET2] = {.id = "get_2_threads", .label = "bindlog_get, 2 threads (per thread)", .unit = "gets"},
     [M_OPEN] = {.id = "open", .label = "bindlog_open of the bulk store", .unit = "opens"},
+    [M_OPEN_FULL_LOG] = {.id = "open_full_log", .label = "bindlog_open, log full (recovery)", .unit = "opens"},
+    [M_WAKE] = {.id = "wake", .label = "bindlog_wait wake-up, other process", .unit = "wakes"},
     [M_CHECK] = {.id = "check", .label = "bindlog_check", .unit = "records"},
     [M_REPLAY] = {.id = "replay", .label = "bindlog_replay", .unit = "records"},
     [M_EXPORT] = {.id = "export", .label = "bindlog_export", .unit = "records"},
@@ -170,13 +179,16 @@ static struct {
     int vacuum_ran, compact_ran;
     const char *vacuum_na, *compact_na;
     double open_first_ms, open_median_ms, open_max_ms;
+    double open_full_median_ms;
+    uint64_t open_full_records;
 } S;
 
 static int g_failed; /* a store error or an outcome mismatch happened */
 uint64_t bench_deadline_ns;
 
 /* --only: is group `g` selected?  Groups: fsync lmdb full1 sqlite1 full16
- * sqlite16 full64 sqlite64 normal1 none1 off1 batchfull json bulk. */
+ * sqlite16 full64 sqlite64 normal1 sqlnormal1 none1 off1 batchfull json bulk
+ * wake. */
 static int want(const cfg *c, const char *g)
 {
     if (c->only == NULL)
@@ -454,11 +466,14 @@ static bindlog *bl_fresh(const char *dir, const workload *w, int durability)
     return h;
 }
 
-static void note_group(meas *m, bindlog *h)
+/* Events per commit (per flush, in FULL) over what the measurement did:
+ * the store's commit counts are store-wide and include the setup. */
+static void note_group(meas *m, bindlog *h, const bindlog_stats *before)
 {
     bindlog_stats st;
-    if (bindlog_stats_get(h, &st) == 0 && st.commits) {
-        m->per_commit = (double)st.grouped_events / (double)st.commits;
+    if (bindlog_stats_get(h, &st) == 0 && st.commits > before->commits) {
+        m->per_commit = (double)(st.grouped_events - before->grouped_events) /
+                        (double)(st.commits - before->commits);
         if (m->note[0] == '\0')
             snprintf(m->note, sizeof m->note, "%.1f events/commit", m->per_commit);
     }
@@ -474,8 +489,11 @@ static void measure_bindlog(const cfg *c, meas *m, const workload *w, int durabi
         m->na = "setup failed";
         return;
     }
+    bindlog_stats before;
+    memset(&before, 0, sizeof before);
+    bindlog_stats_get(h, &before);
     run_writers(m, &bl_contender, h, w, threads, budget);
-    note_group(m, h);
+    note_group(m, h, &before);
     if (durability == BINDLOG_DURABILITY_NONE && m->note[0] != '\0' && !m->errors)
         snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "; %.1fk/CPU-s",
                  per_cpu(m) / 1e3);
@@ -531,24 +549,42 @@ static void measure_json(const cfg *c, meas *m, const workload *w, double budget
 
 /* ---- 1. the fsync limit ------------------------------------------------ */
 
+/* The cost of one small durable write the way the write-ahead log does it:
+ * a 128-byte overwrite inside a file whose blocks were written (zeros)
+ * and synced beforehand, then fdatasync.  (An append would also change
+ * the file's size, which fdatasync then journals: issue 11 measured ~1.7x
+ * slower here; a write into fallocated but unwritten blocks converts an
+ * extent, slower still.) */
 static void measure_fsync(const cfg *c, double budget)
 {
     meas *m = &M[M_FSYNC];
     char path[4096];
     unsigned char rec[128];
+    static unsigned char zero[1 << 16];
+    const size_t span = (size_t)16 << 20;
     sub(path, sizeof path, c, "fsync.dat");
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) {
         m->na = "cannot create a file";
         g_failed = 1;
         return;
     }
+    for (size_t off = 0; off < span; off += sizeof zero)
+        if (pwrite(fd, zero, sizeof zero, (off_t)off) != (ssize_t)sizeof zero) {
+            m->na = "cannot preallocate";
+            g_failed = 1;
+            close(fd);
+            unlink(path);
+            return;
+        }
+    fsync(fd);
     memset(rec, 'x', sizeof rec);
     size_t cap = 1 << 20, n = 0;
     uint64_t *lat = malloc(cap * sizeof(uint64_t));
     uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(budget * 1e9), t = t0;
     while (t < deadline && n < cap) {
-        if (write(fd, rec, sizeof rec) != (ssize_t)sizeof rec || fdatasync(fd) != 0) {
+        off_t off = (off_t)((n * sizeof rec) % span);
+        if (pwrite(fd, rec, sizeof rec, off) != (ssize_t)sizeof rec || fdatasync(fd) != 0) {
             m->errors++;
             break;
         }
@@ -913,6 +949,206 @@ static void maintenance(const cfg *c, const workload *w, const char *dir)
 
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Open with a full log: a child process fills the write-ahead log of the
+ * bulk store (the background checkpointer off) and exits without closing,
+ * as a crashed gateway would; then read-only opens, each of which recovers
+ * the whole log into its index (a read-only handle never checkpoints, so
+ * the log stays full for every one). */
+static void open_full_log(const cfg *c, const char *dir)
+{
+    meas *m = &M[M_OPEN_FULL_LOG];
+    progress(c, "open time with a full log");
+    pid_t pid = fork();
+    if (pid < 0) {
+        m->na = "fork failed";
+        return;
+    }
+    if (pid == 0) {
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        bindlog *h = NULL;
+        bindlog_stats st;
+        char key[64], sid[64];
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        o.durability = BINDLOG_DURABILITY_NONE;
+        if (bindlog_open(&h, dir, &o) != 0)
+            _exit(2);
+        for (uint64_t i = 0;; i++) {
+            /* stop while the next 16 events surely fit (no checkpoint):
+             * each takes well under 2 KiB of log */
+            if (i % 16 == 0) {
+                if (bindlog_stats_get(h, &st) != 0)
+                    _exit(3);
+                if (st.log_size - 4096 - st.log_used < 16 * 2048 + 8192)
+                    _exit(0);
+            }
+            snprintf(key, sizeof key, "full-log-k%" PRIu64, i % 5000);
+            snprintf(sid, sizeof sid, "full-log-s%" PRIu64, i);
+            if (bindlog_bind(h, key, sid, NULL, NULL, "{\"origin\":\"bench\"}", 19, NULL) !=
+                BINDLOG_APPLIED)
+                _exit(4);
+        }
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        m->na = "filling the log failed";
+        g_failed = 1;
+        return;
+    }
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    o.read_only = 1;
+    double ms[16];
+    int nopen = c->quick ? 5 : 11;
+    bindlog_stats st;
+    for (int i = 0; i < nopen; i++) {
+        bindlog *h = NULL;
+        uint64_t t0 = now_ns();
+        int rc = bindlog_open(&h, dir, &o);
+        ms[i] = (double)(now_ns() - t0) / 1e6;
+        if (rc != 0 || bindlog_stats_get(h, &st) != 0) {
+            m->errors++;
+            g_failed = 1;
+            snprintf(m->note, sizeof m->note, "open failed: %s", bindlog_code_name(rc));
+            bindlog_close(h);
+            return;
+        }
+        S.open_full_records = st.head_lsn - st.checkpoint_lsn;
+        bindlog_close(h);
+    }
+    qsort(ms, (size_t)nopen, sizeof ms[0], cmp_double);
+    S.open_full_median_ms = ms[nopen / 2];
+    m->ran = 1;
+    m->events = (uint64_t)nopen;
+    m->rate = 1000.0 / S.open_full_median_ms;
+    m->p50_us = S.open_full_median_ms * 1000.0;
+    m->p99_us = ms[nopen - 1] * 1000.0;
+    snprintf(m->note, sizeof m->note, "%" PRIu64 " records (%.1f MiB) in the log; median %.2f ms",
+             S.open_full_records, (double)st.log_used / (1 << 20), S.open_full_median_ms);
+    /* a writer's open and close fold it, for what follows */
+    bindlog *h = NULL;
+    o.read_only = 0;
+    o.durability = BINDLOG_DURABILITY_NONE;
+    if (bindlog_open(&h, dir, &o) == 0)
+        bindlog_close(h);
+}
+
+/* ---- the cross-process wake-up of bindlog_wait ---------------------------- */
+
+/* A child waits on the store with bindlog_wait; the parent commits one
+ * event (NORMAL) every 2 ms and sends the time it started the commit on a
+ * pipe; the child takes the time it returned.  The latency is therefore
+ * the commit plus the wake-up (an upper bound of the wake-up). */
+static void measure_wake(const cfg *c)
+{
+    meas *m = &M[M_WAKE];
+    char dir[4096];
+    int times[2], ready[2];
+    const int n = c->quick ? 100 : 400;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *h = NULL;
+
+    progress(c, "bindlog_wait across processes");
+    sub(dir, sizeof dir, c, "wake");
+    rm_tree(dir);
+    o.durability = BINDLOG_DURABILITY_NORMAL;
+    if (bindlog_open(&h, dir, &o) != 0) {
+        m->na = "setup failed";
+        g_failed = 1;
+        return;
+    }
+    bindlog_close(h);
+    if (pipe(times) != 0 || pipe(ready) != 0) {
+        m->na = "pipe failed";
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(times[1]);
+        close(ready[0]);
+        bindlog *ch = NULL;
+        if (bindlog_open(&ch, dir, &o) != 0)
+            _exit(2);
+        uint64_t head = 0, seen;
+        uint64_t *lat = malloc((size_t)n * sizeof *lat);
+        for (int i = 0; i < n; i++) {
+            char go = 1;
+            if (write(ready[1], &go, 1) != 1)
+                _exit(3);
+            if (bindlog_wait(ch, head, 5000, &seen) != 0 || seen <= head)
+                _exit(4);
+            uint64_t woke = now_ns(), sent;
+            if (read(times[0], &sent, sizeof sent) != (ssize_t)sizeof sent)
+                _exit(5);
+            lat[i] = woke > sent ? woke - sent : 0;
+            head = seen;
+        }
+        if (write(ready[1], lat, (size_t)n * sizeof *lat) != (ssize_t)((size_t)n * sizeof *lat))
+            _exit(6);
+        bindlog_close(ch);
+        _exit(0);
+    }
+    close(times[0]);
+    close(ready[1]);
+    if (bindlog_open(&h, dir, &o) != 0) {
+        m->na = "open failed";
+        g_failed = 1;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return;
+    }
+    char key[32];
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        char go;
+        if (read(ready[0], &go, 1) != 1)
+            break;
+        struct timespec ts = {0, 2000000}; /* the waiter is asleep by now */
+        nanosleep(&ts, NULL);
+        snprintf(key, sizeof key, "w%d", i);
+        uint64_t t = now_ns();
+        if (bindlog_bind(h, key, key, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED ||
+            write(times[1], &t, sizeof t) != (ssize_t)sizeof t) {
+            m->errors++;
+            break;
+        }
+    }
+    uint64_t *lat = calloc((size_t)n, sizeof *lat);
+    size_t got = 0;
+    while (lat != NULL && got < (size_t)n * sizeof *lat) {
+        ssize_t r = read(ready[0], (char *)lat + got, (size_t)n * sizeof *lat - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    bindlog_close(h);
+    close(times[1]);
+    close(ready[0]);
+    if (lat == NULL || got != (size_t)n * sizeof *lat || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        m->na = "the waiter failed";
+        g_failed = 1;
+        free(lat);
+        return;
+    }
+    m->events = (uint64_t)n;
+    m->secs = (double)(now_ns() - t0) / 1e9;
+    m->rate = (double)n / m->secs;
+    percentiles(lat, (size_t)n, &m->p50_us, &m->p99_us);
+    snprintf(m->note, sizeof m->note, "commit + wake-up; p50 %.0f us, p99 %.0f us", m->p50_us,
+             m->p99_us);
+    m->ran = 1;
+    free(lat);
+    if (!c->keep)
+        rm_tree(dir);
+}
+
 static void bulk_store(const cfg *c, const workload *w)
 {
     char dir[4096];
@@ -929,8 +1165,11 @@ static void bulk_store(const cfg *c, const workload *w)
         M[M_BATCH_NONE].na = M[M_GET1].na = M[M_GET2].na = M[M_OPEN].na = "setup failed";
         return;
     }
+    bindlog_stats before;
+    memset(&before, 0, sizeof before);
+    bindlog_stats_get(h, &before);
     run_batches(&M[M_BATCH_NONE], h, w, w->n, 0);
-    note_group(&M[M_BATCH_NONE], h);
+    note_group(&M[M_BATCH_NONE], h, &before);
     snprintf(M[M_BATCH_NONE].note, sizeof M[M_BATCH_NONE].note,
              "latency per %u-event batch; %.0fk/CPU-s", BATCH, per_cpu(&M[M_BATCH_NONE]) / 1e3);
 
@@ -985,6 +1224,8 @@ static void bulk_store(const cfg *c, const workload *w)
                  "%" PRIu64 " events; first open %.2f ms, median %.2f ms", S.events,
                  S.open_first_ms, S.open_median_ms);
     }
+
+    open_full_log(c, dir);
 
     /* maintenance rates and sizes, where the library has them, on a store
      * of at most MAINT_EVENTS events (this one, or a smaller one) */
@@ -1188,10 +1429,17 @@ typedef struct ratio {
 } ratio;
 
 static ratio R[] = {
+    /* issue 11: the write-ahead log */
+    {"full1_over_sqlite1", "FULL x1 / SQLite FULL x1", M_BL1, M_SQ1, 1.1, 0, 0, 0, 0},
+    {"full1_over_fsync", "FULL x1 / fdatasync limit", M_BL1, M_FSYNC, 0.7, 0, 0, 0, 0},
     {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0, 0},
-    {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 25, 0, 0, 0, 0},
+    {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 20, 0, 0, 0, 0},
+    {"normal1_over_sqlitenormal1", "NORMAL x1 / SQLite NORMAL x1", M_BLNORMAL1, M_SQNORMAL1,
+     1.5, 0, 0, 0, 0},
+    {"none1_over_sqliteoff1", "NONE x1 / SQLite OFF x1", M_BLNONE1, M_SQOFF1, 3, 0, 0, 0, 0},
+    {"open_full_log_ms", "open ms, full log (median)", M_OPEN_FULL_LOG, -1, 100, 1, 0, 0, 0},
+    {"wake_p99_us", "wait wake-up p99 us, other process", M_WAKE, -1, 50000, 1, 0, 0, 0},
     {"full1_over_lmdb", "FULL x1 / raw LMDB", M_BL1, M_LMDB, 0.9, 0, 0, 0, 0},
-    {"none1_over_sqliteoff1", "NONE x1 / SQLite OFF x1", M_BLNONE1, M_SQOFF1, 2, 0, 0, 0, 0},
     {"batch_events_per_s", "apply_batch events/s", M_BATCH_NONE, -1, 1e6, 0, 0, 0, 0},
     {"get_per_thread_1", "get/s, 1 thread", M_GET1, -1, 2e6, 0, 0, 0, 0},
     {"get_per_thread_2", "get/s per thread, 2 threads", M_GET2, -1, 2e6, 0, 0, 0, 0},
@@ -1205,9 +1453,8 @@ static ratio R[] = {
     {"export_records_per_s", "export records/s", M_EXPORT, -1, 1e6, 0, 0, 0, 0},
     {"import_records_per_s", "import records/s", M_IMPORT, -1, 1e6, 0, 0, 0, 0},
     /* context, no target */
-    {"full1_over_sqlite1", "FULL x1 / SQLite FULL x1", M_BL1, M_SQ1, 0, 0, 0, 0, 0},
     {"full1_over_json1k", "FULL x1 / JSON 1k", M_BL1, M_JSON1K, 0, 0, 0, 0, 0},
-    {"full1_over_fsync", "FULL x1 / fdatasync limit", M_BL1, M_FSYNC, 0, 0, 0, 0, 0},
+    {"normal1_over_full1", "NORMAL x1 / FULL x1", M_BLNORMAL1, M_BL1, 0, 0, 0, 0, 0},
     {"full16_over_full1", "FULL x16 / FULL x1", M_BL16, M_BL1, 0, 0, 0, 0, 0},
     {"full64_over_full1", "FULL x64 / FULL x1", M_BL64, M_BL1, 0, 0, 0, 0, 0},
     {"sqlite16_over_sqlite1", "SQLite x16 / SQLite x1", M_SQ16, M_SQ1, 0, 0, 0, 0, 0},
@@ -1232,6 +1479,10 @@ static void compute_ratios(void)
             continue;
         if (r->num == M_OPEN) {
             r->value = S.open_median_ms;
+        } else if (r->num == M_OPEN_FULL_LOG) {
+            r->value = S.open_full_median_ms;
+        } else if (r->num == M_WAKE) {
+            r->value = M[M_WAKE].p99_us;
         } else if (r->den < 0) {
             r->value = r->cpu ? per_cpu(&M[r->num]) : M[r->num].rate;
         } else {
@@ -1299,8 +1550,8 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("dir: %s\n\n", c->root);
     printf("%-3s %-40s %10s %10s %10s  %s\n", "#", "measurement", "per second", "p50", "p99",
            "notes");
-    static const int item[M_COUNT] = {1, 2, 3, 4, 5, 5, 5, 5, 3, 6, 6, 6, 6, 7, 7, 8, 8, 8, 8,
-                                      8, 8, 8, 9, 9, 9, 9, 9, 9};
+    static const int item[M_COUNT] = {1, 2, 3, 4, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
+                                      8, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9};
     for (int i = 0; i < M_COUNT; i++) {
         const meas *m = &M[i];
         if (i >= M_EX_1 && !c->etcd)
@@ -1340,16 +1591,20 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
             continue;
         if (!r->have)
             snprintf(v, sizeof v, "n/a");
-        else if (r->num == M_OPEN)
+        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG)
             snprintf(v, sizeof v, "%.2f ms", r->value);
+        else if (r->num == M_WAKE)
+            snprintf(v, sizeof v, "%.0f us", r->value);
         else if (r->den < 0)
             fmt_rate(v, sizeof v, r->value);
         else
             snprintf(v, sizeof v, "%.2fx", r->value);
         if (r->target == 0)
             snprintf(t, sizeof t, "-");
-        else if (r->num == M_OPEN)
+        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG)
             snprintf(t, sizeof t, "<= %g ms", r->target);
+        else if (r->num == M_WAKE)
+            snprintf(t, sizeof t, "<= %g ms", r->target / 1000);
         else if (r->den < 0)
             snprintf(t, sizeof t, ">= %gM/s", r->target / 1e6);
         else
@@ -1567,6 +1822,10 @@ int main(int argc, char **argv)
         progress(&c, "bindlog NORMAL, 1 writer");
         measure_bindlog(&c, &M[M_BLNORMAL1], &w, BINDLOG_DURABILITY_NORMAL, 1, t, "bl-normal-1");
     }
+    if (want(&c, "sqlnormal1")) {
+        progress(&c, "SQLite NORMAL, 1 writer");
+        measure_sqlite(&c, &M[M_SQNORMAL1], &w, "NORMAL", 1, t, "sq-normal-1");
+    }
     if (want(&c, "none1")) {
         progress(&c, "6. bindlog NONE, 1 writer");
         measure_bindlog(&c, &M[M_BLNONE1], &w, BINDLOG_DURABILITY_NONE, 1, t, "bl-none-1");
@@ -1597,6 +1856,8 @@ int main(int argc, char **argv)
     }
     if (want(&c, "bulk"))
         bulk_store(&c, &w);
+    if (want(&c, "wake"))
+        measure_wake(&c);
     if (c.etcd && want(&c, "etcd")) {
         static workload we; /* printed with the table */
         progress(&c, "etcd: generating its workload");

@@ -3,9 +3,11 @@
  *
  * A gateway routes every chat to a *session key* and each key to its current
  * *session id*.  bindlog stores those bindings, the sessions behind them and
- * an append-only, checksummed log of every change.  Each change is one event
- * committed as one LMDB write transaction that appends the log record and
- * updates the materialised state together, so a crash never separates them.
+ * an append-only, checksummed log of every change.  Each change is one event,
+ * committed by appending its log record, together with the state it
+ * produces, to the store's write-ahead log (one frame and, in FULL, one
+ * flush per group of concurrent events), so a crash never separates them;
+ * a background checkpoint folds the log into LMDB.
  *
  * This header is the manual.  Conventions that hold for every function:
  *
@@ -61,7 +63,7 @@ extern "C" {
 #define BINDLOG_VERSION_PATCH 0
 #define BINDLOG_VERSION_STRING "0.1.0"
 /** On-disk store format written by this library. */
-#define BINDLOG_FORMAT_VERSION 1
+#define BINDLOG_FORMAT_VERSION 2
 /** Log record encoding version written by this library. */
 #define BINDLOG_RECORD_VERSION 1
 
@@ -180,11 +182,11 @@ BINDLOG_API const char *bindlog_event_name(int type);
 /* ------------------------------------------------------------------------ */
 /** @name Opening a store */
 /**@{*/
-#define BINDLOG_DURABILITY_FULL 0   /**< APPLIED survives power loss (two syncs per commit) */
-#define BINDLOG_DURABILITY_NORMAL 1 /**< survives a process crash; power loss may drop the last commits, never corrupts */
-#define BINDLOG_DURABILITY_NONE 2   /**< no syncs: tests and bulk loads; power loss may lose or corrupt */
+#define BINDLOG_DURABILITY_FULL 0   /**< APPLIED survives power loss (one flush of the log per group commit) */
+#define BINDLOG_DURABILITY_NORMAL 1 /**< survives a process crash, no flush on the commit path; power loss may drop the last commits, never corrupts */
+#define BINDLOG_DURABILITY_NONE 2   /**< no flushes at all: tests and bulk loads; power loss may lose or corrupt */
 
-#define BINDLOG_OPTIONS_VERSION 2
+#define BINDLOG_OPTIONS_VERSION 3
 
 /**
  * Options of bindlog_open().  Always initialise with BINDLOG_OPTIONS_INIT so
@@ -239,11 +241,20 @@ typedef struct bindlog_options {
      * events then fit one Txn.  16..1000000; a value above the servers'
      * makes large batches fail with BINDLOG_EINVAL. */
     unsigned etcd_max_txn_ops;
+
+    /* ---- version 3: the write-ahead log ---- */
+    /** Bytes of the write-ahead log's ring when this call creates the
+     * store (rounded up to 4 KiB, at least 64 KiB, at most 1 GiB); 0 =
+     * default (8 MiB).  The log's blocks are reserved at creation and it
+     * never grows; an existing store keeps the size it was made with.  A
+     * group commit (a batch, with whatever joined it) must fit in half of
+     * it.  docs/design.md, "The write-ahead log". */
+    uint64_t log_size;
 } bindlog_options;
 
 #define BINDLOG_OPTIONS_INIT \
     { BINDLOG_OPTIONS_VERSION, BINDLOG_DURABILITY_FULL, 0, 0, 0, NULL, NULL, \
-      NULL, NULL, NULL, NULL, NULL, 0 }
+      NULL, NULL, NULL, NULL, NULL, 0, 0 }
 
 /** An open store.  Opaque; thread-safe. */
 typedef struct bindlog bindlog;
@@ -567,9 +578,12 @@ typedef struct bindlog_stats {
      * writes nothing).  Store-wide counts of what was applied are in
      * applied[]. */
     uint64_t events[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
-    uint64_t commits;          /**< write transactions committed by this process
-                                    (every handle of it on this store) */
-    uint64_t grouped_events;   /**< events those commits carried (group commit) */
+    /** Group commits over the store's life, every process's (persistent:
+     * one frame of the write-ahead log each). */
+    uint64_t commits;
+    /** APPLIED events those commits carried: grouped_events / commits is
+     * the events per flush (persistent, every process). */
+    uint64_t grouped_events;
     uint64_t map_size;         /**< current LMDB map size, bytes */
     uint64_t map_used;         /**< bytes of the map in use (last page) */
     uint64_t file_size;        /**< size of the data file, bytes */
@@ -577,6 +591,15 @@ typedef struct bindlog_stats {
     unsigned readers_max;      /**< reader slots available */
     int durability;            /**< this handle's durability mode */
     unsigned format_version;   /**< the store's on-disk format */
+    /** The last LSN the checkpoint folded into LMDB: records after it are
+     * in the write-ahead log only (head_lsn - checkpoint_lsn of them). */
+    uint64_t checkpoint_lsn;
+    /** Size of the write-ahead log file (bindlog.wal), bytes: fixed, the
+     * log is preallocated. */
+    uint64_t log_size;
+    /** Bytes of the log's ring holding frames not yet checkpointed (0 in a
+     * process that reads the log without the shared memory). */
+    uint64_t log_used;
 } bindlog_stats;
 
 /** Fill `out` from one snapshot.  Returns 0 or an error. */
@@ -686,6 +709,26 @@ BINDLOG_API int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn,
  * any number of threads may wait on one handle.
  */
 BINDLOG_API int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head);
+
+/**
+ * Checkpoint: fold every event acknowledged so far (everything the
+ * write-ahead log holds that readers may see) into the store's data file,
+ * in the calling thread, and let the log's space be reused.  A background
+ * thread of every writing process does this by itself (when a quarter of
+ * the log is used, and once a second otherwise), so a gateway never needs
+ * to call it; it is for tools and tests, and before copying data.mdb alone
+ * (bindlog_export is the safe way to copy a live store).  In FULL and
+ * NORMAL the data file is synced (LMDB's two syncs); in NONE it is not.
+ * `checkpoint_lsn` (if not NULL) receives the last LSN the data file holds
+ * afterwards.
+ *
+ * Returns 0, or BINDLOG_EINVAL (NULL handle), BINDLOG_EREADONLY (a
+ * read-only handle), BINDLOG_ENOTSUP (the etcd backend, which has no log),
+ * BINDLOG_ENOSPC (the data file could not grow: nothing changed, the log
+ * keeps everything, retry once there is space), BINDLOG_EPANIC,
+ * BINDLOG_EIO.  Thread-safe.
+ */
+BINDLOG_API int bindlog_checkpoint(bindlog *s, uint64_t *checkpoint_lsn);
 
 /**
  * The smallest LSN whose record's time_ms is >= time_ms (head + 1 if none),

@@ -1787,7 +1787,8 @@ static void api__stats_counts(void **state)
     assert_int_equal(st.bindings, 0);
     assert_int_equal(st.sessions, 0);
     assert_int_equal(st.durability, BINDLOG_DURABILITY_NONE);
-    assert_int_equal(st.format_version, BINDLOG_FORMAT_VERSION);
+    /* the etcd store keeps its own format 1 (src/etcd/etcd_store.h) */
+    assert_int_equal(st.format_version, tu_backend_is_etcd() ? 1u : BINDLOG_FORMAT_VERSION);
 
     assert_int_equal(bindlog_bind(f->s, "k", "A", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
     assert_int_equal(bindlog_bind(f->s, "k", "A", NULL, NULL, NULL, 0, &r), BINDLOG_ALREADY);

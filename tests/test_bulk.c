@@ -125,6 +125,12 @@ static void assert_same_tables(const char *a, const char *b)
             rc[i] = mdb_cursor_get(c[i], &k[i], &v[i], MDB_FIRST);
         }
         while (rc[0] == 0 && rc[1] == 0) {
+            /* meta "wal" names each store's own log (its salt): not state */
+            int wal = strcmp(tables[t], "meta") == 0 && k[0].mv_size == 3 &&
+                      k[1].mv_size == 3 && memcmp(k[0].mv_data, "wal", 3) == 0 &&
+                      memcmp(k[1].mv_data, "wal", 3) == 0;
+            if (wal)
+                v[1] = v[0];
             if (k[0].mv_size != k[1].mv_size || memcmp(k[0].mv_data, k[1].mv_data, k[0].mv_size) ||
                 v[0].mv_size != v[1].mv_size || memcmp(v[0].mv_data, v[1].mv_data, v[0].mv_size))
                 fail_msg("table %s differs at entry %llu", tables[t], (unsigned long long)n);

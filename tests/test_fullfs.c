@@ -47,7 +47,7 @@
 #include "bindlog.h"
 #include "testutil.h"
 
-#define FS_SIZE "4m"
+#define FS_SIZE "16m" /* room for the CLI's store with its default 8 MiB log */
 
 typedef struct fs {
     char *base;      /* a test temporary directory (on the real disk) */
@@ -163,6 +163,7 @@ static bindlog *fs_open(fs *f, const char *dir, int read_only, int *rc)
     bindlog_options o = BINDLOG_OPTIONS_INIT;
     bindlog *s = NULL;
     o.read_only = read_only;
+    o.log_size = 64 * 1024; /* the smallest log: creation fits in a few pages */
     o.clock_ms = fs_clock;
     o.clock_ctx = &f->now;
     *rc = bindlog_open(&s, dir, &o);
@@ -234,7 +235,7 @@ static void fullfs__create_store_enospc(void **state)
     int enospc = 0, made = 0;
 
     snprintf(dir, sizeof(dir), "%s/new/store", f->mnt);
-    for (uint64_t room = 0; room <= 96 * 1024; room += 4096) {
+    for (uint64_t room = 0; room <= 128 * 1024; room += 4096) {
         int rc;
         fs_fill(f, room);
         bindlog *s = fs_open(f, dir, 0, &rc);
@@ -264,7 +265,7 @@ static void fullfs__create_store_enospc(void **state)
         snprintf(rm, sizeof(rm), "%s/new", f->mnt);
         tu_rmtree(rm);
     }
-    print_message("create a store at 0..96 KB free: %d ENOSPC, %d made\n", enospc, made);
+    print_message("create a store at 0..128 KB free: %d ENOSPC, %d made\n", enospc, made);
     assert_true(enospc > 0); /* the sweep did reach a full disk */
     assert_true(made > 0);   /* ... and enough room */
 }
@@ -297,7 +298,7 @@ static void fullfs__open_with_lock_missing_enospc(void **state)
             fail_msg("the message does not name lock.mdb: %s", bindlog_last_error());
         assert_false(exists(lock));
         listing(dir, left, sizeof(left));
-        assert_string_equal(left, "bindlog.lock data.mdb");
+        assert_string_equal(left, "bindlog.lock bindlog.shm bindlog.wal data.mdb");
     }
     fs_unfill(f);
     s = fs_open(f, dir, 1, &rc);
@@ -410,7 +411,9 @@ static void fullfs__import_into_new_directory(void **state)
     bindlog_close(s);
 
     snprintf(dir, sizeof(dir), "%s/restored", f->mnt);
-    for (uint64_t room = 0; room <= 1024 * 1024; room += room < 64 * 1024 ? 8192 : 131072) {
+    /* the CLI creates the store with the default log (8 MiB, reserved) */
+    for (uint64_t room = 0; room <= 10 << 20;
+         room += room < 64 * 1024 ? 8192 : room < (1 << 20) ? 131072 : 1 << 20) {
         fs_fill(f, room);
         const char *argv[] = {cli, "-d", dir, "import", "-i", stream, NULL};
         rc = run_cli(err, sizeof(err), argv);

@@ -280,7 +280,7 @@ static void open__not_a_store_leaves_nothing(void **state)
     path_of(p, sizeof(p), dir, "lock.mdb");
     assert_int_equal(unlink(p), 0);
     assert_int_equal(try_open(dir, 1), 0);
-    assert_listing(dir, "bindlog.lock data.mdb lock.mdb");
+    assert_listing(dir, "bindlog.lock bindlog.shm bindlog.wal data.mdb lock.mdb");
     tu_rmtree(tmp);
     free(tmp);
 }

@@ -11,7 +11,9 @@
  * What each count covers matters to whoever graphs it: applied events by
  * type belong to the store (persistent, the same from every process);
  * calls by type and outcome to the handle that made them (here the
- * command's own: zero); commits to this process.  The HELP texts say so.
+ * command's own: zero); commits and the events they carried to the store
+ * (one write-ahead log frame per commit, every process, persistent).  The
+ * HELP texts say so.
  */
 #include "cli.h"
 
@@ -108,10 +110,20 @@ static void print_prometheus(const bindlog_stats *st)
                    bindlog_event_name(t), outcome_cols[o], (unsigned long long)st->events[t][o]);
 
     prom_counter("commits_total",
-                 "Write transactions committed by the reporting process (every handle of it).",
+                 "Group commits over the store's life, one write-ahead log frame each "
+                 "(store-wide: every process, persistent).",
                  st->commits);
-    prom_counter("grouped_events_total", "Events those commits carried (group commit).",
+    prom_counter("grouped_events_total",
+                 "Events those commits applied (store-wide); divided by commits_total: "
+                 "events per flush.",
                  st->grouped_events);
+    prom_gauge("checkpoint_lsn",
+               "The last LSN the data file holds; later records are in the write-ahead log.",
+               st->checkpoint_lsn);
+    prom_gauge("log_size_bytes", "Size of the write-ahead log file (preallocated, fixed).",
+               st->log_size);
+    prom_gauge("log_used_bytes", "Bytes of the write-ahead log not yet checkpointed.",
+               st->log_used);
     prom_gauge("map_size_bytes", "Current LMDB map size.", st->map_size);
     prom_gauge("map_used_bytes", "Bytes of the map in use (up to the last page).",
                st->map_used);
@@ -201,6 +213,9 @@ static int run_stat(cli *c)
         cli_json_u64(&j, "readers_max", st.readers_max);
         cli_json_str(&j, "durability", durability_name(st.durability));
         cli_json_u64(&j, "format_version", st.format_version);
+        cli_json_u64(&j, "checkpoint_lsn", st.checkpoint_lsn);
+        cli_json_u64(&j, "log_size", st.log_size);
+        cli_json_u64(&j, "log_used", st.log_used);
         cli_json_str(&j, "digest", hex);
         cli_json_u64(&j, "digest_lsn", dg_lsn);
         cli_json_end(&j);
@@ -222,9 +237,8 @@ static int run_stat(cli *c)
             snprintf(name, sizeof(name), "applied.%s", bindlog_event_name(t));
             cli_kv_line(&kv, name, "%llu", (unsigned long long)st.applied[t]);
         }
-        /* Per-handle and per-process counters: this command's handle has
-         * made no calls, but they are fields of bindlog_stats and are shown
-         * for completeness. */
+        /* Per-handle counters: this command's handle has made no calls, but
+         * they are fields of bindlog_stats and are shown for completeness. */
         for (t = 1; t < BINDLOG_EVENT_COUNT; t++) {
             snprintf(name, sizeof(name), "calls.%s", bindlog_event_name(t));
             cli_kv_line(&kv, name,
@@ -241,6 +255,9 @@ static int run_stat(cli *c)
         cli_kv_line(&kv, "readers", "%u used of %u", st.readers_used, st.readers_max);
         cli_kv_line(&kv, "durability", "%s", durability_name(st.durability));
         cli_kv_line(&kv, "format_version", "%u", st.format_version);
+        cli_kv_line(&kv, "checkpoint_lsn", "%llu", (unsigned long long)st.checkpoint_lsn);
+        cli_kv_line(&kv, "log_size", "%llu", (unsigned long long)st.log_size);
+        cli_kv_line(&kv, "log_used", "%llu", (unsigned long long)st.log_used);
         cli_kv_line(&kv, "digest", "%s (at lsn %llu)", hex, (unsigned long long)dg_lsn);
     }
     rc = CLI_OK;
@@ -257,7 +274,9 @@ const cli_command cli_cmd_stat = {
     "aligned 'name: value' lines, or one JSON object with --json, or the\n"
     "metrics in Prometheus' text format with --prometheus (for a node\n"
     "exporter's textfile directory or a scrape wrapper; no digest there).\n"
-    "applied.* count the store's events (every process, persistent); calls.*\n"
-    "count the calls of this command's own handle (0 here), commits this\n"
-    "process's (0 here).\n",
+    "applied.*, commits and grouped_events count the store's events and group\n"
+    "commits (every process, persistent); calls.* count the calls of this\n"
+    "command's own handle (0 here).  checkpoint_lsn is the last LSN the data\n"
+    "file holds (later ones are in the write-ahead log), log_size and log_used\n"
+    "the log file's size and its bytes not yet checkpointed.\n",
     run_stat};

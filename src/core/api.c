@@ -162,7 +162,9 @@ int64_t bl_now_ms(const bindlog *h)
  * at the end). */
 static size_t options_size(unsigned version)
 {
-    return version >= 2 ? sizeof(bindlog_options) : offsetof(bindlog_options, etcd_cacert);
+    return version >= 3   ? sizeof(bindlog_options)
+           : version == 2 ? offsetof(bindlog_options, log_size)
+                          : offsetof(bindlog_options, etcd_cacert);
 }
 
 static int open_store(bindlog **out, const char *dir, const bindlog_options *opts)
@@ -760,6 +762,24 @@ int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head)
     if (rc == 0 && head != NULL)
         *head = seen;
     return bl_api_done(rc, "wait after LSN %llu", (unsigned long long)after_lsn);
+}
+
+int bindlog_checkpoint(bindlog *s, uint64_t *checkpoint_lsn)
+{
+    uint64_t lsn = 0;
+    int rc;
+    bl_err_clear();
+    if (s == NULL)
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "checkpoint");
+    if (s->read_only)
+        rc = bl_err_set(BINDLOG_EREADONLY, "a read-only handle does not write the store");
+    else if (s->ops->checkpoint == NULL)
+        rc = bl_err_set(BINDLOG_ENOTSUP, "the %s backend has no write-ahead log", s->ops->name);
+    else
+        rc = s->ops->checkpoint(s, &lsn);
+    if (rc == 0 && checkpoint_lsn != NULL)
+        *checkpoint_lsn = lsn;
+    return bl_api_done(rc, "checkpoint");
 }
 
 int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)

@@ -144,6 +144,10 @@ struct bl_backend_ops {
      * timeout_ms passed (-1: never), the head seen in *head (never NULL
      * here).  Changes made by other processes count. */
     int (*wait)(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head);
+    /* bindlog_checkpoint(): fold the write-ahead log into the state now;
+     * *lsn gets the checkpointed LSN.  NULL for a backend without a log
+     * (the call is then BINDLOG_ENOTSUP).  The handle is writable. */
+    int (*checkpoint)(bindlog *h, uint64_t *lsn);
     int (*compact)(bindlog *h, uint64_t keep_from_lsn, uint64_t *removed,
                    bindlog_progress_fn fn, void *ctx);
     int (*export_stream)(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,

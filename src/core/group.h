@@ -8,8 +8,8 @@
  * meanwhile.  The backend supplies `run`, which commits one group in one
  * storage transaction and sets every request's rc and outcomes, and
  * optionally `finish`, a step that must complete before the group's callers
- * hear their outcomes but need not hold up the next group (LMDB: the meta
- * page's sync).  The queue also keeps the sticky-failure flag and this
+ * hear their outcomes but need not hold up the next group's queueing (LMDB:
+ * the write-ahead log's flush in FULL durability).  The queue also keeps the sticky-failure flag and this
  * process's commit statistics (commits, grouped events).  Calls by type and
  * outcome are counted per handle, above the seam (api.c).
  */
@@ -27,8 +27,14 @@
 /* Room for the detail of a request's error (bl_greq.msg). */
 #define BL_GREQ_MSG_MAX 320
 
+/* A thread waiting in the queue (its own condition variable). */
+typedef struct bl_gwaiter {
+    pthread_cond_t cv;
+} bl_gwaiter;
+
 typedef struct bl_greq {
     struct bl_greq *next;
+    bl_gwaiter *waiter;   /* the thread waiting for this request */
     bindlog *h;
     const bl_event *ev;
     size_t n;
@@ -45,9 +51,9 @@ typedef struct bl_greq {
 
 typedef struct bl_group {
     pthread_mutex_t mu;   /* queue, leader, statistics */
-    pthread_cond_t cv;
     bl_greq *head, *tail;
     int leader;           /* a thread is running a group */
+    bl_gwaiter *leader_w; /* the leader, while it waits to take the queue */
     /* Filling (bl_group_fill): requests queued, how many the next leader
      * expects (the last group's plus those queued while it ran), and the
      * leader's wait for them. */
@@ -56,6 +62,12 @@ typedef struct bl_group {
     int64_t last_run_ns;  /* how long the last group's run took */
     int filling;          /* a leader waits on fill_cv */
     pthread_cond_t fill_cv;
+    int hold;             /* bl_group_hold: leaders wait for finishing == 0 */
+    int finishing;        /* groups whose `finish` is running */
+    int64_t finish_ns;    /* how long the last `finish` took */
+    size_t rejoin;        /* the held leader waits for this many queued ... */
+    int64_t rejoin_until; /* ... until then (monotonic ns) */
+    int rejoining;        /* it waits (queueing signals it) */
     atomic_int panic;     /* sticky: a commit failed fatally */
     uint64_t commits, grouped_events; /* this process's, over every handle */
 } bl_group;
@@ -82,6 +94,21 @@ void bl_group_destroy(bl_group *g);
  * and one is queued.  0 (the default) turns it off.  Call before use.
  */
 void bl_group_fill(bl_group *g, unsigned max_us);
+
+/*
+ * Holding, for a backend whose `finish` is a flush (LMDB's write-ahead log
+ * in FULL durability).  A new leader does not take the queue while an
+ * earlier group's `finish` is still running: everything that arrives during
+ * a flush then joins one group (one frame, one flush) instead of forming
+ * many small groups that would each wait for a flush of their own.  The
+ * group's deciding and writing (microseconds) no longer overlap the flush
+ * (milliseconds); a lone writer never waits (no flush runs when it comes
+ * back).  And the first leader after a flush waits, half a flush and
+ * 200 us at most, for the writers that flush released to come back with
+ * their next events, so that the groups do not alternate between nearly
+ * all the writers and one (group.c, rejoin).  Call before use.
+ */
+void bl_group_hold(bl_group *g, int on);
 
 /* Queue n events and wait for their outcomes (see bl_backend_ops.commit).
  * BINDLOG_EPANIC at once if the group is sticky-failed. */

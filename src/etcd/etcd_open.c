@@ -212,7 +212,7 @@ static int create_store(bl_estore *st)
     size_t nc = 0, na = 0;
     int rc;
 
-    bl_put32(fmt, BINDLOG_FORMAT_VERSION);
+    bl_put32(fmt, BL_ES_FORMAT);
     if ((rc = bl_ebuf_append(&b, st->prefix, st->prefix_len)) != 0 ||
         (rc = bl_ebuf_reserve(&e, b.len + 2)) != 0)
         goto out;
@@ -315,7 +315,7 @@ static int attach_error(int rc)
         return bl_err_set(rc, "no store under this prefix (a read-only open creates none)");
     case BINDLOG_EVERSION:
         return bl_err_set(rc, "the store's format is newer than this library's (%u)",
-                          (unsigned)BINDLOG_FORMAT_VERSION);
+                          (unsigned)BL_ES_FORMAT);
     case BINDLOG_ECORRUPT:
         if (client[0] == '\0')
             return bl_err_set(rc, "the store's meta records are damaged");

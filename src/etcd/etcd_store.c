@@ -229,7 +229,7 @@ int bl_es_meta_parse(const bl_estore *st, const bl_etcd_kvs *kvs, int64_t revisi
         rc = BINDLOG_ENOTSTORE;
     if (rc == 0 && (m->format == 0 || m->head_mod == 0))
         rc = BINDLOG_ECORRUPT;
-    if (rc == 0 && m->format > BINDLOG_FORMAT_VERSION)
+    if (rc == 0 && m->format > BL_ES_FORMAT)
         rc = BINDLOG_EVERSION;
     return rc;
 }

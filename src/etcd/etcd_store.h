@@ -11,7 +11,7 @@
  * key order is NAME's byte order (the same order as the LMDB tables):
  *
  *   m  meta       "magic"   -> "bindlog-store"
- *                 "format"  -> u32 format version (BINDLOG_FORMAT_VERSION)
+ *                 "format"  -> u32 format version (BL_ES_FORMAT)
  *                 "head"    -> u64 lsn, i64 time_ms of the last record
  *                 "counts"  -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *                 "base", "base_time", "base_counts" -> the base image's LSN,
@@ -61,6 +61,10 @@
 #define BL_ES_BASE_SESSIONS 'S'
 
 #define BL_ES_MAGIC "bindlog-store"
+/* The etcd store's own format version.  It stays 1 when the LMDB store's
+ * (BINDLOG_FORMAT_VERSION) moved to 2 with the write-ahead log: the keys
+ * and values under a prefix did not change. */
+#define BL_ES_FORMAT 1
 #define BL_ES_LSN_DIGITS 20   /* decimal digits of an LSN in log and history keys */
 #define BL_ES_PAGE 256        /* keys per page of a paged scan */
 

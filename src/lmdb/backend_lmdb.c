@@ -37,6 +37,7 @@ const bl_backend_ops bl_lmdb_ops = {
     .replay = bl_lmdb_replay,
     .lsn_at_time = bl_lmdb_lsn_at_time,
     .wait = bl_lmdb_wait,
+    .checkpoint = bl_lmdb_checkpoint,
     .compact = bl_lmdb_compact,
     .export_stream = bl_lmdb_export,
     .import_stream = bl_lmdb_import,

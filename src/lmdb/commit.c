@@ -1,31 +1,293 @@
 /*
- * commit.c -- the LMDB write path: one group, one transaction, durability.
+ * commit.c -- the write path: one group, one frame of the write-ahead log,
+ * one flush (FULL), every caller its own outcome.
  *
  * Every mutating call becomes a request on the environment's group-commit
- * queue (group.c).  The leader opens one LMDB write transaction, decides
- * each event with the state machine against the transaction's own view (so
- * each sees the ones before it), writes the APPLIED ones, commits once and
- * hands every caller its own outcome.  One sync then covers the whole group.
+ * queue (core/group.c).  The leader of a group (run_group):
+ *   1. takes the writers' lock (shared memory: across processes), and
+ *      catches this process's index up to the log's written end, so that it
+ *      decides against the newest state, whoever wrote it;
+ *   2. decides each event with bl_decide() on an overlay view: the puts of
+ *      this group so far, then the index's newest versions, then an LMDB
+ *      snapshot (the index is pinned meanwhile: it must keep covering
+ *      everything after that snapshot).  The split's compare-and-swap is
+ *      this decision, under the lock, against the newest state;
+ *   3. encodes every APPLIED event into the frame: its record, then its
+ *      state after-images as puts (bl_plan_puts), and after the last one
+ *      the group's meta puts (head, counts, store-wide statistics);
+ *   4. makes room if the log is full (a checkpoint, in this thread: the
+ *      only time a caller waits for one), writes the frame with one
+ *      pwrite at the written end, links it into the index, records the new
+ *      written end; in NORMAL and NONE it also publishes it as visible;
+ *   5. releases the lock.
+ * In FULL, `finish` then runs after leadership has passed on (the next
+ * group is being decided meanwhile): one fdatasync of the log, then the
+ * visible end moves over the group and its callers hear APPLIED.
  *
- * Rejections cannot leave traces: bl_decide() writes nothing, so a refused
- * single event needs no undo.  A batch (several events, all or nothing) runs
- * in a nested transaction that is aborted if any of its events fails.
- *
- * Storage failures fail the whole group.  A full map is grown and the group
- * retried from scratch.  A failed commit other than "no space" may have
- * half-reached the disk, so the environment turns sticky-failed
- * (BINDLOG_EPANIC) until every handle is closed: retrying a failed fsync is
- * how data gets lost.
+ * Rejections leave no trace: nothing is written until the frame, and a
+ * batch whose event fails is cut out of the frame being built (its puts
+ * and records rolled back).  A failed write is ENOSPC or EIO for the whole
+ * group, with nothing published; the frame's header is then overwritten so
+ * that recovery can never adopt a frame its callers were told failed (if
+ * even that fails, durability is unknown: panic).  A failed flush is a
+ * panic (BINDLOG_EPANIC): retrying a failed fsync is how data gets lost.
  */
 #define _GNU_SOURCE
-#include "lmdb/store.h"
-
-#include "core/failpoint.h"
+#include "lmdb/pagecheck.h"
+#include "lmdb/walenv.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/error.h"
+#include "core/failpoint.h"
+#include "core/record.h"
+
+/* ---- the frame being built, and its overlay ------------------------------ */
+
+/* A put of the frame: offsets into buf (which may move as it grows). */
+typedef struct ovput {
+    uint32_t koff, klen, voff, vlen;
+    uint32_t prev; /* index + 1 of the previous put of the same key, 0 none */
+    unsigned table;
+} ovput;
+
+/* Copies the view made of index values (which may be trimmed once the
+ * index lock is let go): blocks freed at the end of the group. */
+typedef struct arena_blk {
+    struct arena_blk *next;
+    size_t used, cap;
+    unsigned char data[];
+} arena_blk;
+
+struct bl_wbuild {
+    unsigned char *buf; /* frame header, then body */
+    size_t len, cap;
+    ovput *puts;
+    size_t nputs, pcap;
+    uint32_t *slots;    /* index + 1 of the newest put of a key, 0 empty */
+    size_t nslots;
+    uint32_t nrec;
+    arena_blk *arena;
+};
+
+typedef struct gstate {
+    bl_env *e;
+    struct bl_wbuild *b;
+    MDB_txn *txn;
+    bl_head head;
+    bl_counts counts;
+    bl_gstats gst;
+    uint64_t applied;
+} gstate;
+
+static int buf_room(struct bl_wbuild *b, size_t more)
+{
+    if (b->len + more <= b->cap)
+        return 0;
+    size_t n = b->cap ? b->cap : 4096;
+    while (n < b->len + more)
+        n *= 2;
+    unsigned char *nb = realloc(b->buf, n);
+    if (nb == NULL)
+        return BINDLOG_ENOMEM;
+    b->buf = nb;
+    b->cap = n;
+    return 0;
+}
+
+static size_t ov_slot(const struct bl_wbuild *b, unsigned table, const void *k, size_t kn)
+{
+    /* FNV-1a: the overlay is small and short-lived */
+    uint64_t h = 1469598103934665603ull ^ table;
+    for (size_t i = 0; i < kn; i++)
+        h = (h ^ ((const unsigned char *)k)[i]) * 1099511628211ull;
+    size_t i = (size_t)h & (b->nslots - 1);
+    while (b->slots[i] != 0) {
+        const ovput *p = &b->puts[b->slots[i] - 1];
+        if (p->table == table && p->klen == kn && memcmp(b->buf + p->koff, k, kn) == 0)
+            break;
+        i = (i + 1) & (b->nslots - 1);
+    }
+    return i;
+}
+
+static int ov_rehash(struct bl_wbuild *b, size_t nslots)
+{
+    uint32_t *s = calloc(nslots, sizeof(*s));
+    if (s == NULL)
+        return BINDLOG_ENOMEM;
+    free(b->slots);
+    b->slots = s;
+    b->nslots = nslots;
+    for (size_t i = 0; i < b->nputs; i++) {
+        const ovput *p = &b->puts[i];
+        b->slots[ov_slot(b, p->table, b->buf + p->koff, p->klen)] = (uint32_t)i + 1;
+    }
+    return 0;
+}
+
+/* Append an entry to the body; for a put, register it in the overlay. */
+static int add_entry(struct bl_wbuild *b, unsigned kind, unsigned table, const void *k,
+                     size_t kn, const void *v, size_t vn)
+{
+    int rc;
+    if ((rc = buf_room(b, BL_WE_HDR + kn + vn)) != 0)
+        return rc;
+    bl_wentry_hdr(b->buf + b->len, kind, table, kn, vn);
+    size_t koff = b->len + BL_WE_HDR;
+    if (kn)
+        memcpy(b->buf + koff, k, kn);
+    if (vn)
+        memcpy(b->buf + koff + kn, v, vn);
+    b->len = koff + kn + vn;
+    if (kind != BL_WE_PUT)
+        return 0;
+    if (b->nputs == b->pcap) {
+        size_t n = b->pcap ? 2 * b->pcap : 64;
+        ovput *np = realloc(b->puts, n * sizeof(*np));
+        if (np == NULL)
+            return BINDLOG_ENOMEM;
+        b->puts = np;
+        b->pcap = n;
+    }
+    if ((b->nputs + 1) * 2 > b->nslots && (rc = ov_rehash(b, b->nslots * 2)) != 0)
+        return rc;
+    size_t s = ov_slot(b, table, k, kn);
+    b->puts[b->nputs] = (ovput){(uint32_t)koff, (uint32_t)kn, (uint32_t)(koff + kn),
+                                (uint32_t)vn, b->slots[s], table};
+    b->slots[s] = (uint32_t)++b->nputs;
+    return 0;
+}
+
+static void *arena_alloc(struct bl_wbuild *b, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    if (b->arena == NULL || b->arena->cap - b->arena->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        arena_blk *a = malloc(sizeof(*a) + cap);
+        if (a == NULL)
+            return NULL;
+        a->next = b->arena;
+        a->used = 0;
+        a->cap = cap;
+        b->arena = a;
+    }
+    void *p = b->arena->data + b->arena->used;
+    b->arena->used += n;
+    return p;
+}
+
+static void arena_reset(struct bl_wbuild *b)
+{
+    while (b->arena != NULL) {
+        arena_blk *a = b->arena;
+        b->arena = a->next;
+        free(a);
+    }
+}
+
+static int build_reset(struct bl_wbuild *b)
+{
+    b->len = BL_WAL_FRAME_HDR;
+    b->nputs = 0;
+    b->nrec = 0;
+    if (b->nslots == 0 || b->nslots > 4096)
+        return ov_rehash(b, 64);
+    memset(b->slots, 0, b->nslots * sizeof(*b->slots));
+    return buf_room(b, 0);
+}
+
+/* ---- the overlay view --------------------------------------------------------- */
+
+/* The newest value of (table, key): this group's puts, then the index
+ * (every frame written, flushed or not: the leader decides against the
+ * newest state), then LMDB.  *v points into the frame, the arena or the
+ * map; valid until the group ends (the frame: until it grows). */
+static int lookup(gstate *g, unsigned table, const void *k, size_t kn, const void **v,
+                  size_t *vn)
+{
+    struct bl_wbuild *b = g->b;
+    size_t s = ov_slot(b, table, k, kn);
+    if (b->slots[s] != 0) {
+        const ovput *p = &b->puts[b->slots[s] - 1];
+        *v = b->buf + p->voff;
+        *vn = p->vlen;
+        return 0;
+    }
+    unsigned char *tmp = NULL;
+    size_t cap = 0, len = 0;
+    int rc = bl_wal_tail_get(g->e, table, k, kn, UINT64_MAX, &tmp, &cap, &len);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        void *p = arena_alloc(b, len ? len : 1);
+        if (p == NULL) {
+            free(tmp);
+            return BINDLOG_ENOMEM;
+        }
+        if (len)
+            memcpy(p, tmp, len);
+        free(tmp);
+        *v = p;
+        *vn = len;
+        return 0;
+    }
+    MDB_val key = {kn, (void *)k}, val;
+    rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
+    if (rc != 0)
+        return bl_mdb_error(rc);
+    *v = val.mv_data;
+    *vn = val.mv_size;
+    return 0;
+}
+
+static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
+{
+    const void *v = NULL;
+    size_t n = 0;
+    int rc = lookup(ctx, BL_DB_BINDINGS, key, len, &v, &n);
+    return rc != 0 ? rc : bl_bval_decode(v, n, out);
+}
+
+static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
+{
+    const void *v = NULL;
+    size_t n = 0;
+    int rc = lookup(ctx, BL_DB_SESSIONS, id, len, &v, &n);
+    return rc != 0 ? rc : bl_sval_decode(v, n, out);
+}
+
+/* The group's starting point: head, counts and statistics, through the
+ * same view (the newest frame's meta puts, or LMDB's). */
+static int read_meta(gstate *g)
+{
+    const void *v = NULL;
+    size_t n = 0;
+    int rc;
+
+    memset(&g->head, 0, sizeof(g->head));
+    memset(&g->counts, 0, sizeof(g->counts));
+    memset(&g->gst, 0, sizeof(g->gst));
+    if ((rc = lookup(g, BL_DB_META, "head", 4, &v, &n)) == 0)
+        rc = bl_head_decode(v, n, &g->head);
+    if (rc != 0 && rc != BINDLOG_ENOTFOUND)
+        return rc;
+    if ((rc = lookup(g, BL_DB_META, "counts", 6, &v, &n)) == 0) {
+        if (n != BL_COUNTS_BYTES)
+            return bl_err_set(BINDLOG_ECORRUPT, "meta \"counts\" is %zu bytes", n);
+        bl_counts_decode(v, &g->counts);
+    } else if (rc != BINDLOG_ENOTFOUND) {
+        return rc;
+    }
+    if ((rc = lookup(g, BL_DB_META, "stats", 5, &v, &n)) == 0)
+        rc = bl_gstats_decode(v, n, &g->gst);
+    return rc == BINDLOG_ENOTFOUND ? 0 : rc;
+}
+
+/* ---- deciding ------------------------------------------------------------------ */
 
 static void fill_result(bindlog_result *r, const bl_plan *p)
 {
@@ -36,82 +298,72 @@ static void fill_result(bindlog_result *r, const bl_plan *p)
     r->session_id[p->after.sid_len] = '\0';
 }
 
-/*
- * Decide and apply one event.  Returns the outcome or a per-event error
- * (nothing written); a storage failure is also stored in *fatal.
- */
-static int apply_one(bl_env *e, bl_tables *t, bindlog *h, const bl_event *ev, bl_head *head,
-                     bl_counts *counts, bindlog_result *res, char *why, int *fatal,
-                     int *map_full)
+static int put_entry(void *ctx, unsigned table, const void *k, size_t kn, const void *v,
+                     size_t vn)
 {
-    bl_view view;
+    return add_entry(ctx, BL_WE_PUT, table, k, kn, v, vn);
+}
+
+/*
+ * Decide one event and add it to the frame.  Returns the outcome or a
+ * per-event error (nothing added); a failure to build the frame is also
+ * stored in *fatal.
+ */
+static int apply_one(gstate *g, bindlog *h, const bl_event *ev, bindlog_result *res, char *why,
+                     int *fatal)
+{
+    bl_view view = {g, view_binding, view_session};
     bl_plan plan;
     int64_t t_ms = ev->time_ms != 0 ? ev->time_ms : bl_now_ms(h); /* 0: the clock */
     int rc;
 
-    if (t_ms < head->time_ms)
-        t_ms = head->time_ms; /* the wall clock went back: keep the log monotonic */
-    bl_view_init(&view, t);
-    rc = bl_decide(&view, ev, head->lsn + 1, t_ms, &plan);
+    if (t_ms < g->head.time_ms)
+        t_ms = g->head.time_ms; /* the wall clock went back: keep the log monotonic */
+    rc = bl_decide(&view, ev, g->head.lsn + 1, t_ms, &plan);
     if (rc < 0) {
         bl_plan_explain(&plan, rc, why, BL_GREQ_MSG_MAX);
         return rc;
     }
     if (res != NULL)
-        fill_result(res, &plan); /* before any write moves what plan points at */
+        fill_result(res, &plan); /* before the frame grows under what plan points at */
     if (rc != BINDLOG_APPLIED)
         return rc;
-    if ((rc = bl_plan_encode(&plan, &e->enc)) != 0 ||
-        (rc = bl_tables_apply(t, &plan, &e->enc, map_full)) != 0 ||
+    if ((rc = bl_plan_encode(&plan, &g->e->enc)) != 0 ||
+        (rc = add_entry(g->b, BL_WE_RECORD, 0, NULL, 0, g->e->enc.buf + g->e->enc.rec_off,
+                        g->e->enc.rec_len)) != 0 ||
+        (rc = bl_plan_puts(&plan, &g->e->enc, put_entry, g->b)) != 0 ||
         (rc = BL_FAILPOINT("commit.append")) != 0) {
         *fatal = rc;
         return rc;
     }
-    head->lsn++;
-    head->time_ms = t_ms;
-    bl_counts_apply(counts, &plan);
+    g->b->nrec++;
+    g->head.lsn++;
+    g->head.time_ms = t_ms;
+    bl_counts_apply(&g->counts, &plan);
+    g->applied++;
     return BINDLOG_APPLIED;
 }
 
-/*
- * Apply a request's events; returns 1 if it wrote anything.  A batch that is
- * alone in its group writes straight into the group's transaction: if one of
- * its events fails, returning 0 makes the leader abort the whole
- * transaction, which is the batch and nothing else.  That saves the nested
- * transaction, whose dirty-page bookkeeping is a tenth of a large batch's
- * cost.
- */
-static int apply_req(bl_env *e, MDB_txn *txn, bl_greq *r, int alone, bl_head *head,
-                     bl_counts *counts, int *fatal, int *map_full)
+typedef struct mark {
+    size_t len, nputs;
+    uint32_t nrec;
+    bl_head head;
+    bl_counts counts;
+    uint64_t applied;
+} mark;
+
+/* Apply a request's events; returns 1 if it wrote anything.  A batch
+ * that fails is cut out of the frame again. */
+static int apply_req(gstate *g, bl_greq *r, int *fatal)
 {
-    bl_tables t;
-    int rc;
+    struct bl_wbuild *b = g->b;
+    mark m = {b->len, b->nputs, b->nrec, g->head, g->counts, g->applied};
+    int wrote = 0, rc;
 
-    if (r->n == 1) {
-        bl_tables_live(e, txn, &t);
-        rc = apply_one(e, &t, r->h, r->ev, head, counts, r->out, r->msg, fatal, map_full);
-        r->outcomes[0] = rc;
-        r->rc = rc < 0 ? rc : 0;
-        r->err_index = 0;
-        return rc == BINDLOG_APPLIED;
-    }
-
-    /* a batch: all or nothing, in a nested transaction unless alone */
-    MDB_txn *sub = txn;
-    bl_head h0 = *head;
-    bl_counts c0 = *counts;
-    int wrote = 0;
-    rc = alone ? 0 : mdb_txn_begin(e->env, txn, 0, &sub);
-    if (rc != 0) {
-        *map_full = rc == MDB_MAP_FULL;
-        *fatal = r->rc = bl_mdb_error(rc);
-        return 0;
-    }
-    bl_tables_live(e, sub, &t);
     r->rc = 0;
+    r->err_index = 0;
     for (size_t i = 0; i < r->n; i++) {
-        rc = apply_one(e, &t, r->h, &r->ev[i], head, counts, r->out ? &r->out[i] : NULL, r->msg,
-                       fatal, map_full);
+        rc = apply_one(g, r->h, &r->ev[i], r->out ? &r->out[i] : NULL, r->msg, fatal);
         r->outcomes[i] = rc;
         if (rc < 0) {
             r->rc = rc;
@@ -120,201 +372,372 @@ static int apply_req(bl_env *e, MDB_txn *txn, bl_greq *r, int alone, bl_head *he
         }
         wrote |= rc == BINDLOG_APPLIED;
     }
-    if (alone) {
-        if (r->rc != 0)
-            wrote = 0; /* the leader aborts the group's transaction */
-    } else if (r->rc == 0 && wrote) {
-        rc = mdb_txn_commit(sub);
-        if (rc != 0) {
-            *map_full = rc == MDB_MAP_FULL;
-            *fatal = r->rc = bl_mdb_error(rc);
-            wrote = 0;
+    if (r->rc == 0 || *fatal)
+        return wrote;
+    /* all or nothing: roll the batch back */
+    b->len = m.len;
+    b->nputs = m.nputs;
+    b->nrec = m.nrec;
+    g->head = m.head;
+    g->counts = m.counts;
+    g->applied = m.applied;
+    if ((rc = ov_rehash(b, b->nslots)) != 0)
+        *fatal = rc;
+    return 0;
+}
+
+/* ---- writing --------------------------------------------------------------------- */
+
+/* Overwrite the header of a frame whose write failed, so that no recovery
+ * ever adopts it.  0 or the write's error. */
+static int unwrite(bl_walenv *w, uint64_t pos)
+{
+    unsigned char z[BL_WAL_FRAME_HDR];
+    memset(z, 0, sizeof z);
+    return bl_wal_pwrite(w->fd, w->cap, pos, z, sizeof z);
+}
+
+/* Withdraw a frame whose callers will hear that it failed: overwrite its
+ * header (and the WRAP frame's before it, at wpos, if wrap), then, unless
+ * the store runs without flushes, make that durable, so that no recovery,
+ * after a crash or a power loss, ever adopts it.  1 if withdrawn, 0 if
+ * that failed too (the state of the disk is then unknown). */
+static int withdraw(bl_walenv *w, uint64_t fpos, int wrap, uint64_t wpos, int durability)
+{
+    int ok = unwrite(w, fpos) == 0 && (!wrap || unwrite(w, wpos) == 0);
+    if (ok && durability != BINDLOG_DURABILITY_NONE && bl_wal_sync(w->fd) != 0)
+        ok = 0;
+    bl_err_clear();
+    return ok;
+}
+
+/* Where the frame goes after `end`: *fpos, and whether a WRAP frame must
+ * go at end.pos first. */
+static void place(const bl_walenv *w, const bl_wal_at *end, uint64_t size, uint64_t *fpos,
+                  int *wrap)
+{
+    uint64_t off = end->pos % w->cap;
+    *wrap = off + size + BL_WAL_FRAME_HDR > w->cap;
+    *fpos = *wrap ? (end->pos / w->cap + 1) * w->cap : end->pos;
+}
+
+/* Room for `size` bytes after end, given the checkpoint (I4)?  The new
+ * end, plus a WRAP frame it may need later, must not pass the checkpoint
+ * position one lap on. */
+static int room(const bl_walenv *w, const bl_wal_at *end, uint64_t size)
+{
+    uint64_t fpos, ckpt = atomic_load(&w->shm.m->ckpt_pos);
+    int wrap;
+    place(w, end, size, &fpos, &wrap);
+    return fpos + size + BL_WAL_FRAME_HDR <= ckpt + w->cap;
+}
+
+/* Make room for the frame: checkpoint in this thread (the log is full).
+ * 0, or ENOSPC with a detail. */
+static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
+{
+    bl_walenv *w = e->wal;
+    int rc = 0;
+    if (size + 2 * BL_WAL_FRAME_HDR > w->cap / 2)
+        return bl_err_set(BINDLOG_ENOSPC,
+                          "the group's frame is %llu bytes, more than half of the %llu-byte "
+                          "log: apply the batch in smaller parts, or open the store with a "
+                          "larger log_size",
+                          (unsigned long long)size, (unsigned long long)w->cap);
+    for (int tries = 0; !room(w, end, size); tries++) {
+        if (tries >= 3)
+            return bl_err_set(BINDLOG_ENOSPC, "the log is full and could not be checkpointed");
+        bl_err_clear();
+        if ((rc = bl_ckpt_run(e, 1)) != 0) {
+            char why[BL_ERRMSG_MAX];
+            if (rc == BINDLOG_EPANIC)
+                return rc;
+            snprintf(why, sizeof why, "%s", bl_err_isset() ? bl_err_get() : bindlog_strerror(rc));
+            return bl_err_set(BINDLOG_ENOSPC,
+                              "the log is full and the checkpoint that would free it failed "
+                              "(%s: %s)",
+                              bindlog_code_name(rc), why);
         }
-    } else {
-        mdb_txn_abort(sub);
-        wrote = 0;
     }
-    if (!wrote) {
-        *head = h0;
-        *counts = c0;
-    }
-    return wrote;
+    return 0;
 }
 
-/*
- * Set the environment's sync flags for the group's strongest durability.
- * FULL and NORMAL both commit with MDB_NOMETASYNC: LMDB syncs the data pages,
- * then writes the meta page without syncing it.  For FULL the leader syncs
- * the meta page itself afterwards (finish_group), after handing leadership
- * to the next group, so the next group's transaction is built while this
- * one's second sync runs.  The order on disk is LMDB's own NOMETASYNC order,
- * which never corrupts; callers hear APPLIED only once the sync returned.
- */
-static void set_durability(bl_env *e, int mode)
+/* Write the frame in b->buf (header filled here) after `end`; *after gets
+ * the new end.  0 or BINDLOG_E*. */
+static int write_frame(bl_env *e, struct bl_wbuild *b, const bl_wal_at *end, int64_t time_ms,
+                       uint64_t first_lsn, int durability, bl_wal_at *after, bl_wframe *f)
 {
-    if (mode == e->sync_mode)
-        return;
-    if (mode == BINDLOG_DURABILITY_NONE) {
-        mdb_env_set_flags(e->env, MDB_NOMETASYNC, 0);
-        mdb_env_set_flags(e->env, MDB_NOSYNC, 1);
-    } else {
-        mdb_env_set_flags(e->env, MDB_NOSYNC, 0);
-        mdb_env_set_flags(e->env, MDB_NOMETASYNC, 1);
+    bl_walenv *w = e->wal;
+    uint64_t body = b->len - BL_WAL_FRAME_HDR, size = bl_wframe_size(body), fpos, chain;
+    int wrap, rc;
+
+    if ((rc = buf_room(b, size - b->len)) != 0)
+        return rc;
+    memset(b->buf + b->len, 0, size - b->len); /* padding */
+    place(w, end, size, &fpos, &wrap);
+    chain = end->chain;
+    if (wrap) {
+        unsigned char hw[BL_WAL_FRAME_HDR];
+        if ((rc = BL_FAILPOINT("wal.recycle")) != 0)
+            return rc;
+        chain = bl_wframe_seal(hw, BL_WF_WRAP, w->salt, end->pos, first_lsn, 0, 0, time_ms,
+                               chain);
+        if ((rc = bl_wal_pwrite(w->fd, w->cap, end->pos, hw, sizeof hw)) != 0)
+            return rc;
     }
-    e->sync_mode = mode;
+    chain = bl_wframe_seal(b->buf, 0, w->salt, fpos, first_lsn, b->nrec, (uint32_t)body,
+                           time_ms, chain);
+    rc = BL_FAILPOINT("wal.append");
+    if (rc == 0)
+        rc = bl_wal_pwrite(w->fd, w->cap, fpos, b->buf, size);
+    if (rc != 0) {
+        /* The callers hear it failed: it must never be found as a frame.
+         * A write cut short by a full disk cannot have completed the frame
+         * (its checksum covers every byte); anything else might have, so
+         * it is withdrawn, and if even that fails the state of the disk is
+         * unknown. */
+        int undone = withdraw(w, fpos, wrap, end->pos, durability);
+        if (!undone && rc != BINDLOG_ENOSPC)
+            return bl_group_panic(&e->g);
+        return bl_err_set(rc, "%s: writing the group's frame (%llu bytes at position %llu) "
+                              "failed: %s",
+                          BL_WAL_FILE, (unsigned long long)size, (unsigned long long)fpos,
+                          rc == BINDLOG_ENOSPC ? "no space left on the device"
+                                               : "input/output error");
+    }
+    *after = (bl_wal_at){first_lsn + b->nrec - 1, fpos + size, chain};
+    f->flags = 0;
+    f->salt = w->salt;
+    f->pos = fpos;
+    f->first_lsn = first_lsn;
+    f->nrec = b->nrec;
+    f->body_len = (uint32_t)body;
+    f->time_ms = time_ms;
+    f->sum = chain;
+    f->body = b->buf + BL_WAL_FRAME_HDR;
+    return 0;
 }
 
-/*
- * mdb_txn_commit failed with rc (an LMDB or errno code).  LMDB marks its
- * environment fatally failed when the failure came after it began writing
- * meta pages (a failed meta write or sync, even with ENOSPC), and then
- * nothing can be trusted until reopen.  Otherwise nothing reached the meta
- * page and the store is intact: running out of space or memory is reported
- * as such.  Any other I/O error panics: the disk may hold part of the
- * commit, and the kernel may have dropped pages it could not write, so a
- * retry could report success for data that is gone.
- */
-static int commit_failed(bl_env *e, int rc)
+/* Link our own frame into the index (a WRAP frame before it needs no
+ * entry: the index's end simply moves past both). */
+static int link_own(bl_walenv *w, const bl_wframe *f, const bl_wal_at *after)
 {
-    MDB_txn *probe;
-    int p = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &probe);
-    if (p == 0)
-        mdb_txn_abort(probe);
-    if (p == MDB_PANIC)
-        return bl_group_panic(&e->g);
-    switch (rc) {
-    case ENOSPC:
-    case EDQUOT:
-    case MDB_MAP_FULL:
-        return BINDLOG_ENOSPC;
-    case ENOMEM:
+    bl_tgroup *g = bl_tgroup_make(f, after);
+    if (g == NULL)
         return BINDLOG_ENOMEM;
-    default:
-        return bl_group_panic(&e->g);
+    int rc = bl_tail_link(&w->tail, g);
+    if (rc != 0)
+        bl_tgroup_unref(g);
+    return rc;
+}
+
+/* ---- the group --------------------------------------------------------------- */
+
+static int build_group(gstate *g, bl_greq *group, int *durability)
+{
+    int fatal = 0, rc;
+    *durability = BINDLOG_DURABILITY_NONE;
+    if ((rc = read_meta(g)) != 0)
+        return rc;
+    if ((rc = BL_FAILPOINT("commit.begin")) != 0)
+        return rc;
+    for (bl_greq *r = group; r != NULL && !fatal; r = r->next) {
+        if (r != group && (fatal = BL_FAILPOINT("commit.group")) != 0)
+            break; /* between two requests of one group */
+        if (apply_req(g, r, &fatal) && r->h->durability < *durability)
+            *durability = r->h->durability;
     }
+    if (fatal)
+        return fatal;
+    if (g->applied == 0)
+        return 0;
+    /* the group's meta puts, tagged with its last record */
+    unsigned char hb[BL_HEAD_BYTES], cb[BL_COUNTS_BYTES], sb[BL_GSTATS_BYTES];
+    g->gst.commits++;
+    g->gst.grouped_events += g->applied;
+    bl_head_encode(hb, &g->head);
+    bl_counts_encode(cb, &g->counts);
+    bl_gstats_encode(sb, &g->gst);
+    if ((rc = add_entry(g->b, BL_WE_PUT, BL_DB_META, "head", 4, hb, sizeof hb)) != 0 ||
+        (rc = add_entry(g->b, BL_WE_PUT, BL_DB_META, "counts", 6, cb, sizeof cb)) != 0 ||
+        (rc = add_entry(g->b, BL_WE_PUT, BL_DB_META, "stats", 5, sb, sizeof sb)) != 0)
+        return rc;
+    return 0;
 }
 
 /*
- * Commit one group.  On return every request has rc set.  Runs without
- * the queue lock: only the leader touches the write transaction and e->enc.  Returns
- * 1 when the group committed in FULL mode and its meta page still needs the
- * sync that makes it durable.
+ * Commit one group.  Runs without the queue lock: only the leader touches
+ * w->build and e->enc.  Returns 1 when the group must still be flushed by
+ * finish_group (FULL).
  */
 static int run_group(void *ctx, bl_greq *group)
 {
     bl_env *e = ctx;
-    MDB_txn *txn = NULL;
-    bl_head head;
-    bl_counts counts;
-    int rc, fatal, map_full, wrote, durability;
+    bl_walenv *w = e->wal;
+    gstate g = {e, w->build, NULL, {0, 0}, {{0}, 0, 0}, {0, 0}, 0};
+    bl_wal_at end, after;
+    bl_wframe f;
+    int rc, durability = BINDLOG_DURABILITY_NONE;
 
-    for (int attempt = 0;; attempt++) {
-        fatal = map_full = wrote = 0;
-        durability = BINDLOG_DURABILITY_NONE;
-        bl_map_rdlock(e);
-        rc = mdb_txn_begin(e->env, NULL, 0, &txn);
-        if (rc == MDB_MAP_RESIZED) {
-            bl_map_unlock(e);
-            if ((rc = bl_env_resize(e, 1)) != 0)
-                goto fail;
-            continue;
-        }
-        if (rc != 0) {
-            bl_map_unlock(e);
-            rc = bl_mdb_error(rc);
-            goto fail;
-        }
-        if ((rc = bl_meta_get_head(e, txn, &head)) != 0 ||
-            (rc = bl_meta_get_counts(e, txn, &counts)) != 0) {
-            mdb_txn_abort(txn);
-            bl_map_unlock(e);
-            goto fail;
-        }
-        if ((rc = BL_FAILPOINT("commit.begin")) != 0) {
-            mdb_txn_abort(txn); /* nothing written yet */
-            bl_map_unlock(e);
-            goto fail;
-        }
-        for (bl_greq *r = group; r != NULL && !fatal; r = r->next) {
-            if (r != group && (fatal = BL_FAILPOINT("commit.group")) != 0)
-                break; /* between two requests of one group */
-            if (apply_req(e, txn, r, group->next == NULL, &head, &counts, &fatal,
-                          &map_full)) {
-                wrote = 1;
-                if (r->h->durability < durability)
-                    durability = r->h->durability;
-            }
-        }
-        if (!fatal && wrote) {
-            rc = bl_meta_put_head(e, txn, &head);
-            if (rc == 0)
-                rc = bl_meta_put_counts(e, txn, &counts);
-            if (rc != 0) {
-                map_full = rc == MDB_MAP_FULL;
-                fatal = bl_mdb_error(rc);
-            }
-        }
-        if (fatal || !wrote) {
-            mdb_txn_abort(txn);
-            bl_map_unlock(e);
-            if (!fatal)
-                return 0; /* every event was refused: nothing to commit */
-            if (map_full && attempt < 64) {
-                if ((rc = bl_env_resize(e, 0)) != 0)
-                    goto fail;
-                continue;
-            }
-            rc = fatal; /* a storage error that is not a full map */
-            goto fail;
-        }
-        if ((rc = BL_FAILPOINT("commit.before")) != 0) {
-            mdb_txn_abort(txn); /* written in the transaction, not committed */
-            bl_map_unlock(e);
-            goto fail;
-        }
-        set_durability(e, durability);
-        rc = mdb_txn_commit(txn);
-        bl_map_unlock(e);
-        if (rc == 0 && BL_FAILPOINT("commit.after") != 0) {
-            /* eio here stands for a commit that failed after writing it all */
-            rc = bl_group_panic(&e->g);
-            goto fail;
-        }
-        if (rc == 0) {
-            bl_group_committed(&e->g);
-            return durability == BINDLOG_DURABILITY_FULL;
-        }
-        if (rc == MDB_MAP_FULL && attempt < 64) {
-            if ((rc = bl_env_resize(e, 0)) != 0)
-                goto fail;
-            continue;
-        }
-        rc = commit_failed(e, rc);
+    if (bl_group_panicked(&e->g)) {
+        rc = BINDLOG_EPANIC;
         goto fail;
     }
+    /* a damaged LMDB file takes no write, not even to the log: the next
+     * checkpoint could not fold it, and LMDB's own writes could spread the
+     * damage (docs/design.md, "Damaged files").  The first group of a
+     * process walks the whole file once; later snapshots stay valid. */
+    if (!atomic_load_explicit(&w->store_checked, memory_order_acquire)) {
+        if ((rc = bl_pc_guard_all(e, BL_PC_EVERYTHING)) != 0)
+            goto fail;
+        atomic_store_explicit(&w->store_checked, 1, memory_order_release);
+    }
+    if (g.b == NULL) {
+        if ((g.b = w->build = calloc(1, sizeof(*g.b))) == NULL) {
+            rc = BINDLOG_ENOMEM;
+            goto fail;
+        }
+    }
+    if ((rc = bl_wal_lock(e)) != 0)
+        goto fail;
+    bl_shm_get_end(w->shm.m, &end);
+    if ((rc = bl_wal_catch_up(e, end.lsn)) != 0)
+        goto unlock;
+    pthread_rwlock_rdlock(&w->tail.lock);
+    bl_wal_at iend = w->tail.end;
+    pthread_rwlock_unlock(&w->tail.lock);
+    if (iend.pos != end.pos || iend.lsn != end.lsn) {
+        rc = bl_err_set(BINDLOG_ECORRUPT,
+                        "the log's written end (LSN %llu at %llu) is not where this "
+                        "process's index ends (LSN %llu at %llu)",
+                        (unsigned long long)end.lsn, (unsigned long long)end.pos,
+                        (unsigned long long)iend.lsn, (unsigned long long)iend.pos);
+        goto unlock;
+    }
+
+    /* decide, against a pinned index over an LMDB snapshot */
+    bl_tail_pin(&w->tail);
+    rc = bl_read_begin(e, &g.txn);
+    if (rc == 0) {
+        rc = build_reset(g.b);
+        if (rc == 0)
+            rc = build_group(&g, group, &durability);
+        bl_read_end(e, g.txn);
+    }
+    bl_tail_unpin(&w->tail);
+    arena_reset(g.b);
+    if (rc == 0 && g.applied == 0) {
+        bl_wal_unlock(e);
+        return 0; /* every event was refused: nothing to write */
+    }
+    if (rc == 0 && g.head.lsn != end.lsn + g.applied)
+        rc = bl_err_set(BINDLOG_ECORRUPT,
+                        "meta \"head\" says LSN %llu, the log's end %llu",
+                        (unsigned long long)(g.head.lsn - g.applied), (unsigned long long)end.lsn);
+    if (rc != 0)
+        goto unlock;
+    if ((rc = BL_FAILPOINT("commit.before")) != 0)
+        goto unlock;
+
+    /* room, then the write */
+    uint64_t size = bl_wframe_size(g.b->len - BL_WAL_FRAME_HDR);
+    if ((rc = make_room(e, &end, size)) != 0)
+        goto unlock;
+    if (durability != BINDLOG_DURABILITY_NONE &&
+        atomic_load(&w->shm.m->ckpt_unsynced)) {
+        /* a NONE-mode checkpointer left LMDB unsynced: sync it before its
+         * checkpoint's log space is overwritten (I4) */
+        if (mdb_env_sync(e->env, 1) != 0) {
+            rc = bl_err_set(BINDLOG_EIO, "data.mdb: sync before reusing log space failed");
+            goto unlock;
+        }
+        atomic_store(&w->shm.m->ckpt_unsynced, 0);
+    }
+    if ((rc = write_frame(e, g.b, &end, g.head.time_ms, end.lsn + 1, durability, &after,
+                          &f)) != 0)
+        goto unlock;
+    if ((rc = link_own(w, &f, &after)) != 0) {
+        /* written, but this process has no memory to index it: nobody has
+         * seen it yet (the shared end has not moved), so it is withdrawn
+         * and the group fails; if that fails, panic */
+        if (!withdraw(w, f.pos, f.pos != end.pos, end.pos, durability)) {
+            rc = bl_group_panic(&e->g);
+            goto unlock;
+        }
+        rc = bl_err_set(BINDLOG_ENOMEM, "no memory to index the group's frame (withdrawn)");
+        goto unlock;
+    }
+    bl_shm_set_end(w->shm.m, &after);
+    /* the frame's blocks are written now: the zero-fill need not go there */
+    if (atomic_load(&w->shm.m->filled) < w->cap)
+        atomic_store(&w->shm.m->filled, after.pos < w->cap ? after.pos : w->cap);
+    if (BL_FAILPOINT("commit.after") != 0) {
+        /* eio here stands for a write that reported failure after it was
+         * all done: the frame may or may not be there */
+        bl_wal_unlock(e);
+        rc = bl_group_panic(&e->g);
+        goto fail;
+    }
+    if (durability != BINDLOG_DURABILITY_FULL)
+        bl_shm_publish(w->shm.m, after.lsn);
+    bl_wal_unlock(e);
+    bl_group_committed(&e->g);
+    if (atomic_load_explicit(&w->want_thread, memory_order_relaxed) &&
+        atomic_exchange(&w->want_thread, 0) && bl_ckpt_start(e) != 0)
+        atomic_store(&w->want_thread, 1); /* no thread: the next group tries again */
+    if (after.pos - atomic_load(&w->shm.m->ckpt_pos) >= w->trigger)
+        bl_ckpt_kick(e);
+    return durability == BINDLOG_DURABILITY_FULL;
+
+unlock:
+    bl_wal_unlock(e);
 fail:
     bl_group_fail(group, rc);
     return 0;
 }
 
-/* FULL: the meta page's sync, after leadership went to the next group.  A
+/* FULL: one flush of the log, after leadership went to the next group;
+ * then everything written before the flush began becomes visible.  A
  * failure leaves durability unknown: never retry, panic. */
 static int finish_group(void *ctx, bl_greq *group)
 {
     bl_env *e = ctx;
+    bl_walenv *w = e->wal;
+    bl_wal_at end;
     (void)group;
-    int rc = mdb_env_sync(e->env, 1);
+    bl_shm_get_end(w->shm.m, &end);
+    int rc = BL_FAILPOINT("wal.flush");
+    if (rc == 0)
+        rc = bl_wal_sync(w->fd);
     if (rc == 0 && BL_FAILPOINT("commit.synced") != 0)
-        rc = EIO;
-    return rc == 0 ? 0 : bl_group_panic(&e->g);
+        rc = BINDLOG_EIO;
+    if (rc != 0)
+        return bl_group_panic(&e->g);
+    bl_shm_publish(w->shm.m, end.lsn);
+    return 0;
 }
 
 int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index)
 {
+    if (h->e->wal->shm.m == NULL)
+        return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
     return bl_group_submit(&h->e->g, h, ev, n, out, err_index, run_group, finish_group, h->e);
 }
 
 int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes)
 {
+    if (h->e->wal->shm.m == NULL)
+        return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
     return bl_group_submit_each(&h->e->g, h, ev, n, out, codes, run_group, finish_group, h->e);
+}
+
+void bl_commit_free(struct bl_wbuild *b)
+{
+    if (b == NULL)
+        return;
+    arena_reset(b);
+    free(b->buf);
+    free(b->puts);
+    free(b->slots);
+    free(b);
 }

@@ -2,13 +2,15 @@
  * iter.c -- the LMDB backend's reads: point lookups and iterators over the
  * log, a key's history, bindings, sessions and a session's lineage.
  *
- * Point reads run on the calling thread's cached read transaction.  An
- * iterator owns one read transaction (its snapshot) for its whole life, but
- * holds the map lock only inside each next call: between calls the map may
- * grow, and the bl_cursor underneath re-seeks when it did.  Everything a
- * next call returns is copied into the iterator's own buffers, so it stays
- * valid until the next call however the map moves.  Arguments were checked
- * above the seam (api.c).
+ * Point reads look the key up in the index of the log's tail, at or below
+ * the visible end, and only on a miss in LMDB, on the calling thread's
+ * cached read transaction (walenv.h, I3).  An iterator owns one snapshot
+ * (snap.c: an LMDB read transaction plus the tail's groups) for its whole
+ * life, but holds the map lock only inside each next call: between calls
+ * the map may grow, and the bl_cursor underneath re-seeks when it did.
+ * Everything a next call returns is copied into the iterator's own
+ * buffers, so it stays valid until the next call however the map moves.
+ * Arguments were checked above the seam (api.c).
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -17,11 +19,14 @@
 #include "lmdb/limits.h"
 #include "lmdb/pagecheck.h"
 #include "lmdb/store.h"
+#include "lmdb/tail.h"
+#include "lmdb/walenv.h"
 
 /* LMDB's iterator; the generic part (ops, handle, kind) comes first. */
 typedef struct lmdb_iter {
     bindlog_iter base;
-    MDB_txn *txn;
+    bl_snap snap;
+    int open;                               /* snap is open */
     bl_cursor cur;
     uint64_t to_lsn;                        /* BL_IT_LOG: last LSN wanted */
     unsigned char prefix[BINDLOG_KEY_MAX + 1]; /* history: key 0x00; children: parent 0x00 */
@@ -41,11 +46,27 @@ static void copy_str(char *dst, const char *src, size_t n)
 
 /* ---- point reads ---------------------------------------------------------- */
 
+/* Fill a binding from its stored value; ENOTFOUND for a tombstone. */
+static int fill_binding(bindlog_binding *out, const void *v, size_t n)
+{
+    bl_bval b;
+    int rc = bl_bval_decode(v, n, &b);
+    if (rc != 0)
+        return rc;
+    copy_str(out->session_id, b.sid, b.sid_len);
+    out->generation = b.generation;
+    out->lsn = b.lsn;
+    out->updated_ms = b.updated_ms;
+    return b.sid_len == 0 ? BINDLOG_ENOTFOUND : 0; /* a tombstone routes nowhere */
+}
+
+static int tail_binding(void *ctx, const bl_tver *v) { return fill_binding(ctx, v->val, v->vlen); }
+
 int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
 {
     MDB_txn *txn;
     MDB_val k, v;
-    bl_bval b;
+    uint64_t bound;
     int rc;
 
     /* every field is set below; no need to clear the 560-byte struct */
@@ -53,36 +74,58 @@ int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
     out->generation = out->lsn = 0;
     out->updated_ms = 0;
     copy_str(out->key, key, n);
+    if ((rc = bl_wal_read_bound(h->e, &bound)) != 0)
+        return rc;
+    if (bl_tail_get(&h->e->wal->tail, BL_DB_BINDINGS, key, n, bound, tail_binding, out, &rc))
+        return rc;
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)key};
     rc = bl_pc_get(h->e, txn, BL_DB_BINDINGS, &k, &v);
-    if (rc == 0 && (rc = bl_bval_decode(v.mv_data, v.mv_size, &b)) == 0) {
-        copy_str(out->session_id, b.sid, b.sid_len);
-        out->generation = b.generation;
-        out->lsn = b.lsn;
-        out->updated_ms = b.updated_ms;
-        if (b.sid_len == 0)
-            rc = BINDLOG_ENOTFOUND; /* a tombstone routes nowhere */
-    }
+    if (rc == 0)
+        rc = fill_binding(out, v.mv_data, v.mv_size);
     bl_read_end(h->e, txn);
     return rc;
 }
+
+typedef struct sess_out {
+    bindlog_session *out;
+    const char *id;
+    size_t n;
+    void *buf;
+    size_t cap;
+} sess_out;
+
+static int fill_session(sess_out *so, const void *v, size_t n)
+{
+    bl_sval sv;
+    int rc = bl_sval_decode(v, n, &sv);
+    if (rc == 0)
+        bl_session_fill(so->out, so->id, so->n, &sv, so->buf, so->cap);
+    return rc;
+}
+
+static int tail_session(void *ctx, const bl_tver *v) { return fill_session(ctx, v->val, v->vlen); }
 
 int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *out,
                         void *origin_buf, size_t origin_cap)
 {
     MDB_txn *txn;
     MDB_val k, v;
-    bl_sval sv;
+    uint64_t bound;
+    sess_out so = {out, id, n, origin_buf, origin_cap};
     int rc;
 
+    if ((rc = bl_wal_read_bound(h->e, &bound)) != 0)
+        return rc;
+    if (bl_tail_get(&h->e->wal->tail, BL_DB_SESSIONS, id, n, bound, tail_session, &so, &rc))
+        return rc;
     if ((rc = bl_read_begin(h->e, &txn)) != 0)
         return rc;
     k = (MDB_val){n, (void *)id};
     rc = bl_pc_get(h->e, txn, BL_DB_SESSIONS, &k, &v);
-    if (rc == 0 && (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) == 0)
-        bl_session_fill(out, id, n, &sv, origin_buf, origin_cap);
+    if (rc == 0)
+        rc = fill_session(&so, v.mv_data, v.mv_size);
     bl_read_end(h->e, txn);
     return rc;
 }
@@ -94,9 +137,10 @@ static void iter_close(bindlog_iter *base)
     lmdb_iter *it = (lmdb_iter *)base;
     bl_map_rdlock(it->base.h->e);
     bl_cursor_close(&it->cur);
-    if (it->txn != NULL)
-        mdb_txn_abort(it->txn);
-    bl_map_unlock(it->base.h->e);
+    if (it->open)
+        bl_snap_close(&it->snap); /* unlocks the map */
+    else
+        bl_map_unlock(it->base.h->e);
     bl_rec_buf_free(&it->rb);
     free(it);
 }
@@ -134,8 +178,7 @@ static int next_history(lmdb_iter *it, bindlog_record *rec)
         uint64_t lsn = bl_get64be((const unsigned char *)k.mv_data + it->prefix_len);
         unsigned char lk[8];
         bl_put64be(lk, lsn);
-        MDB_val key = {8, lk};
-        rc = bl_pc_get(it->base.h->e, it->txn, BL_DB_LOG, &key, &v);
+        rc = bl_snap_get(&it->snap, BL_DB_LOG, lk, 8, &v);
         if (rc == BINDLOG_ENOTFOUND)
             continue; /* compacted away: its history entry goes with it soon */
         if (rc != 0)
@@ -186,8 +229,8 @@ static int next_binding(bindlog_iter *base, bindlog_binding *out)
 static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_session *out,
                         void *buf, size_t cap, bl_sval *sv)
 {
-    MDB_val k = {id_len, (void *)id}, v;
-    int rc = bl_pc_get(it->base.h->e, it->txn, BL_DB_SESSIONS, &k, &v);
+    MDB_val v;
+    int rc = bl_snap_get(&it->snap, BL_DB_SESSIONS, id, id_len, &v);
     if (rc == BINDLOG_ENOTFOUND)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
     if (rc != 0)
@@ -253,20 +296,18 @@ static const bl_iter_ops lmdb_iter_ops = {next_record, next_binding, next_sessio
 static int start_ancestors(lmdb_iter *it, const char *id, size_t n)
 {
     bl_env *e = it->base.h->e;
-    MDB_val k = {n, (void *)id}, v;
-    MDB_stat st;
+    MDB_val v;
     bl_sval sv;
     int rc;
 
     bl_map_rdlock(e);
-    rc = bl_pc_get(e, it->txn, BL_DB_SESSIONS, &k, &v);
+    rc = bl_snap_get(&it->snap, BL_DB_SESSIONS, id, n, &v);
     if (rc == 0)
         rc = bl_sval_decode(v.mv_data, v.mv_size, &sv);
     if (rc == 0) {
         copy_str(it->next_id, sv.parent, sv.parent_len);
         it->next_len = sv.parent_len;
-        rc = bl_mdb_error(mdb_stat(it->txn, e->dbi[BL_DB_SESSIONS], &st));
-        it->max_steps = st.ms_entries;
+        it->max_steps = bl_snap_entries(&it->snap, BL_DB_SESSIONS);
     }
     bl_map_unlock(e);
     return rc;
@@ -278,30 +319,30 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
     bl_env *e = h->e;
     unsigned char seek[BINDLOG_KEY_MAX + 1];
     size_t seek_len = 0;
-    MDB_dbi dbi = 0;
+    int db = -1;
     lmdb_iter *it;
     int rc;
 
     *out = NULL;
     switch (kind) {
     case BL_IT_LOG:
-        dbi = e->dbi[BL_DB_LOG];
+        db = BL_DB_LOG;
         bl_put64be(seek, from);
         seek_len = 8;
         break;
     case BL_IT_HISTORY:
     case BL_IT_CHILDREN:
         /* entries of one key / one parent: the name, then 0x00 */
-        dbi = e->dbi[kind == BL_IT_HISTORY ? BL_DB_HISTORY : BL_DB_CHILDREN];
+        db = kind == BL_IT_HISTORY ? BL_DB_HISTORY : BL_DB_CHILDREN;
         memcpy(seek, arg, arg_len);
         seek[arg_len] = 0;
         seek_len = arg_len + 1;
         break;
     case BL_IT_BINDINGS:
-        dbi = e->dbi[BL_DB_BINDINGS];
+        db = BL_DB_BINDINGS;
         break;
     case BL_IT_SESSIONS:
-        dbi = e->dbi[BL_DB_SESSIONS];
+        db = BL_DB_SESSIONS;
         break;
     default: /* BL_IT_ANCESTORS: lookups, no cursor */
         break;
@@ -318,13 +359,14 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
         memcpy(it->prefix, seek, seek_len);
         it->prefix_len = seek_len;
     }
-    if ((rc = bl_read_begin_fresh(e, &it->txn)) != 0) {
+    if ((rc = bl_snap_open(e, &it->snap, 1)) != 0) {
         free(it);
         return rc;
     }
-    rc = bl_pc_guard_iter(e, it->txn, kind, seek, seek_len, to); /* what the cursor will read */
-    if (rc == 0 && dbi != 0)
-        rc = bl_cursor_open(&it->cur, e, it->txn, dbi, seek, seek_len);
+    it->open = 1;
+    rc = bl_pc_guard_iter(e, it->snap.txn, kind, seek, seek_len, to); /* what the cursor will read */
+    if (rc == 0 && db >= 0)
+        rc = bl_cursor_open_snap(&it->cur, &it->snap, db, seek, seek_len);
     bl_map_unlock(e);
     if (rc == 0 && kind == BL_IT_ANCESTORS)
         rc = start_ancestors(it, arg, arg_len);

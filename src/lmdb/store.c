@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include "lmdb/store.h"
 #include "lmdb/limits.h"
+#include "lmdb/tail.h"
+#include "lmdb/walenv.h"
 #include "lmdb/pagecheck.h"
 
 #include "core/error.h"
@@ -304,8 +306,9 @@ static int file_exists(const char *dir, const char *name)
  * What a failed open created, it removes again (undo_created()).
  */
 
-/* The files a store directory may hold (engine-wal adds its log files). */
-static const char *const store_files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+/* The files a store directory may hold. */
+static const char *const store_files[] = {"data.mdb", "lock.mdb", "bindlog.lock", BL_WAL_FILE,
+                                          BL_SHM_FILE};
 #define STORE_FILES (sizeof(store_files) / sizeof(store_files[0]))
 
 /* Refuse any store file that is there but is not a regular file. */
@@ -513,7 +516,8 @@ static int dir_is_empty_enough(const char *dir)
     while ((de = readdir(d)) != NULL) {
         const char *n = de->d_name;
         if (strcmp(n, ".") != 0 && strcmp(n, "..") != 0 && strcmp(n, "lock.mdb") != 0 &&
-            strcmp(n, "bindlog.lock") != 0) {
+            strcmp(n, "bindlog.lock") != 0 && strcmp(n, BL_WAL_FILE) != 0 &&
+            strcmp(n, BL_SHM_FILE) != 0) {
             char q[BL_ERR_QUOTE_MAX];
             bl_err_set(BINDLOG_ENOTSTORE,
                        "the directory has no data.mdb but holds %s: not a store, and not "
@@ -563,6 +567,56 @@ int bl_meta_put_u64(bl_env *e, MDB_txn *txn, const char *name, uint64_t val)
     return meta_put(e, txn, name, b, sizeof(b));
 }
 
+void bl_head_encode(unsigned char out[BL_HEAD_BYTES], const bl_head *h)
+{
+    bl_put64(out, h->lsn);
+    bl_put64(out + 8, (uint64_t)h->time_ms);
+}
+
+int bl_head_decode(const void *p, size_t n, bl_head *h)
+{
+    memset(h, 0, sizeof(*h));
+    if (n != BL_HEAD_BYTES)
+        return bl_err_set(BINDLOG_ECORRUPT, "meta \"head\" is %zu bytes, not %d", n,
+                          BL_HEAD_BYTES);
+    h->lsn = bl_get64(p);
+    h->time_ms = (int64_t)bl_get64((const unsigned char *)p + 8);
+    return 0;
+}
+
+void bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c)
+{
+    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+        bl_put64(out + 8 * i, c->applied[i]);
+    bl_put64(out + 8 * BINDLOG_EVENT_COUNT, c->live_bindings);
+    bl_put64(out + 8 * (BINDLOG_EVENT_COUNT + 1), c->live_sessions);
+}
+
+void bl_counts_decode(const unsigned char in[BL_COUNTS_BYTES], bl_counts *c)
+{
+    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+        c->applied[i] = bl_get64(in + 8 * i);
+    c->live_bindings = bl_get64(in + 8 * BINDLOG_EVENT_COUNT);
+    c->live_sessions = bl_get64(in + 8 * (BINDLOG_EVENT_COUNT + 1));
+}
+
+void bl_gstats_encode(unsigned char out[BL_GSTATS_BYTES], const bl_gstats *g)
+{
+    bl_put64(out, g->commits);
+    bl_put64(out + 8, g->grouped_events);
+}
+
+int bl_gstats_decode(const void *p, size_t n, bl_gstats *g)
+{
+    memset(g, 0, sizeof(*g));
+    if (n != BL_GSTATS_BYTES)
+        return bl_err_set(BINDLOG_ECORRUPT, "meta \"stats\" is %zu bytes, not %d", n,
+                          BL_GSTATS_BYTES);
+    g->commits = bl_get64(p);
+    g->grouped_events = bl_get64((const unsigned char *)p + 8);
+    return 0;
+}
+
 int bl_meta_get_head(bl_env *e, MDB_txn *txn, bl_head *h)
 {
     MDB_val v;
@@ -572,22 +626,15 @@ int bl_meta_get_head(bl_env *e, MDB_txn *txn, bl_head *h)
         return 0;
     if (rc < 0)
         return rc;
-    if (v.mv_size != 16)
-        return BINDLOG_ECORRUPT;
-    h->lsn = bl_get64(v.mv_data);
-    h->time_ms = (int64_t)bl_get64((const unsigned char *)v.mv_data + 8);
-    return 0;
+    return bl_head_decode(v.mv_data, v.mv_size, h);
 }
 
 int bl_meta_put_head(bl_env *e, MDB_txn *txn, const bl_head *h)
 {
-    unsigned char b[16];
-    bl_put64(b, h->lsn);
-    bl_put64(b + 8, (uint64_t)h->time_ms);
+    unsigned char b[BL_HEAD_BYTES];
+    bl_head_encode(b, h);
     return meta_put(e, txn, "head", b, sizeof(b));
 }
-
-#define COUNTS_SIZE (8 * (BINDLOG_EVENT_COUNT + 2))
 
 int bl_meta_get_counts(bl_env *e, MDB_txn *txn, bl_counts *c)
 {
@@ -598,24 +645,30 @@ int bl_meta_get_counts(bl_env *e, MDB_txn *txn, bl_counts *c)
         return 0;
     if (rc < 0)
         return rc;
-    if (v.mv_size != COUNTS_SIZE)
-        return BINDLOG_ECORRUPT;
-    const unsigned char *p = v.mv_data;
-    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
-        c->applied[i] = bl_get64(p + 8 * i);
-    c->live_bindings = bl_get64(p + 8 * BINDLOG_EVENT_COUNT);
-    c->live_sessions = bl_get64(p + 8 * (BINDLOG_EVENT_COUNT + 1));
+    if (v.mv_size != BL_COUNTS_BYTES)
+        return bl_err_set(BINDLOG_ECORRUPT, "meta \"counts\" is %zu bytes, not %d",
+                          v.mv_size, BL_COUNTS_BYTES);
+    bl_counts_decode(v.mv_data, c);
     return 0;
 }
 
 int bl_meta_put_counts(bl_env *e, MDB_txn *txn, const bl_counts *c)
 {
-    unsigned char b[COUNTS_SIZE];
-    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
-        bl_put64(b + 8 * i, c->applied[i]);
-    bl_put64(b + 8 * BINDLOG_EVENT_COUNT, c->live_bindings);
-    bl_put64(b + 8 * (BINDLOG_EVENT_COUNT + 1), c->live_sessions);
+    unsigned char b[BL_COUNTS_BYTES];
+    bl_counts_encode(b, c);
     return meta_put(e, txn, "counts", b, sizeof(b));
+}
+
+int bl_meta_get_gstats(bl_env *e, MDB_txn *txn, bl_gstats *g)
+{
+    MDB_val v;
+    int rc = meta_get(e, txn, "stats", &v);
+    memset(g, 0, sizeof(*g));
+    if (rc == BINDLOG_ENOTFOUND)
+        return 0;
+    if (rc < 0)
+        return rc;
+    return bl_gstats_decode(v.mv_data, v.mv_size, g);
 }
 
 void bl_counts_apply(bl_counts *c, const bl_plan *p)
@@ -668,16 +721,22 @@ static int check_meta(bl_env *e, MDB_txn *txn)
         return bl_err_set(BINDLOG_ECORRUPT, "the store's format record says 0");
     if (fmt > BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
-                          "the store is format %u; this library (%s) reads formats 1..%d: "
+                          "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
+    if (fmt < BINDLOG_FORMAT_VERSION)
+        return bl_err_set(BINDLOG_EVERSION,
+                          "the store has format %u, from before the write-ahead log; this "
+                          "library reads format %d: run `bindlog upgrade DIR` to convert it",
+                          (unsigned)fmt, BINDLOG_FORMAT_VERSION);
     return 0;
 }
 
-/* Open the tables of an existing store, or make a new one.  Two processes
- * creating the same store race safely: creation happens in a write
- * transaction that first looks for the magic. */
-static int init_tables(bl_env *e, int may_create)
+/* Open the tables of an existing store, or make a new one (store.h).  Two
+ * processes creating the same store race safely: creation happens in a
+ * write transaction that first looks for the magic (and walenv.c creates
+ * only while it holds the shared memory alone). */
+int bl_env_init_tables(bl_env *e, int may_create, uint64_t salt, uint64_t cap)
 {
     MDB_txn *txn;
     MDB_dbi meta;
@@ -732,9 +791,12 @@ static int init_tables(bl_env *e, int may_create)
         if (meta_get(e, txn, "magic", &v) == BINDLOG_ENOTFOUND) {
             unsigned char fmt[4];
             bl_put32(fmt, BINDLOG_FORMAT_VERSION);
+            bl_wal_meta wm = {salt, cap, 0, salt};
             rc = meta_put(e, txn, "magic", BL_MAGIC, strlen(BL_MAGIC));
             if (rc == 0)
                 rc = meta_put(e, txn, "format", fmt, sizeof(fmt));
+            if (rc == 0)
+                rc = bl_meta_put_wal(e, txn, &wm);
             rc = rc == 0 ? 0 : bl_write_error(e, rc);
         } else {
             rc = check_meta(e, txn);
@@ -749,16 +811,12 @@ static int init_tables(bl_env *e, int may_create)
     return rc;
 }
 
+/* LMDB commits are checkpoints and maintenance now, never on a caller's
+ * commit path: in FULL and NORMAL they use LMDB's own two syncs (amortised
+ * over the thousands of events a checkpoint folds), in NONE none. */
 static unsigned sync_flags(int durability)
 {
-    switch (durability) {
-    case BINDLOG_DURABILITY_NONE:
-        return MDB_NOSYNC;
-    case BINDLOG_DURABILITY_NORMAL:
-        return MDB_NOMETASYNC;
-    default:
-        return 0;
-    }
+    return durability == BINDLOG_DURABILITY_NONE ? MDB_NOSYNC : 0;
 }
 
 /* Take the advisory writer lock (shared).  Vacuum holds it exclusive. */
@@ -794,6 +852,7 @@ static void env_free(bl_env *e)
 {
     if (e == NULL)
         return;
+    bl_walenv_close(e);
     while (e->rtxns != NULL) {
         bl_rtxn *rt = e->rtxns;
         e->rtxns = rt->next;
@@ -887,7 +946,6 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     mdb_env_set_maxdbs(e->env, BL_DB_COUNT + 4);
     mdb_env_set_maxreaders(e->env, max_readers);
     mdb_env_set_mapsize(e->env, o->map_size ? o->map_size : BL_DEFAULT_MAPSIZE);
-    e->sync_mode = o->durability;
     unsigned flags = MDB_NOTLS | sync_flags(o->durability);
     rc = mdb_env_open(e->env, dir, flags, 0600);
     if ((rc == EACCES || rc == EROFS) && o->read_only) {
@@ -927,7 +985,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     }
     if ((rc = bl_pc_open(e)) != 0)
         goto out; /* a damaged file: LMDB never reads it */
-    rc = init_tables(e, !o->read_only);
+    rc = bl_walenv_open(e, o, !o->read_only);
 out:
     if (rc != 0) {
         env_free(e);
@@ -988,20 +1046,25 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
     }
     if (rc == 0 && !o->read_only && e->writers == 0)
         rc = writer_lock(e);
+    if (rc == 0 && !o->read_only)
+        bl_ckpt_want(e); /* the background checkpointer, at the first commit */
     if (rc == 0) {
         e->refs++;
         if (!o->read_only)
             e->writers++;
         *out = e;
     } else if (e != NULL && e->refs == 0) {
-        /* created just now for this call: unlink and free */
+        /* created just now for this call: unlink, and free below */
         bl_env **pp = &registry;
         while (*pp != e)
             pp = &(*pp)->next;
         *pp = e->next;
-        env_free(e);
+    } else {
+        e = NULL;
     }
     pthread_mutex_unlock(&registry_mu);
+    if (rc != 0 && e != NULL)
+        env_free(e);
     return rc;
 }
 
@@ -1015,6 +1078,14 @@ int bl_env_open_handles(bl_env *e)
 
 void bl_env_release(bl_env *e)
 {
+    /* The last handle folds the log first, without the registry's lock
+     * (the checkpoint takes the map lock, which readers take before the
+     * registry's); a handle opened meanwhile simply keeps the environment. */
+    pthread_mutex_lock(&registry_mu);
+    int last = e->refs == 1;
+    pthread_mutex_unlock(&registry_mu);
+    if (last)
+        bl_walenv_finish(e);
     pthread_mutex_lock(&registry_mu);
     e->refs--;
     if (e->refs == 0) {
@@ -1023,6 +1094,8 @@ void bl_env_release(bl_env *e)
             pp = &(*pp)->next;
         *pp = e->next;
         env_free(e);
+    } else if (last && e->writers > 0) {
+        bl_ckpt_want(e); /* another handle came: its checkpointer goes on */
     }
     pthread_mutex_unlock(&registry_mu);
 }
@@ -1221,44 +1294,66 @@ void bl_view_init(bl_view *v, bl_tables *t)
     v->session = view_session;
 }
 
-static int put(bl_tables *t, MDB_dbi dbi, const void *k, size_t kn, const void *d, size_t dn,
-               unsigned flags, int *map_full)
+int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ctx)
 {
-    MDB_val key = {kn, (void *)k}, val = {dn, (void *)d};
-    int rc = mdb_put(t->txn, dbi, &key, &val, flags);
+    const unsigned char *b = enc->buf;
+    unsigned char k[BL_HISTORY_KEY_MAX];
+    int rc;
+
+    rc = fn(ctx, BL_DB_BINDINGS, p->rec.key, p->rec.key_len, b + enc->bval_off, enc->bval_len);
+    for (unsigned i = 0; rc == 0 && i < p->nsess; i++)
+        rc = fn(ctx, BL_DB_SESSIONS, b + enc->sid_off[i], p->sess[i].id_len,
+                b + enc->sval_off[i], enc->sval_len[i]);
+    if (rc == 0 && enc->child_len)
+        rc = fn(ctx, BL_DB_CHILDREN, b + enc->child_off, enc->child_len, "", 0);
+    if (rc == 0) {
+        size_t n = bl_history_key(k, p->rec.key, p->rec.key_len, p->rec.lsn);
+        rc = fn(ctx, BL_DB_HISTORY, k, n, "", 0);
+    }
+    return rc;
+}
+
+typedef struct tables_put {
+    bl_tables *t;
+    int *map_full;
+} tables_put;
+
+static int put_one(void *ctx, unsigned table, const void *k, size_t kn, const void *v, size_t vn)
+{
+    tables_put *tp = ctx;
+    bl_tables *t = tp->t;
+    MDB_dbi dbi = table == BL_DB_BINDINGS   ? t->bindings
+                  : table == BL_DB_SESSIONS ? t->sessions
+                  : table == BL_DB_CHILDREN ? t->children
+                  : table == BL_DB_HISTORY  ? t->history
+                                            : 0;
+    if (dbi == 0)
+        return 0; /* a table these tables do not maintain */
+    MDB_val key = {kn, (void *)k}, val = {vn, (void *)v};
+    int rc = mdb_put(t->txn, dbi, &key, &val, 0);
     if (rc == MDB_MAP_FULL)
-        *map_full = 1;
+        *tp->map_full = 1;
     return bl_mdb_error(rc);
 }
 
 int bl_tables_apply(bl_tables *t, const bl_plan *p, const bl_encoded *enc, int *map_full)
 {
-    const unsigned char *b = enc->buf;
-    unsigned char k[BINDLOG_KEY_MAX + 1 + 8];
+    tables_put tp = {t, map_full};
+    unsigned char k[8];
     int rc;
 
     *map_full = 0;
     if ((rc = bl_pc_guard_plan(t, p, enc)) != 0)
         return rc; /* a damaged page on a path the writes would walk */
-    rc = put(t, t->bindings, p->rec.key, p->rec.key_len, b + enc->bval_off, enc->bval_len, 0,
-             map_full);
-    for (unsigned i = 0; rc == 0 && i < p->nsess; i++)
-        rc = put(t, t->sessions, b + enc->sid_off[i], p->sess[i].id_len, b + enc->sval_off[i],
-                 enc->sval_len[i], 0, map_full);
-    if (rc == 0 && t->children && enc->child_len)
-        rc = put(t, t->children, b + enc->child_off, enc->child_len, "", 0, 0, map_full);
-    if (rc == 0 && t->history) {
-        memcpy(k, p->rec.key, p->rec.key_len);
-        k[p->rec.key_len] = 0;
-        bl_put64be(k + p->rec.key_len + 1, p->rec.lsn);
-        rc = put(t, t->history, k, p->rec.key_len + 9, "", 0, 0, map_full);
-    }
+    rc = bl_plan_puts(p, enc, put_one, &tp);
     if (rc == 0 && t->log) {
+        MDB_val key = {8, k}, val = {enc->rec_len, enc->buf + enc->rec_off};
         bl_put64be(k, p->rec.lsn);
         /* LSNs only grow: MDB_APPEND skips the search and refuses reuse */
-        rc = put(t, t->log, k, 8, b + enc->rec_off, enc->rec_len, MDB_APPEND, map_full);
-        if (rc == BINDLOG_EIO)
-            rc = BINDLOG_ECORRUPT; /* MDB_KEYEXIST: an LSN would be reused */
+        int mrc = mdb_put(t->txn, t->log, &key, &val, MDB_APPEND);
+        if (mrc == MDB_MAP_FULL)
+            *map_full = 1;
+        rc = mrc == MDB_KEYEXIST ? BINDLOG_ECORRUPT : bl_mdb_error(mrc);
     }
     return rc;
 }
@@ -1282,42 +1377,122 @@ int bl_cursor_open(bl_cursor *c, bl_env *e, MDB_txn *txn, MDB_dbi dbi, const voi
     return bl_mdb_error(mdb_cursor_open(txn, dbi, &c->c));
 }
 
+int bl_cursor_open_snap(bl_cursor *c, bl_snap *s, int db, const void *seek, size_t seek_len)
+{
+    const bl_tent *ents;
+    size_t n;
+    int rc = bl_cursor_open(c, s->e, s->txn, s->e->dbi[db], seek, seek_len);
+    if (rc != 0)
+        return rc;
+    if ((rc = bl_snap_table(s, db, &ents, &n)) != 0) {
+        bl_cursor_close(c);
+        return rc;
+    }
+    c->tail = ents;
+    c->tail_n = n;
+    /* the first tail entry >= seek */
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bl_key_cmp(ents[mid].key, ents[mid].klen, seek, seek_len) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    c->tail_i = lo;
+    return 0;
+}
+
+/* Move the LMDB side to its next entry, as `lm` says, re-seeking after a
+ * remap (its page pointers died with the old map). */
+static int lm_advance(bl_cursor *c)
+{
+    MDB_val k, v;
+    int rc;
+
+    if (c->lm == 3)
+        return 0;
+    if (c->lm != 0 && c->epoch != c->e->map_epoch) {
+        mdb_cursor_close(c->c);
+        c->c = NULL;
+        if ((rc = mdb_cursor_open(c->txn, c->dbi, &c->c)) != 0)
+            return bl_mdb_error(rc);
+        c->epoch = c->e->map_epoch;
+        /* back to the first key after the last one returned (or >= the
+         * seek key when nothing was returned yet) */
+        if (c->key_len) {
+            k = (MDB_val){c->key_len, c->key};
+            rc = mdb_cursor_get(c->c, &k, &v, MDB_SET_RANGE);
+            if (rc == 0 && c->returned && k.mv_size == c->key_len &&
+                memcmp(k.mv_data, c->key, c->key_len) == 0)
+                rc = mdb_cursor_get(c->c, &k, &v, MDB_NEXT);
+        } else if (c->returned) {
+            rc = MDB_NOTFOUND; /* impossible: keys are never empty */
+        } else {
+            rc = mdb_cursor_get(c->c, &k, &v, MDB_FIRST);
+        }
+    } else if (c->lm == 1) {
+        return 0; /* the peeked entry is still valid */
+    } else if (c->lm == 2) {
+        rc = mdb_cursor_get(c->c, &k, &v, MDB_NEXT);
+    } else if (c->key_len) {
+        k = (MDB_val){c->key_len, c->key};
+        rc = mdb_cursor_get(c->c, &k, &v, MDB_SET_RANGE);
+    } else {
+        rc = mdb_cursor_get(c->c, &k, &v, MDB_FIRST);
+    }
+    c->epoch = c->e->map_epoch;
+    if (rc == MDB_NOTFOUND) {
+        c->lm = 3;
+        return 0;
+    }
+    if (rc != 0)
+        return bl_mdb_error(rc);
+    /* before the merge compares a key whose length is damaged (an unchecked
+     * cursor's caller checks; the compare reads at most a tail key's length) */
+    if (!c->unchecked && (rc = bl_entry_check(c->db, &k, &v)) != 0)
+        return rc;
+    c->lk = k;
+    c->lv = v;
+    c->lm = 1;
+    return 0;
+}
+
 int bl_cursor_next(bl_cursor *c, MDB_val *k, MDB_val *v)
 {
     int rc;
 
     if (c->state == 2)
         return 0;
-    if (c->state == 1 && c->epoch != c->e->map_epoch) {
-        /* the map moved: pages the cursor points at are gone; re-seek */
-        mdb_cursor_close(c->c);
-        c->c = NULL;
-        if ((rc = mdb_cursor_open(c->txn, c->dbi, &c->c)) != 0)
-            return bl_mdb_error(rc);
-        c->epoch = c->e->map_epoch;
-        *k = (MDB_val){c->key_len, c->key};
-        rc = mdb_cursor_get(c->c, k, v, MDB_SET_RANGE);
-        if (rc == 0 && k->mv_size == c->key_len && memcmp(k->mv_data, c->key, c->key_len) == 0)
-            rc = mdb_cursor_get(c->c, k, v, MDB_NEXT);
-    } else if (c->state == 1) {
-        rc = mdb_cursor_get(c->c, k, v, MDB_NEXT);
-    } else if (c->key_len) {
-        *k = (MDB_val){c->key_len, c->key};
-        rc = mdb_cursor_get(c->c, k, v, MDB_SET_RANGE);
-    } else {
-        rc = mdb_cursor_get(c->c, k, v, MDB_FIRST);
-    }
-    if (rc == MDB_NOTFOUND) {
+    if ((rc = lm_advance(c)) != 0)
+        return rc;
+    const bl_tent *t = c->tail_i < c->tail_n ? &c->tail[c->tail_i] : NULL;
+    if (c->lm == 3 && t == NULL) {
         c->state = 2;
         return 0;
     }
-    if (rc != 0)
-        return bl_mdb_error(rc);
+    int cmp = c->lm == 3 ? 1
+              : t == NULL ? -1
+                          : bl_key_cmp(c->lk.mv_data, c->lk.mv_size, t->key, t->klen);
+    if (cmp < 0) {
+        *k = c->lk;
+        *v = c->lv;
+        c->lm = 2;
+    } else {
+        *k = (MDB_val){t->klen, (void *)t->key};
+        *v = (MDB_val){t->vlen, (void *)t->val};
+        c->tail_i++;
+        if (cmp == 0)
+            c->lm = 2; /* the tail's value replaces LMDB's */
+    }
     c->state = 1;
-    if ((rc = bl_entry_check(c->db, k, v)) != 0)
+    if (!c->unchecked && (rc = bl_entry_check(c->db, k, v)) != 0)
         return rc;
+    if (k->mv_size > sizeof(c->key))
+        return bl_entry_check(-1, k, v); /* even unchecked, a key LMDB cannot hold */
     memcpy(c->key, k->mv_data, k->mv_size);
     c->key_len = k->mv_size;
+    c->returned = 1;
     return 1;
 }
 

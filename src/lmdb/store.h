@@ -75,8 +75,8 @@ typedef struct bl_env {
     unsigned map_epoch;  /* bumped on every remap; under map_lock exclusive */
 
     bl_group g;          /* group commit queue, sticky failure, statistics */
-    int sync_mode;       /* durability the env flags are set to (leader only) */
     bl_encoded enc;      /* the leader's scratch buffer */
+    struct bl_walenv *wal; /* the write-ahead log (walenv.h) */
     struct bl_pc *pc;    /* page validation (pagecheck.h) */
 } bl_env;
 
@@ -84,6 +84,12 @@ typedef struct bl_env {
 /* ---- environment (store.c) ---------------------------------------------- */
 
 int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out);
+
+/* Open the tables of the store (check its magic and format), or create
+ * them when may_create and there are none, stamping meta "wal" with the
+ * log's salt and cap.  For walenv.c, which decides when a store may be
+ * created.  0 or BINDLOG_E* with a last-error detail. */
+int bl_env_init_tables(bl_env *e, int may_create, uint64_t salt, uint64_t cap);
 void bl_env_release(bl_env *e);
 /* A writable handle closes: the last one drops the advisory writer lock so
  * that vacuum can run.  Call before bl_env_release(). */
@@ -151,6 +157,37 @@ void bl_view_init(bl_view *v, bl_tables *t);
  * BINDLOG_ENOSPC with *map_full set so the caller can grow and retry). */
 int bl_tables_apply(bl_tables *t, const bl_plan *p, const bl_encoded *enc, int *map_full);
 
+/* Store-wide commit statistics, meta "stats": groups committed and the
+ * events they applied, over the store's life, whichever process wrote. */
+typedef struct bl_gstats {
+    uint64_t commits;
+    uint64_t grouped_events;
+} bl_gstats;
+
+/* The bytes of meta "head" (16), "counts" (64) and "stats" (16): the log's
+ * frames carry them as puts, LMDB as values (docs/format.md). */
+#define BL_HEAD_BYTES 16
+#define BL_COUNTS_BYTES (8 * (BINDLOG_EVENT_COUNT + 2))
+#define BL_GSTATS_BYTES 16
+void bl_head_encode(unsigned char out[BL_HEAD_BYTES], const bl_head *h);
+int bl_head_decode(const void *p, size_t n, bl_head *h);            /* 0 or ECORRUPT */
+void bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c);
+void bl_counts_decode(const unsigned char in[BL_COUNTS_BYTES], bl_counts *c);
+void bl_gstats_encode(unsigned char out[BL_GSTATS_BYTES], const bl_gstats *g);
+int bl_gstats_decode(const void *p, size_t n, bl_gstats *g);        /* 0 or ECORRUPT */
+
+/*
+ * The state writes of an APPLIED, encoded plan, as a list of puts (table,
+ * key, value), the log record excepted: this is the one place that knows
+ * which tables an event touches.  The write-ahead log carries these puts
+ * in its frames and the checkpoint applies them; bl_tables_apply() applies
+ * them straight to LMDB tables (replay, compaction).  fn's non-zero return
+ * stops the walk and is returned.
+ */
+typedef int (*bl_put_fn)(void *ctx, unsigned table, const void *k, size_t kn, const void *v,
+                         size_t vn);
+int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ctx);
+
 /* meta records: getters return BINDLOG_E* codes (a missing record reads as
  * zero); putters return raw LMDB codes so the caller can spot MDB_MAP_FULL. */
 int bl_meta_get_head(bl_env *e, MDB_txn *txn, bl_head *h);
@@ -158,12 +195,60 @@ int bl_meta_put_head(bl_env *e, MDB_txn *txn, const bl_head *h);
 int bl_meta_get_counts(bl_env *e, MDB_txn *txn, bl_counts *c);
 int bl_meta_put_counts(bl_env *e, MDB_txn *txn, const bl_counts *c);
 int bl_meta_get_u64(bl_env *e, MDB_txn *txn, const char *name, uint64_t *v);
+int bl_meta_get_gstats(bl_env *e, MDB_txn *txn, bl_gstats *g);
 int bl_meta_put_u64(bl_env *e, MDB_txn *txn, const char *name, uint64_t v);
 
 /* Apply a plan's counter deltas. */
 void bl_counts_apply(bl_counts *c, const bl_plan *p);
 
-/* ---- cursors that survive a remap -------------------------------------- */
+/* ---- snapshots: LMDB plus the log's tail (snap.c) ----------------------
+ *
+ * A consistent view of the whole state for iterators, statistics, the
+ * digest and maintenance: an LMDB read transaction (the checkpointed state
+ * up to its meta "head" H) plus the groups of the log's tail after H up to
+ * the visible end when the snapshot was taken (`head`), kept referenced for
+ * the snapshot's life.  Lookups and cursors see the tail's newest value of
+ * a key over LMDB's.  How it stays consistent with checkpoints running
+ * meanwhile: the groups are taken first, the LMDB transaction begun after,
+ * and the index never drops a group before LMDB holds it, so H is at least
+ * the index's base and the groups cover (H, head] whole.
+ */
+struct bl_tgroup;
+struct bl_tent;
+
+typedef struct bl_snap {
+    bl_env *e;
+    MDB_txn *txn;
+    uint64_t lmdb_head;           /* LMDB's meta "head" in txn */
+    uint64_t head;                /* the snapshot's last LSN */
+    struct bl_tgroup **gs;        /* the tail's groups after lmdb_head, oldest first */
+    size_t ngs;
+    struct bl_tent *tab[BL_DB_COUNT]; /* per table, sorted, built on first use */
+    size_t ntab[BL_DB_COUNT];
+    unsigned char built[BL_DB_COUNT];
+} bl_snap;
+
+/* Take a snapshot.  Returns with map_lock held shared (like bl_read_begin;
+ * iterators release it between calls), or an error with nothing held.
+ * `fresh`: a transaction of its own (iterators, long scans), else the
+ * thread's cached one.  0 or BINDLOG_E*. */
+int bl_snap_open(bl_env *e, bl_snap *s, int fresh);
+/* End it: the transaction, the map lock, the groups. */
+void bl_snap_close(bl_snap *s);
+/* The sorted tail entries of table db (empty for a table the log never
+ * writes).  0 or BINDLOG_ENOMEM. */
+int bl_snap_table(bl_snap *s, int db, const struct bl_tent **ents, size_t *n);
+/* Look a key up: the tail, then LMDB.  0 (v set; valid while the map lock
+ * is held and the snapshot open), BINDLOG_ENOTFOUND, or an error. */
+int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v);
+/* Entries of a table in the snapshot (LMDB's plus the tail's new keys). */
+uint64_t bl_snap_entries(bl_snap *s, int db);
+/* Meta records through the snapshot (missing ones read as zero). */
+int bl_snap_head(bl_snap *s, bl_head *h);
+int bl_snap_counts(bl_snap *s, bl_counts *c);
+int bl_snap_gstats(bl_snap *s, bl_gstats *g);
+
+/* ---- cursors that survive a remap, over a snapshot or a transaction ----- */
 
 typedef struct bl_cursor {
     bl_env *e;
@@ -173,18 +258,32 @@ typedef struct bl_cursor {
     MDB_cursor *c;
     unsigned epoch;
     int state;                  /* 0 fresh, 1 positioned, 2 at end */
-    unsigned char key[512];     /* last key returned (LMDB keys are <= 511) */
+    int lm;                     /* LMDB side: 0 unpositioned, 1 peeked, 2 taken, 3 end */
+    MDB_val lk, lv;             /* LMDB's peeked entry (this epoch) */
+    const struct bl_tent *tail; /* the snapshot's tail entries of the table, or NULL */
+    size_t tail_n, tail_i;
+    int returned;               /* key below is the last key returned */
+    int unchecked;              /* the caller checks each entry's lengths itself */
+    unsigned char key[512];     /* last key returned, or the seek key (LMDB keys are <= 511) */
     size_t key_len;
 } bl_cursor;
 
-/* Position at the first key >= seek (NULL: first key). */
+/* Position at the first key >= seek (NULL: first key) of a table in a
+ * transaction (no tail). */
 int bl_cursor_open(bl_cursor *c, bl_env *e, MDB_txn *txn, MDB_dbi dbi, const void *seek,
                    size_t seek_len);
+/* The same over a snapshot: LMDB's entries merged with the tail's, the
+ * tail's value winning for a key both have. */
+int bl_cursor_open_snap(bl_cursor *c, bl_snap *s, int db, const void *seek, size_t seek_len);
 /* Next entry (the first one after open).  Caller holds map_lock shared and
  * uses k/v only while it does.  1 entry, 0 end, <0 error.  The entry's
  * lengths are checked against its table's limits first (limits.h): a
  * damaged length is BINDLOG_ECORRUPT, never handed on. */
 int bl_cursor_next(bl_cursor *c, MDB_val *k, MDB_val *v);
+/* For a scan that reports a damaged entry as a finding rather than stops
+ * at it (check, replay): bl_cursor_next() then returns every entry as it
+ * is, and the caller calls bl_entry_check() before it reads a value. */
+static inline void bl_cursor_unchecked(bl_cursor *c) { c->unchecked = 1; }
 void bl_cursor_close(bl_cursor *c);
 
 /* ---- write path (commit.c) ---------------------------------------------- */
@@ -202,6 +301,8 @@ int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out
  * map while this one holds LMDB's writer lock would deadlock). */
 int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions,
                      int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE]);
+/* The same over a snapshot (the live tables, LMDB plus the tail). */
+int bl_digest_snap(bl_snap *s, int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE]);
 
 
 /* Handles open on the environment in this process (vacuum refuses if any
@@ -219,6 +320,7 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
 int bl_lmdb_stats(bindlog *h, bindlog_stats *out);
 int bl_lmdb_digest(bindlog *h, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t *head_lsn);
 int bl_lmdb_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head);
+int bl_lmdb_checkpoint(bindlog *h, uint64_t *lsn);
 int bl_lmdb_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn, void *ctx);
 int bl_lmdb_replay(bindlog *h, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
                    unsigned char digest[BINDLOG_DIGEST_SIZE], uint64_t *last_lsn,

@@ -210,7 +210,7 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
     int rc;
 
     bl_put64be(kb, x->next_lsn);
-    if ((rc = bl_cursor_open(&c, x->src, x->stxn, x->src->dbi[BL_DB_LOG], kb, 8)) != 0)
+    if ((rc = bl_cursor_open_snap(&c, x->ss, BL_DB_LOG, kb, 8)) != 0)
         return rc;
     while (x->next_lsn <= x->last_lsn) {
         if ((rc = bl_cursor_next(&c, &k, &v)) < 0) {

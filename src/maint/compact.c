@@ -43,6 +43,7 @@
 #define _GNU_SOURCE
 #include "lmdb/pagecheck.h"
 #include "maint/maint.h"
+#include "lmdb/walenv.h"
 #include "core/error.h"
 #include "lmdb/limits.h"
 
@@ -176,6 +177,10 @@ int bl_lmdb_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
     if ((rc = bl_pc_guard_all(s->e, BL_PC_EVERYTHING)) != 0)
         return rc;
 
+    /* compaction works on records LMDB holds: fold the log's tail first,
+     * so that it can reach everything acknowledged so far */
+    if ((rc = bl_ckpt_run(s->e, 0)) != 0)
+        return rc;
     bl_replayer_init(&r, 1, 0, NULL);
     for (int first = 1;; first = 0) {
         rc = compact_chunk(s->e, &r, keep_from_lsn, &cut, first, &total, &moved);

@@ -49,10 +49,7 @@ int bl_base_get(bl_env *e, MDB_txn *txn, bl_base *b);
 /* Write them.  Returns a raw LMDB code (MDB_MAP_FULL must stay visible). */
 int bl_base_put(bl_env *e, MDB_txn *txn, const bl_base *b);
 
-/* Encoded size of bl_counts in meta records and streams. */
-#define BL_COUNTS_BYTES (8 * (BINDLOG_EVENT_COUNT + 2))
-void bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c);
-void bl_counts_decode(const unsigned char in[BL_COUNTS_BYTES], bl_counts *c);
+/* bl_counts_encode / bl_counts_decode and BL_COUNTS_BYTES: lmdb/store.h. */
 
 /* ---- write transactions ---------------------------------------------------
  *
@@ -154,7 +151,7 @@ int bl_bulk_feed_image(bl_bulk *b, bl_env *src, MDB_txn *stxn, bl_appender *base
  * it, until bl_bulk_run() has decided every partition. */
 typedef struct bl_bulk_scan {
     bl_env *src;
-    MDB_txn *stxn;
+    bl_snap *ss;                 /* the source: LMDB plus the log's tail */
     uint64_t next_lsn, last_lsn; /* in: the range; out: next_lsn is one past the last fed */
     int64_t last_time, to_time;  /* in: the time before next_lsn; out: the last fed */
     bl_appender *log_out;

@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include "lmdb/pagecheck.h"
 #include "maint/maint.h"
+#include "lmdb/tail.h"
 
 #include "core/error.h"
 #include "lmdb/limits.h"
@@ -37,22 +38,6 @@
 #include <unistd.h>
 
 /* ---- base image meta ------------------------------------------------------ */
-
-void bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c)
-{
-    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
-        bl_put64(out + 8 * i, c->applied[i]);
-    bl_put64(out + 8 * BINDLOG_EVENT_COUNT, c->live_bindings);
-    bl_put64(out + 8 * (BINDLOG_EVENT_COUNT + 1), c->live_sessions);
-}
-
-void bl_counts_decode(const unsigned char in[BL_COUNTS_BYTES], bl_counts *c)
-{
-    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
-        c->applied[i] = bl_get64(in + 8 * i);
-    c->live_bindings = bl_get64(in + 8 * BINDLOG_EVENT_COUNT);
-    c->live_sessions = bl_get64(in + 8 * (BINDLOG_EVENT_COUNT + 1));
-}
 
 int bl_base_get(bl_env *e, MDB_txn *txn, bl_base *b)
 {
@@ -318,7 +303,7 @@ static void src_breathe(bl_env *src)
 
 typedef struct image_copy {
     bl_env *src;
-    MDB_txn *stxn;
+    bl_snap *ss;       /* the source (its base tables: never in the log's tail) */
     bl_env *dst;
     int with_base;     /* also fill the target's base tables */
     uint64_t live;     /* live entries of the table being copied */
@@ -404,7 +389,7 @@ static int copy_image_table(image_copy *x, int sessions)
 
         if ((rc = bl_wtxn_begin(x->dst, &txn)) != 0)
             return rc;
-        if ((rc = mdb_cursor_open(x->stxn, sdbi, &c)) != 0) {
+        if ((rc = mdb_cursor_open(x->ss->txn, sdbi, &c)) != 0) {
             bl_wtxn_abort(x->dst, txn);
             return bl_mdb_error(rc);
         }
@@ -474,7 +459,7 @@ static int copy_image_table(image_copy *x, int sessions)
 
 typedef struct log_replay {
     bl_env *src;
-    MDB_txn *stxn;
+    bl_snap *ss;        /* the source: LMDB plus the log's tail */
     bl_env *dst;
     int dst_log;        /* keep the log table in the target (replay), or not (check) */
     uint64_t last_lsn;  /* replay records up to here (min of to_lsn and head) */
@@ -504,12 +489,12 @@ static int replay_log(log_replay *x, bl_replayer *r)
     for (int grow = 0;;) {
         bl_replay_mark mark;
         MDB_txn *txn;
-        MDB_cursor *c;
+        bl_cursor cur;
         bl_tables t;
         unsigned char kb[8];
         MDB_val k, v;
         size_t n = 0, bytes = 0;
-        int rc, mrc, done = 0, map_full = 0;
+        int rc, done = 0, map_full = 0;
 
         if (r->next_lsn > x->last_lsn || x->stopped)
             return 0;
@@ -519,30 +504,31 @@ static int replay_log(log_replay *x, bl_replayer *r)
         bl_tables_live(x->dst, txn, &t);
         if (!x->dst_log)
             t.log = 0;
-        if ((rc = mdb_cursor_open(x->stxn, x->src->dbi[BL_DB_LOG], &c)) != 0) {
-            bl_wtxn_abort(x->dst, txn);
-            return bl_mdb_error(rc);
-        }
         bl_put64be(kb, r->next_lsn);
-        k = (MDB_val){8, kb};
-        mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        if ((rc = bl_cursor_open_snap(&cur, x->ss, BL_DB_LOG, kb, 8)) != 0) {
+            bl_cursor_close(&cur);
+            bl_wtxn_abort(x->dst, txn);
+            return rc;
+        }
+        bl_cursor_unchecked(&cur); /* a damaged length is reported below */
+        int crc = bl_cursor_next(&cur, &k, &v);
         while (n < BL_CHUNK_RECORDS && bytes < BL_CHUNK_BYTES) {
             if (r->next_lsn > x->last_lsn) {
                 done = 1;
                 break;
             }
-            if (mrc != 0 && mrc != MDB_NOTFOUND) {
-                rc = bl_mdb_error(mrc);
+            if (crc < 0) {
+                rc = crc;
                 break;
             }
-            uint64_t lsn = mrc == 0 && k.mv_size == 8 ? bl_get64be(k.mv_data) : 0;
-            if (mrc == 0 && k.mv_size != 8) {
+            uint64_t lsn = crc == 1 && k.mv_size == 8 ? bl_get64be(k.mv_data) : 0;
+            if (crc == 1 && k.mv_size != 8) {
                 r->why = "log key is not an 8-byte LSN";
                 x->bad_lsn = r->next_lsn;
                 rc = BINDLOG_ECORRUPT;
                 break;
             }
-            if (mrc == MDB_NOTFOUND || lsn != r->next_lsn) {
+            if (crc == 0 || lsn != r->next_lsn) {
                 r->why = "log record missing";
                 x->bad_lsn = r->next_lsn;
                 x->found_lsn = lsn;
@@ -570,9 +556,9 @@ static int replay_log(log_replay *x, bl_replayer *r)
             }
             n++;
             bytes += v.mv_size;
-            mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+            crc = bl_cursor_next(&cur, &k, &v);
         }
-        mdb_cursor_close(c);
+        bl_cursor_close(&cur);
         if (rc == 0 && n > 0)
             rc = put_meta(x->dst, txn, r, &map_full);
         if (rc == 0 && n > 0) {
@@ -596,7 +582,7 @@ static int replay_log(log_replay *x, bl_replayer *r)
 
 /* Copy the source's base image into a target and stamp the target's meta
  * (head at the base, counts, and the base records when with_base). */
-static int start_target(bl_env *src, MDB_txn *stxn, bl_env *dst, const bl_base *base,
+static int start_target(bl_env *src, bl_snap *ss, bl_env *dst, const bl_base *base,
                         int with_base, image_copy *img)
 {
     MDB_txn *txn;
@@ -605,7 +591,7 @@ static int start_target(bl_env *src, MDB_txn *stxn, bl_env *dst, const bl_base *
 
     memset(img, 0, sizeof(*img));
     img->src = src;
-    img->stxn = stxn;
+    img->ss = ss;
     img->dst = dst;
     img->with_base = with_base;
     if ((rc = copy_image_table(img, 0)) != 0)
@@ -678,7 +664,7 @@ typedef struct bulk_result {
  * and copy received is to be discarded), or an error.  Caller holds src's
  * map lock.
  */
-static int replay_bulk(bl_env *src, MDB_txn *stxn, const bl_base *base, uint64_t last_lsn,
+static int replay_bulk(bl_env *src, bl_snap *ss, const bl_base *base, uint64_t last_lsn,
                        int64_t to_time, bl_appender *copy, const bl_bulk_sink *sink,
                        int want_digest, bulk_result *res, bindlog_progress_fn progress,
                        void *progress_ctx)
@@ -688,13 +674,13 @@ static int replay_bulk(bl_env *src, MDB_txn *stxn, const bl_base *base, uint64_t
     int rc;
 
     memset(res, 0, sizeof(*res));
-    if (bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, stxn)) != 0)
+    if (bl_bulk_open(&b, bl_tmp_root(), bl_bulk_size_hint(src, ss->txn)) != 0)
         return BL_BULK_FALLBACK; /* no temporary files: the sequential path needs none */
     if (progress != NULL && last_lsn > base->lsn)
         bl_bulk_set_progress(b, progress, progress_ctx, last_lsn - base->lsn);
-    rc = bl_bulk_feed_image(b, src, stxn, copy, &res->live_bindings, &res->live_sessions);
+    rc = bl_bulk_feed_image(b, src, ss->txn, copy, &res->live_bindings, &res->live_sessions);
     res->scan = (bl_bulk_scan){.src = src,
-                               .stxn = stxn,
+                               .ss = ss,
                                .next_lsn = base->lsn + 1,
                                .last_lsn = last_lsn,
                                .last_time = base->time_ms,
@@ -724,7 +710,8 @@ static int replay_bulk(bl_env *src, MDB_txn *stxn, const bl_base *base, uint64_t
  * empty before: dir_must_be_new). */
 static void wipe_store(const char *dir)
 {
-    static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+    static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.lock", "bindlog.wal",
+                                        "bindlog.shm"};
     char path[4096];
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
         if (snprintf(path, sizeof(path), "%s/%s", dir, files[i]) < (int)sizeof(path))
@@ -738,7 +725,8 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
                    bindlog_progress_fn progress, void *progress_ctx)
 {
     bl_env *src;
-    MDB_txn *stxn;
+    bl_snap ss;
+    int have_ss = 0;
     bindlog *dst = NULL;
     bl_head head;
     bl_base base;
@@ -753,12 +741,12 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     if ((rc = dir_must_be_new(out_dir)) != 0)
         return rc;
     src = s->e;
-    if ((rc = bl_read_begin_fresh(src, &stxn)) != 0)
+    if ((rc = bl_snap_open(src, &ss, 1)) != 0)
         return rc;
+    have_ss = 1;
     bl_replayer_init(&r, 1, 0, NULL);
-    if ((rc = bl_pc_guard_tables(src, stxn, BL_PC_REPLAY_TABLES)) != 0 ||
-        (rc = bl_meta_get_head(src, stxn, &head)) != 0 ||
-        (rc = bl_base_get(src, stxn, &base)) != 0)
+    if ((rc = bl_pc_guard_tables(src, ss.txn, BL_PC_REPLAY_TABLES)) != 0 ||
+        (rc = bl_snap_head(&ss, &head)) != 0 || (rc = bl_base_get(src, ss.txn, &base)) != 0)
         goto out;
     /* the state before the base image was compacted away */
     if (to_lsn < base.lsn || (base.lsn > 0 && to_time_ms < base.time_ms)) {
@@ -775,7 +763,7 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
         if ((rc = bl_appender_init(&app, dst->e, NULL)) != 0)
             goto out;
         bl_appender_sink(&app, &sink);
-        rc = replay_bulk(src, stxn, &base, last, to_time_ms, &app, &sink, 1, &res, progress,
+        rc = replay_bulk(src, &ss, &base, last, to_time_ms, &app, &sink, 1, &res, progress,
                          progress_ctx);
         if (rc == 0)
             rc = bl_appender_finish(&app);
@@ -798,14 +786,14 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
         if ((rc = open_target(src, out_dir, &dst)) != 0)
             goto out;
     }
-    if ((rc = start_target(src, stxn, dst->e, &base, 1, &img)) != 0)
+    if ((rc = start_target(src, &ss, dst->e, &base, 1, &img)) != 0)
         goto out;
 
     bl_replayer_init(&r, base.lsn + 1, base.time_ms, &base.counts);
     r.to_time = to_time_ms;
     memset(&x, 0, sizeof(x));
     x.src = src;
-    x.stxn = stxn;
+    x.ss = &ss;
     x.dst = dst->e;
     x.dst_log = 1;
     x.last_lsn = last;
@@ -815,8 +803,8 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     if ((rc = replay_log(&x, &r)) != 0)
         goto out;
 built:
-    bl_read_end(src, stxn);
-    stxn = NULL;
+    bl_snap_close(&ss);
+    have_ss = 0;
 
     /* one sync for the whole build */
     if ((rc = mdb_env_sync(dst->e->env, 1)) != 0) {
@@ -830,8 +818,8 @@ built:
     if (rc == 0 && last_lsn != NULL)
         *last_lsn = r.next_lsn - 1;
 out:
-    if (stxn != NULL)
-        bl_read_end(src, stxn);
+    if (have_ss)
+        bl_snap_close(&ss);
     bindlog_close(dst);
     bl_replayer_free(&r);
     return rc;
@@ -841,17 +829,17 @@ out:
 
 int bl_lmdb_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
 {
-    MDB_txn *txn;
+    bl_snap ss;
     bl_head head;
     uint64_t base, lo, hi;
     int rc;
 
     if (s == NULL || lsn == NULL)
         return BINDLOG_EINVAL;
-    if ((rc = bl_read_begin(s->e, &txn)) != 0)
+    if ((rc = bl_snap_open(s->e, &ss, 0)) != 0)
         return rc;
-    if ((rc = bl_meta_get_head(s->e, txn, &head)) != 0 ||
-        (rc = bl_meta_get_u64(s->e, txn, "base", &base)) != 0)
+    if ((rc = bl_snap_head(&ss, &head)) != 0 ||
+        (rc = bl_meta_get_u64(s->e, ss.txn, "base", &base)) != 0)
         goto out;
     /* times never decrease along the log, so the answer is a partition
      * point of [base + 1, head + 1] */
@@ -860,10 +848,10 @@ int bl_lmdb_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
         unsigned char kb[8];
-        MDB_val k = {8, kb}, v;
+        MDB_val v;
         bl_record rec;
         bl_put64be(kb, mid);
-        rc = bl_pc_get(s->e, txn, BL_DB_LOG, &k, &v);
+        rc = bl_snap_get(&ss, BL_DB_LOG, kb, 8, &v);
         if (rc == BINDLOG_ENOTFOUND) {
             rc = BINDLOG_ECORRUPT; /* a hole in the retained log */
             goto out;
@@ -883,7 +871,7 @@ int bl_lmdb_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
     }
     *lsn = lo;
 out:
-    bl_read_end(s->e, txn);
+    bl_snap_close(&ss);
     return rc;
 }
 
@@ -965,60 +953,63 @@ static void scan_entry(checker *ck, const MDB_val *k, const MDB_val *v, uint64_t
  * (checksums, LSNs, density) from LSN `from`, so that every damaged record
  * is counted.  Caller holds the source's map lock.
  */
-static int scan_rest(checker *ck, bl_env *src, MDB_txn *stxn, uint64_t from, uint64_t *seen)
+static int scan_rest(checker *ck, bl_env *src, bl_snap *ss, uint64_t from, uint64_t *seen)
 {
-    unsigned char last[512];
-    size_t last_len = 8;
+    unsigned char kb[8];
     uint64_t expect = from;
+    bl_cursor c;
+    MDB_val k, v;
     int rc;
+    size_t n = 0;
 
-    bl_put64be(last, from);
-    for (int first = 1;; first = 0) {
-        MDB_cursor *c;
-        MDB_val k = {last_len, last}, v;
-        size_t n = 0;
-
-        if ((rc = mdb_cursor_open(stxn, src->dbi[BL_DB_LOG], &c)) != 0)
-            return bl_mdb_error(rc);
-        rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-        if (!first && rc == 0 && k.mv_size == last_len && memcmp(k.mv_data, last, last_len) == 0)
-            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT); /* seen before the break */
-        for (; rc == 0 && n < 4096; n++) {
-            scan_entry(ck, &k, &v, &expect, seen);
-            last_len = k.mv_size < sizeof(last) ? k.mv_size : sizeof(last);
-            memcpy(last, k.mv_data, last_len);
-            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-        if (rc == MDB_NOTFOUND)
-            return 0;
-        if (rc != 0)
-            return bl_mdb_error(rc);
-        src_breathe(src);
+    bl_put64be(kb, from);
+    if ((rc = bl_cursor_open_snap(&c, ss, BL_DB_LOG, kb, 8)) != 0) {
+        bl_cursor_close(&c);
+        return rc;
     }
+    bl_cursor_unchecked(&c); /* scan_entry reports a damaged length */
+    while ((rc = bl_cursor_next(&c, &k, &v)) > 0) {
+        scan_entry(ck, &k, &v, &expect, seen);
+        if (++n % 4096 == 0)
+            src_breathe(src); /* the cursor re-seeks if the map moved */
+    }
+    bl_cursor_close(&c);
+    return rc;
 }
 
 /* The log's first and last keys must lie in (base, head]. */
-static int check_log_bounds(checker *ck, bl_env *src, MDB_txn *stxn, uint64_t base,
-                            uint64_t head)
+static int check_log_bounds(checker *ck, bl_env *src, bl_snap *ss, uint64_t base, uint64_t head)
 {
     MDB_cursor *c;
-    MDB_val k, v;
+    MDB_val k, v, first = {0, NULL}, last = {0, NULL};
+    const bl_tent *tail;
+    size_t ntail;
     int rc;
 
-    if ((rc = mdb_cursor_open(stxn, src->dbi[BL_DB_LOG], &c)) != 0)
+    if ((rc = bl_snap_table(ss, BL_DB_LOG, &tail, &ntail)) != 0)
+        return rc;
+    if ((rc = mdb_cursor_open(ss->txn, src->dbi[BL_DB_LOG], &c)) != 0)
         return bl_mdb_error(rc);
     rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-    if (rc == 0 && k.mv_size == 8 && bl_get64be(k.mv_data) <= base)
-        problem(ck, bl_get64be(k.mv_data), NULL, 0,
-                "log record %llu is at or below the base image (LSN %llu): compaction left it",
-                (unsigned long long)bl_get64be(k.mv_data), (unsigned long long)base);
-    if (rc == 0)
+    if (rc == 0) {
+        first = k;
         rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
-    if (rc == 0 && k.mv_size == 8 && bl_get64be(k.mv_data) > head)
-        problem(ck, bl_get64be(k.mv_data), NULL, 0,
+        last = k;
+    }
+    /* the log's tail follows LMDB's log table */
+    if (ntail) {
+        if (first.mv_data == NULL)
+            first = (MDB_val){tail[0].klen, (void *)tail[0].key};
+        last = (MDB_val){tail[ntail - 1].klen, (void *)tail[ntail - 1].key};
+    }
+    if (first.mv_size == 8 && bl_get64be(first.mv_data) <= base)
+        problem(ck, bl_get64be(first.mv_data), NULL, 0,
+                "log record %llu is at or below the base image (LSN %llu): compaction left it",
+                (unsigned long long)bl_get64be(first.mv_data), (unsigned long long)base);
+    if (last.mv_size == 8 && bl_get64be(last.mv_data) > head)
+        problem(ck, bl_get64be(last.mv_data), NULL, 0,
                 "log record %llu is past the head LSN %llu in meta \"head\"",
-                (unsigned long long)bl_get64be(k.mv_data), (unsigned long long)head);
+                (unsigned long long)bl_get64be(last.mv_data), (unsigned long long)head);
     mdb_cursor_close(c);
     return rc == 0 || rc == MDB_NOTFOUND ? 0 : bl_mdb_error(rc);
 }
@@ -1086,7 +1077,7 @@ static int entry_live(int db, const MDB_val *v)
  * report every key that is only in one of them or whose values differ.
  * Counts the store's live entries into *live.  Caller holds both map locks.
  */
-static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, MDB_txn *dtxn,
+static int compare_table(checker *ck, bl_env *src, bl_snap *ss, bl_env *dst, MDB_txn *dtxn,
                          int db, uint64_t *live)
 {
     bl_cursor a, b;
@@ -1095,7 +1086,7 @@ static int compare_table(checker *ck, bl_env *src, MDB_txn *stxn, bl_env *dst, M
     int ra, rb, rc;
 
     *live = 0;
-    if ((rc = bl_cursor_open(&a, src, stxn, src->dbi[db], NULL, 0)) != 0)
+    if ((rc = bl_cursor_open_snap(&a, ss, db, NULL, 0)) != 0)
         return rc;
     if ((rc = bl_cursor_open(&b, dst, dtxn, dst->dbi[db], NULL, 0)) != 0) {
         bl_cursor_close(&a);
@@ -1189,7 +1180,7 @@ typedef struct walker {
  * and reported in compare_table()'s order at the end. */
 typedef struct cmp_sink {
     bl_env *src;
-    MDB_txn *stxn;
+    bl_snap *ss;
     unsigned epoch;
     walker w[4];
     bindlog_check_report rep[4];
@@ -1231,7 +1222,7 @@ static int cmp_breathe(cmp_sink *c)
             continue;
         memcpy(key, w->c.key, n);
         bl_cursor_close(&w->c);
-        if ((w->rc = bl_cursor_open(&w->c, c->src, c->stxn, c->src->dbi[cmp_db[t]], key, n)) ==
+        if ((w->rc = bl_cursor_open_snap(&w->c, c->ss, cmp_db[t], key, n)) ==
             0)
             w->rc = bl_cursor_next(&w->c, &w->k, &w->v);
         if (w->rc < 0)
@@ -1308,7 +1299,7 @@ static int cmp_child(void *ctx, const void *parent, size_t pn, const void *child
  * BL_BULK_FALLBACK when the sequential check must run instead (nothing has
  * been reported), or an error.  Caller holds src's map lock.
  */
-static int check_bulk(checker *ck, bl_env *src, MDB_txn *stxn, const bl_head *head,
+static int check_bulk(checker *ck, bl_env *src, bl_snap *ss, const bl_head *head,
                       const bl_base *base, const bl_counts *stored, bindlog_progress_fn progress,
                       void *progress_ctx)
 {
@@ -1320,18 +1311,17 @@ static int check_bulk(checker *ck, bl_env *src, MDB_txn *stxn, const bl_head *he
 
     memset(&c, 0, sizeof(c));
     c.src = src;
-    c.stxn = stxn;
+    c.ss = ss;
     c.epoch = src->map_epoch;
     for (int t = 0; t < 4; t++) {
         c.ck[t].out = &c.rep[t];
         c.w[t].rc = 0;
-        if (rc == 0 && (rc = bl_cursor_open(&c.w[t].c, src, stxn, src->dbi[cmp_db[t]], NULL,
-                                            0)) == 0)
+        if (rc == 0 && (rc = bl_cursor_open_snap(&c.w[t].c, ss, cmp_db[t], NULL, 0)) == 0)
             rc = c.w[t].rc = bl_cursor_next(&c.w[t].c, &c.w[t].k, &c.w[t].v);
         rc = rc > 0 ? 0 : rc;
     }
     if (rc == 0)
-        rc = replay_bulk(src, stxn, base, head->lsn, INT64_MAX, NULL, &sink, 1, &res, progress,
+        rc = replay_bulk(src, ss, base, head->lsn, INT64_MAX, NULL, &sink, 1, &res, progress,
                          progress_ctx);
     /* what the replay did not produce */
     for (int t = 0; rc == 0 && t < 4; t++)
@@ -1346,7 +1336,7 @@ static int check_bulk(checker *ck, bl_env *src, MDB_txn *stxn, const bl_head *he
             res.live_sessions != base->counts.live_sessions)
             base_counts_problem(ck, base, res.live_bindings, res.live_sessions);
         out->records = res.scan.next_lsn - 1 - base->lsn;
-        rc = check_log_bounds(ck, src, stxn, base->lsn, head->lsn);
+        rc = check_log_bounds(ck, src, ss, base->lsn, head->lsn);
     }
     if (rc == 0) {
         for (int t = 0; t < 4; t++)
@@ -1394,7 +1384,9 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
 {
     checker ck;
     bl_env *src;
-    MDB_txn *stxn = NULL, *dtxn = NULL;
+    bl_snap ss;
+    int have_ss = 0;
+    MDB_txn *dtxn = NULL;
     bindlog *scratch = NULL;
     char *dir = NULL;
     /* zero: when the meta records are damaged the getters after the failing
@@ -1418,13 +1410,11 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     bl_replayer_init(&r, 1, 0, NULL);
     if ((dir = bl_scratch_dir("check")) == NULL)
         return bl_mdb_error(errno);
-    if ((rc = bl_read_begin_fresh(src, &stxn)) != 0) {
-        stxn = NULL;
+    if ((rc = bl_snap_open(src, &ss, 1)) != 0)
         goto out;
-    }
-    if ((rc = bl_meta_get_head(src, stxn, &head)) != 0 ||
-        (rc = bl_base_get(src, stxn, &base)) != 0 ||
-        (rc = bl_meta_get_counts(src, stxn, &counts)) != 0) {
+    have_ss = 1;
+    if ((rc = bl_snap_head(&ss, &head)) != 0 || (rc = bl_base_get(src, ss.txn, &base)) != 0 ||
+        (rc = bl_snap_counts(&ss, &counts)) != 0) {
         if (rc != BINDLOG_ECORRUPT)
             goto out;
         /* without head and base there is nothing to replay against */
@@ -1433,13 +1423,13 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     }
     out->head_lsn = head.lsn;
     /* damaged pages are findings: reported, and nothing walks them */
-    if ((rc = bl_pc_check_store(src, stxn, out)) != 0) {
+    if ((rc = bl_pc_check_store(src, ss.txn, out)) != 0) {
         rc = rc > 0 ? 0 : rc;
         goto out;
     }
 
     if (replay_ok && bl_bulk_enabled()) {
-        rc = check_bulk(&ck, src, stxn, &head, &base, &counts, progress, progress_ctx);
+        rc = check_bulk(&ck, src, &ss, &head, &base, &counts, progress, progress_ctx);
         if (rc != BL_BULK_FALLBACK)
             goto out; /* done, or an error */
         /* something to report: the sequential replay finds it exactly */
@@ -1449,7 +1439,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     if (replay_ok) {
         if ((rc = open_target(src, dir, &scratch)) != 0)
             goto out;
-        rc = start_target(src, stxn, scratch->e, &base, 0, &img);
+        rc = start_target(src, &ss, scratch->e, &base, 0, &img);
         if (rc == BINDLOG_ECORRUPT) {
             char esc[200];
             escape(esc, sizeof(esc), img.bad, strlen(img.bad));
@@ -1466,7 +1456,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         bl_replayer_init(&r, base.lsn + 1, base.time_ms, &base.counts);
         memset(&x, 0, sizeof(x));
         x.src = src;
-        x.stxn = stxn;
+        x.ss = &ss;
         x.dst = scratch->e;
         x.last_lsn = head.lsn;
         x.total = head.lsn - base.lsn;
@@ -1480,7 +1470,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
             uint64_t from = x.bad_lsn + 1;
             if (r.why != NULL && strcmp(r.why, "log record missing") == 0)
                 from = x.found_lsn; /* 0: nothing after the hole */
-            if (from != 0 && (rc = scan_rest(&ck, src, stxn, from, &scanned)) != 0)
+            if (from != 0 && (rc = scan_rest(&ck, src, &ss, from, &scanned)) != 0)
                 goto out;
         } else if (rc != 0) {
             goto out;
@@ -1490,7 +1480,7 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
      * chunk is rolled back, so r.applied stops at the last commit) */
     out->records = (replay_ok ? r.applied : x.bad_lsn > base.lsn ? x.bad_lsn - base.lsn - 1 : 0) +
                    scanned;
-    if ((rc = check_log_bounds(&ck, src, stxn, base.lsn, head.lsn)) != 0)
+    if ((rc = check_log_bounds(&ck, src, &ss, base.lsn, head.lsn)) != 0)
         goto out;
 
     if (replay_ok) {
@@ -1499,10 +1489,10 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
             dtxn = NULL;
             goto out;
         }
-        if ((rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_BINDINGS, &live_b)) ||
-            (rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_SESSIONS, &live_s)) ||
-            (rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_CHILDREN, &dummy)) ||
-            (rc = compare_table(&ck, src, stxn, scratch->e, dtxn, BL_DB_HISTORY, &dummy)))
+        if ((rc = compare_table(&ck, src, &ss, scratch->e, dtxn, BL_DB_BINDINGS, &live_b)) ||
+            (rc = compare_table(&ck, src, &ss, scratch->e, dtxn, BL_DB_SESSIONS, &live_s)) ||
+            (rc = compare_table(&ck, src, &ss, scratch->e, dtxn, BL_DB_CHILDREN, &dummy)) ||
+            (rc = compare_table(&ck, src, &ss, scratch->e, dtxn, BL_DB_HISTORY, &dummy)))
             goto out;
         compare_counts(&ck, &counts, &r.counts, live_b, live_s);
         if ((rc = bl_digest_tables(scratch->e, dtxn, scratch->e->dbi[BL_DB_BINDINGS],
@@ -1516,13 +1506,12 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     }
     /* a damaged table has no digest: the report already names the damage */
     if (!ck.damaged)
-        rc = bl_digest_tables(src, stxn, src->dbi[BL_DB_BINDINGS], src->dbi[BL_DB_SESSIONS], 0,
-                              out->state_digest);
+        rc = bl_digest_snap(&ss, 0, out->state_digest);
 out:
     if (dtxn != NULL)
         bl_read_end(scratch->e, dtxn);
-    if (stxn != NULL)
-        bl_read_end(src, stxn);
+    if (have_ss)
+        bl_snap_close(&ss);
     bindlog_close(scratch);
     bl_scratch_remove(dir);
     free(dir);

@@ -31,6 +31,7 @@
 #define _GNU_SOURCE
 #include "lmdb/pagecheck.h"
 #include "maint/maint.h"
+#include "lmdb/walenv.h"
 
 #include "core/error.h"
 #include "lmdb/limits.h"
@@ -166,7 +167,8 @@ int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     writer w = {.fd = fd};
     unsigned char *frame = NULL, hdr[ST_HEADER];
     bl_env *e;
-    MDB_txn *txn = NULL;
+    bl_snap ss;
+    MDB_txn *txn = NULL; /* ss.txn while the snapshot is open */
     bl_head head;
     bl_base base;
     uint64_t first, count = 0;
@@ -186,12 +188,11 @@ int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
         goto out;
     }
     XXH3_64bits_reset(w.hash);
-    if ((rc = bl_read_begin_fresh(e, &txn)) != 0) {
-        txn = NULL;
+    if ((rc = bl_snap_open(e, &ss, 1)) != 0)
         goto out;
-    }
+    txn = ss.txn;
     if ((rc = bl_pc_guard_tables(e, txn, BL_PC_ALL_TABLES)) != 0 ||
-        (rc = bl_meta_get_head(e, txn, &head)) != 0 || (rc = bl_base_get(e, txn, &base)) != 0)
+        (rc = bl_snap_head(&ss, &head)) != 0 || (rc = bl_base_get(e, txn, &base)) != 0)
         goto out;
     full = from_lsn <= 1;
     first = full ? base.lsn + 1 : from_lsn;
@@ -228,7 +229,7 @@ int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
         MDB_val k, v;
         unsigned char kb[8];
         bl_put64be(kb, first);
-        if ((rc = bl_cursor_open(&c, e, txn, e->dbi[BL_DB_LOG], kb, 8)) != 0)
+        if ((rc = bl_cursor_open_snap(&c, &ss, BL_DB_LOG, kb, 8)) != 0)
             goto out;
         for (uint64_t lsn = first; lsn <= head.lsn; lsn++) {
             bl_record rec;
@@ -268,8 +269,7 @@ int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     bl_put64(p, count);
     bl_put64(p + 8, last);
     bl_put64(p + 16, (uint64_t)last_time);
-    if ((rc = bl_digest_tables(e, txn, e->dbi[BL_DB_BINDINGS], e->dbi[BL_DB_SESSIONS], 0,
-                               p + 24)) != 0)
+    if ((rc = bl_digest_snap(&ss, 0, p + 24)) != 0)
         goto out;
     if ((rc = wr_room(&w, e)) != 0)
         goto out;
@@ -279,7 +279,7 @@ int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     unsigned char sum[ST_CHECKSUM];
     bl_put64(sum, XXH3_64bits_digest(w.hash));
     wr_put(&w, sum, sizeof(sum));
-    bl_read_end(e, txn); /* the last write without the map lock */
+    bl_snap_close(&ss); /* the last write without the map lock */
     txn = NULL;
     if ((rc = wr_flush(&w)) != 0)
         goto out;
@@ -289,7 +289,7 @@ int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
         progress(progress_ctx, count, count);
 out:
     if (txn != NULL)
-        bl_read_end(e, txn);
+        bl_snap_close(&ss);
     XXH3_freeState(w.hash);
     free(w.buf);
     free(frame);
@@ -917,6 +917,10 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
         want = 4 * (uint64_t)(st.st_size > start ? st.st_size - start : 0) + ((uint64_t)64 << 20);
     if ((rc = bl_reserve_map(s->e, want)) != 0)
         goto out;
+    /* the import writes LMDB directly: the log is folded in first and its
+     * writers wait until the import is done (walenv.h) */
+    if ((rc = bl_wal_quiesce(s->e)) != 0)
+        goto out;
     for (int attempt = 0;; attempt++) {
         XXH3_64bits_reset(im.rd.hash);
         im.rd.len = im.rd.pos = 0;
@@ -930,6 +934,7 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
         }
         break;
     }
+    bl_wal_resume(s->e);
     if (rc == 0) {
         if (records != NULL)
             *records = im.records;

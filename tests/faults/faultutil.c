@@ -158,6 +158,7 @@ int fu_run_workload(const char *dir, const fu_workload *w, int ack_fd)
     int rc;
 
     o.durability = w->durability;
+    o.log_size = w->log_size;
     if ((rc = bindlog_open(&s, dir, &o)) != 0)
         return rc;
     wt = calloc((size_t)w->threads, sizeof(*wt));
@@ -228,6 +229,19 @@ __attribute__((format(printf, 2, 3))) static void problem(fu_verdict *v, const c
 {
     va_list ap;
     if (v->problems++ != 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(v->msg, sizeof(v->msg), fmt, ap);
+    va_end(ap);
+}
+
+/* The message of a mismatch or a generation gone back, when no problem
+ * set one first (those are counted on their own). */
+__attribute__((format(printf, 2, 3))) static void problem_msg(fu_verdict *v, const char *fmt,
+                                                              ...)
+{
+    va_list ap;
+    if (v->msg[0] != '\0')
         return;
     va_start(ap, fmt);
     vsnprintf(v->msg, sizeof(v->msg), fmt, ap);
@@ -357,17 +371,31 @@ int fu_verify(const char *dir, const char *scratch, const fu_ack *acks, size_t n
         bindlog_binding b;
         if (a->lsn == 0 || a->lsn > st.head_lsn || !log[a->lsn].present) {
             v->lost++;
+            if (v->lost_min_lsn == 0 || a->lsn < v->lost_min_lsn)
+                v->lost_min_lsn = a->lsn;
             continue;
         }
+        if (a->lsn > v->kept_max_lsn)
+            v->kept_max_lsn = a->lsn;
         const lrec *l = &log[a->lsn];
         /* an UNBIND record names the session it ended; the caller saw "" */
         if (l->key != a->key || l->type != (int)a->type || l->generation != a->generation ||
-            (a->type != BINDLOG_EVENT_UNBIND && strcmp(l->sid, a->session_id) != 0))
-            v->mismatched++;
+            (a->type != BINDLOG_EVENT_UNBIND && strcmp(l->sid, a->session_id) != 0)) {
+            if (v->mismatched++ == 0)
+                problem_msg(v, "acked LSN %llu: the log has key %u type %d generation %llu "
+                               "session %s, the ack key %u type %u generation %llu session %s",
+                            (unsigned long long)a->lsn, l->key, l->type,
+                            (unsigned long long)l->generation, l->sid, a->key, a->type,
+                            (unsigned long long)a->generation, a->session_id);
+        }
         fu_key(key, a->key);
         rc = bindlog_get(s, key, &b);
-        if ((rc != 0 && rc != BINDLOG_ENOTFOUND) || b.generation < a->generation)
-            v->gen_back++;
+        if ((rc != 0 && rc != BINDLOG_ENOTFOUND) || b.generation < a->generation) {
+            if (v->gen_back++ == 0)
+                problem_msg(v, "key %s: generation %llu (rc %d) below the acked %llu (LSN %llu)",
+                            key, (unsigned long long)b.generation, rc,
+                            (unsigned long long)a->generation, (unsigned long long)a->lsn);
+        }
     }
 
 #ifdef FU_HAVE_bindlog_check

@@ -45,9 +45,10 @@ typedef struct fu_workload {
     unsigned key_base;    /* first key number (phases of one store use disjoint keys) */
     unsigned seed;
     int batch_every;      /* every n-th event is a 2-event batch (0: never) */
+    uint64_t log_size;    /* bindlog_options.log_size when the store is created (0: default) */
 } fu_workload;
 
-#define FU_WORKLOAD_INIT {4, 8, 60, BINDLOG_DURABILITY_FULL, 0, 1, 7}
+#define FU_WORKLOAD_INIT {4, 8, 60, BINDLOG_DURABILITY_FULL, 0, 1, 7, 0}
 
 /* Run the workload on the store in `dir`, acking on ack_fd (-1: no acks).
  * Returns 0, the first error a thread met (bindlog_open's included), or
@@ -63,6 +64,10 @@ typedef struct fu_verdict {
     uint64_t acked, lost, mismatched, gen_back;
     uint64_t head_lsn, records;
     uint64_t problems;    /* log/replay/check problems */
+    /* the smallest LSN of a lost acked event (0: none lost) and the largest
+     * of a kept one: losses are "the last commits" only when
+     * kept_max_lsn < lost_min_lsn */
+    uint64_t lost_min_lsn, kept_max_lsn;
     char msg[512];        /* the first problem, "" if none */
 } fu_verdict;
 

@@ -10,17 +10,33 @@
  * same content, no generation went back, the log is dense and re-derives the
  * state digest, bindlog_check (when linked in) finds nothing.
  *
- * Eio: in process.  The contract this test pins down:
- *   - eio before the commit (commit.begin, commit.append, commit.group,
- *     commit.before): the transaction is aborted, the call returns
- *     BINDLOG_EIO, nothing of the group is in the store, and the handle
- *     keeps working (nothing reached the disk, so there is nothing to
- *     distrust);
- *   - eio at commit.after (LMDB committed, then reported a failure): the
- *     call returns BINDLOG_EPANIC and every later write on every handle of
- *     the store in this process does too, until all are closed; after
- *     reopening, the store checks, and the event that got EPANIC may be
- *     there (here it is): EPANIC means "unknown", never "not applied".
+ * The points of the write path (src/lmdb/commit.c): commit.begin (the
+ * writers' lock taken, before deciding), commit.group (between two
+ * requests of a group), commit.append (after each event went into the
+ * frame), commit.before (the frame built, before room is made), wal.recycle
+ * (before a WRAP frame: the ring starts a lap), wal.append (before the
+ * frame's write), commit.after (written and recorded, not yet visible),
+ * wal.flush (before the FULL flush).  Of the checkpoint (ckpt.c):
+ * ckpt.begin (LMDB's transaction written, before its commit) and
+ * ckpt.after (committed, not yet published in the shared memory).  The
+ * kill runs use a 64 KiB log so that the ring wraps and the background
+ * checkpointer runs many times in each.
+ *
+ * Eio: in process, with the background checkpointer off.  The contract:
+ *   - eio before the frame is written (commit.begin, commit.append,
+ *     commit.group, commit.before, wal.recycle, wal.append): the call
+ *     returns BINDLOG_EIO, nothing of the group is in the store, and the
+ *     handle keeps working (a frame whose write failed is erased, so that
+ *     no recovery finds it);
+ *   - eio at commit.after (a write that reported failure after it was all
+ *     done) or wal.flush (the log's flush failed): the call returns
+ *     BINDLOG_EPANIC and every later write on every handle of the store in
+ *     this process does too, until all are closed; after reopening, the
+ *     store checks, and the event that got EPANIC may be there (here it
+ *     is): EPANIC means "unknown", never "not applied";
+ *   - eio at ckpt.begin or ckpt.after: the checkpoint fails (before or
+ *     after LMDB's commit), nothing is lost, writers go on, and the next
+ *     checkpoint completes it.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -69,6 +85,7 @@ static size_t kill_run(const char *spec, int expect_sig, const fu_workload *w)
     if (pid == 0) {
         fu_child_signals();
         close(p[0]);
+        unsetenv("BINDLOG_CHECKPOINT"); /* the background checkpointer runs here */
         set_failpoint(spec);
         int rc = fu_run_workload(dir, w, p[1]);
         fprintf(stderr, "failpoint %s never fired (workload rc %d)\n", spec, rc);
@@ -103,17 +120,24 @@ static void failpoints__kill_at_every_point(void **state)
 {
     (void)state;
     static const char *const points[] = {"commit.begin", "commit.append", "commit.before",
-                                         "commit.after"};
+                                         "wal.append", "commit.after", "wal.flush",
+                                         "wal.recycle", "ckpt.begin", "ckpt.after"};
     const int nths_short[] = {1, 4, 23}, nths_long[] = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89};
     const int *nths = long_mode() ? nths_long : nths_short;
     size_t nn = long_mode() ? 10 : 3;
     fu_workload w = FU_WORKLOAD_INIT;
     char spec[128];
 
+    w.log_size = 64 << 10;
+    w.events_per_thread = 150; /* about 4 laps of the ring */
     for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
         for (size_t j = 0; j < nn; j++) {
+            /* the ring wraps and checkpoints run a few times per run only:
+             * hits 1..3, each with other seeds in the long mode */
+            int rare = strncmp(points[i], "ckpt.", 5) == 0 || strcmp(points[i], "wal.recycle") == 0;
             w.seed = (unsigned)(i * 100 + j + 1);
-            snprintf(spec, sizeof(spec), "%s:kill:%d", points[i], nths[j]);
+            snprintf(spec, sizeof(spec), "%s:kill:%d", points[i],
+                     rare ? (int)(j % 3) + 1 : nths[j]);
             kill_run(spec, SIGKILL, &w);
         }
 }
@@ -127,6 +151,7 @@ static void failpoints__kill_inside_group_commit(void **state)
     char spec[128];
     const int nths[] = {1, 3, 9};
 
+    w.log_size = 64 << 10;
     for (size_t j = 0; j < sizeof(nths) / sizeof(nths[0]); j++) {
         w.seed = (unsigned)(j + 50);
         snprintf(spec, sizeof(spec), "commit.before:sleep=2,commit.group:kill:%d", nths[j]);
@@ -138,8 +163,10 @@ static void failpoints__abort_is_a_crash_too(void **state)
 {
     (void)state;
     fu_workload w = FU_WORKLOAD_INIT;
+    w.log_size = 64 << 10;
     kill_run("commit.before:abort:7", SIGABRT, &w);
     kill_run("commit.after:abort:7", SIGABRT, &w);
+    kill_run("ckpt.begin:abort:2", SIGABRT, &w);
 }
 
 /* ---- eio --------------------------------------------------------------------- */
@@ -187,7 +214,7 @@ static void failpoints__eio_before_commit_fails_cleanly(void **state)
 {
     (void)state;
     static const char *const points[] = {"commit.begin:eio", "commit.append:eio",
-                                         "commit.before:eio"};
+                                         "commit.before:eio", "wal.append:eio"};
 
     for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
         char *dir = tu_mkdtemp("fpeio");
@@ -252,9 +279,8 @@ static void failpoints__eio_in_a_batch_writes_nothing(void **state)
     free(dir);
 }
 
-static void failpoints__eio_after_commit_panics_sticky(void **state)
+static void eio_panics_sticky(const char *spec)
 {
-    (void)state;
     char *dir = tu_mkdtemp("fppanic");
     fu_ack acks[8];
     size_t n;
@@ -265,7 +291,7 @@ static void failpoints__eio_after_commit_panics_sticky(void **state)
 
     take(s, &before);
     assert_int_equal(bindlog_open(&s2, dir, NULL), 0); /* shares the environment */
-    set_failpoint("commit.after:eio");
+    set_failpoint(spec);
     assert_int_equal(bindlog_new_session(s, "fault:0", "s0-9", NULL, NULL, 0, &r),
                      BINDLOG_EPANIC);
     set_failpoint(NULL);
@@ -301,6 +327,50 @@ static void failpoints__eio_after_commit_panics_sticky(void **state)
     free(dir);
 }
 
+static void failpoints__eio_after_the_write_panics_sticky(void **state)
+{
+    (void)state;
+    eio_panics_sticky("commit.after:eio");
+    eio_panics_sticky("wal.flush:eio");
+}
+
+/* A checkpoint that fails before or after LMDB's commit loses nothing and
+ * leaves nothing half done: the next one completes it. */
+static void failpoints__eio_in_a_checkpoint_is_retried(void **state)
+{
+    (void)state;
+    static const char *const points[] = {"ckpt.begin:eio", "ckpt.after:eio"};
+    for (size_t i = 0; i < 2; i++) {
+        char *dir = tu_mkdtemp("fpckpt");
+        fu_ack acks[8];
+        size_t n;
+        snap before, after;
+        bindlog_stats st;
+        uint64_t lsn = 0;
+        bindlog *s = prepared(dir, acks, &n);
+
+        take(s, &before);
+        set_failpoint(points[i]);
+        assert_int_equal(bindlog_checkpoint(s, &lsn), BINDLOG_EIO);
+        set_failpoint(NULL);
+        take(s, &after);
+        assert_int_equal(after.head, before.head);
+        assert_memory_equal(after.digest, before.digest, BINDLOG_DIGEST_SIZE);
+        /* writers go on */
+        assert_int_equal(bindlog_invalidate(s, "fault:1", NULL, NULL), BINDLOG_APPLIED);
+        assert_int_equal(bindlog_checkpoint(s, &lsn), 0);
+        assert_int_equal(lsn, before.head + 1);
+        assert_int_equal(bindlog_stats_get(s, &st), 0);
+        assert_int_equal(st.checkpoint_lsn, before.head + 1);
+        print_message("  %s: the checkpoint fails, the next one folds LSNs up to %llu\n",
+                      points[i], (unsigned long long)lsn);
+        bindlog_close(s);
+        verify_dir(dir, acks, n);
+        tu_rmtree(dir);
+        free(dir);
+    }
+}
+
 static void failpoints__spec_parsing(void **state)
 {
     (void)state;
@@ -321,11 +391,13 @@ static void failpoints__spec_parsing(void **state)
 
 int main(void)
 {
+    setenv("BINDLOG_CHECKPOINT", "manual", 1); /* the in-process cases; kill runs unset it */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(failpoints__spec_parsing),
         cmocka_unit_test(failpoints__eio_before_commit_fails_cleanly),
         cmocka_unit_test(failpoints__eio_in_a_batch_writes_nothing),
-        cmocka_unit_test(failpoints__eio_after_commit_panics_sticky),
+        cmocka_unit_test(failpoints__eio_after_the_write_panics_sticky),
+        cmocka_unit_test(failpoints__eio_in_a_checkpoint_is_retried),
         cmocka_unit_test(failpoints__kill_at_every_point),
         cmocka_unit_test(failpoints__kill_inside_group_commit),
         cmocka_unit_test(failpoints__abort_is_a_crash_too),

@@ -76,7 +76,7 @@ DURABILITY_FULL = 0
 DURABILITY_NORMAL = 1
 DURABILITY_NONE = 2
 
-OPTIONS_VERSION = 2
+OPTIONS_VERSION = 3
 
 STAT_ERROR = OUTCOME_COUNT
 STAT_COLUMNS = OUTCOME_COUNT + 1
@@ -108,6 +108,8 @@ class bindlog_options(Structure):
         ("etcd_user", c_char_p),
         ("etcd_password", c_char_p),
         ("etcd_max_txn_ops", c_uint),
+        # version 3: the write-ahead log (0: the default size)
+        ("log_size", c_uint64),
     ]
 
 
@@ -194,6 +196,9 @@ class bindlog_stats(Structure):
         ("readers_max", c_uint),
         ("durability", c_int),
         ("format_version", c_uint),
+        ("checkpoint_lsn", c_uint64),
+        ("log_size", c_uint64),
+        ("log_used", c_uint64),
     ]
 
 

@@ -130,14 +130,23 @@ class WriterPool:
                 _post(lp, _wake, f)
 
     async def drain(self) -> None:
-        """Wait (without blocking the loop) until no job is queued or running."""
+        """Wait (without blocking the loop) until no job is queued or running,
+        and until the tasks awaiting their results have had them."""
         loop = asyncio.get_running_loop()
+        fut: "Optional[asyncio.Future[None]]" = None
         with self._lock:
-            if self._busy == 0:
-                return
-            fut: "asyncio.Future[None]" = loop.create_future()
-            self._drained.append((loop, fut))
-        await fut
+            if self._busy != 0:
+                fut = loop.create_future()
+                self._drained.append((loop, fut))
+        if fut is not None:
+            await fut
+        # Jobs that finished before this call (fast writes) may have left
+        # their results at the doorbell, its settling not yet run by the
+        # loop: settle them here, then yield once so that their tasks run.
+        bell = self._bell
+        if bell is not None and bell.loop is loop:
+            bell._settle_all()
+        await asyncio.sleep(0)
 
     def shutdown(self) -> None:
         """Refuse new jobs and let the threads end once the queue is empty."""

@@ -32,6 +32,7 @@ int main(void)
     F(bindlog_options, etcd_user);
     F(bindlog_options, etcd_password);
     F(bindlog_options, etcd_max_txn_ops);
+    F(bindlog_options, log_size);
 
     S(bindlog_result);
     F(bindlog_result, outcome);
@@ -132,6 +133,9 @@ int main(void)
     F(bindlog_stats, readers_max);
     F(bindlog_stats, durability);
     F(bindlog_stats, format_version);
+    F(bindlog_stats, checkpoint_lsn);
+    F(bindlog_stats, log_size);
+    F(bindlog_stats, log_used);
 
     S(bindlog_check_report);
     F(bindlog_check_report, problems);

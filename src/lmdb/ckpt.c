@@ -1,0 +1,536 @@
+/*
+ * ckpt.c -- the checkpoint: fold the log's tail into LMDB, then let the log
+ * space be reused; its background thread; quiescing the log for direct
+ * LMDB writes; the writers' lock and its repair (walenv.h).
+ *
+ * One checkpoint is one LMDB write transaction:
+ *   1. under the checkpointers' lock (shared memory), take the visible end
+ *      as the target (I1: never fold a frame that is not visible) and catch
+ *      the index up to it;
+ *   2. begin the write transaction and read LMDB's head H: that, not the
+ *      shared memory, is where the fold starts (a checkpointer that died
+ *      after its commit left the shared memory behind LMDB);
+ *   3. take the index's groups after H up to the target; put the newest
+ *      value of every (table, key) they touch, in key order (a key written
+ *      a thousand times since the last checkpoint is written once), and
+ *      append their records to the log table in LSN order (MDB_APPEND);
+ *   4. meta "wal" := the log position and chain after the last group, in
+ *      the same transaction as the meta puts the groups carry (head,
+ *      counts, statistics), so LMDB always names where recovery starts;
+ *   5. commit with LMDB's own syncs (FULL and NORMAL; none in NONE); then
+ *      publish the new checkpoint in the shared memory, wake writers waiting
+ *      for space, and trim the index.
+ * A checkpoint that fails leaves LMDB as it was and is retried later: a
+ * full disk is BINDLOG_ENOSPC, never a panic (LMDB writes its meta page
+ * only after every data page is written).
+ *
+ * The background thread runs in each process that has the store open for
+ * writing: woken by a leader when the tail passes a quarter of the log,
+ * and once a second otherwise (age), it folds whatever is visible.  A
+ * caller runs a checkpoint itself only when the log is full.
+ */
+#define _GNU_SOURCE
+#include "lmdb/walenv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/failpoint.h"
+#include "core/record.h"
+
+/* ---- the writers' lock ------------------------------------------------------ */
+
+int bl_wal_lock(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    bl_shm *m = w->shm.m;
+    int died, rc;
+
+    if (m == NULL)
+        return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
+    if ((rc = bl_shm_lock(&m->wlock, &died)) != 0)
+        return rc;
+    if (!died)
+        return 0;
+    /* Its last holder died holding it, maybe between writing a frame and
+     * recording it, or while recording it.  The log says what was written:
+     * scan from the recorded end (from the checkpoint if the record was
+     * being changed) and adopt every valid frame. */
+    bl_wal_at from, end;
+    uint32_t seq = atomic_load(&m->end_seq);
+    if (seq & 1) {
+        bl_shm_get_ckpt(m, &from);
+        atomic_store(&m->end_seq, seq + 1);
+    } else {
+        bl_shm_get_end(m, &from);
+    }
+    rc = bl_wal_scan(w->fd, w->cap, w->salt, &from, UINT64_MAX, NULL, NULL, &end);
+    if (rc == 0) {
+        bl_shm_set_end(m, &end);
+        if (atomic_load(&m->vis_lsn) > end.lsn)
+            bl_shm_set_vis(m, end.lsn);
+        pthread_mutex_consistent(&m->wlock);
+        return 0;
+    }
+    /* could not read the log: leave the lock unrecovered for the next one */
+    pthread_mutex_unlock(&m->wlock);
+    return rc;
+}
+
+void bl_wal_unlock(bl_env *e) { bl_shm_unlock(&e->wal->shm.m->wlock); }
+
+/* ---- folding ------------------------------------------------------------------ */
+
+typedef struct fold {
+    const bl_tver **puts;
+    size_t nputs, cap;
+} fold;
+
+static int ver_cmp(const void *a, const void *b)
+{
+    const bl_tver *x = *(const bl_tver *const *)a, *y = *(const bl_tver *const *)b;
+    if (x->table != y->table)
+        return x->table < y->table ? -1 : 1;
+    int c = bl_key_cmp(x->key, x->klen, y->key, y->klen);
+    if (c != 0)
+        return c;
+    return x->lsn < y->lsn ? -1 : x->lsn > y->lsn;
+}
+
+static int put(MDB_txn *txn, MDB_dbi dbi, const void *k, size_t kn, const void *v, size_t vn,
+               unsigned flags)
+{
+    MDB_val key = {kn, (void *)k}, val = {vn, (void *)v};
+    return mdb_put(txn, dbi, &key, &val, flags);
+}
+
+/* Apply groups gs[0..n) (records after H) to txn.  A raw LMDB code. */
+static int fold_groups(bl_env *e, MDB_txn *txn, bl_tgroup *const *gs, size_t n, fold *f)
+{
+    int rc = 0;
+    f->nputs = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < gs[i]->nver; j++) {
+            const bl_tver *v = &gs[i]->ver[j];
+            if (v->table == BL_DB_LOG)
+                continue;
+            if (f->nputs == f->cap) {
+                size_t nc = f->cap ? 2 * f->cap : 1024;
+                const bl_tver **np = realloc(f->puts, nc * sizeof(*np));
+                if (np == NULL)
+                    return ENOMEM;
+                f->puts = np;
+                f->cap = nc;
+            }
+            f->puts[f->nputs++] = v;
+        }
+    qsort(f->puts, f->nputs, sizeof(*f->puts), ver_cmp);
+    for (size_t i = 0; rc == 0 && i < f->nputs; i++) {
+        const bl_tver *v = f->puts[i];
+        if (i + 1 < f->nputs && f->puts[i + 1]->table == v->table &&
+            bl_key_cmp(f->puts[i + 1]->key, f->puts[i + 1]->klen, v->key, v->klen) == 0)
+            continue; /* a newer value of this key follows */
+        rc = put(txn, e->dbi[v->table], v->key, v->klen, v->val, v->vlen, 0);
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        for (uint32_t j = 0; rc == 0 && j < gs[i]->nver; j++) {
+            const bl_tver *v = &gs[i]->ver[j];
+            if (v->table == BL_DB_LOG)
+                rc = put(txn, e->dbi[BL_DB_LOG], v->key, 8, v->val, v->vlen, MDB_APPEND);
+        }
+    return rc;
+}
+
+/* Did LMDB mark its environment fatally failed (a failed meta write)? */
+static int lmdb_panicked(bl_env *e)
+{
+    MDB_txn *probe;
+    int p = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &probe);
+    if (p == 0)
+        mdb_txn_abort(probe);
+    return p == MDB_PANIC;
+}
+
+/* Publish LMDB's checkpoint in the shared memory if it is ahead (clock
+ * held). */
+static void publish_ckpt(bl_walenv *w, const bl_wal_at *at, int synced)
+{
+    bl_shm *m = w->shm.m;
+    bl_wal_at cur;
+    bl_shm_get_ckpt(m, &cur);
+    if (at->lsn > cur.lsn || (at->lsn == cur.lsn && at->pos != cur.pos))
+        bl_shm_set_ckpt(m, at);
+    if (!synced)
+        atomic_store(&m->ckpt_unsynced, 1);
+    if (atomic_load(&m->space_waiters) != 0)
+        bl_shm_wake(&m->space_futex);
+}
+
+/* One fold, the checkpointers' lock held.  *done: records folded. */
+static int fold_once(bl_env *e, uint64_t target, uint64_t *done)
+{
+    bl_walenv *w = e->wal;
+    fold f = {NULL, 0, 0};
+    int rc = 0;
+
+    *done = 0;
+    for (int attempt = 0;; attempt++) {
+        MDB_txn *txn;
+        bl_head head;
+        bl_wal_meta wm;
+        bl_tgroup **gs = NULL;
+        size_t n = 0, first = 0;
+        bl_wal_at base;
+
+        bl_map_rdlock(e);
+        int mrc = mdb_txn_begin(e->env, NULL, 0, &txn);
+        if (mrc == MDB_MAP_RESIZED) {
+            bl_map_unlock(e);
+            if ((rc = bl_env_resize(e, 1)) != 0)
+                break;
+            continue;
+        }
+        if (mrc != 0) {
+            bl_map_unlock(e);
+            rc = bl_mdb_error(mrc);
+            break;
+        }
+        if ((rc = bl_meta_get_head(e, txn, &head)) != 0 ||
+            (rc = bl_meta_get_wal(e, txn, &wm)) != 0) {
+            mdb_txn_abort(txn);
+            bl_map_unlock(e);
+            break;
+        }
+        if (head.lsn >= target) {
+            /* nothing to fold; make sure the shared memory knows LMDB's */
+            bl_wal_at at = {head.lsn, wm.pos, wm.chain};
+            mdb_txn_abort(txn);
+            bl_map_unlock(e);
+            publish_ckpt(w, &at, 1);
+            rc = 0;
+            break;
+        }
+        if ((rc = bl_tail_groups(&w->tail, target, &gs, &n, &base)) != 0) {
+            mdb_txn_abort(txn);
+            bl_map_unlock(e);
+            break;
+        }
+        while (first < n && gs[first]->last_lsn <= head.lsn)
+            first++;
+        if (first == n || gs[first]->first_lsn != head.lsn + 1 ||
+            gs[n - 1]->last_lsn != target) {
+            rc = bl_err_set(BINDLOG_ECORRUPT,
+                            "checkpoint: the log's tail in memory does not continue LMDB's "
+                            "head %llu up to %llu",
+                            (unsigned long long)head.lsn, (unsigned long long)target);
+            mdb_txn_abort(txn);
+            bl_map_unlock(e);
+            bl_tail_groups_free(gs, n);
+            break;
+        }
+        const bl_tgroup *last = gs[n - 1];
+        wm.pos = last->after.pos;
+        wm.chain = last->after.chain;
+        mrc = fold_groups(e, txn, gs + first, n - first, &f);
+        if (mrc == 0)
+            mrc = bl_meta_put_wal(e, txn, &wm);
+        if (mrc == 0 && (rc = BL_FAILPOINT("ckpt.begin")) != 0) {
+            mdb_txn_abort(txn);
+            bl_map_unlock(e);
+            bl_tail_groups_free(gs, n);
+            break;
+        }
+        if (mrc == 0) {
+            /* inside the write transaction: no other commit of this
+             * process can read the flags meanwhile */
+            mdb_env_set_flags(e->env, MDB_NOSYNC, w->ckpt_mode == BINDLOG_DURABILITY_NONE);
+            mrc = mdb_txn_commit(txn);
+        } else {
+            mdb_txn_abort(txn);
+        }
+        bl_map_unlock(e);
+        bl_wal_at at = {target, wm.pos, wm.chain};
+        bl_tail_groups_free(gs, n);
+        if (mrc == MDB_MAP_FULL && attempt < 64) {
+            if ((rc = bl_env_resize(e, 0)) != 0)
+                break;
+            continue;
+        }
+        if (mrc != 0) {
+            if (lmdb_panicked(e)) {
+                rc = bl_group_panic(&e->g);
+                bl_err_set(rc, "checkpoint: LMDB failed while writing its meta page: %s",
+                           mdb_strerror(mrc));
+            } else {
+                /* nothing reached a meta page: LMDB is as it was.  A short
+                 * write on a full file system (EIO) is a full disk too. */
+                rc = bl_write_error(e, mrc);
+                bl_err_set(rc, "checkpoint: %s", mdb_strerror(mrc));
+            }
+            break;
+        }
+        if ((rc = BL_FAILPOINT("ckpt.after")) != 0) {
+            /* committed; the shared memory is not told: the next
+             * checkpointer finds LMDB ahead and publishes it */
+            break;
+        }
+        publish_ckpt(w, &at, w->ckpt_mode != BINDLOG_DURABILITY_NONE);
+        *done = target - head.lsn;
+        rc = 0;
+        break;
+    }
+    free(f.puts);
+    return rc;
+}
+
+int bl_ckpt_run(bl_env *e, int wlock_held)
+{
+    bl_walenv *w = e->wal;
+    bl_shm *m = w->shm.m;
+    int died, rc;
+    uint64_t done = 0;
+
+    if (m == NULL || w->log_rdonly)
+        return 0;
+    if (bl_group_panicked(&e->g))
+        return BINDLOG_EPANIC;
+    if (wlock_held) {
+        /* frames written but not visible (their writer is flushing, or
+         * died before it could): flush and publish them, so they can be
+         * folded */
+        bl_wal_at end;
+        bl_shm_get_end(m, &end);
+        if (atomic_load(&m->vis_lsn) < end.lsn) {
+            if (w->ckpt_mode != BINDLOG_DURABILITY_NONE && (rc = bl_wal_sync(w->fd)) != 0)
+                return bl_group_panic(&e->g);
+            bl_shm_publish(m, end.lsn);
+        }
+    }
+    if ((rc = bl_shm_lock(&m->clock, &died)) != 0)
+        return rc;
+    if (died)
+        pthread_mutex_consistent(&m->clock); /* LMDB is the truth; nothing to repair */
+    uint64_t target = atomic_load(&m->vis_lsn);
+    rc = bl_wal_catch_up(e, target);
+    if (rc == 0)
+        rc = fold_once(e, target, &done);
+    bl_shm_unlock(&m->clock);
+    if (rc == 0) {
+        bl_wal_trim(e);
+        if (done)
+            atomic_fetch_add(&w->checkpoints, 1);
+    } else {
+        atomic_fetch_add(&w->ckpt_failures, 1);
+    }
+    return rc;
+}
+
+int bl_lmdb_checkpoint(bindlog *h, uint64_t *lsn)
+{
+    bl_env *e = h->e;
+    if (e->wal->shm.m == NULL || e->wal->log_rdonly)
+        return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
+    int rc = bl_ckpt_run(e, 0);
+    *lsn = atomic_load(&e->wal->shm.m->ckpt_lsn);
+    return rc;
+}
+
+/* ---- zero-filling the ring ------------------------------------------------------ */
+
+#define FILL_STEP ((size_t)256 << 10)
+
+/* Write zeros over the next part of the ring's first lap that neither a
+ * frame nor an earlier step wrote, beyond the written end (free space:
+ * nothing there is read), under the writers' lock so that no frame lands
+ * there meanwhile.  Returns 1 while there is more to fill, 0 when the ring
+ * is filled (or cannot be: a write failed), and records the progress in
+ * the log's header once done. */
+static int fill_step(bl_env *e)
+{
+    static const unsigned char zero[FILL_STEP];
+    bl_walenv *w = e->wal;
+    bl_shm *m = w->shm.m;
+    bl_wal_at end;
+    int more = 0;
+
+    if (atomic_load(&m->filled) >= w->cap)
+        return 0;
+    if (bl_wal_lock(e) != 0)
+        return 0;
+    bl_shm_get_end(m, &end);
+    uint64_t from = atomic_load(&m->filled);
+    if (end.pos >= w->cap) {
+        atomic_store(&m->filled, w->cap); /* the writers went all the way round */
+    } else {
+        if (from < end.pos)
+            from = end.pos;
+        uint64_t to = from + FILL_STEP < w->cap ? from + FILL_STEP : w->cap;
+        if (to > from && bl_wal_pwrite(w->fd, w->cap, from, zero, (size_t)(to - from)) != 0) {
+            bl_wal_unlock(e);
+            bl_err_clear();
+            return 0; /* a full disk, say: the writers fill it as they go */
+        }
+        atomic_store(&m->filled, to);
+        more = to < w->cap;
+    }
+    bl_wal_unlock(e);
+    /* the progress survives a restart (in the header: nothing trusts it
+     * but this), and the blocks' allocation is made durable before a
+     * frame's flush would have to */
+    bl_wal_set_filled(w->fd, w->cap, w->salt, atomic_load(&m->filled));
+    if (w->ckpt_mode != BINDLOG_DURABILITY_NONE)
+        bl_wal_sync(w->fd);
+    bl_err_clear();
+    return more;
+}
+
+/* ---- the background thread ------------------------------------------------ */
+
+typedef struct ckpt_arg {
+    bl_env *e;
+    unsigned gen; /* the thread runs while the environment's generation is this */
+} ckpt_arg;
+
+static void *ckpt_main(void *p)
+{
+    ckpt_arg a = *(ckpt_arg *)p;
+    bl_env *e = a.e;
+    bl_walenv *w = e->wal;
+    int64_t backoff_ms = 0;
+
+    free(p);
+    pthread_mutex_lock(&w->cmu);
+#define STOPPED (w->gen != a.gen)
+    while (!STOPPED) {
+        if (!w->kicked || backoff_ms) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ms = backoff_ms ? backoff_ms : 1000;
+            ts.tv_sec += (time_t)(ms / 1000);
+            ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&w->ccv, &w->cmu, &ts);
+        }
+        if (STOPPED)
+            break;
+        w->kicked = 0;
+        pthread_mutex_unlock(&w->cmu);
+        bl_shm *m = w->shm.m;
+        int rc = 0;
+        if (atomic_load(&m->vis_lsn) > atomic_load(&m->ckpt_lsn) && !bl_group_panicked(&e->g))
+            rc = bl_ckpt_run(e, 0);
+        /* the zero-fill, one step at a time while nobody asks to stop */
+        while (!bl_group_panicked(&e->g) && fill_step(e)) {
+            pthread_mutex_lock(&w->cmu);
+            int stop = STOPPED;
+            pthread_mutex_unlock(&w->cmu);
+            if (stop)
+                break;
+        }
+        /* a failure (a full disk) is retried later, more slowly each time */
+        backoff_ms = rc == 0 ? 0 : (backoff_ms ? (backoff_ms < 2000 ? 2 * backoff_ms : 4000) : 50);
+        pthread_mutex_lock(&w->cmu);
+    }
+    pthread_mutex_unlock(&w->cmu);
+#undef STOPPED
+    return NULL;
+}
+
+void bl_ckpt_kick(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    pthread_mutex_lock(&w->cmu);
+    if (!w->kicked) {
+        w->kicked = 1;
+        pthread_cond_signal(&w->ccv);
+    }
+    pthread_mutex_unlock(&w->cmu);
+}
+
+void bl_ckpt_want(bl_env *e)
+{
+    if (e->wal != NULL)
+        atomic_store(&e->wal->want_thread, 1);
+}
+
+int bl_ckpt_start(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    int rc = 0;
+    if (w == NULL || w->shm.m == NULL || w->log_rdonly || w->manual)
+        return 0;
+    pthread_mutex_lock(&w->cmu);
+    if (!w->thread_on) {
+        ckpt_arg *a = malloc(sizeof(*a));
+        if (a == NULL) {
+            rc = ENOMEM;
+        } else {
+            *a = (ckpt_arg){e, w->gen};
+            w->kicked = 1; /* start with the zero-fill of a new log */
+            rc = pthread_create(&w->thread, NULL, ckpt_main, a);
+            if (rc != 0)
+                free(a);
+        }
+        w->thread_on = rc == 0;
+    }
+    pthread_mutex_unlock(&w->cmu);
+    return rc == 0 ? 0 : BINDLOG_ENOMEM;
+}
+
+void bl_ckpt_stop(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    pthread_mutex_lock(&w->cmu);
+    int on = w->thread_on;
+    pthread_t t = w->thread;
+    w->thread_on = 0;
+    w->gen++; /* that thread's generation is over; a new one may start */
+    pthread_cond_broadcast(&w->ccv);
+    pthread_mutex_unlock(&w->cmu);
+    if (on)
+        pthread_join(t, NULL);
+}
+
+/* ---- direct LMDB writes ------------------------------------------------- */
+
+int bl_wal_quiesce(bl_env *e)
+{
+    int rc = bl_wal_lock(e);
+    if (rc != 0)
+        return rc;
+    if ((rc = bl_ckpt_run(e, 1)) != 0) {
+        bl_wal_unlock(e);
+        return rc;
+    }
+    return 0;
+}
+
+void bl_wal_resume(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    bl_shm *m = w->shm.m;
+    MDB_txn *txn;
+    bl_head head;
+    bl_wal_meta wm;
+
+    if (mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn) == 0) {
+        if (bl_meta_get_head(e, txn, &head) == 0 && bl_meta_get_wal(e, txn, &wm) == 0) {
+            bl_wal_at at = {head.lsn, wm.pos, wm.chain}, end;
+            bl_shm_get_end(m, &end);
+            if (at.lsn >= end.lsn) {
+                bl_shm_set_end(m, &at);
+                bl_shm_set_ckpt(m, &at);
+                bl_shm_publish(m, at.lsn);
+            }
+        }
+        mdb_txn_abort(txn);
+    }
+    bl_wal_unlock(e);
+    bl_wal_trim(e);
+}

@@ -1,0 +1,432 @@
+/*
+ * tail.c -- the index of the log's tail (tail.h).
+ */
+#define _GNU_SOURCE
+#include "lmdb/tail.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "bindlog.h"
+#include "core/record.h"
+#include "lmdb/store.h"
+
+int bl_key_cmp(const void *a, size_t an, const void *b, size_t bn)
+{
+    size_t n = an < bn ? an : bn;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c != 0)
+        return c;
+    return an < bn ? -1 : an > bn;
+}
+
+/* ---- groups ---------------------------------------------------------------- */
+
+bl_tgroup *bl_tgroup_make(const bl_wframe *f, const bl_wal_at *after)
+{
+    size_t nent = 0, off = 0;
+    bl_wentry e;
+
+    while (bl_wbody_next(f->body, f->body_len, &off, &e) > 0)
+        nent++;
+    size_t bytes = sizeof(bl_tgroup) + nent * sizeof(bl_tver) + (size_t)f->nrec * 8 +
+                   f->body_len;
+    bl_tgroup *g = malloc(bytes);
+    if (g == NULL)
+        return NULL;
+    memset(g, 0, sizeof(*g));
+    g->ver = (bl_tver *)(g + 1);
+    unsigned char *lsnkeys = (unsigned char *)(g->ver + nent);
+    unsigned char *body = lsnkeys + (size_t)f->nrec * 8;
+    memcpy(body, f->body, f->body_len);
+    atomic_init(&g->refs, 1);
+    g->first_lsn = f->first_lsn;
+    g->last_lsn = f->first_lsn + f->nrec - 1;
+    g->after = *after;
+    g->time_ms = f->time_ms;
+    g->bytes = bytes;
+
+    uint64_t lsn = f->first_lsn - 1;
+    uint32_t n = 0;
+    off = 0;
+    while (bl_wbody_next(body, f->body_len, &off, &e) > 0) {
+        bl_tver *v = &g->ver[n++];
+        memset(v, 0, sizeof(*v));
+        v->g = g;
+        if (e.kind == BL_WE_RECORD) {
+            lsn++;
+            unsigned char *k = lsnkeys + 8 * (lsn - f->first_lsn);
+            bl_put64be(k, lsn);
+            v->table = BL_DB_LOG;
+            v->key = k;
+            v->klen = 8;
+        } else {
+            v->table = e.table;
+            v->key = e.key;
+            v->klen = (uint32_t)e.klen;
+        }
+        v->val = e.val;
+        v->vlen = (uint32_t)e.vlen;
+        v->lsn = lsn;
+    }
+    g->nver = n;
+    return g;
+}
+
+void bl_tgroup_ref(bl_tgroup *g) { atomic_fetch_add(&g->refs, 1); }
+
+void bl_tgroup_unref(bl_tgroup *g)
+{
+    if (g != NULL && atomic_fetch_sub(&g->refs, 1) == 1)
+        free(g);
+}
+
+/* ---- the map ---------------------------------------------------------------- */
+
+static size_t slot_of(const bl_tail *t, unsigned table, const void *key, size_t klen)
+{
+    return (size_t)XXH3_64bits_withSeed(key, klen, table) & (t->nslots - 1);
+}
+
+static int same(const bl_tver *v, unsigned table, const void *key, size_t klen)
+{
+    return v->table == table && v->klen == klen && memcmp(v->key, key, klen) == 0;
+}
+
+/* The slot holding (table, key), or the empty slot where it would go. */
+static size_t find(const bl_tail *t, unsigned table, const void *key, size_t klen)
+{
+    size_t i = slot_of(t, table, key, klen);
+    while (t->slots[i] != NULL && !same(t->slots[i], table, key, klen))
+        i = (i + 1) & (t->nslots - 1);
+    return i;
+}
+
+static int grow(bl_tail *t)
+{
+    size_t n = t->nslots ? 2 * t->nslots : 1024;
+    bl_tver **old = t->slots;
+    size_t oldn = t->nslots;
+    bl_tver **s = calloc(n, sizeof(*s));
+    if (s == NULL)
+        return BINDLOG_ENOMEM;
+    t->slots = s;
+    t->nslots = n;
+    for (size_t i = 0; i < oldn; i++)
+        if (old[i] != NULL)
+            t->slots[find(t, old[i]->table, old[i]->key, old[i]->klen)] = old[i];
+    free(old);
+    return 0;
+}
+
+/* Delete slot i, shifting later members of its probe run back (no
+ * tombstones, so lookups stay short however often keys come and go). */
+static void delete_slot(bl_tail *t, size_t i)
+{
+    size_t mask = t->nslots - 1, j = i;
+    t->slots[i] = NULL;
+    t->used--;
+    for (;;) {
+        j = (j + 1) & mask;
+        bl_tver *v = t->slots[j];
+        if (v == NULL)
+            return;
+        size_t home = slot_of(t, v->table, v->key, v->klen);
+        /* v may move to i if its home is not in (i, j] (cyclically) */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            t->slots[i] = v;
+            t->slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+void bl_tail_init(bl_tail *t, const bl_wal_at *base)
+{
+    memset(t, 0, sizeof(*t));
+    pthread_rwlock_init(&t->lock, NULL);
+    t->base = t->end = *base;
+    atomic_init(&t->end_lsn, base->lsn);
+    atomic_init(&t->base_lsn, base->lsn);
+    atomic_init(&t->nver, 0);
+    atomic_init(&t->bytes, 0);
+}
+
+static void drop_all(bl_tail *t)
+{
+    while (t->oldest != NULL) {
+        bl_tgroup *g = t->oldest;
+        t->oldest = g->next;
+        bl_tgroup_unref(g);
+    }
+    t->newest = NULL;
+    if (t->slots != NULL)
+        memset(t->slots, 0, t->nslots * sizeof(*t->slots));
+    t->used = 0;
+    atomic_store(&t->nver, 0);
+    atomic_store(&t->bytes, 0);
+}
+
+void bl_tail_reset(bl_tail *t, const bl_wal_at *base)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    drop_all(t);
+    t->base = t->end = *base;
+    atomic_store(&t->end_lsn, base->lsn);
+    atomic_store(&t->base_lsn, base->lsn);
+    pthread_rwlock_unlock(&t->lock);
+}
+
+void bl_tail_destroy(bl_tail *t)
+{
+    drop_all(t);
+    free(t->slots);
+    t->slots = NULL;
+    pthread_rwlock_destroy(&t->lock);
+}
+
+int bl_tail_link(bl_tail *t, bl_tgroup *g)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    for (uint32_t i = 0; i < g->nver; i++) {
+        if ((t->used + 1) * 2 > t->nslots && grow(t) != 0) {
+            /* undo the versions linked so far and give up on the group */
+            for (uint32_t j = i; j-- > 0;) {
+                bl_tver *v = &g->ver[j];
+                size_t s = find(t, v->table, v->key, v->klen);
+                if (v->older != NULL) {
+                    v->older->newer = NULL;
+                    t->slots[s] = v->older;
+                } else {
+                    delete_slot(t, s);
+                }
+            }
+            pthread_rwlock_unlock(&t->lock);
+            return BINDLOG_ENOMEM;
+        }
+        bl_tver *v = &g->ver[i];
+        size_t s = find(t, v->table, v->key, v->klen);
+        v->newer = NULL;
+        v->older = t->slots[s];
+        if (v->older != NULL)
+            v->older->newer = v;
+        else
+            t->used++;
+        t->slots[s] = v;
+    }
+    g->next = NULL;
+    if (t->newest != NULL)
+        t->newest->next = g;
+    else
+        t->oldest = g;
+    t->newest = g;
+    t->end = g->after;
+    atomic_fetch_add(&t->nver, g->nver);
+    atomic_fetch_add(&t->bytes, g->bytes);
+    atomic_store(&t->end_lsn, t->end.lsn);
+    pthread_rwlock_unlock(&t->lock);
+    return 0;
+}
+
+void bl_tail_advance(bl_tail *t, const bl_wal_at *after)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    t->end = *after;
+    if (t->oldest == NULL)
+        t->base = *after; /* nothing before it to keep */
+    atomic_store(&t->end_lsn, t->end.lsn);
+    pthread_rwlock_unlock(&t->lock);
+}
+
+/* Unlink the oldest group's versions: each is the oldest of its key. */
+static void unlink_group(bl_tail *t, bl_tgroup *g)
+{
+    for (uint32_t i = 0; i < g->nver; i++) {
+        bl_tver *v = &g->ver[i];
+        if (v->newer != NULL) {
+            v->newer->older = NULL;
+            continue;
+        }
+        size_t s = find(t, v->table, v->key, v->klen);
+        if (t->slots[s] == v)
+            delete_slot(t, s);
+    }
+    atomic_fetch_sub(&t->nver, g->nver);
+    atomic_fetch_sub(&t->bytes, g->bytes);
+}
+
+int bl_tail_trim(bl_tail *t, const bl_wal_at *ckpt)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    if (t->pins > 0) {
+        pthread_rwlock_unlock(&t->lock);
+        return 0;
+    }
+    if (ckpt->lsn >= t->end.lsn) {
+        /* everything is in LMDB (or the log moved on without this index,
+         * after a direct write): restart at the checkpoint */
+        if (ckpt->lsn > t->end.lsn || ckpt->pos != t->end.pos)
+            t->end = *ckpt;
+        drop_all(t);
+        t->base = t->end;
+    } else {
+        while (t->oldest != NULL && t->oldest->last_lsn <= ckpt->lsn) {
+            bl_tgroup *g = t->oldest;
+            t->oldest = g->next;
+            if (t->oldest == NULL)
+                t->newest = NULL;
+            t->base = g->after;
+            unlink_group(t, g);
+            bl_tgroup_unref(g);
+        }
+    }
+    atomic_store(&t->base_lsn, t->base.lsn);
+    atomic_store(&t->end_lsn, t->end.lsn);
+    pthread_rwlock_unlock(&t->lock);
+    return 1;
+}
+
+void bl_tail_pin(bl_tail *t)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    t->pins++;
+    pthread_rwlock_unlock(&t->lock);
+}
+
+void bl_tail_unpin(bl_tail *t)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    t->pins--;
+    pthread_rwlock_unlock(&t->lock);
+}
+
+int bl_tail_get(bl_tail *t, unsigned table, const void *key, size_t klen, uint64_t bound,
+                bl_tail_copy_fn fn, void *ctx, int *fnrc)
+{
+    int found = 0;
+    if (atomic_load_explicit(&t->nver, memory_order_acquire) == 0)
+        return 0;
+    pthread_rwlock_rdlock(&t->lock);
+    if (t->nslots != 0) {
+        size_t s = find(t, table, key, klen);
+        for (const bl_tver *v = t->slots[s]; v != NULL; v = v->older)
+            if (v->lsn <= bound) {
+                *fnrc = fn(ctx, v);
+                found = 1;
+                break;
+            }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return found;
+}
+
+int bl_tail_groups(bl_tail *t, uint64_t bound, bl_tgroup ***out, size_t *n, bl_wal_at *base)
+{
+    size_t cnt = 0, cap = 16;
+    bl_tgroup **gs = malloc(cap * sizeof(*gs));
+    if (gs == NULL)
+        return BINDLOG_ENOMEM;
+    pthread_rwlock_rdlock(&t->lock);
+    *base = t->base;
+    for (bl_tgroup *g = t->oldest; g != NULL && g->first_lsn <= bound; g = g->next) {
+        if (cnt == cap) {
+            bl_tgroup **ng = realloc(gs, 2 * cap * sizeof(*gs));
+            if (ng == NULL) {
+                pthread_rwlock_unlock(&t->lock);
+                bl_tail_groups_free(gs, cnt);
+                return BINDLOG_ENOMEM;
+            }
+            gs = ng;
+            cap *= 2;
+        }
+        bl_tgroup_ref(g);
+        gs[cnt++] = g;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    *out = gs;
+    *n = cnt;
+    return 0;
+}
+
+void bl_tail_groups_free(bl_tgroup **gs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        bl_tgroup_unref(gs[i]);
+    free(gs);
+}
+
+/* ---- sorted views ----------------------------------------------------------- */
+
+static int tent_cmp(const void *a, const void *b)
+{
+    const bl_tent *x = a, *y = b;
+    int c = bl_key_cmp(x->key, x->klen, y->key, y->klen);
+    if (c != 0)
+        return c;
+    return x->lsn < y->lsn ? -1 : x->lsn > y->lsn;
+}
+
+int bl_tail_sorted(bl_tgroup *const *gs, size_t n, unsigned table, uint64_t above,
+                   uint64_t bound, bl_tent **out, size_t *count)
+{
+    size_t cnt = 0, cap = 0;
+    bl_tent *e = NULL;
+
+    *out = NULL;
+    *count = 0;
+    for (size_t i = 0; i < n; i++) {
+        const bl_tgroup *g = gs[i];
+        if (g->last_lsn <= above || g->first_lsn > bound)
+            continue;
+        for (uint32_t j = 0; j < g->nver; j++) {
+            const bl_tver *v = &g->ver[j];
+            if (v->table != table || v->lsn <= above || v->lsn > bound)
+                continue;
+            if (cnt == cap) {
+                size_t nc = cap ? 2 * cap : 64;
+                bl_tent *ne = realloc(e, nc * sizeof(*ne));
+                if (ne == NULL) {
+                    free(e);
+                    return BINDLOG_ENOMEM;
+                }
+                e = ne;
+                cap = nc;
+            }
+            e[cnt++] = (bl_tent){v->key, v->val, v->klen, v->vlen, v->lsn};
+        }
+    }
+    if (cnt == 0) {
+        free(e);
+        return 0;
+    }
+    /* LOG versions come in key order already; others need sorting */
+    if (table != BL_DB_LOG)
+        qsort(e, cnt, sizeof(*e), tent_cmp);
+    /* keep the newest of each key: the last of each run */
+    size_t w = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        if (i + 1 < cnt && bl_key_cmp(e[i].key, e[i].klen, e[i + 1].key, e[i + 1].klen) == 0)
+            continue;
+        e[w++] = e[i];
+    }
+    *out = e;
+    *count = w;
+    return 0;
+}
+
+const bl_tent *bl_tent_find(const bl_tent *e, size_t n, const void *key, size_t klen)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = bl_key_cmp(e[mid].key, e[mid].klen, key, klen);
+        if (c == 0)
+            return &e[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}

@@ -1,0 +1,135 @@
+/*
+ * tail.h -- this process's index of the log's tail: every put and record
+ * of the frames that LMDB does not hold yet, by (table, key).
+ *
+ * LMDB holds the state up to the checkpoint; the frames after it are the
+ * tail.  Each frame ingested (read from the log by catch-up, or the
+ * leader's own just written) becomes a *group*: one allocation with a
+ * copy of the frame's body and one *version* per entry: a record is a
+ * version of (log, be64 LSN), a put a version of (table, key), each tagged
+ * with the LSN of its record.  A hash map leads from (table, key) to its
+ * newest version, and versions of one key are linked newest to oldest.
+ *
+ * Readers ask for the newest version at or below a bound (the visible end:
+ * frames written but not yet flushed in FULL are in the index but above
+ * the bound).  A miss means LMDB has the answer: the index covers every
+ * frame after its base, and base is a checkpoint LMDB already holds.
+ *
+ * Groups are immutable once linked and reference-counted: a snapshot
+ * (iterators, maintenance) keeps the groups it reads, so trimming the
+ * index after a checkpoint never pulls memory from under it.
+ *
+ * Locking: `lock` (a reader-writer lock) guards the map, the list and the
+ * ends; point reads take it shared for a lookup and a copy.  Linking and
+ * trimming take it exclusive for as long as the map changes.  Trimming
+ * waits while a leader has the index pinned (bl_tail_pin): its decisions
+ * read LMDB through a snapshot taken when it started, so the index must go
+ * on covering everything after that snapshot until it is done.
+ */
+#ifndef BL_TAIL_H
+#define BL_TAIL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lmdb/wal.h"
+
+typedef struct bl_tgroup bl_tgroup;
+
+typedef struct bl_tver {
+    struct bl_tver *older, *newer; /* versions of the same (table, key) */
+    const unsigned char *key, *val;
+    uint32_t klen, vlen;
+    uint64_t lsn;                  /* the record it belongs to */
+    unsigned table;                /* BL_DB_* */
+    bl_tgroup *g;
+} bl_tver;
+
+struct bl_tgroup {
+    bl_tgroup *next;               /* the next newer group of the index */
+    atomic_int refs;               /* the index's while linked, plus snapshots' */
+    uint64_t first_lsn, last_lsn;  /* its records */
+    bl_wal_at after;               /* the log point after its frame */
+    int64_t time_ms;
+    uint32_t nver;
+    bl_tver *ver;
+    size_t bytes;                  /* memory it holds */
+};
+
+typedef struct bl_tail {
+    pthread_rwlock_t lock;
+    bl_tgroup *oldest, *newest;
+    bl_wal_at base;                /* the index covers the log after this point */
+    bl_wal_at end;                 /* ... up to this one */
+    _Atomic uint64_t end_lsn;      /* end.lsn and base.lsn, read without the lock */
+    _Atomic uint64_t base_lsn;
+    _Atomic uint64_t nver;         /* versions in the map (0: skip the lookup) */
+    _Atomic uint64_t bytes;        /* memory of the linked groups */
+    int pins;                      /* leaders deciding: no trimming meanwhile */
+    bl_tver **slots;               /* open addressing, linear probing */
+    size_t nslots, used;
+} bl_tail;
+
+void bl_tail_init(bl_tail *t, const bl_wal_at *base);
+void bl_tail_destroy(bl_tail *t);
+/* Empty the index and start it at base. */
+void bl_tail_reset(bl_tail *t, const bl_wal_at *base);
+
+/* Make a group of a valid frame (not a WRAP) ending at `after`: it copies
+ * the body.  NULL when out of memory. */
+bl_tgroup *bl_tgroup_make(const bl_wframe *f, const bl_wal_at *after);
+void bl_tgroup_ref(bl_tgroup *g);
+void bl_tgroup_unref(bl_tgroup *g);
+
+/* Link g as the newest group (its frame follows t->end) and take its
+ * reference.  A WRAP frame only moves the end: bl_tail_advance. */
+int bl_tail_link(bl_tail *t, bl_tgroup *g);
+void bl_tail_advance(bl_tail *t, const bl_wal_at *after);
+
+/* The checkpoint reached `ckpt`: drop the groups it covers (all of them,
+ * and restart the index at ckpt, when ckpt is at or past the end).
+ * Returns 1 if done, 0 if deferred because a leader pins the index. */
+int bl_tail_trim(bl_tail *t, const bl_wal_at *ckpt);
+
+void bl_tail_pin(bl_tail *t);
+void bl_tail_unpin(bl_tail *t);
+
+/* Called with the newest version <= bound of (table, key), under the
+ * index's shared lock: copy what is needed.  Returns its code. */
+typedef int (*bl_tail_copy_fn)(void *ctx, const bl_tver *v);
+
+/* Look (table, key) up: 1 (found: fn's code is in *fnrc), 0 (not in the
+ * tail at or below bound: LMDB has the answer). */
+int bl_tail_get(bl_tail *t, unsigned table, const void *key, size_t klen, uint64_t bound,
+                bl_tail_copy_fn fn, void *ctx, int *fnrc);
+
+/* The groups with records <= bound, referenced, oldest first (*out
+ * malloc'ed; free with bl_tail_groups_free), and the index's base at the
+ * time.  0 or BINDLOG_ENOMEM. */
+int bl_tail_groups(bl_tail *t, uint64_t bound, bl_tgroup ***out, size_t *n, bl_wal_at *base);
+void bl_tail_groups_free(bl_tgroup **gs, size_t n);
+
+/* ---- sorted views of pinned groups (snapshots) ------------------------- */
+
+/* One (key, value) of a table, the newest in the view. */
+typedef struct bl_tent {
+    const unsigned char *key, *val;
+    uint32_t klen, vlen;
+    uint64_t lsn;
+} bl_tent;
+
+/* The entries of `table` among groups gs[0..n) with above < lsn <= bound,
+ * newest per key, sorted by key bytes.  *out malloc'ed (NULL when empty).
+ * 0 or BINDLOG_ENOMEM. */
+int bl_tail_sorted(bl_tgroup *const *gs, size_t n, unsigned table, uint64_t above,
+                   uint64_t bound, bl_tent **out, size_t *count);
+
+/* Binary search a sorted view.  The entry or NULL. */
+const bl_tent *bl_tent_find(const bl_tent *e, size_t n, const void *key, size_t klen);
+
+/* Compare two keys as LMDB does by default (bytes, then length). */
+int bl_key_cmp(const void *a, size_t an, const void *b, size_t bn);
+
+#endif /* BL_TAIL_H */

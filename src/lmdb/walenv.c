@@ -1,0 +1,552 @@
+/*
+ * walenv.c -- the write-ahead log of one environment: opening (creation,
+ * recovery, attaching to the shared memory), catch-up of the index,
+ * the visible end for reads, bindlog_wait(), closing (walenv.h).
+ *
+ * Opening.  The shared-memory file says whether other processes have the
+ * store open (shm.c):
+ *   - alone: this process owns the truth-finding.  It creates the store if
+ *     there is none (the log file first, preallocated; then LMDB's tables
+ *     and meta records in one transaction), then *recovers*: LMDB's meta
+ *     "head" and "wal" name the checkpoint and the log position right after
+ *     it; the scan (wal.c) reads the valid prefix of the log from there,
+ *     frame by frame, into the index.  The shared memory is rebuilt with
+ *     that end as both the written and the visible end.  Nothing is written
+ *     into LMDB: the next checkpoint folds the recovered frames like any
+ *     others, so opening stays cheap whatever the tail holds.
+ *   - not alone: the shared memory is live; the index starts at its
+ *     checkpoint and catches up to its visible end.
+ *   - private (a read-only handle that cannot open the shared file: it is
+ *     missing, or not writable by this user): recovery into the index as if
+ *     alone, and every read probes the log for frames after the index's end
+ *     (a pread of one header when nothing is new).  Nothing is created.
+ *
+ * Reads.  A read of the current state compares the shared visible end with
+ * the index's end (two loads), catches up when the log moved, trims the
+ * index when the checkpoint moved, and then looks the key up in the index
+ * at or below the visible end before it asks LMDB (I3, walenv.h).
+ */
+#define _GNU_SOURCE
+#include "lmdb/walenv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/record.h"
+
+/* ---- meta "wal" ------------------------------------------------------------ */
+
+int bl_meta_get_wal(bl_env *e, MDB_txn *txn, bl_wal_meta *m)
+{
+    MDB_val k = {3, (void *)"wal"}, v;
+    int rc = mdb_get(txn, e->dbi[BL_DB_META], &k, &v);
+    memset(m, 0, sizeof(*m));
+    if (rc == MDB_NOTFOUND)
+        return BINDLOG_ENOTFOUND;
+    if (rc != 0)
+        return bl_mdb_error(rc);
+    if (v.mv_size != BL_META_WAL_SIZE)
+        return bl_err_set(BINDLOG_ECORRUPT, "meta \"wal\" is %zu bytes, not %d", v.mv_size,
+                          BL_META_WAL_SIZE);
+    const unsigned char *p = v.mv_data;
+    m->salt = bl_get64(p);
+    m->cap = bl_get64(p + 8);
+    m->pos = bl_get64(p + 16);
+    m->chain = bl_get64(p + 24);
+    if (m->cap < BL_WAL_MIN_CAP || m->cap > BL_WAL_MAX_CAP || m->cap % 8 != 0)
+        return bl_err_set(BINDLOG_ECORRUPT, "meta \"wal\" names a %llu-byte log",
+                          (unsigned long long)m->cap);
+    return 0;
+}
+
+int bl_meta_put_wal(bl_env *e, MDB_txn *txn, const bl_wal_meta *m)
+{
+    unsigned char b[BL_META_WAL_SIZE];
+    MDB_val k = {3, (void *)"wal"}, v = {sizeof b, b};
+    bl_put64(b, m->salt);
+    bl_put64(b + 8, m->cap);
+    bl_put64(b + 16, m->pos);
+    bl_put64(b + 24, m->chain);
+    return mdb_put(txn, e->dbi[BL_DB_META], &k, &v, 0);
+}
+
+/* ---- ingesting frames ------------------------------------------------------- */
+
+static int ingest_frame(bl_tail *t, const bl_wframe *f, const bl_wal_at *after)
+{
+    if (f->flags & BL_WF_WRAP) {
+        bl_tail_advance(t, after);
+        return 0;
+    }
+    bl_tgroup *g = bl_tgroup_make(f, after);
+    if (g == NULL)
+        return BINDLOG_ENOMEM;
+    int rc = bl_tail_link(t, g);
+    if (rc != 0)
+        bl_tgroup_unref(g);
+    return rc;
+}
+
+static int scan_cb(void *ctx, const bl_wframe *f, const bl_wal_at *after)
+{
+    return ingest_frame(ctx, f, after);
+}
+
+/* Where LMDB's checkpoint leaves the log: meta "head" and "wal". */
+static int lmdb_point(bl_env *e, bl_wal_at *at, bl_wal_meta *wm)
+{
+    MDB_txn *txn;
+    bl_head head;
+    int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0)
+        return bl_mdb_error(rc);
+    rc = bl_meta_get_head(e, txn, &head);
+    if (rc == 0)
+        rc = bl_meta_get_wal(e, txn, wm);
+    mdb_txn_abort(txn);
+    if (rc == BINDLOG_ENOTFOUND)
+        return bl_err_set(BINDLOG_ECORRUPT, "meta \"wal\" is missing: not a format %d store",
+                          BINDLOG_FORMAT_VERSION);
+    if (rc != 0)
+        return rc;
+    at->lsn = head.lsn;
+    at->pos = wm->pos;
+    at->chain = wm->chain;
+    return 0;
+}
+
+/* Catch up on frames after the index's end: up to `lsn` (UINT64_MAX: as
+ * far as the log is valid, the private mode's probe).  Caller holds
+ * w->ingest. */
+static int catch_up_locked(bl_env *e, uint64_t lsn)
+{
+    bl_walenv *w = e->wal;
+    bl_tail *t = &w->tail;
+    bl_wframe f;
+    int rc = 0, resyncs = 0;
+
+    for (;;) {
+        bl_wal_at at;
+        pthread_rwlock_rdlock(&t->lock);
+        at = t->end;
+        pthread_rwlock_unlock(&t->lock);
+        if (lsn != UINT64_MAX && at.lsn >= lsn)
+            return 0;
+        rc = bl_wreader_frame(&w->rd, w->salt, &at, &f);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            bl_wal_at next = {at.lsn + f.nrec, bl_wframe_next(&f, w->cap), f.sum};
+            if ((rc = ingest_frame(t, &f, &next)) != 0)
+                return rc;
+            continue;
+        }
+        /* No valid frame here.  Either the checkpoint moved past this
+         * point and the space was reused (restart at the checkpoint), or
+         * this is the end of the log. */
+        bl_wal_at ck;
+        bl_wal_meta wm;
+        if (w->shm.m != NULL)
+            bl_shm_get_ckpt(w->shm.m, &ck);
+        else if ((rc = lmdb_point(e, &ck, &wm)) != 0)
+            return rc;
+        if (ck.lsn >= at.lsn && (ck.lsn > at.lsn || ck.pos != at.pos) && resyncs < 64) {
+            resyncs++;
+            if (!bl_tail_trim(t, &ck)) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL); /* a leader pins the index: shortly */
+            }
+            continue;
+        }
+        if (lsn == UINT64_MAX)
+            return 0; /* private mode: this is the end for now */
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "%s: no valid frame at position %llu (LSN %llu expected, the log "
+                          "says LSNs up to %llu exist): the log is damaged",
+                          BL_WAL_FILE, (unsigned long long)at.pos,
+                          (unsigned long long)at.lsn + 1, (unsigned long long)lsn);
+    }
+}
+
+int bl_wal_catch_up(bl_env *e, uint64_t lsn)
+{
+    bl_walenv *w = e->wal;
+    if (lsn != UINT64_MAX && atomic_load(&w->tail.end_lsn) >= lsn)
+        return 0;
+    pthread_mutex_lock(&w->ingest);
+    int rc = catch_up_locked(e, lsn);
+    pthread_mutex_unlock(&w->ingest);
+    return rc;
+}
+
+void bl_wal_trim(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    if (w->shm.m == NULL)
+        return;
+    uint64_t ck = atomic_load_explicit(&w->shm.m->ckpt_lsn, memory_order_acquire);
+    if (ck <= atomic_load_explicit(&w->tail.base_lsn, memory_order_acquire))
+        return;
+    bl_wal_at at;
+    bl_shm_get_ckpt(w->shm.m, &at);
+    /* trimming past the end restarts the index; that is catch-up's job,
+     * under the ingest lock, so that no frame is linked on a stale end */
+    pthread_mutex_lock(&w->ingest);
+    bl_tail_trim(&w->tail, &at);
+    pthread_mutex_unlock(&w->ingest);
+}
+
+int bl_wal_read_bound(bl_env *e, uint64_t *bound)
+{
+    bl_walenv *w = e->wal;
+    int rc;
+
+    if (w->shm.m == NULL) {
+        /* private mode: whatever valid frames the log has now */
+        if ((rc = bl_wal_catch_up(e, UINT64_MAX)) != 0)
+            return rc;
+        *bound = atomic_load(&w->tail.end_lsn);
+        return 0;
+    }
+    uint64_t vis = atomic_load_explicit(&w->shm.m->vis_lsn, memory_order_acquire);
+    bl_wal_trim(e);
+    if (vis > atomic_load_explicit(&w->tail.end_lsn, memory_order_acquire) &&
+        (rc = bl_wal_catch_up(e, vis)) != 0)
+        return rc;
+    *bound = vis;
+    return 0;
+}
+
+typedef struct copy_ctx {
+    unsigned char **buf;
+    size_t *cap, *len;
+} copy_ctx;
+
+static int copy_val(void *ctx, const bl_tver *v)
+{
+    copy_ctx *c = ctx;
+    if (v->vlen > *c->cap) {
+        size_t n = v->vlen < 256 ? 256 : v->vlen;
+        unsigned char *nb = realloc(*c->buf, n);
+        if (nb == NULL)
+            return BINDLOG_ENOMEM;
+        *c->buf = nb;
+        *c->cap = n;
+    }
+    if (v->vlen)
+        memcpy(*c->buf, v->val, v->vlen);
+    *c->len = v->vlen;
+    return 0;
+}
+
+int bl_wal_tail_get(bl_env *e, unsigned table, const void *key, size_t klen, uint64_t bound,
+                    unsigned char **buf, size_t *cap, size_t *len)
+{
+    copy_ctx c = {buf, cap, len};
+    int fnrc = 0;
+    if (!bl_tail_get(&e->wal->tail, table, key, klen, bound, copy_val, &c, &fnrc))
+        return 0;
+    return fnrc < 0 ? fnrc : 1;
+}
+
+uint64_t bl_wal_head(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    if (w->shm.m != NULL)
+        return atomic_load(&w->shm.m->vis_lsn);
+    return atomic_load(&w->tail.end_lsn);
+}
+
+uint64_t bl_wal_used(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    if (w->shm.m == NULL)
+        return 0;
+    uint64_t end = atomic_load(&w->shm.m->end_pos), ck = atomic_load(&w->shm.m->ckpt_pos);
+    return end > ck ? end - ck : 0;
+}
+
+/* ---- opening ------------------------------------------------------------------ */
+
+static uint64_t new_salt(void)
+{
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s || s == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
+            ((uint64_t)getpid() << 32);
+    }
+    return s ? s : 1;
+}
+
+static uint64_t cap_of(const bindlog_options *o)
+{
+    uint64_t c = o->log_size ? (uint64_t)o->log_size : BL_WAL_DEFAULT_CAP;
+    c = (c + 4095) & ~(uint64_t)4095;
+    if (c < BL_WAL_MIN_CAP)
+        c = BL_WAL_MIN_CAP;
+    if (c > BL_WAL_MAX_CAP)
+        c = BL_WAL_MAX_CAP;
+    return c;
+}
+
+/* Recover the log from LMDB's checkpoint into the index; *end gets the
+ * point after the last valid frame. */
+static int recover(bl_env *e, const bl_wal_at *start, bl_wal_at *end)
+{
+    bl_walenv *w = e->wal;
+    int rc = bl_wal_scan(w->fd, w->cap, w->salt, start, UINT64_MAX, scan_cb, &w->tail, end);
+    if (rc != 0)
+        return rc;
+    return 0;
+}
+
+static void walenv_free(bl_walenv *w)
+{
+    if (w == NULL)
+        return;
+    bl_shm_close(&w->shm);
+    if (w->fd >= 0)
+        close(w->fd);
+    bl_tail_destroy(&w->tail);
+    bl_wreader_free(&w->rd);
+    pthread_mutex_destroy(&w->ingest);
+    pthread_mutex_destroy(&w->cmu);
+    pthread_cond_destroy(&w->ccv);
+    bl_commit_free(w->build);
+    free(w);
+}
+
+/* 1 if the store's tables exist (with the magic), 0 if not, <0 error. */
+static int store_exists(bl_env *e)
+{
+    MDB_txn *txn;
+    MDB_dbi meta;
+    int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0)
+        return bl_mdb_error(rc);
+    rc = mdb_dbi_open(txn, "meta", 0, &meta);
+    if (rc == 0) {
+        MDB_val k = {5, (void *)"magic"}, v;
+        rc = mdb_get(txn, meta, &k, &v) == 0 ? 1 : 0;
+    } else {
+        rc = rc == MDB_NOTFOUND ? 0 : bl_mdb_error(rc);
+    }
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+/* The steps of an open that found itself alone (or private). */
+static int open_alone(bl_env *e, const bindlog_options *o, int may_create, int private_mode,
+                      bl_wal_at *ck, bl_wal_at *end)
+{
+    bl_walenv *w = e->wal;
+    bl_wal_meta wm;
+    int rc = store_exists(e);
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
+        if (!may_create || private_mode)
+            return bl_env_init_tables(e, 0, 0, 0); /* says why it is not a store */
+        uint64_t salt = new_salt(), cap = cap_of(o);
+        if ((rc = bl_wal_create(e->path, cap, salt, o->durability == BINDLOG_DURABILITY_NONE)) !=
+            0)
+            return rc;
+        if ((rc = bl_env_init_tables(e, 1, salt, cap)) != 0) {
+            bl_wal_remove(e->path); /* no store names it: leave nothing behind */
+            return rc;
+        }
+    } else if ((rc = bl_env_init_tables(e, 0, 0, 0)) != 0) {
+        return rc;
+    }
+    if ((rc = lmdb_point(e, ck, &wm)) != 0)
+        return rc;
+    w->salt = wm.salt;
+    w->cap = wm.cap;
+    rc = bl_wal_open(e->path, w->log_rdonly, w->cap, w->salt, &w->fd);
+    if (rc != 0)
+        return rc;
+    bl_wreader_init(&w->rd, w->fd, w->cap);
+    bl_tail_reset(&w->tail, ck);
+    if ((rc = recover(e, ck, end)) != 0)
+        return rc;
+    /* Recovered frames may be only in the page cache (a process crash in
+     * NORMAL, or before a FULL flush): make them durable before anyone
+     * reads them, unless this store runs without flushes. */
+    if (!w->log_rdonly && end->lsn > ck->lsn && o->durability != BINDLOG_DURABILITY_NONE &&
+        (rc = bl_wal_sync(w->fd)) != 0)
+        return rc;
+    return 0;
+}
+
+/* Attach to a live shared memory: the index starts at its checkpoint. */
+static int open_attached(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    bl_wal_meta wm;
+    bl_wal_at ck;
+    int rc = bl_env_init_tables(e, 0, 0, 0);
+    if (rc != 0)
+        return rc;
+    if ((rc = lmdb_point(e, &ck, &wm)) != 0)
+        return rc;
+    if (!bl_shm_valid(&w->shm, wm.salt, wm.cap))
+        return BINDLOG_EBUSY; /* being rebuilt, or stale: try again */
+    w->salt = wm.salt;
+    w->cap = wm.cap;
+    if ((rc = bl_wal_open(e->path, w->log_rdonly, w->cap, w->salt, &w->fd)) != 0)
+        return rc;
+    bl_wreader_init(&w->rd, w->fd, w->cap);
+    bl_shm_get_ckpt(w->shm.m, &ck);
+    bl_tail_reset(&w->tail, &ck);
+    return bl_wal_catch_up(e, atomic_load(&w->shm.m->vis_lsn));
+}
+
+int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
+{
+    bl_walenv *w = calloc(1, sizeof(*w));
+    const char *cm = getenv("BINDLOG_CHECKPOINT");
+    int rc = 0, alone = 0;
+
+    if (w == NULL)
+        return BINDLOG_ENOMEM;
+    w->fd = -1;
+    w->shm.fd = -1;
+    pthread_mutex_init(&w->ingest, NULL);
+    pthread_mutex_init(&w->cmu, NULL);
+    pthread_cond_init(&w->ccv, NULL);
+    bl_tail_init(&w->tail, &(bl_wal_at){0, 0, 0});
+    w->manual = cm != NULL && strcmp(cm, "manual") == 0;
+    w->ckpt_mode = o->durability;
+    w->log_rdonly = e->env_rdonly || o->read_only;
+    e->wal = w;
+
+    for (int attempt = 0;; attempt++) {
+        bl_wal_at ck, end;
+        rc = bl_shm_open(e->path, o->read_only || e->env_rdonly, &w->shm, &alone);
+        if (rc == BINDLOG_ENOTFOUND || (rc == BINDLOG_EACCES && o->read_only)) {
+            /* a read-only handle without the shared file: private mode */
+            bl_err_clear();
+            w->shm.m = NULL;
+            rc = open_alone(e, o, 0, 1, &ck, &end);
+            break;
+        }
+        if (rc != 0 && rc != BINDLOG_EBUSY)
+            break;
+        if (rc == 0 && alone) {
+            rc = open_alone(e, o, may_create, 0, &ck, &end);
+            if (rc == 0)
+                rc = bl_shm_init(&w->shm, w->salt, w->cap, &end, &ck);
+            if (rc == 0) {
+                uint64_t filled = bl_wal_filled(w->fd, w->cap);
+                /* a log that went round once was written all over */
+                atomic_store(&w->shm.m->filled, end.pos >= w->cap ? w->cap : filled);
+                rc = bl_shm_share(&w->shm);
+            }
+            break;
+        }
+        if (rc == 0 && (rc = open_attached(e)) != BINDLOG_EBUSY)
+            break;
+        /* the shared file is being set up, or was left half set up by a
+         * process that died: let go and start over */
+        bl_shm_close(&w->shm);
+        if (w->fd >= 0) {
+            close(w->fd);
+            w->fd = -1;
+        }
+        bl_wreader_free(&w->rd);
+        if (attempt >= 200) {
+            rc = bl_err_set(BINDLOG_EBUSY, "%s: the shared memory stays unusable",
+                            BL_SHM_FILE);
+            break;
+        }
+        struct timespec ts = {0, (long)(1 + (attempt % 10)) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (rc != 0) {
+        bl_shm_discard(&w->shm); /* if this open made it and holds it alone */
+        walenv_free(w);
+        e->wal = NULL;
+        return rc;
+    }
+    w->trigger = w->cap / 4;
+    bl_group_hold(&e->g, 1); /* FULL: what arrives during a flush is one group */
+    return 0;
+}
+
+void bl_walenv_finish(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    if (w == NULL)
+        return;
+    bl_ckpt_stop(e);
+    /* the last handle of a writing process folds what it can, so that a
+     * store at rest has an empty log (and opens in a few milliseconds) */
+    if (!w->log_rdonly && w->shm.m != NULL && !bl_group_panicked(&e->g))
+        bl_ckpt_run(e, 0);
+}
+
+void bl_walenv_close(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    if (w == NULL)
+        return;
+    bl_ckpt_stop(e);
+    walenv_free(w);
+    e->wal = NULL;
+}
+
+/* ---- bindlog_wait --------------------------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int private_head(bindlog *h, uint64_t *head)
+{
+    uint64_t b = 0;
+    int rc = bl_wal_read_bound(h->e, &b);
+    *head = b;
+    return rc;
+}
+
+/* A sleep on the shared memory's head word: the publisher of a frame
+ * wakes it (shm.c), across processes.  An idle waiter costs nothing but a
+ * sleeping thread; a wake-up costs one system call per publisher only
+ * while somebody waits. */
+int bl_lmdb_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head)
+{
+    bl_env *e = h->e;
+    bl_walenv *w = e->wal;
+    if (bl_group_panicked(&e->g))
+        return BINDLOG_EPANIC;
+    if (w->shm.m == NULL)
+        return bl_wait_poll(h, after_lsn, timeout_ms, head, private_head, 5);
+    bl_shm *m = w->shm.m;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+    for (;;) {
+        atomic_fetch_add(&m->head_waiters, 1);
+        uint32_t seen = atomic_load(&m->head_futex);
+        uint64_t vis = atomic_load(&m->vis_lsn);
+        int64_t left = deadline - mono_ms();
+        if (vis > after_lsn || left <= 0) {
+            atomic_fetch_sub(&m->head_waiters, 1);
+            *head = vis;
+            return 0;
+        }
+        bl_shm_sleep(&m->head_futex, seen, timeout_ms < 0 ? -1 : left);
+        atomic_fetch_sub(&m->head_waiters, 1);
+        if (bl_group_panicked(&e->g))
+            return BINDLOG_EPANIC;
+    }
+}

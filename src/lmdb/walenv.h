@@ -1,0 +1,154 @@
+/*
+ * walenv.h -- the write-ahead log of one environment (one store in one
+ * process): the log file, the shared memory, this process's index of the
+ * tail, the background checkpointer, and the operations built on them.
+ *
+ *   walenv.c   open (creation, recovery, attaching), catch-up, close,
+ *              the visible end for reads, bindlog_wait()
+ *   commit.c   the write path: decide against LMDB + the tail, append a
+ *              frame, flush, publish
+ *   ckpt.c     the checkpoint: fold the tail into LMDB, recycle the log;
+ *              its background thread; quiescing for direct LMDB writes
+ *   snap.c     snapshots: an LMDB read transaction plus the tail, for
+ *              iterators, statistics, the digest and maintenance
+ *
+ * The invariants every part keeps (docs/design.md, "The write-ahead log"):
+ *   I1  ckpt <= vis <= end (LSNs): the checkpoint folds only visible
+ *       frames, and only written frames become visible.
+ *   I2  LMDB's meta "head" is the checkpoint (or later, after a direct
+ *       write), and meta "wal" names the log position and chain right
+ *       after it: recovery starts there.
+ *   I3  The index covers the log from its base to its end, and its base
+ *       is a checkpoint that LMDB holds: a miss in the index is answered
+ *       by any LMDB snapshot begun after the miss.
+ *   I4  Log space before the checkpoint's position is overwritten only
+ *       after that checkpoint is durable in LMDB (as durable as the mode
+ *       of the writer about to overwrite it asks).
+ */
+#ifndef BL_WALENV_H
+#define BL_WALENV_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "lmdb/shm.h"
+#include "lmdb/store.h"
+#include "lmdb/tail.h"
+#include "lmdb/wal.h"
+
+/* meta "wal": salt u64, cap u64, pos u64, chain u64 (docs/format.md) */
+#define BL_META_WAL_SIZE 32
+
+typedef struct bl_wal_meta {
+    uint64_t salt, cap;
+    uint64_t pos, chain; /* the log point right after meta "head" */
+} bl_wal_meta;
+
+struct bl_wbuild;
+
+typedef struct bl_walenv {
+    int fd;                   /* bindlog.wal */
+    int log_rdonly;           /* opened O_RDONLY: this process never writes it */
+    uint64_t salt, cap;
+    bl_shmh shm;              /* shm.m NULL: private mode (see walenv.c) */
+    bl_tail tail;
+    pthread_mutex_t ingest;   /* one catch-up at a time */
+    bl_wreader rd;            /* its reader (under ingest) */
+
+    /* the leader's scratch: frame builder and overlay (commit.c) */
+    struct bl_wbuild *build;
+
+    /* the background checkpointer (ckpt.c) */
+    pthread_mutex_t cmu;
+    pthread_cond_t ccv;
+    pthread_t thread;
+    int thread_on, kicked;
+    _Atomic int want_thread;  /* start it at the next commit (bl_ckpt_want) */
+    _Atomic int store_checked; /* the whole LMDB file passed the page validator */
+    unsigned gen;             /* bumped to stop the running thread */
+    int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
+    int ckpt_mode;            /* durability of this process's checkpoints */
+    uint64_t trigger;         /* tail bytes that start a checkpoint */
+    _Atomic uint64_t checkpoints, ckpt_failures;
+} bl_walenv;
+
+/* ---- walenv.c ------------------------------------------------------------------ */
+
+/* Open the log of e (its LMDB environment is open): create the store if
+ * it is missing and may_create, recover or attach, fill the index.
+ * Sets e->wal.  0 or BINDLOG_E* with a last-error detail. */
+int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create);
+/* Before the last handle goes: stop the background thread and run the
+ * last checkpoint (when writable and not panicked).  Never fails. */
+void bl_walenv_finish(bl_env *e);
+/* Close: the thread, the files, the index.  Never fails. */
+void bl_walenv_close(bl_env *e);
+
+/* The meta "wal" record.  Getter: BINDLOG_ECORRUPT for a bad size,
+ * BINDLOG_ENOTFOUND when missing.  Putter: a raw LMDB code. */
+int bl_meta_get_wal(bl_env *e, MDB_txn *txn, bl_wal_meta *m);
+int bl_meta_put_wal(bl_env *e, MDB_txn *txn, const bl_wal_meta *m);
+
+/* Bring the index up to `lsn` (catch-up from the log; a resync from the
+ * checkpoint when the index fell behind it).  0 or BINDLOG_E*. */
+int bl_wal_catch_up(bl_env *e, uint64_t lsn);
+
+/* Before a read of the current state: trim the index after a checkpoint,
+ * catch up to the visible end, and return that end in *bound (the last
+ * LSN this read may see).  0 or BINDLOG_E*. */
+int bl_wal_read_bound(bl_env *e, uint64_t *bound);
+
+/* Look (table, key) up in the tail at or below bound; copies the value
+ * into *out (a malloc buffer grown as needed: buf and cap).  1 found, 0 not
+ * in the tail. */
+int bl_wal_tail_get(bl_env *e, unsigned table, const void *key, size_t klen, uint64_t bound,
+                    unsigned char **buf, size_t *cap, size_t *len);
+
+/* The visible head LSN (what bindlog_wait compares), without catching up. */
+uint64_t bl_wal_head(bl_env *e);
+
+/* Trim the index to the shared checkpoint if it moved. */
+void bl_wal_trim(bl_env *e);
+
+/* Log bytes not yet checkpointed (written end - checkpoint position). */
+uint64_t bl_wal_used(bl_env *e);
+
+/* ---- commit.c ---------------------------------------------------------------- */
+
+/* Free the leader's scratch.  NULL is a no-op. */
+void bl_commit_free(struct bl_wbuild *b);
+
+/* ---- ckpt.c -------------------------------------------------------------- */
+
+/* Fold every visible frame into LMDB now, in this thread.  `wlock_held`:
+ * the caller holds the writers' lock (a leader out of log space, or a
+ * quiesce), so frames written but not visible may be flushed and
+ * published first.  0 (also when there was nothing to do) or BINDLOG_E*;
+ * ENOSPC leaves everything as it was. */
+int bl_ckpt_run(bl_env *e, int wlock_held);
+
+/* Wake the background checkpointer (a leader saw the tail grow). */
+void bl_ckpt_kick(bl_env *e);
+/* Start / stop the background thread (writable environments only).  It
+ * is started by the first commit after bl_ckpt_want(), not at open: a
+ * process that opens a store without writing starts no thread (a forked
+ * child that opens and closes one stays single-threaded). */
+int bl_ckpt_start(bl_env *e);
+void bl_ckpt_want(bl_env *e);
+void bl_ckpt_stop(bl_env *e);
+
+/* Direct LMDB writes (import, the targets of replay and check, the etcd
+ * mirror) bypass the log.  bl_wal_quiesce takes the writers' lock and
+ * checkpoints the whole log, so that LMDB is the whole state; then the
+ * caller writes LMDB; bl_wal_resume moves the log's ends to LMDB's new
+ * head and releases the lock.  bl_wal_quiesce returns 0 or BINDLOG_E*
+ * (nothing held then). */
+int bl_wal_quiesce(bl_env *e);
+void bl_wal_resume(bl_env *e);
+
+/* Lock / unlock the writers' lock (robust: a dead holder's state is
+ * repaired from the log).  0 or BINDLOG_E*. */
+int bl_wal_lock(bl_env *e);
+void bl_wal_unlock(bl_env *e);
+
+#endif /* BL_WALENV_H */

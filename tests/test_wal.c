@@ -1,0 +1,760 @@
+/*
+ * test_wal.c -- the write-ahead log: its frames and the scan for the valid
+ * prefix (src/lmdb/wal.c), then the store around it: reads of the tail
+ * before a checkpoint, recovery at open, the log full, batches across a
+ * torn frame, the format-2 gate and the log file's checks.
+ *
+ * Cross-process behaviour (other processes' frames, the shared memory,
+ * statistics, wake-ups) is in test_wal_procs.c.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bindlog.h"
+#include "core/record.h"
+#include "lmdb/store.h"
+#include "lmdb/wal.h"
+#include "lmdb/shm.h"
+#include "testutil.h"
+
+#define CAP ((uint64_t)64 << 10)
+#define SALT 0x5a17u
+
+/* ---- building frames by hand ------------------------------------------------ */
+
+/* A frame of `nrec` records (LSNs first..) with one put each, into buf;
+ * returns its size in the ring.  `tag` varies the bytes. */
+static size_t make_frame(unsigned char *buf, uint64_t pos, uint64_t first, uint32_t nrec,
+                         uint64_t chain, int tag, uint64_t *sum)
+{
+    size_t len = BL_WAL_FRAME_HDR;
+    for (uint32_t i = 0; i < nrec; i++) {
+        unsigned char rec[256];
+        char key[32], sid[32];
+        snprintf(key, sizeof key, "k%d-%u", tag, i);
+        snprintf(sid, sizeof sid, "s%d-%u", tag, i);
+        bl_record r = {.lsn = first + i, .time_ms = 1000 + (int64_t)i, .generation = 1,
+                       .type = BINDLOG_EVENT_BIND, .key = key, .key_len = strlen(key),
+                       .sid = sid, .sid_len = strlen(sid), .reason = "switch",
+                       .reason_len = 6};
+        size_t rn = bl_record_encode(&r, rec, sizeof rec);
+        assert_true(rn > 0);
+        bl_wentry_hdr(buf + len, BL_WE_RECORD, 0, 0, rn);
+        memcpy(buf + len + BL_WE_HDR, rec, rn);
+        len += BL_WE_HDR + rn;
+        bl_wentry_hdr(buf + len, BL_WE_PUT, BL_DB_BINDINGS, strlen(key), 3);
+        memcpy(buf + len + BL_WE_HDR, key, strlen(key));
+        memcpy(buf + len + BL_WE_HDR + strlen(key), "val", 3);
+        len += BL_WE_HDR + strlen(key) + 3;
+    }
+    size_t size = bl_wframe_size(len - BL_WAL_FRAME_HDR);
+    memset(buf + len, 0, size - len);
+    *sum = bl_wframe_seal(buf, 0, SALT, pos, first, nrec, (uint32_t)(len - BL_WAL_FRAME_HDR),
+                          2000, chain);
+    return size;
+}
+
+/* A ring file of CAP bytes, all zero. */
+static int ring_file(const char *dir)
+{
+    assert_int_equal(bl_wal_create(dir, CAP, SALT, 1), 0);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, BL_WAL_FILE);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+static void put_frame(int fd, uint64_t pos, const unsigned char *buf, size_t size)
+{
+    assert_int_equal(bl_wal_pwrite(fd, CAP, pos, buf, size), 0);
+}
+
+typedef struct seen {
+    uint64_t frames, records;
+} seen;
+
+static int count_cb(void *ctx, const bl_wframe *f, const bl_wal_at *after)
+{
+    seen *s = ctx;
+    (void)after;
+    s->frames++;
+    s->records += f->nrec;
+    return 0;
+}
+
+/* ---- frames ------------------------------------------------------------------ */
+
+static void wal__frame_round_trip(void **state)
+{
+    (void)state;
+    unsigned char buf[4096];
+    uint64_t sum;
+    size_t size = make_frame(buf, 128, 7, 3, 99, 1, &sum);
+    bl_wal_at at = {6, 128, 99};
+    bl_wframe f;
+
+    assert_int_equal(size % 8, 0);
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &at, &f), 1);
+    assert_int_equal(f.first_lsn, 7);
+    assert_int_equal(f.nrec, 3);
+    assert_int_equal(f.sum, sum);
+    assert_int_equal(bl_wframe_next(&f, CAP), 128 + size);
+    /* a header alone says how much more to read */
+    assert_true(bl_wframe_check(buf, BL_WAL_FRAME_HDR, SALT, CAP, &at, &f) < 0);
+}
+
+static void wal__every_flipped_byte_is_refused(void **state)
+{
+    (void)state;
+    unsigned char buf[4096];
+    uint64_t sum;
+    size_t size = make_frame(buf, 0, 1, 2, SALT, 2, &sum);
+    size_t used = BL_WAL_FRAME_HDR + bl_get32(buf + 36);
+    bl_wal_at at = {0, 0, SALT};
+    bl_wframe f;
+
+    for (size_t i = 0; i < used; i++)
+        for (int bit = 0; bit < 8; bit += 3) {
+            buf[i] ^= (unsigned char)(1u << bit);
+            if (bl_wframe_check(buf, size, SALT, CAP, &at, &f) == 1)
+                fail_msg("a frame with bit %d of byte %zu flipped was accepted", bit, i);
+            buf[i] ^= (unsigned char)(1u << bit);
+        }
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &at, &f), 1);
+}
+
+static void wal__salt_position_lsn_and_chain_each_count(void **state)
+{
+    (void)state;
+    unsigned char buf[4096];
+    uint64_t sum;
+    size_t size = make_frame(buf, 512, 10, 1, 42, 3, &sum);
+    bl_wframe f;
+    bl_wal_at good = {9, 512, 42};
+    bl_wal_at bad_pos = {9, 512 + CAP, 42}, bad_lsn = {8, 512, 42}, bad_chain = {9, 512, 43};
+
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &good, &f), 1);
+    assert_int_equal(bl_wframe_check(buf, size, SALT + 1, CAP, &good, &f), 0);
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &bad_pos, &f), 0); /* another lap */
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &bad_lsn, &f), 0);
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &bad_chain, &f), 0);
+}
+
+static void wal__body_parser_refuses_garbage(void **state)
+{
+    (void)state;
+    unsigned char body[64];
+    size_t off;
+    bl_wentry e;
+
+    memset(body, 0, sizeof body);
+    bl_wentry_hdr(body, 9, 0, 0, 0); /* unknown kind */
+    off = 0;
+    assert_int_equal(bl_wbody_next(body, 8, &off, &e), -1);
+    bl_wentry_hdr(body, BL_WE_PUT, BL_DB_BINDINGS, 4, 100); /* runs past the end */
+    off = 0;
+    assert_int_equal(bl_wbody_next(body, 20, &off, &e), -1);
+    bl_wentry_hdr(body, BL_WE_RECORD, 3, 0, 0); /* a record with a table byte */
+    off = 0;
+    assert_int_equal(bl_wbody_next(body, 8, &off, &e), -1);
+    off = 0;
+    assert_int_equal(bl_wbody_next(body, 5, &off, &e), -1); /* half a header */
+    off = 0;
+    assert_int_equal(bl_wbody_next(body, 0, &off, &e), 0);
+}
+
+/* ---- the scan ------------------------------------------------------------------ */
+
+/* Write n frames of 2 records from the start; returns the chain points. */
+static void write_frames(int fd, int n, bl_wal_at *pts, int tag)
+{
+    unsigned char buf[4096];
+    bl_wal_at at = {0, 0, SALT};
+    pts[0] = at;
+    for (int i = 0; i < n; i++) {
+        uint64_t sum;
+        size_t size = make_frame(buf, at.pos, at.lsn + 1, 2, at.chain, tag * 100 + i, &sum);
+        put_frame(fd, at.pos, buf, size);
+        at = (bl_wal_at){at.lsn + 2, at.pos + size, sum};
+        pts[i + 1] = at;
+    }
+}
+
+static void wal__scan_stops_at_a_torn_frame(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walscan");
+    int fd = ring_file(dir);
+    bl_wal_at pts[6], start = {0, 0, SALT}, end;
+    seen s = {0, 0};
+
+    write_frames(fd, 5, pts, 1);
+    assert_int_equal(bl_wal_scan(fd, CAP, SALT, &start, UINT64_MAX, count_cb, &s, &end), 0);
+    assert_int_equal(s.frames, 5);
+    assert_int_equal(end.lsn, 10);
+    assert_int_equal(end.pos, pts[5].pos);
+
+    /* tear the third frame: one byte in the middle of its body */
+    unsigned char b = 0;
+    uint64_t mid = (pts[2].pos + pts[3].pos) / 2;
+    assert_int_equal(pread(fd, &b, 1, (off_t)(BL_WAL_HDR + mid)), 1);
+    b ^= 0x40;
+    assert_int_equal(pwrite(fd, &b, 1, (off_t)(BL_WAL_HDR + mid)), 1);
+    s = (seen){0, 0};
+    assert_int_equal(bl_wal_scan(fd, CAP, SALT, &start, UINT64_MAX, count_cb, &s, &end), 0);
+    assert_int_equal(s.frames, 2); /* the frames after it never count */
+    assert_int_equal(end.lsn, 4);
+    assert_int_equal(end.pos, pts[2].pos);
+
+    /* a bound on the LSN stops before a frame that goes past it */
+    s = (seen){0, 0};
+    assert_int_equal(bl_wal_scan(fd, CAP, SALT, &start, 3, count_cb, &s, &end), 0);
+    assert_int_equal(s.frames, 1);
+    close(fd);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* A frame rewritten with the same size and LSNs but other bytes (a group
+ * that failed and was written again by someone else) leaves the next
+ * frame, from the old chain, at the right position with the right LSN:
+ * the chain keeps it out. */
+static void wal__leftover_of_an_overwritten_chain_is_not_applied(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walchain");
+    int fd = ring_file(dir);
+    unsigned char buf[4096];
+    bl_wal_at pts[4], start = {0, 0, SALT}, end;
+    seen s = {0, 0};
+    uint64_t sum;
+
+    write_frames(fd, 3, pts, 2);
+    /* frame 2 again, same size, other key bytes (tag 9 vs 2xx: same lengths) */
+    size_t size = make_frame(buf, pts[1].pos, pts[1].lsn + 1, 2, pts[1].chain, 299, &sum);
+    assert_int_equal(pts[1].pos + size, pts[2].pos);
+    put_frame(fd, pts[1].pos, buf, size);
+    assert_int_equal(bl_wal_scan(fd, CAP, SALT, &start, UINT64_MAX, count_cb, &s, &end), 0);
+    assert_int_equal(s.frames, 2); /* frame 3 belongs to the old chain */
+    assert_int_equal(end.lsn, 4);
+    close(fd);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The ring's next lap overwrites the first frames; frames of the old lap
+ * after the new end are at the right offsets but not the right positions. */
+static void wal__a_stale_lap_is_not_applied(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("wallap");
+    int fd = ring_file(dir);
+    unsigned char buf[4096];
+    bl_wal_at at = {0, 0, SALT}, end;
+    seen s = {0, 0};
+    uint64_t n = 0;
+
+    /* lap 0: frames until the ring is nearly full, then WRAP */
+    for (;;) {
+        uint64_t sum;
+        size_t size = make_frame(buf, at.pos, at.lsn + 1, 2, at.chain, (int)n, &sum);
+        if (at.pos % CAP + size + BL_WAL_FRAME_HDR > CAP) {
+            unsigned char w[BL_WAL_FRAME_HDR];
+            uint64_t ws = bl_wframe_seal(w, BL_WF_WRAP, SALT, at.pos, at.lsn + 1, 0, 0, 0,
+                                         at.chain);
+            put_frame(fd, at.pos, w, sizeof w);
+            at = (bl_wal_at){at.lsn, (at.pos / CAP + 1) * CAP, ws};
+            break;
+        }
+        put_frame(fd, at.pos, buf, size);
+        at = (bl_wal_at){at.lsn + 2, at.pos + size, sum};
+        n++;
+    }
+    bl_wal_at lap1 = at;
+    /* lap 1: two frames over the first ones */
+    for (int i = 0; i < 2; i++) {
+        uint64_t sum;
+        size_t size = make_frame(buf, at.pos, at.lsn + 1, 2, at.chain, 500 + i, &sum);
+        put_frame(fd, at.pos, buf, size);
+        at = (bl_wal_at){at.lsn + 2, at.pos + size, sum};
+    }
+    assert_int_equal(bl_wal_scan(fd, CAP, SALT, &(bl_wal_at){0, 0, SALT}, UINT64_MAX, count_cb,
+                                 &s, &end),
+                     0);
+    /* from the start: lap 0 up to the point lap 1 overwrote, then nothing */
+    assert_true(s.frames < n);
+    s = (seen){0, 0};
+    assert_int_equal(bl_wal_scan(fd, CAP, SALT, &lap1, UINT64_MAX, count_cb, &s, &end), 0);
+    assert_int_equal(s.frames, 2); /* lap 0's third frame onwards is stale */
+    assert_int_equal(end.pos, at.pos);
+    assert_int_equal(end.lsn, at.lsn);
+    close(fd);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* ---- the store ------------------------------------------------------------------ */
+
+static bindlog *open_opts(const char *dir, int durability, uint64_t log_size, int ro)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    o.durability = durability;
+    o.log_size = log_size;
+    o.read_only = ro;
+    int rc = bindlog_open(&s, dir, &o);
+    if (rc != 0)
+        fail_msg("open %s: %s (%s)", dir, bindlog_code_name(rc), bindlog_last_error());
+    return s;
+}
+
+static void bind_n(bindlog *s, int from, int n, const char *prefix)
+{
+    char key[64], sid[64];
+    for (int i = from; i < from + n; i++) {
+        snprintf(key, sizeof key, "%s-k%d", prefix, i % 50);
+        snprintf(sid, sizeof sid, "%s-s%d", prefix, i);
+        assert_int_equal(bindlog_bind(s, key, sid, NULL, NULL, "origin", 6, NULL),
+                         BINDLOG_APPLIED);
+    }
+}
+
+static void assert_clean(bindlog *s)
+{
+    bindlog_check_report rep;
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    if (rep.problems)
+        fail_msg("check: %s", rep.message);
+}
+
+static void wal__reads_see_the_tail_before_any_checkpoint(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("waltail");
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NORMAL, 0, 0);
+    bindlog_stats st;
+    bindlog_binding b;
+    bindlog_session ss;
+    unsigned char d0[BINDLOG_DIGEST_SIZE], d1[BINDLOG_DIGEST_SIZE];
+    uint64_t lsn, head;
+
+    bind_n(s, 0, 120, "t");
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 120);
+    assert_int_equal(st.checkpoint_lsn, 0); /* all of it is in the log only */
+    assert_int_equal(st.log_records, 120);
+    assert_int_equal(st.bindings, 50);
+    assert_int_equal(st.commits, 120);
+    assert_int_equal(st.grouped_events, 120);
+    assert_true(st.log_size > 0);
+    assert_int_equal(bindlog_get(s, "t-k19", &b), 0);
+    assert_string_equal(b.session_id, "t-s119");
+    assert_int_equal(bindlog_session_get(s, "t-s3", &ss, NULL, 0), 0);
+    assert_int_equal(ss.ended_lsn, 54); /* ended by the bind of t-s53 */
+    /* iterators: the log, a key's history, bindings */
+    bindlog_iter *it;
+    bindlog_record rec;
+    int n = 0;
+    assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &it), 0);
+    while (bindlog_iter_next_record(it, &rec) == 1)
+        assert_int_equal(rec.lsn, (uint64_t)++n);
+    bindlog_iter_close(it);
+    assert_int_equal(n, 120);
+    assert_int_equal(bindlog_history_iter(s, "t-k7", &it), 0);
+    n = 0;
+    while (bindlog_iter_next_record(it, &rec) == 1)
+        n++;
+    bindlog_iter_close(it);
+    assert_int_equal(n, 3); /* s7, s57, s107 */
+    assert_int_equal(bindlog_digest(s, d0, &head), 0);
+    assert_int_equal(head, 120);
+    assert_clean(s);
+
+    /* folding changes where things are, not what they are */
+    assert_int_equal(bindlog_checkpoint(s, &lsn), 0);
+    assert_int_equal(lsn, 120);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.checkpoint_lsn, 120);
+    assert_int_equal(st.bindings, 50);
+    assert_int_equal(bindlog_digest(s, d1, NULL), 0);
+    assert_memory_equal(d0, d1, sizeof d0);
+    /* and half folded: some in LMDB, some in the log */
+    bind_n(s, 120, 30, "t");
+    assert_int_equal(bindlog_get(s, "t-k19", &b), 0);
+    assert_string_equal(b.session_id, "t-s119");
+    assert_int_equal(bindlog_get(s, "t-k21", &b), 0);
+    assert_string_equal(b.session_id, "t-s121");
+    assert_clean(s);
+    bindlog_close(s);
+    unsetenv("BINDLOG_CHECKPOINT");
+    tu_rmtree(dir);
+    free(dir);
+}
+
+static void wal__recovery_at_open_replays_the_log(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walrecover");
+    bindlog_close(open_opts(dir, BINDLOG_DURABILITY_FULL, 0, 0));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* a process that dies without closing: nothing folded */
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        bindlog *s = NULL;
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        o.durability = BINDLOG_DURABILITY_NORMAL;
+        if (bindlog_open(&s, dir, &o) != 0)
+            _exit(2);
+        char key[32], sid[32];
+        for (int i = 0; i < 300; i++) {
+            snprintf(key, sizeof key, "r-k%d", i % 40);
+            snprintf(sid, sizeof sid, "r-s%d", i);
+            if (bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+                _exit(3);
+        }
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_FULL, 0, 1); /* read-only */
+    bindlog_stats st;
+    bindlog_binding b;
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 300);
+    assert_int_equal(st.checkpoint_lsn, 0);
+    assert_int_equal(bindlog_get(s, "r-k19", &b), 0);
+    assert_string_equal(b.session_id, "r-s299");
+    assert_clean(s);
+    bindlog_close(s);
+    /* a writer's close folds it */
+    s = open_opts(dir, BINDLOG_DURABILITY_FULL, 0, 0);
+    bindlog_close(s);
+    s = open_opts(dir, BINDLOG_DURABILITY_FULL, 0, 1);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.checkpoint_lsn, 300);
+    assert_int_equal(st.head_lsn, 300);
+    bindlog_close(s);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+static void wal__a_full_log_is_checkpointed_by_its_writer(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walfull");
+    setenv("BINDLOG_CHECKPOINT", "manual", 1); /* no background thread: the writer must */
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 64 << 10, 0);
+    bindlog_stats st;
+
+    bind_n(s, 0, 3000, "f"); /* about 20 times what the log holds */
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 3000);
+    assert_true(st.checkpoint_lsn > 2000);
+    assert_int_equal(st.log_size, BL_WAL_HDR + (64 << 10));
+    assert_clean(s);
+    bindlog_close(s);
+    unsetenv("BINDLOG_CHECKPOINT");
+    tu_rmtree(dir);
+    free(dir);
+}
+
+static void wal__a_group_larger_than_half_the_log_is_enospc(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walbig");
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 64 << 10, 0);
+    static char origin[16000];
+    bindlog_event ev[3];
+    bindlog_result r[3];
+    size_t bad = 99;
+    uint64_t head;
+    unsigned char d0[BINDLOG_DIGEST_SIZE], d1[BINDLOG_DIGEST_SIZE];
+
+    memset(origin, 'o', sizeof origin);
+    bind_n(s, 0, 5, "g");
+    assert_int_equal(bindlog_digest(s, d0, &head), 0);
+    for (int i = 0; i < 3; i++) {
+        static char keys[3][16], sids[3][16];
+        snprintf(keys[i], sizeof keys[i], "big%d", i);
+        snprintf(sids[i], sizeof sids[i], "big-s%d", i);
+        ev[i] = (bindlog_event){BINDLOG_EVENT_BIND, keys[i], sids[i], NULL, 0, NULL, origin,
+                                sizeof origin};
+    }
+    /* 3 records + 3 sessions, each with a 16 KB origin: about 96 KB */
+    assert_int_equal(bindlog_apply_batch(s, ev, 3, r, &bad), BINDLOG_ENOSPC);
+    assert_non_null(strstr(bindlog_last_error(), "half"));
+    assert_int_equal(bindlog_digest(s, d1, NULL), 0);
+    assert_memory_equal(d0, d1, sizeof d0);
+    /* one at a time fits */
+    assert_int_equal(bindlog_apply_batch(s, ev, 1, r, &bad), 0);
+    assert_int_equal(r[0].lsn, head + 1);
+    assert_clean(s);
+    bindlog_close(s);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* Find the last frame of the log (for damaging it): its position in the
+ * file and its size. */
+static void last_frame(const char *dir, off_t *off, size_t *size)
+{
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 0, 1);
+    bl_env *e = s->e;
+    MDB_txn *txn;
+    MDB_val k = {3, (void *)"wal"}, v;
+    bl_head h;
+    assert_int_equal(mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_get(txn, e->dbi[BL_DB_META], &k, &v), 0);
+    uint64_t cap = bl_get64((unsigned char *)v.mv_data + 8);
+    bl_wal_at at = {0, bl_get64((unsigned char *)v.mv_data + 16),
+                    bl_get64((unsigned char *)v.mv_data + 24)};
+    uint64_t salt = bl_get64(v.mv_data);
+    assert_int_equal(bl_meta_get_head(e, txn, &h), 0);
+    at.lsn = h.lsn;
+    mdb_txn_abort(txn);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, BL_WAL_FILE);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    bl_wreader r;
+    bl_wframe f;
+    bl_wreader_init(&r, fd, cap);
+    *size = 0;
+    while (bl_wreader_frame(&r, salt, &at, &f) == 1) {
+        *off = (off_t)(BL_WAL_HDR + at.pos % cap);
+        *size = BL_WAL_FRAME_HDR + f.body_len;
+        at = (bl_wal_at){at.lsn + f.nrec, bl_wframe_next(&f, cap), f.sum};
+    }
+    bl_wreader_free(&r);
+    close(fd);
+    bindlog_close(s);
+    assert_true(*size > 0);
+}
+
+static void wal__a_torn_batch_is_all_or_nothing(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("waltorn");
+    bindlog_close(open_opts(dir, BINDLOG_DURABILITY_NONE, 0, 0));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        bindlog *s = NULL;
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        if (bindlog_open(&s, dir, &o) != 0)
+            _exit(2);
+        if (bindlog_bind(s, "a", "a1", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+            _exit(3);
+        bindlog_event ev[4] = {
+            {BINDLOG_EVENT_BIND, "b", "b1", NULL, 0, NULL, NULL, 0},
+            {BINDLOG_EVENT_NEW_SESSION, "b", "b2", NULL, 0, NULL, NULL, 0},
+            {BINDLOG_EVENT_SPLIT, "b", "b3", "b2", BINDLOG_ANY_GENERATION, NULL, NULL, 0},
+            {BINDLOG_EVENT_INVALIDATE, "a", NULL, NULL, 0, NULL, NULL, 0},
+        };
+        bindlog_result r[4];
+        if (bindlog_apply_batch(s, ev, 4, r, NULL) != 0)
+            _exit(4);
+        _exit(0); /* no close: the log is not folded */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    off_t off = 0;
+    size_t size = 0;
+    last_frame(dir, &off, &size);
+    /* damage the batch's frame in its middle: the whole batch goes */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, BL_WAL_FILE);
+    int fd = open(path, O_RDWR);
+    unsigned char byte;
+    assert_int_equal(pread(fd, &byte, 1, off + (off_t)size / 2), 1);
+    byte ^= 1;
+    assert_int_equal(pwrite(fd, &byte, 1, off + (off_t)size / 2), 1);
+    close(fd);
+
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 0, 0);
+    bindlog_stats st;
+    bindlog_binding b;
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 1);
+    assert_int_equal(bindlog_get(s, "b", &b), BINDLOG_ENOTFOUND);
+    assert_int_equal(bindlog_get(s, "a", &b), 0);
+    assert_int_equal(b.generation, 1); /* the batch's invalidate is gone too */
+    assert_clean(s);
+    /* and the log goes on from there */
+    assert_int_equal(bindlog_bind(s, "b", "b9", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+    bindlog_close(s);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* Rewrite meta "format" in data.mdb directly. */
+static void set_format(const char *dir, uint32_t fmt)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    unsigned char b[4] = {(unsigned char)fmt, 0, 0, 0};
+    MDB_val k = {6, (void *)"format"}, v = {4, b};
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+static void wal__a_format_1_store_names_bindlog_upgrade(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walfmt");
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 0, 0);
+    bindlog_close(s);
+    set_format(dir, 1);
+    for (int ro = 0; ro < 2; ro++) {
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        o.read_only = ro;
+        s = (bindlog *)(uintptr_t)1;
+        assert_int_equal(bindlog_open(&s, dir, &o), BINDLOG_EVERSION);
+        assert_null(s);
+        assert_non_null(strstr(bindlog_last_error(), "bindlog upgrade"));
+    }
+    set_format(dir, BINDLOG_FORMAT_VERSION);
+    bindlog_close(open_opts(dir, BINDLOG_DURABILITY_NONE, 0, 0));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+static void wal__the_log_file_is_checked_at_open(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walfile");
+    char path[4200], moved[4300];
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 0, 0);
+    bindlog_close(s);
+    snprintf(path, sizeof path, "%s/%s", dir, BL_WAL_FILE);
+    snprintf(moved, sizeof moved, "%s.away", path);
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+
+    /* missing: what it held is unknown, so the store is not opened */
+    assert_int_equal(rename(path, moved), 0);
+    assert_int_equal(bindlog_open(&s, dir, &o), BINDLOG_ENOTFOUND);
+    assert_non_null(strstr(bindlog_last_error(), BL_WAL_FILE));
+    /* a symbolic link is not followed */
+    assert_int_equal(symlink(moved, path), 0);
+    assert_int_equal(bindlog_open(&s, dir, &o), BINDLOG_ENOTSTORE);
+    assert_non_null(strstr(bindlog_last_error(), "symbolic link"));
+    unlink(path);
+    /* cut short */
+    assert_int_equal(rename(moved, path), 0);
+    assert_int_equal(truncate(path, 8192), 0);
+    assert_int_equal(bindlog_open(&s, dir, &o), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bindlog_last_error(), "cut"));
+
+    /* the shared memory as a symbolic link: refused, its target untouched */
+    char shm[4200], target[4300];
+    struct stat st;
+    snprintf(shm, sizeof shm, "%s/%s", dir, BL_SHM_FILE);
+    snprintf(target, sizeof target, "%s/elsewhere", dir);
+    assert_int_equal(rename(shm, target), 0);
+    assert_int_equal(truncate(target, 100), 0);
+    assert_int_equal(symlink(target, shm), 0);
+    for (int ro = 1; ro >= 0; ro--) {
+        o.read_only = ro;
+        assert_int_equal(bindlog_open(&s, dir, &o), BINDLOG_ENOTSTORE);
+        assert_non_null(strstr(bindlog_last_error(), BL_SHM_FILE " is a symbolic link"));
+    }
+    assert_int_equal(stat(target, &st), 0);
+    assert_int_equal(st.st_size, 100);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* Another store's log, put in place of this one's: none of its frames
+ * count (the salt), and the store opens as it was. */
+static void wal__another_stores_log_is_never_applied(void **state)
+{
+    (void)state;
+    char *a = tu_mkdtemp("walsalta"), *b = tu_mkdtemp("walsaltb");
+    char pa[4200], pb[4200];
+    unsigned char d0[BINDLOG_DIGEST_SIZE], d1[BINDLOG_DIGEST_SIZE];
+
+    bindlog *s = open_opts(b, BINDLOG_DURABILITY_NONE, 0, 0);
+    bind_n(s, 0, 3, "b");
+    assert_int_equal(bindlog_digest(s, d0, NULL), 0);
+    bindlog_close(s);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        bindlog *x = NULL;
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        if (bindlog_open(&x, a, &o) != 0)
+            _exit(2);
+        for (int i = 0; i < 20; i++)
+            bindlog_invalidate(x, "nothing", NULL, NULL); /* refused: not logged */
+        char key[32];
+        for (int i = 0; i < 20; i++) {
+            snprintf(key, sizeof key, "b-k%d", i % 3); /* the same keys as b */
+            bindlog_bind(x, key, key, NULL, NULL, NULL, 0, NULL);
+        }
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    snprintf(pa, sizeof pa, "%s/%s", a, BL_WAL_FILE);
+    snprintf(pb, sizeof pb, "%s/%s", b, BL_WAL_FILE);
+    assert_int_equal(rename(pa, pb), 0);
+    s = open_opts(b, BINDLOG_DURABILITY_NONE, 0, 0);
+    assert_int_equal(bindlog_digest(s, d1, NULL), 0);
+    assert_memory_equal(d0, d1, sizeof d0);
+    assert_clean(s);
+    bindlog_close(s);
+    tu_rmtree(a);
+    tu_rmtree(b);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(wal__frame_round_trip),
+        cmocka_unit_test(wal__every_flipped_byte_is_refused),
+        cmocka_unit_test(wal__salt_position_lsn_and_chain_each_count),
+        cmocka_unit_test(wal__body_parser_refuses_garbage),
+        cmocka_unit_test(wal__scan_stops_at_a_torn_frame),
+        cmocka_unit_test(wal__leftover_of_an_overwritten_chain_is_not_applied),
+        cmocka_unit_test(wal__a_stale_lap_is_not_applied),
+        cmocka_unit_test(wal__reads_see_the_tail_before_any_checkpoint),
+        cmocka_unit_test(wal__recovery_at_open_replays_the_log),
+        cmocka_unit_test(wal__a_full_log_is_checkpointed_by_its_writer),
+        cmocka_unit_test(wal__a_group_larger_than_half_the_log_is_enospc),
+        cmocka_unit_test(wal__a_torn_batch_is_all_or_nothing),
+        cmocka_unit_test(wal__a_format_1_store_names_bindlog_upgrade),
+        cmocka_unit_test(wal__the_log_file_is_checked_at_open),
+        cmocka_unit_test(wal__another_stores_log_is_never_applied),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
