@@ -218,14 +218,23 @@ static void arena_reset(struct bl_wbuild *b)
 
 static int build_reset(struct bl_wbuild *b)
 {
+    /* Size the slots for a group like the previous one: a run of
+     * 1,000-event batches keeps the slots it grew to (regrowing them from
+     * 64 at every group was a tenth of apply_batch), and single events
+     * after a batch do not clear thousands of slots per group. */
+    size_t fit = 64;
+    while (fit < 2 * (b->nputs + 1))
+        fit *= 2;
     b->len = BL_WAL_FRAME_HDR;
     b->nputs = 0;
     b->nrec = 0;
-    /* keep the slots a batch of 1,000 events grew to (rebuilding them
-     * from 64 at every group cost a tenth of apply_batch) */
-    if (b->nslots == 0 || b->nslots > (1u << 16))
-        return ov_rehash(b, 64);
-    memset(b->slots, 0, b->nslots * sizeof(*b->slots));
+    if (b->nslots == 0 || b->nslots > 8 * fit) {
+        int rc = ov_rehash(b, fit);
+        if (rc != 0)
+            return rc;
+    } else {
+        memset(b->slots, 0, b->nslots * sizeof(*b->slots));
+    }
     return buf_room(b, 0);
 }
 
