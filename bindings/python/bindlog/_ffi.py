@@ -256,6 +256,19 @@ class bindlog_recover_report(Structure):
     ]
 
 
+class bindlog_upgrade_report(Structure):
+    _fields_ = [
+        ("from_format", c_uint),
+        ("upgraded", c_int),
+        ("head_lsn", c_uint64),
+        ("base_lsn", c_uint64),
+        ("records", c_uint64),
+        ("bindings", c_uint64),
+        ("sessions", c_uint64),
+        ("digest", c_ubyte * DIGEST_SIZE),
+    ]
+
+
 #: Every struct declared here, by its C name (used by the layout tests).
 STRUCTS = {
     cls.__name__: cls
@@ -271,6 +284,7 @@ STRUCTS = {
         bindlog_import_entry,
         bindlog_lsn_range,
         bindlog_recover_report,
+        bindlog_upgrade_report,
     )
 }
 
