@@ -47,7 +47,7 @@ static int run_upgrade(cli *c)
     rc = bindlog_upgrade(dir, NULL, &r, cli_progress_cb, &p);
     cli_progress_end(&p);
     if (rc != 0) {
-        cli_lib_error(c, rc, "cannot upgrade (nothing was changed)");
+        cli_lib_error(c, rc, "cannot upgrade");
         return rc == BINDLOG_EINVAL ? CLI_USAGE : CLI_STORE;
     }
     bindlog_digest_hex(r.digest, hex);

@@ -397,7 +397,8 @@ static void undo(int dfd)
     struct stat a, b;
     remove_staging(dfd);
     remove_stray(dfd, BL_WAL_FILE);
-    if (fstatat(dfd, "data.mdb", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+    if (fstatat(dfd, BACKUP, &a, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(a.st_mode) &&
+        fstatat(dfd, "data.mdb", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
         fstatat(dfd, BACKUP "/data.mdb", &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
         a.st_ino == b.st_ino) {
         unlinkat(dfd, BACKUP "/data.mdb", 0);

@@ -548,5 +548,12 @@ int bl_f1_export(const char *dir, int fd, bl_f1_info *info)
     if (rc == 0)
         rc = export_f1(&s, fd, info);
     f1_close(&s);
+    if (rc == BINDLOG_ECORRUPT && strstr(bl_err_get(), "bindlog recover") == NULL) {
+        char why[BL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", bl_err_get());
+        rc = bl_err_set(rc, "%s; nothing was changed: `bindlog recover DIR --out NEWDIR` "
+                            "rebuilds what is intact",
+                        why);
+    }
     return rc;
 }
