@@ -439,7 +439,9 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
         goto out;
     rep->from_format = info.format;
     if (info.format == BINDLOG_FORMAT_VERSION) {
-        rc = 0; /* already current: nothing changes */
+        /* already current: nothing changes, but the staging directory an
+         * upgrade killed right after its switch left behind */
+        rc = remove_staging(dfd);
         goto out;
     }
     if (info.format > BINDLOG_FORMAT_VERSION) {
