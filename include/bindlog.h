@@ -846,6 +846,18 @@ typedef struct bindlog_recover_report {
     uint64_t unknown_lost;     /**< lost records that no evidence ties to a key */
     uint64_t new_head_lsn;     /**< the new store's head */
     unsigned char digest[BINDLOG_DIGEST_SIZE]; /**< the new store's state digest */
+    /** The write-ahead log, bindlog.wal, which holds the records not yet
+     * checkpointed into data.mdb: 1 its valid frames were read (from the
+     * checkpoint data.mdb's meta records name, as recovery at open reads
+     * them); 0 there is none (a format-1 store, or the file is gone);
+     * -1 it is there but could not be read (log_why says why: e.g.
+     * data.mdb's meta records are lost, so where it starts is unknown). */
+    int log_state;
+    uint64_t log_records;      /**< records taken from the log (its copy is kept when
+                                    data.mdb has one too) ... */
+    uint64_t log_first_lsn;    /**< ... LSNs log_first_lsn..log_last_lsn (0 if none) */
+    uint64_t log_last_lsn;
+    char log_why[160];         /**< log_state -1: why; else "" */
 } bindlog_recover_report;
 
 /**
@@ -854,7 +866,9 @@ typedef struct bindlog_recover_report {
  * read page by page with bindlog's own validator, so a damaged file is
  * never a crash, and nothing in `dir` is written.  Salvaged: every log
  * record that decodes and checksums right, from any page (the current
- * tree, the older meta page's tree, free pages); the base image when its
+ * tree, the older meta page's tree, free pages) and from the valid frames
+ * of the write-ahead log (bindlog.wal) after the last checkpoint, which
+ * hold the most recent records (rep->log_*); the base image when its
  * tables are whole; the stored bindings, sessions and history index as
  * evidence.  Rebuilt: records are re-derived by the state machine as by
  * bindlog_replay(); after a lost record, records that no longer re-derive

@@ -253,6 +253,11 @@ class bindlog_recover_report(Structure):
         ("unknown_lost", c_uint64),
         ("new_head_lsn", c_uint64),
         ("digest", c_ubyte * DIGEST_SIZE),
+        ("log_state", c_int),
+        ("log_records", c_uint64),
+        ("log_first_lsn", c_uint64),
+        ("log_last_lsn", c_uint64),
+        ("log_why", c_char * 160),
     ]
 
 

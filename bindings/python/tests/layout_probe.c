@@ -89,6 +89,11 @@ int main(void)
     F(bindlog_recover_report, unknown_lost);
     F(bindlog_recover_report, new_head_lsn);
     F(bindlog_recover_report, digest);
+    F(bindlog_recover_report, log_state);
+    F(bindlog_recover_report, log_records);
+    F(bindlog_recover_report, log_first_lsn);
+    F(bindlog_recover_report, log_last_lsn);
+    F(bindlog_recover_report, log_why);
 
     S(bindlog_upgrade_report);
     F(bindlog_upgrade_report, from_format);
