@@ -503,6 +503,52 @@ static void upgrade__rollback_as_documented(void **state)
     fx_free(f);
 }
 
+/* A damaged store of the current format: refused, and its log (which may
+ * hold records data.mdb has not got) is never touched. */
+static void upgrade__damaged_current_store_keeps_its_log(void **state)
+{
+    (void)state;
+    char *tmp = tu_mkdtemp("upgrade-cur"), path[1100];
+    bindlog_upgrade_report r;
+    bindlog *s;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        if (bindlog_open(&s, tmp, NULL) != 0)
+            _exit(2);
+        for (int i = 0; i < 50; i++) {
+            char key[32], sid[32];
+            snprintf(key, sizeof key, "k%d", i % 7);
+            snprintf(sid, sizeof sid, "s%d", i);
+            if (bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+                _exit(3);
+        }
+        _exit(0); /* the records stay in the log only */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    size_t wn, wn2;
+    snprintf(path, sizeof path, "%s/bindlog.wal", tmp);
+    unsigned char *wal = slurp(path, &wn);
+    assert_non_null(wal);
+    snprintf(path, sizeof path, "%s/data.mdb", tmp);
+    assert_int_equal(truncate(path, 4096), 0); /* the meta pages' second one gone */
+    assert_int_not_equal(bindlog_upgrade(tmp, NULL, &r, NULL, NULL), 0);
+    assert_int_equal(r.upgraded, 0);
+    snprintf(path, sizeof path, "%s/bindlog.wal", tmp);
+    unsigned char *wal2 = slurp(path, &wn2);
+    assert_non_null(wal2);
+    assert_int_equal(wn, wn2);
+    assert_memory_equal(wal, wal2, wn);
+    assert_false(exists(tmp, "format1-backup"));
+    free(wal);
+    free(wal2);
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -514,6 +560,7 @@ int main(void)
         cmocka_unit_test(upgrade__store_in_use_is_refused),
         cmocka_unit_test(upgrade__leftovers_and_backups),
         cmocka_unit_test(upgrade__rollback_as_documented),
+        cmocka_unit_test(upgrade__damaged_current_store_keeps_its_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,10 +99,10 @@ static int remove_staging(int dfd)
     int rc = 0;
     while ((de = readdir(d)) != NULL)
         if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
-            unlinkat(dirfd(d), de->d_name, 0) != 0 && rc == 0)
+            unlinkat(dirfd(d), de->d_name, 0) != 0 && errno != ENOENT && rc == 0)
             rc = sys_error(STAGING "/...");
     closedir(d);
-    if (rc == 0 && unlinkat(dfd, STAGING, AT_REMOVEDIR) != 0)
+    if (rc == 0 && unlinkat(dfd, STAGING, AT_REMOVEDIR) != 0 && errno != ENOENT)
         rc = sys_error(STAGING);
     return rc;
 }
@@ -407,6 +407,20 @@ static void undo(int dfd)
     fsync(dfd);
 }
 
+/* 1 if the library opens dir as a store of the current format. */
+static int is_current(const char *dir)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_stats st;
+    bindlog *s;
+    o.read_only = 1;
+    if (bindlog_open(&s, dir, &o) != 0)
+        return 0;
+    int current = bindlog_stats_get(s, &st) == 0 && st.format_version == BINDLOG_FORMAT_VERSION;
+    bindlog_close(s);
+    return current;
+}
+
 /* ---- the steps ----------------------------------------------------------------------- */
 
 static int fail_at(const char *name)
@@ -420,7 +434,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
 {
     locks l = {-1, -1};
     bl_f1_info info;
-    int dfd, rc;
+    int dfd, rc, locked = 0, started = 0;
 
     if (opts != NULL && opts->read_only)
         return bl_err_set(BINDLOG_EINVAL, "an upgrade writes: read_only must be 0");
@@ -435,7 +449,24 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     }
 
     /* which format?  Only format 1 has anything to do */
-    if ((rc = bl_f1_probe(dir, &info)) != 0)
+    rc = bl_f1_probe(dir, &info);
+    if (rc == BINDLOG_ECORRUPT) {
+        /* The probe reads data.mdb holding no lock, and a live store's
+         * writer may reuse the pages it reads: ask the library (a current
+         * store opens), else look again with nobody else in. */
+        char why[BL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", bl_err_get());
+        if (is_current(dir)) {
+            info.format = BINDLOG_FORMAT_VERSION;
+            rc = 0;
+        } else if ((rc = take_locks(dfd, &l)) == 0) {
+            locked = 1;
+            rc = bl_f1_probe(dir, &info);
+        } else if (rc != BINDLOG_EBUSY) {
+            rc = bl_err_set(BINDLOG_ECORRUPT, "%s", why);
+        }
+    }
+    if (rc != 0)
         goto out;
     rep->from_format = info.format;
     if (info.format == BINDLOG_FORMAT_VERSION) {
@@ -456,9 +487,25 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
         goto out;
     }
 
-    /* nobody else in, then everything again under the lock */
-    if ((rc = take_locks(dfd, &l)) != 0)
+    /* nobody else in, then look again under the lock (another upgrade may
+     * have finished since) */
+    if (!locked && (rc = take_locks(dfd, &l)) != 0)
         goto out;
+    locked = 1;
+    if ((rc = bl_f1_probe(dir, &info)) != 0)
+        goto out;
+    if (info.format != 1) {
+        rep->from_format = info.format;
+        rc = info.format == BINDLOG_FORMAT_VERSION
+                 ? 0
+                 : bl_err_set(BINDLOG_EVERSION, "the store changed to format %u meanwhile",
+                              (unsigned)info.format);
+        goto out;
+    }
+    /* from here on, a failure undoes what this attempt made: only now,
+     * since only beside a format-1 data.mdb is a bindlog.wal not the
+     * store's own */
+    started = 1;
     if ((rc = remove_staging(dfd)) != 0 || (rc = remove_stray(dfd, BL_WAL_FILE)) != 0 ||
         (rc = remove_stray(dfd, BL_SHM_FILE)) != 0)
         goto out;
@@ -484,6 +531,12 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     }
     if ((rc = fail_at("upgrade.wal")) != 0)
         goto out;
+    rep->head_lsn = info.head_lsn;
+    rep->base_lsn = info.base_lsn;
+    rep->records = info.records;
+    rep->bindings = info.bindings;
+    rep->sessions = info.sessions;
+    memcpy(rep->digest, info.digest, BINDLOG_DIGEST_SIZE);
     /* the commit point */
     if (renameat(dfd, STAGING "/data.mdb", dfd, "data.mdb") != 0) {
         rc = sys_error("data.mdb");
@@ -499,16 +552,9 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     if (remove_staging(dfd) == 0)
         fsync(dfd);
     (void)BL_FAILPOINT("upgrade.clean");
-    rep->from_format = 1;
-    rep->head_lsn = info.head_lsn;
-    rep->base_lsn = info.base_lsn;
-    rep->records = info.records;
-    rep->bindings = info.bindings;
-    rep->sessions = info.sessions;
-    memcpy(rep->digest, info.digest, BINDLOG_DIGEST_SIZE);
     rc = 0;
 out:
-    if (rc != 0 && !rep->upgraded && l.lock_fd >= 0 && rc != BINDLOG_EBUSY)
+    if (rc != 0 && !rep->upgraded && started)
         undo(dfd); /* nothing of a failed attempt stays */
     drop_locks(&l);
     close(dfd);
