@@ -953,7 +953,8 @@ typedef struct bindlog_upgrade_report {
  * @param progress, progress_ctx  optional: records imported so far.
  * @return 0: upgraded (rep->upgraded 1), or already current (rep->upgraded
  *   0, rep->from_format BINDLOG_FORMAT_VERSION; nothing was touched).  On
- *   error nothing changed: BINDLOG_EINVAL (NULL/empty dir or rep, bad opts,
+ *   error nothing of the store changed (bindlog.lock may have been made,
+ *   as any writer's open makes it): BINDLOG_EINVAL (NULL/empty dir or rep, bad opts,
  *   an etcd location), BINDLOG_ENOTFOUND (no such directory, no data.mdb),
  *   BINDLOG_ENOTSTORE (dir is a file; data.mdb is a link, not LMDB's or
  *   not bindlog's), BINDLOG_EVERSION (a format newer than this library's),
