@@ -243,7 +243,7 @@ static void upgrade__bad_arguments_and_paths(void **state)
     (void)state;
     bindlog_upgrade_report r;
     bindlog_options o = BINDLOG_OPTIONS_INIT;
-    char *tmp = tu_mkdtemp("upgrade-bad"), path[1000], link[1100];
+    char *tmp = tu_mkdtemp("upgrade-bad"), path[1000], link[1100], cmd_copy[2400];
 
     assert_int_equal(bindlog_upgrade(NULL, NULL, &r, NULL, NULL), BINDLOG_EINVAL);
     assert_int_equal(bindlog_upgrade("", NULL, &r, NULL, NULL), BINDLOG_EINVAL);
@@ -298,6 +298,47 @@ static void upgrade__bad_arguments_and_paths(void **state)
     assert_int_equal(bindlog_upgrade(path, NULL, &r, NULL, NULL), BINDLOG_ENOTSTORE);
     assert_non_null(strstr(bindlog_last_error(), "not an LMDB file"));
     assert_false(exists(path, "bindlog.wal"));
+
+    /* lock.mdb or bindlog.lock a link: refused, the target untouched */
+    {
+        char *outside = tu_mkdtemp("upgrade-outside"), target2[1100], lk[1100];
+        snprintf(target2, sizeof target2, "%s/victim", outside);
+        fp = fopen(target2, "w");
+        fputs("keep me", fp);
+        fclose(fp);
+        const char *names[] = {"lock.mdb", "bindlog.lock"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(lk, sizeof lk, "%s/%s", f->dir, names[i]);
+            unlink(lk); /* bindlog.lock: made by the refused attempt before */
+            assert_int_equal(symlink(target2, lk), 0);
+            assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_ENOTSTORE);
+            assert_non_null(strstr(bindlog_last_error(), "symbolic link"));
+            assert_int_equal(unlink(lk), 0);
+            unchanged(f);
+        }
+        size_t vn;
+        unsigned char *v = slurp(target2, &vn);
+        assert_int_equal(vn, 7);
+        assert_memory_equal(v, "keep me", 7);
+        free(v);
+        /* a stale bindlog.wal that is a link: the link goes, never its target */
+        snprintf(lk, sizeof lk, "%s/bindlog.wal", f->dir);
+        assert_int_equal(symlink(target2, lk), 0);
+        bindlog_upgrade_report r2;
+        char lk2[1100];
+        snprintf(lk2, sizeof lk2, "%s/copy", tmp);
+        snprintf(cmd_copy, sizeof cmd_copy, "cp -a '%s' '%s'", f->dir, lk2);
+        assert_int_equal(system(cmd_copy), 0);
+        assert_int_equal(bindlog_upgrade(lk2, NULL, &r2, NULL, NULL), 0);
+        assert_int_equal(r2.upgraded, 1);
+        v = slurp(target2, &vn);
+        assert_int_equal(vn, 7);
+        assert_memory_equal(v, "keep me", 7);
+        free(v);
+        assert_int_equal(unlink(lk), 0);
+        tu_rmtree(outside);
+        free(outside);
+    }
 
     /* the directory reached through a link is fine */
     snprintf(link, sizeof link, "%s/via-link", tmp);
