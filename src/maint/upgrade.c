@@ -204,7 +204,9 @@ static int make_backup(int dfd)
         goto out;
     }
     unlinkat(bfd, "data.mdb.tmp", 0); /* a copy a crash cut short */
-    if (linkat(dfd, "data.mdb", bfd, "data.mdb", 0) != 0)
+    /* failpoint upgrade.nolink (eio): a file system without hard links */
+    if ((BL_FAILPOINT("upgrade.nolink") != 0 && (errno = EPERM, 1)) ||
+        linkat(dfd, "data.mdb", bfd, "data.mdb", 0) != 0)
         rc = errno == EPERM || errno == ENOTSUP || errno == EMLINK ? copy_backup(dfd, bfd)
                                                                      : sys_error(BACKUP "/data.mdb");
     else

@@ -273,12 +273,38 @@ static void upgrade_crash__kill_anywhere(void **state)
     print_message("kill -9 anywhere: %d left the old store, %d the new one\n", seen[1], seen[2]);
 }
 
+/* A file system without hard links (failpoint upgrade.nolink): the backup
+ * is a copy of the old data.mdb, byte for byte. */
+static void upgrade_crash__backup_by_copy(void **state)
+{
+    (void)state;
+    fx *f = extract("compacted");
+    bindlog_upgrade_report r;
+    char path[1100];
+    struct stat a, b;
+    set_failpoint("upgrade.nolink:eio");
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    set_failpoint(NULL);
+    assert_int_equal(r.upgraded, 1);
+    is_new_store(f);
+    snprintf(path, sizeof path, "%s/format1-backup/data.mdb", f->dir);
+    same_file(path, f);
+    assert_int_equal(stat(path, &a), 0);
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    assert_int_equal(stat(path, &b), 0);
+    assert_int_equal(a.st_nlink, 1); /* a copy, not a link */
+    assert_true(a.st_ino != b.st_ino);
+    assert_false(exists(f->dir, "format1-backup/data.mdb.tmp"));
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(upgrade_crash__kill_at_each_step),
         cmocka_unit_test(upgrade_crash__eio_before_the_switch_leaves_nothing),
         cmocka_unit_test(upgrade_crash__kill_anywhere),
+        cmocka_unit_test(upgrade_crash__backup_by_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
