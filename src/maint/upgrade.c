@@ -493,7 +493,6 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
      * have finished since) */
     if (!locked && (rc = take_locks(dfd, &l)) != 0)
         goto out;
-    locked = 1;
     if ((rc = bl_f1_probe(dir, &info)) != 0)
         goto out;
     if (info.format != 1) {
