@@ -28,6 +28,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <lmdb.h>
+
 #include "bindlog.h"
 #include "testutil.h"
 
@@ -646,6 +648,60 @@ static void upgrade__random_damage_never_crashes(void **state)
                   upgraded);
 }
 
+/* Stamp data.mdb's meta "format" (and drop "magic" when magic is 0),
+ * behind the library's back. */
+static void stamp(const char *dir, uint32_t format, int magic)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta;
+    unsigned char fmt[4] = {(unsigned char)format, (unsigned char)(format >> 8),
+                            (unsigned char)(format >> 16), (unsigned char)(format >> 24)};
+    MDB_val k = {6, "format"}, v = {4, fmt}, mk = {5, "magic"};
+    assert_int_equal(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 16);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+    if (!magic)
+        assert_int_equal(mdb_del(txn, meta, &mk, NULL), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+/* A newer format, a format that never was, someone else's LMDB file:
+ * refused, named, nothing changed. */
+static void upgrade__other_formats_are_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t format;
+        int magic, rc;
+        const char *says;
+    } cases[] = {
+        {3, 1, BINDLOG_EVERSION, "format 3, newer than this library's 2"},
+        {0, 1, BINDLOG_ECORRUPT, "no valid format record"},
+        {1, 0, BINDLOG_ENOTSTORE, "no bindlog magic"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fx *f = extract("plain");
+        char path[1100];
+        bindlog_upgrade_report r;
+        stamp(f->dir, cases[i].format, cases[i].magic);
+        snprintf(path, sizeof path, "%s/lock.mdb", f->dir);
+        unlink(path); /* what stamp() made */
+        free(f->orig);
+        snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+        f->orig = slurp(path, &f->orig_len);
+        assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), cases[i].rc);
+        if (strstr(bindlog_last_error(), cases[i].says) == NULL)
+            fail_msg("case %zu: \"%s\"", i, bindlog_last_error());
+        unchanged(f);
+        fx_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -659,6 +715,7 @@ int main(void)
         cmocka_unit_test(upgrade__rollback_as_documented),
         cmocka_unit_test(upgrade__damaged_current_store_keeps_its_log),
         cmocka_unit_test(upgrade__random_damage_never_crashes),
+        cmocka_unit_test(upgrade__other_formats_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
