@@ -30,6 +30,7 @@ import functools
 import threading
 from typing import (
     Any,
+    Dict,
     AsyncIterator,
     BinaryIO,
     Callable,
@@ -72,6 +73,11 @@ __all__ = ["AsyncStore", "DEFAULT_WRITERS"]
 DEFAULT_WRITERS = 16
 #: records read per snapshot by AsyncStore.follow, on the loop's thread
 ASYNC_FOLLOW_BATCH = 64
+#: the most single-event writes one writer thread carries into the library
+#: as one batch (AsyncStore._flush_writes), and the most bytes of keys, ids,
+#: reasons and origins: a group's frame must fit in half the store's log
+COALESCE_MAX = 64
+COALESCE_BYTES = 256 * 1024
 
 R = TypeVar("R")
 
@@ -162,6 +168,35 @@ class _Watcher:
             await asyncio.sleep(0.005)
 
 
+def _run_writes(live: List[int], store: Store, calls: List[Any]) -> List[Tuple[Any, Optional[BaseException]]]:
+    """On a writer thread: the calls `live` indexes, as one batch when
+    there are several.  A batch is all or nothing, and these are
+    independent writes, so when one event is refused (or the batch fails
+    as a whole) nothing was written: the events before it go again as a
+    batch, it goes alone (its own outcome or exception, with its own
+    message), then those after it.  Each event is decided once it is
+    written or refused on its own: retried events are decided again
+    against the state of their retry, as a write submitted a moment later
+    would be."""
+    todo = [[calls[i] for i in live]]
+    outs: List[Tuple[Any, Optional[BaseException]]] = []
+    while todo:
+        part = todo.pop(0)
+        if len(part) == 1:
+            try:
+                outs.append((store._event(*part[0]), None))
+            except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+                outs.append((None, e))
+            continue
+        rc, at, results = store._calls_as_batch(part)
+        if rc == 0:
+            outs.extend((r, None) for r in results)
+            continue
+        at = at if 0 <= at < len(part) else 0
+        todo[0:0] = [p for p in (part[:at], part[at:at + 1], part[at + 1:]) if p]
+    return outs
+
+
 class AsyncStore:
     """A bindlog store for asyncio: :class:`Store`'s methods and keywords,
     with the writes as coroutines that never block the event loop.
@@ -217,6 +252,9 @@ class AsyncStore:
         )
         self._writers = writers
         self._pool = WriterPool(writers, "bindlog-writer")
+        # single-event writes submitted during the current turn of each
+        # loop, not yet handed to the pool (_queue_write)
+        self._pending: Dict[asyncio.AbstractEventLoop, List[Tuple["asyncio.Future[Any]", Any]]] = {}
         self._closing = False
         self._closed: Optional["asyncio.Future[None]"] = None
         self._watcher: Optional[_Watcher] = None
@@ -309,6 +347,8 @@ class AsyncStore:
         self._closed = asyncio.get_running_loop().create_future()
         self._closing = True
         try:
+            for lp in list(self._pending):
+                self._flush_writes(lp)  # queued writes go in before the drain
             await self._pool.drain()  # the writes already submitted
             self._pool.shutdown()
             if self._watcher is not None:
@@ -345,6 +385,41 @@ class AsyncStore:
         self._check()
         return self._pool.submit(fn, *args)
 
+    def _queue_write(self, call: Any) -> "asyncio.Future[Result]":
+        """A single-event write (a prepared call): queued until the end of
+        the loop's turn, when every write the loop's tasks made in it goes
+        to one writer thread (_flush_writes)."""
+        self._check()
+        loop = asyncio.get_running_loop()
+        fut: "asyncio.Future[Result]" = loop.create_future()
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = []
+            loop.call_soon(self._flush_writes, loop)
+        pending.append((fut, call))
+        return fut
+
+    def _flush_writes(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the loop's queued writes to the writer pool, COALESCE_MAX
+        per job.  One thread carrying many writes into the library as one
+        batch costs one wake-up of one thread instead of one per write, so
+        the writes of tasks that resumed together reach the library
+        together and share a group commit (measured: docs/python.md)."""
+        pending = self._pending.pop(loop, None)
+        if not pending:
+            return
+        store = self.store
+        part: List[Tuple["asyncio.Future[Any]", Any]] = []
+        size = 0
+        for item in pending:
+            n = sum(len(a) for a in item[1][2:] if isinstance(a, bytes))
+            if part and (len(part) == COALESCE_MAX or size + n > COALESCE_BYTES):
+                self._pool.submit_each([f for f, _ in part], _run_writes, store, [c for _, c in part])
+                part, size = [], 0
+            part.append(item)
+            size += n
+        self._pool.submit_each([f for f, _ in part], _run_writes, store, [c for _, c in part])
+
     async def bind(
         self,
         key: Text,
@@ -355,7 +430,7 @@ class AsyncStore:
     ) -> Result:
         """BIND, on a writer thread (see :meth:`Store.bind`)."""
         store = self._check()
-        return await self._submit(store._event, *store._prep_bind(key, session_id, expect, reason, origin))
+        return await self._queue_write(store._prep_bind(key, session_id, expect, reason, origin))
 
     async def new_session(
         self,
@@ -366,7 +441,7 @@ class AsyncStore:
     ) -> Result:
         """NEW_SESSION, on a writer thread (see :meth:`Store.new_session`)."""
         store = self._check()
-        return await self._submit(store._event, *store._prep_new_session(key, session_id, reason, origin))
+        return await self._queue_write(store._prep_new_session(key, session_id, reason, origin))
 
     async def split(
         self,
@@ -378,18 +453,17 @@ class AsyncStore:
     ) -> Result:
         """SPLIT, on a writer thread (see :meth:`Store.split`)."""
         store = self._check()
-        return await self._submit(store._event,
-                                  *store._prep_split(key, parent_id, child_id, run_generation, origin))
+        return await self._queue_write(store._prep_split(key, parent_id, child_id, run_generation, origin))
 
     async def invalidate(self, key: Text, reason: Optional[Text] = None) -> Result:
         """INVALIDATE, on a writer thread (see :meth:`Store.invalidate`)."""
         store = self._check()
-        return await self._submit(store._event, *store._prep_key_event("invalidate", key, reason))
+        return await self._queue_write(store._prep_key_event("invalidate", key, reason))
 
     async def unbind(self, key: Text, reason: Optional[Text] = None) -> Result:
         """UNBIND, on a writer thread (see :meth:`Store.unbind`)."""
         store = self._check()
-        return await self._submit(store._event, *store._prep_key_event("unbind", key, reason))
+        return await self._queue_write(store._prep_key_event("unbind", key, reason))
 
     async def apply_batch(self, events: Sequence[Event]) -> List[Result]:
         """A batch in one transaction, on a writer thread (see

@@ -452,6 +452,43 @@ class Store(Maintenance):
                 raise TypeError(f"events[{i}]: {exc}") from None
         return _Batch(arr, n, keep)
 
+    def _calls_as_batch(self, calls: Sequence["_Call"]) -> Tuple[int, int, List[Result]]:
+        """Make several prepared single-event calls (_prep_bind & co) one
+        bindlog_apply_batch: (0, 0, results), or (rc < 0, the failing
+        event's index, []) when the batch was refused as a whole (then
+        nothing of it was written).  For AsyncStore's writer threads, which
+        retry the events of a refused batch on their own (aio.py)."""
+        n = len(calls)
+        arr = (_ffi.bindlog_event * n)()
+        for c, call in zip(arr, calls):
+            name, args = call[0], call[2:]
+            org: Optional[bytes] = None
+            if name == "bind":
+                c.type = _ffi.EVENT_BIND
+                c.key, c.session_id, c.expect, c.reason, org = args[:5]
+            elif name == "new_session":
+                c.type = _ffi.EVENT_NEW_SESSION
+                c.key, c.session_id, c.reason, org = args[:4]
+            elif name == "split":
+                c.type = _ffi.EVENT_SPLIT
+                c.key, c.expect, c.session_id, c.generation, org = args[:5]
+            else:
+                c.type = _ffi.EVENT_INVALIDATE if name == "invalidate" else _ffi.EVENT_UNBIND
+                c.key, c.reason = args
+            if org is not None:
+                c.origin = ctypes.cast(ctypes.c_char_p(org), c_void_p)  # org lives in `calls`
+                c.origin_len = len(org)
+        out = (_ffi.bindlog_result * n)()
+        err = c_size_t()
+        h = self._enter()
+        try:
+            rc = int(self._lib.bindlog_apply_batch(h, arr, n, out, byref(err)))
+        finally:
+            self._leave()
+        if rc < 0:
+            return rc, int(err.value), []
+        return 0, 0, [Result._from_c(out[i].outcome, out[i]) for i in range(n)]
+
     def _batch(self, batch: "_Batch") -> List[Result]:
         arr, n = batch.arr, batch.n
         out = (_ffi.bindlog_result * max(n, 1))()

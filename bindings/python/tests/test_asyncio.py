@@ -3,6 +3,7 @@ feed across processes, close and cancellation."""
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import os
 import shutil
@@ -171,6 +172,47 @@ class Concurrency(AsyncCase):
         # 160 events, awaited 32 at a time: a pool that handed the library
         # one event at a time would make one commit per event
         self.assertLess(st.commits, st.grouped_events)
+
+    async def test_writes_awaited_together_go_in_together_and_a_refusal_is_its_own(self) -> None:
+        await self.store.bind(f"{KEY}:taken", "sess-taken")
+        await self.store.new_session(f"{KEY}:old", "sess-old")
+        head, st0 = self.head(), self.store.stats()
+        # refused in the middle of what the loop hands over in one turn:
+        refused = {
+            3: lambda: self.store.split(f"{KEY}:unbound", "a", "b"),       # NotFound
+            7: lambda: self.store.bind(f"{KEY}:7", "sess-taken"),          # Conflict
+            9: lambda: self.store.new_session(f"{KEY}:9", "sess-old"),     # Exists
+        }
+        calls = [refused[i]() if i in refused else self.store.bind(f"{KEY}:{i}", f"s{i}")
+                 for i in range(12)]
+        rs = await asyncio.gather(*calls, return_exceptions=True)
+        self.assertIsInstance(rs[3], bindlog.NotFound)
+        self.assertEqual(rs[3].message, f"split {KEY}:unbound: key is not bound")
+        self.assertIsInstance(rs[7], bindlog.Conflict)
+        self.assertIn(f"bind {KEY}:7", rs[7].message)
+        self.assertIsInstance(rs[9], bindlog.Exists)
+        self.assertIn(f"new_session {KEY}:9", rs[9].message)
+        applied = [i for i, r in enumerate(rs) if isinstance(r, bindlog.Result)]
+        self.assertEqual(applied, [0, 1, 2, 4, 5, 6, 8, 10, 11])
+        self.assertTrue(all(rs[i].applied for i in applied))
+        self.assertEqual(self.head(), head + 9)
+        for i in applied:
+            self.assertEqual(self.store.get(f"{KEY}:{i}").session_id, f"s{i}")
+        self.assertIsNone(self.store.get(f"{KEY}:7"))
+        self.assertEqual(self.store.get(f"{KEY}:taken").session_id, "sess-taken")
+        st = self.store.stats()
+        self.assertEqual(st.events["bind"]["applied"] - st0.events["bind"]["applied"], 9)
+        self.assertEqual(st.events["new_session"]["applied"], st0.events["new_session"]["applied"])
+
+    async def test_many_writes_in_one_turn_are_carried_in_parts(self) -> None:
+        n = 3 * bindlog.aio.COALESCE_MAX + 5
+        big = {"pad": "x" * 40_000}  # ~7 of these fill COALESCE_BYTES
+        rs = await asyncio.gather(*(self.store.bind(f"{KEY}:{i}", f"s{i}", origin=big if i % 2 else None)
+                                    for i in range(n)))
+        self.assertTrue(all(r.applied for r in rs))
+        self.assertEqual(sorted(r.lsn for r in rs), list(range(1, n + 1)))
+        self.assertEqual(self.head(), n)
+        self.assertEqual(json.loads(self.store.session(f"s{n - 2}").origin), big)
 
     async def test_a_write_runs_on_a_writer_thread_and_the_loop_keeps_running(self) -> None:
         entered, release = threading.Event(), threading.Event()
