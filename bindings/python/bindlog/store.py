@@ -120,8 +120,6 @@ class Store(Maintenance):
     Raises:
         NotFound, NotAStore, VersionMismatch, PermissionDenied, Corrupt,
         BindlogIOError, NotSupported, ...: the store cannot be opened.
-        ForkError: this process is a fork child of one that had the same
-            store open at the fork.
         LibraryNotFoundError (an ImportError): libbindlog cannot be loaded.
 
     Methods called after :meth:`close` raise :class:`~bindlog.StoreClosed`.
@@ -144,7 +142,6 @@ class Store(Maintenance):
         self._iters: Set[_CIter] = set()
         self._epoch = _fork.epoch
         self._pid = os.getpid()
-        self._dev_ino: Optional[_fork.DevIno] = None
         self._path = ""
         try:
             p = _args.fspath(path)
@@ -163,13 +160,6 @@ class Store(Maintenance):
             self._clock = None if clock is None else _args.ClockCallback(clock)
         except InvalidArgument as exc:
             raise exc._in_call("open", p) from None
-        if _fork.was_inherited(p):
-            raise ForkError(
-                f"open {quote(p)}: this process was forked from one that had this store open, "
-                "and the library's environment for it was inherited across the fork (LMDB "
-                "forbids using it in a child): start the worker with multiprocessing's "
-                "'spawn' or 'forkserver' method, or open the store only after forking"
-            )
         self._lib = _ffi.load()
         opts = _ffi.bindlog_options()
         opts.version = _ffi.OPTIONS_VERSION
@@ -186,8 +176,6 @@ class Store(Maintenance):
         self._h = h
         self._durability = durability
         self._read_only = read_only
-        self._dev_ino = _fork.dev_ino(p)
-        _fork.opened(self)
 
     # ---- life cycle ----
 
@@ -217,8 +205,13 @@ class Store(Maintenance):
         handle, its snapshots and its locks are the parent's and are left
         untouched."""
         if self._epoch != _fork.epoch:
-            self._h = None
+            # the library frees the handle's memory and nothing of the
+            # parent's (no lock of this object's is taken: another thread
+            # of the parent may have held one at the fork)
+            h, self._h = self._h, None
             self._iters = set()
+            if h:
+                self._lib.bindlog_close(h)
             return
         with self._cv:
             if self._h is None or self._closing:
@@ -235,7 +228,6 @@ class Store(Maintenance):
                 self._cv.wait()
             h, self._h = self._h, None
         self._lib.bindlog_close(h)
-        _fork.closed(self)
 
     def __enter__(self) -> "Store":
         self._enter()
@@ -261,6 +253,7 @@ class Store(Maintenance):
 
     def _fork_error(self) -> ForkError:
         return ForkError(
+            _ffi.EFORK,
             f"store {quote(self._path)}: used in process {os.getpid()}, a fork child of process "
             f"{self._pid} that opened it; its handle, locks and threads stay the parent's.  "
             "Open the store in the child instead (with multiprocessing, start workers with "
