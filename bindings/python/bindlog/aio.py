@@ -168,6 +168,13 @@ class _Watcher:
             await asyncio.sleep(0.005)
 
 
+def _call_bytes(call: Any) -> int:
+    """About how many bytes a prepared call adds to a group's frame: its
+    origin (bind, new_session and split end with its length), and 1 KiB
+    for the key, ids and reason, which the library bounds."""
+    return 1024 + (int(call[-1]) if call[0] in ("bind", "new_session", "split") else 0)
+
+
 def _run_writes(live: List[int], store: Store, calls: List[Any]) -> List[Tuple[Any, Optional[BaseException]]]:
     """On a writer thread: the calls `live` indexes, as one batch when
     there are several.  A batch is all or nothing, and these are
@@ -388,8 +395,8 @@ class AsyncStore:
     def _queue_write(self, call: Any) -> "asyncio.Future[Result]":
         """A single-event write (a prepared call): queued until the end of
         the loop's turn, when every write the loop's tasks made in it goes
-        to one writer thread (_flush_writes)."""
-        self._check()
+        to one writer thread (_flush_writes).  The caller has checked the
+        store (_check)."""
         loop = asyncio.get_running_loop()
         fut: "asyncio.Future[Result]" = loop.create_future()
         pending = self._pending.get(loop)
@@ -412,7 +419,7 @@ class AsyncStore:
         part: List[Tuple["asyncio.Future[Any]", Any]] = []
         size = 0
         for item in pending:
-            n = sum(len(a) for a in item[1][2:] if isinstance(a, bytes))
+            n = _call_bytes(item[1])
             if part and (len(part) == COALESCE_MAX or size + n > COALESCE_BYTES):
                 self._pool.submit_each([f for f, _ in part], _run_writes, store, [c for _, c in part])
                 part, size = [], 0
