@@ -1,16 +1,18 @@
 """The :class:`AsyncStore`: a Store for asyncio programs.
 
 Writes are coroutines.  Each checks and converts its arguments on the
-loop (a bad one raises before anything is queued), then makes its C call
-on a pool of writer threads that belongs to the store (never the loop's
-default executor, which other code shares); the library releases the GIL
-while it commits, so the loop goes on serving other tasks, and writes
-awaited at the same time by many tasks sit in the library at the same
-time and share its group commits: one transaction and one sync for all of
-them.  That is why the pool has many
-threads (16 by default): a single writer thread would hand the library one
-event at a time, and every event would pay a sync of its own (measured in
-bench/asyncio_bench.py and docs/python.md).
+loop (a bad one raises before anything is queued) and waits for the end of
+the loop's turn: the single-event writes the loop's tasks made in one turn
+then go together to one of the store's own writer threads (never the
+loop's default executor, which other code shares), which makes them one
+``bindlog_apply_batch`` call, and retries the others of a batch that one
+event made fail (_run_writes).  One trip through a thread and the GIL for
+the writes of tasks that resumed together, instead of one each: they reach
+the library together and share its group commit (measured in
+bench/asyncio_bench.py and docs/python.md).  The library releases the GIL
+while it commits, so the loop goes on serving other tasks; writes of later
+turns go to other threads of the pool (16 by default) and share the
+library's group commits with those in flight.
 
 Reads (get, session, history, log, stats, ...) stay synchronous: they take
 microseconds and never wait for a flush.  The long maintenance calls
@@ -220,10 +222,9 @@ class AsyncStore:
     reads.  :meth:`follow` is an async iterator.
 
     Args:
-        writers: the writer threads of this store (1..1024).  Concurrent
-            writes share a group commit only while they are inside the
-            library together, so this bounds how many events one commit
-            can carry.  Raise it when more than 16 tasks write at once.
+        writers: the writer threads of this store (1..1024): how many
+            batches of writes (those of one turn of the loop, 64 at most)
+            can be inside the library at once, sharing its group commits.
         (the others as for :class:`Store`)
 
     Cancelling a task that awaits a write: if the write had not started, it
@@ -354,8 +355,9 @@ class AsyncStore:
         self._closed = asyncio.get_running_loop().create_future()
         self._closing = True
         try:
-            for lp in list(self._pending):
-                self._flush_writes(lp)  # queued writes go in before the drain
+            # this loop's queued writes go in before the drain (another
+            # loop's flush its own, or hear StoreClosed: _flush_writes)
+            self._flush_writes(asyncio.get_running_loop())
             await self._pool.drain()  # the writes already submitted
             self._pool.shutdown()
             if self._watcher is not None:
@@ -415,17 +417,26 @@ class AsyncStore:
         pending = self._pending.pop(loop, None)
         if not pending:
             return
-        store = self.store
-        part: List[Tuple["asyncio.Future[Any]", Any]] = []
+        store = self._store
+        parts: List[List[Tuple["asyncio.Future[Any]", Any]]] = [[]]
         size = 0
         for item in pending:
             n = _call_bytes(item[1])
-            if part and (len(part) == COALESCE_MAX or size + n > COALESCE_BYTES):
-                self._pool.submit_each([f for f, _ in part], _run_writes, store, [c for _, c in part])
-                part, size = [], 0
-            part.append(item)
+            if parts[-1] and (len(parts[-1]) == COALESCE_MAX or size + n > COALESCE_BYTES):
+                parts.append([])
+                size = 0
+            parts[-1].append(item)
             size += n
-        self._pool.submit_each([f for f, _ in part], _run_writes, store, [c for _, c in part])
+        for i, part in enumerate(parts):
+            try:
+                self._pool.submit_each([f for f, _ in part], _run_writes, store, [c for _, c in part])
+            except RuntimeError:  # closed meanwhile (by a task of another loop)
+                closed = f"store {quote(store.path if store else '')} is closed"
+                for rest in parts[i:]:
+                    for f, _ in rest:
+                        if not f.done():
+                            f.set_exception(StoreClosed(closed))
+                return
 
     async def bind(
         self,
