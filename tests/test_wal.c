@@ -737,6 +737,53 @@ static void wal__another_stores_log_is_never_applied(void **state)
     free(b);
 }
 
+/* An iterator opened before the checkpointer grows the map must not use the
+ * old map: mdb_cursor_open loads the table's root page at once, so even a
+ * cursor not yet stepped re-seeks after a remap (found by machine_fuzzer's
+ * 64 KiB maps, with the checkpointer growing them in the background). */
+static void wal__an_iterator_survives_a_remap_before_its_first_step(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walremap");
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    bindlog_stats st0, st1;
+    bindlog_iter *it;
+    bindlog_binding b;
+    uint64_t ck;
+    int rc, n = 0;
+
+    o.durability = BINDLOG_DURABILITY_NONE;
+    o.map_size = 64 * 1024;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    bind_n(s, 0, 5, "early");
+    assert_int_equal(bindlog_checkpoint(s, &ck), 0);
+    assert_int_equal(bindlog_stats_get(s, &st0), 0);
+    assert_int_equal(bindlog_bindings_iter(s, &it), 0);
+    /* grow the map under the open iterator: thousands of new keys, folded */
+    char key[64], sid[64];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(key, sizeof key, "late-%d", i);
+        snprintf(sid, sizeof sid, "late-s%d", i);
+        assert_int_equal(bindlog_bind(s, key, sid, NULL, NULL, "origin", 6, NULL),
+                         BINDLOG_APPLIED);
+    }
+    assert_int_equal(bindlog_checkpoint(s, &ck), 0);
+    assert_int_equal(bindlog_stats_get(s, &st1), 0);
+    assert_true(st1.map_size > st0.map_size); /* the map was remapped */
+    while ((rc = bindlog_iter_next_binding(it, &b)) == 1) {
+        assert_non_null(strstr(b.key, "early-k"));
+        n++;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(n, 5); /* the iterator's snapshot, whole */
+    bindlog_iter_close(it);
+    assert_clean(s);
+    bindlog_close(s);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -755,6 +802,7 @@ int main(void)
         cmocka_unit_test(wal__a_format_1_store_names_bindlog_upgrade),
         cmocka_unit_test(wal__the_log_file_is_checked_at_open),
         cmocka_unit_test(wal__another_stores_log_is_never_applied),
+        cmocka_unit_test(wal__an_iterator_survives_a_remap_before_its_first_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

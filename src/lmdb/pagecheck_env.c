@@ -803,6 +803,10 @@ int bl_pc_open(bl_env *e)
             rc = bl_mdb_error(rc);
             break;
         }
+        /* the size after the snapshot began: a writer may have grown the
+         * file and committed since the fstat above, and a meta page never
+         * names pages written after it */
+        refresh_pages(pc);
         rc = open_check(pc, mdb_txn_id(txn));
         mdb_txn_abort(txn);
         if (rc <= 0 || tries >= 8)

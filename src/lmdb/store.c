@@ -1428,7 +1428,8 @@ int bl_cursor_open_snap(bl_cursor *c, bl_snap *s, int db, const void *seek, size
 }
 
 /* Move the LMDB side to its next entry, as `lm` says, re-seeking after a
- * remap (its page pointers died with the old map). */
+ * remap (its page pointers died with the old map).  That includes a cursor
+ * not yet used: mdb_cursor_open already loaded the table's root page. */
 static int lm_advance(bl_cursor *c)
 {
     MDB_val k, v;
@@ -1436,7 +1437,7 @@ static int lm_advance(bl_cursor *c)
 
     if (c->lm == 3)
         return 0;
-    if (c->lm != 0 && c->epoch != c->e->map_epoch) {
+    if (c->epoch != c->e->map_epoch) {
         mdb_cursor_close(c->c);
         c->c = NULL;
         if ((rc = mdb_cursor_open(c->txn, c->dbi, &c->c)) != 0)
