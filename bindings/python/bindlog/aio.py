@@ -197,7 +197,11 @@ def _run_writes(live: List[int], store: Store, calls: List[Any]) -> List[Tuple[A
             except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
                 outs.append((None, e))
             continue
-        rc, at, results = store._calls_as_batch(part)
+        try:
+            rc, at, results = store._calls_as_batch(part)
+        except BaseException:  # noqa: BLE001 - the store closed: each hears it alone
+            todo[0:0] = [[c] for c in part]
+            continue
         if rc == 0:
             outs.extend((r, None) for r in results)
             continue
