@@ -170,6 +170,11 @@ class _Watcher:
             await asyncio.sleep(0.005)
 
 
+#: the errors the library decides for one event alone: the batch failed
+#: because of that event (the others may be fine)
+_REFUSALS = (_ffi.EINVAL, _ffi.ENOTFOUND, _ffi.EEXIST, _ffi.ECONFLICT)
+
+
 def _call_bytes(call: Any) -> int:
     """About how many bytes a prepared call adds to a group's frame: its
     origin (bind, new_session and split end with its length), and 1 KiB
@@ -180,13 +185,14 @@ def _call_bytes(call: Any) -> int:
 def _run_writes(live: List[int], store: Store, calls: List[Any]) -> List[Tuple[Any, Optional[BaseException]]]:
     """On a writer thread: the calls `live` indexes, as one batch when
     there are several.  A batch is all or nothing, and these are
-    independent writes, so when one event is refused (or the batch fails
-    as a whole) nothing was written: the events before it go again as a
-    batch, it goes alone (its own outcome or exception, with its own
-    message), then those after it.  Each event is decided once it is
-    written or refused on its own: retried events are decided again
-    against the state of their retry, as a write submitted a moment later
-    would be."""
+    independent writes, so when one event is refused nothing was written:
+    the events before it go again as a batch, it goes alone (its own
+    outcome or exception, with its own message), then those after it.  A
+    batch that failed as a whole (a storage error: a frame too large for a
+    small log, EIO, ...) goes again in halves, down to single writes, each
+    of which then fails or succeeds alone.  Retried events are decided
+    again against the state of their retry, as a write submitted a moment
+    later would be."""
     todo = [[calls[i] for i in live]]
     outs: List[Tuple[Any, Optional[BaseException]]] = []
     while todo:
@@ -205,8 +211,11 @@ def _run_writes(live: List[int], store: Store, calls: List[Any]) -> List[Tuple[A
         if rc == 0:
             outs.extend((r, None) for r in results)
             continue
-        at = at if 0 <= at < len(part) else 0
-        todo[0:0] = [p for p in (part[:at], part[at:at + 1], part[at + 1:]) if p]
+        if rc in _REFUSALS and 0 <= at < len(part):
+            todo[0:0] = [p for p in (part[:at], part[at:at + 1], part[at + 1:]) if p]
+        else:
+            half = len(part) // 2
+            todo[0:0] = [part[:half], part[half:]]
     return outs
 
 

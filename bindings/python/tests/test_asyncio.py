@@ -3,6 +3,7 @@ feed across processes, close and cancellation."""
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import multiprocessing
 import os
@@ -213,6 +214,28 @@ class Concurrency(AsyncCase):
         self.assertEqual(sorted(r.lsn for r in rs), list(range(1, n + 1)))
         self.assertEqual(self.head(), n)
         self.assertEqual(json.loads(self.store.session(f"s{n - 2}").origin), big)
+
+    async def test_a_batch_too_large_for_a_small_log_goes_in_halves(self) -> None:
+        # a store made with the smallest log (64 KiB): a group's frame must
+        # fit in half of it, and 64 writes with 3 KB origins do not
+        path = os.path.join(self.dir, "small-log")
+        lib = bindlog._ffi.load()
+        opts = bindlog._ffi.bindlog_options()
+        opts.version = bindlog._ffi.OPTIONS_VERSION
+        opts.durability = bindlog._ffi.DURABILITY_NONE
+        opts.log_size = 64 << 10
+        h = ctypes.c_void_p()
+        self.assertEqual(lib.bindlog_open(ctypes.byref(h), os.fsencode(path), ctypes.byref(opts)), 0)
+        lib.bindlog_close(h)
+        async with bindlog.AsyncStore(path, durability="none") as s:
+            pad = {"pad": "p" * 3000}
+            rs = await asyncio.gather(*(s.bind(f"{KEY}:{i}", f"s{i}", origin=pad) for i in range(64)))
+            self.assertTrue(all(r.applied for r in rs))
+            self.assertEqual(sorted(r.lsn for r in rs), list(range(1, 65)))
+            self.assertEqual(json.loads(s.session("s63").origin), pad)
+            # the batches that did not fit were refused whole (counted as
+            # errors of the batch's first event) before their halves went in
+            self.assertGreater(s.stats().events["bind"]["error"], 0)
 
     async def test_a_write_runs_on_a_writer_thread_and_the_loop_keeps_running(self) -> None:
         entered, release = threading.Event(), threading.Event()
