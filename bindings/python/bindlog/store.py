@@ -140,6 +140,11 @@ class Store(Maintenance):
         self._active = 0
         self._closing = False
         self._iters: Set[_CIter] = set()
+        # errors the library counted for batches that AsyncStore made up of
+        # independent writes and that were refused whole (_calls_as_batch):
+        # not calls of the caller's, so stats() leaves them out
+        self._batch_refusals = [0] * _ffi.EVENT_COUNT
+        self._refusals_lock = threading.Lock()
         self._epoch = _fork.epoch
         self._pid = os.getpid()
         self._path = ""
@@ -479,7 +484,12 @@ class Store(Maintenance):
         finally:
             self._leave()
         if rc < 0:
-            return rc, int(err.value), []
+            at = int(err.value)
+            # the library counted one error, for the event at fault (event 0
+            # when none is): the caller's call is counted when it goes again
+            with self._refusals_lock:
+                self._batch_refusals[arr[at if at < n else 0].type] += 1
+            return rc, at, []
         return 0, 0, [Result._from_c(out[i].outcome, out[i]) for i in range(n)]
 
     def _batch(self, batch: "_Batch") -> List[Result]:
@@ -825,6 +835,9 @@ class Store(Maintenance):
             name: {col: int(out.events[t][i]) for i, col in enumerate(_OUTCOME_COLUMNS)}
             for t, name in _EVENT_NAMES.items()
         }
+        with self._refusals_lock:
+            for t, name in _EVENT_NAMES.items():
+                events[name]["error"] = max(0, events[name]["error"] - self._batch_refusals[t])
         return Stats(
             out.head_lsn,
             out.base_lsn,
