@@ -321,8 +321,9 @@ BINDLOG_API int bindlog_open(bindlog **out, const char *dir, const bindlog_optio
  * In a child process forked while the handle was open (see "Processes and
  * fork" below) it frees only the handle's own memory: the environment,
  * its maps, locks and descriptors are the parent's and are left exactly as
- * they are (LMDB forbids closing an environment in a forked child: its
- * reader slots and locks would be released on the parent's behalf).
+ * they are (LMDB forbids using an environment after fork(); closing it
+ * would run the last handle's checkpoint through the parent's state and
+ * close descriptors whose POSIX locks belong to the whole process).
  */
 BINDLOG_API void bindlog_close(bindlog *s);
 
