@@ -219,6 +219,51 @@ class Concurrency(AsyncCase):
         self.assertEqual(self.head(), n)
         self.assertEqual(json.loads(self.store.session(f"s{n - 2}").origin), big)
 
+    async def test_racing_writes_on_shared_keys_each_count_once(self) -> None:
+        """32 tasks race binds, splits, new sessions and stops on 6 shared
+        keys, many refused (moved, stale, not bound, a session of another
+        key): every APPLIED result is exactly one record of the log, with
+        its own LSN, and the log replays to the state."""
+        import random
+
+        keys = [f"{KEY}:{i}" for i in range(6)]
+        applied: List[int] = []
+        errors = 0
+
+        async def racer(t: int) -> None:
+            nonlocal errors
+            rnd = random.Random(t)
+            for n in range(40):
+                k = rnd.choice(keys)
+                b = self.store.get(k)
+                op = rnd.randrange(4)
+                try:
+                    if op == 0:
+                        r = await self.store.bind(k, f"t{t}-{n}" if rnd.random() < 0.8 else "shared")
+                    elif op == 1 and b is not None:
+                        r = await self.store.split(k, b.session_id, f"t{t}-{n}c", b.generation)
+                    elif op == 2:
+                        r = await self.store.new_session(k, f"t{t}-{n}n" if rnd.random() < 0.9 else "shared")
+                    else:
+                        r = await self.store.invalidate(k)
+                except (bindlog.NotFound, bindlog.Conflict, bindlog.Exists):
+                    errors += 1
+                    continue
+                if r.outcome is Outcome.APPLIED:
+                    applied.append(r.lsn)
+
+        await asyncio.gather(*(racer(t) for t in range(32)))
+        self.assertGreater(errors, 0)
+        # some of them inside batches, which went again around them
+        self.assertGreater(sum(self.store.store._batch_refusals), 0)
+        self.assertEqual(sorted(applied), list(range(1, self.head() + 1)))
+        report = await self.store.check()
+        self.assertTrue(report.ok, report.message)
+        st = self.store.stats()
+        calls = sum(sum(c.values()) for c in st.events.values())
+        self.assertEqual(sum(c["error"] for c in st.events.values()), errors)
+        self.assertEqual(calls, 32 * 40)  # one call per iteration, each counted once
+
     async def test_a_batch_too_large_for_a_small_log_goes_in_halves(self) -> None:
         # a store made with the smallest log (64 KiB): a group's frame must
         # fit in half of it, and 64 writes with 3 KB origins do not
