@@ -875,6 +875,18 @@ typedef struct bindlog_recover_report {
     uint64_t unknown_lost;     /**< lost records that no evidence ties to a key */
     uint64_t new_head_lsn;     /**< the new store's head */
     unsigned char digest[BINDLOG_DIGEST_SIZE]; /**< the new store's state digest */
+    /** The write-ahead log, bindlog.wal, which holds the records not yet
+     * checkpointed into data.mdb: 1 its valid frames were read (from the
+     * checkpoint data.mdb's meta records name, as recovery at open reads
+     * them); 0 there is none (a format-1 store, or the file is gone);
+     * -1 it is there but could not be read (log_why says why: e.g.
+     * data.mdb's meta records are lost, so where it starts is unknown). */
+    int log_state;
+    uint64_t log_records;      /**< records taken from the log (its copy is kept when
+                                    data.mdb has one too) ... */
+    uint64_t log_first_lsn;    /**< ... LSNs log_first_lsn..log_last_lsn (0 if none) */
+    uint64_t log_last_lsn;
+    char log_why[160];         /**< log_state -1: why; else "" */
 } bindlog_recover_report;
 
 /**
@@ -883,7 +895,9 @@ typedef struct bindlog_recover_report {
  * read page by page with bindlog's own validator, so a damaged file is
  * never a crash, and nothing in `dir` is written.  Salvaged: every log
  * record that decodes and checksums right, from any page (the current
- * tree, the older meta page's tree, free pages); the base image when its
+ * tree, the older meta page's tree, free pages) and from the valid frames
+ * of the write-ahead log (bindlog.wal) after the last checkpoint, which
+ * hold the most recent records (rep->log_*); the base image when its
  * tables are whole; the stored bindings, sessions and history index as
  * evidence.  Rebuilt: records are re-derived by the state machine as by
  * bindlog_replay(); after a lost record, records that no longer re-derive
@@ -912,6 +926,79 @@ BINDLOG_API int bindlog_recover(const char *dir, const char *out_dir,
 
 /** Free the arrays of a report (and zero them); NULL is a no-op. */
 BINDLOG_API void bindlog_recover_report_free(bindlog_recover_report *rep);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Upgrading a store of an older on-disk format
+ *
+ * Opening a store of an older format gives BINDLOG_EVERSION and a message
+ * naming `bindlog upgrade DIR`; bindlog_upgrade() converts it
+ * (docs/tools.md, "upgrade"; docs/format.md, "Format 1").
+ */
+/**@{*/
+
+/** What bindlog_upgrade() did.  Plain caller-owned value (fields may be
+ * added at the end, never removed). */
+typedef struct bindlog_upgrade_report {
+    unsigned from_format;  /**< the format the store had (1), or
+                                BINDLOG_FORMAT_VERSION when it was current */
+    int upgraded;          /**< 1: converted by this call; 0: nothing done */
+    uint64_t head_lsn;     /**< the store's head LSN (unchanged by the upgrade) */
+    uint64_t base_lsn;     /**< its base image's LSN (0: never compacted) */
+    uint64_t records;      /**< log records re-derived into the new store */
+    uint64_t bindings;     /**< binding entries (tombstones included) */
+    uint64_t sessions;     /**< sessions */
+    /** The state digest, the old store's and the new one's (they are
+     * verified equal): what bindlog_digest() gives for the store. */
+    unsigned char digest[BINDLOG_DIGEST_SIZE];
+} bindlog_upgrade_report;
+
+/**
+ * Convert the format-1 store in directory `dir` (written by bindlog before
+ * the write-ahead log) to the current format, in place and atomically.
+ *
+ * The new store is built in `dir`/.bindlog-upgrade/ from the old store's
+ * base image and log, read with bindlog's own page validator (never
+ * through LMDB): every record is re-derived by the current state machine
+ * (as bindlog_import() does with a full stream), and the result must pass
+ * bindlog_check() with the old store's state digest, head, base image and
+ * applied counters.  Only then is it renamed into place.  The old data.mdb
+ * is kept as `dir`/format1-backup/data.mdb (a hard link, so no copy) until
+ * the user deletes it; to go back to the old library, stop every process
+ * and move it over `dir`/data.mdb, then delete bindlog.wal and bindlog.shm
+ * (events written after the upgrade are then lost: export them first).
+ * A crash at any point leaves either the old store (run the upgrade again)
+ * or the new one, never neither.
+ *
+ * No other process may have the store open: the call takes bindlog.lock
+ * exclusively and refuses while any process holds LMDB's lock on lock.mdb.
+ *
+ * @param dir   the store directory (may be reached through a symbolic
+ *              link; its files must be regular files).
+ * @param opts  options for the new store, or NULL: map_size, max_readers
+ *              and log_size are used, durability is FULL while it is built,
+ *              read_only must be 0.
+ * @param rep   required; filled on success (zeroed first).
+ * @param progress, progress_ctx  optional: records imported so far.
+ * @return 0: upgraded (rep->upgraded 1), or already current (rep->upgraded
+ *   0, rep->from_format BINDLOG_FORMAT_VERSION; nothing was touched).  On
+ *   error nothing of the store changed (bindlog.lock may have been made,
+ *   as any writer's open makes it): BINDLOG_EINVAL (NULL/empty dir or rep, bad opts,
+ *   an etcd location), BINDLOG_ENOTFOUND (no such directory, no data.mdb),
+ *   BINDLOG_ENOTSTORE (dir is a file; data.mdb is a link, not LMDB's or
+ *   not bindlog's), BINDLOG_EVERSION (a format newer than this library's),
+ *   BINDLOG_ECORRUPT (the old store is damaged or its log does not
+ *   re-derive: the message says where, and `bindlog recover` salvages it),
+ *   BINDLOG_EBUSY (another process has it open), BINDLOG_EEXIST
+ *   (format1-backup/data.mdb holds another file), BINDLOG_ENOSPC,
+ *   BINDLOG_EIO, BINDLOG_EACCES, BINDLOG_ENOMEM; with a last-error detail.
+ * Thread-safe (a second upgrade of the same store meanwhile gets
+ * BINDLOG_EBUSY).  Needs
+ * free disk space of about the store's size.
+ */
+BINDLOG_API int bindlog_upgrade(const char *dir, const bindlog_options *opts,
+                                bindlog_upgrade_report *rep, bindlog_progress_fn progress,
+                                void *progress_ctx);
 /**@}*/
 
 /* ------------------------------------------------------------------------ */

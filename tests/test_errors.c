@@ -261,6 +261,16 @@ static void errors__maintenance_names_its_target(void **state)
     /* this test's own writable handle holds the store: vacuum says who */
     assert_int_equal(bindlog_vacuum(f->dir, NULL, NULL), BINDLOG_EBUSY);
     assert_non_null(strstr(bindlog_last_error(), "a writer has the store open"));
+
+    /* upgrade names the directory; a current store is no error */
+    bindlog_upgrade_report ur;
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &ur, NULL, NULL), 0);
+    assert_string_equal(bindlog_last_error(), "");
+    snprintf(path, sizeof path, "%s/nope", f->dir);
+    assert_int_equal(bindlog_upgrade(path, NULL, &ur, NULL, NULL), BINDLOG_ENOTFOUND);
+    char uwant[4200];
+    snprintf(uwant, sizeof uwant, "upgrade %s: no such directory", path);
+    assert_string_equal(bindlog_last_error(), uwant);
 }
 
 /* Many threads refuse at once, so that most refusals are decided by

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bindlog.h"
@@ -372,6 +373,151 @@ static void recover__refusals(void **state)
     bindlog_recover_report_free(NULL);
 }
 
+/* A process binds n keys and dies without closing: its records are in the
+ * write-ahead log only (one frame each), after the fixture's EVENTS. */
+static void log_only(const char *dir, int n)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        bindlog *s;
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        o.durability = BINDLOG_DURABILITY_NORMAL;
+        if (bindlog_open(&s, dir, &o) != 0)
+            _exit(2);
+        char key[32], sid[32];
+        for (int i = 0; i < n; i++) {
+            snprintf(key, sizeof key, "wal:k%d", i % 20);
+            snprintf(sid, sizeof sid, "wal:s%d", i);
+            if (bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+                _exit(3);
+        }
+        _exit(0); /* no close: nothing folded */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Records only the write-ahead log holds (a process died before any
+ * checkpoint folded them into data.mdb): recover takes them from the log's
+ * valid frames, says so, and keeps them when data.mdb is damaged. */
+static void recover__keeps_the_logs_records(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    bindlog_stats st;
+    unsigned char full[BINDLOG_DIGEST_SIZE], dg[BINDLOG_DIGEST_SIZE];
+    char out[1100], path[1100];
+    bindlog *s;
+
+    log_only(f->dir, 200);
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, EVENTS + 200);
+    assert_int_equal(st.checkpoint_lsn, EVENTS); /* the 200 are in the log only */
+    assert_int_equal(bindlog_digest(s, full, NULL), 0);
+    bindlog_close(s);
+
+    /* undamaged: everything, the same digest; the log's part is named */
+    recover_ok(f->dir, f->out, &r, dg);
+    assert_memory_equal(dg, full, sizeof dg);
+    assert_int_equal(r.records_found, EVENTS + 200);
+    assert_int_equal(r.records_lost, 0);
+    assert_int_equal(r.new_head_lsn, EVENTS + 200);
+    assert_int_equal(r.log_state, 1);
+    assert_int_equal(r.log_records, 200);
+    assert_int_equal(r.log_first_lsn, EVENTS + 1);
+    assert_int_equal(r.log_last_lsn, EVENTS + 200);
+    assert_string_equal(r.log_why, "");
+    bindlog_recover_report_free(&r);
+
+    /* data.mdb damaged (a log leaf zeroed): the log's records still come */
+    unsigned char kb[8];
+    uint64_t first, n;
+    bl_put64be(kb, 700);
+    zero_page(f->dir, leaf_of(f->dir, BL_DB_LOG, kb, 8, &first, &n));
+    snprintf(out, sizeof out, "%s/new-damaged", f->tmp);
+    recover_ok(f->dir, out, &r, dg);
+    /* (older copies of the leaf in free pages may give some back: the
+     * checkpoints that wrote it ran when the machine let them) */
+    assert_true(r.records_lost <= n);
+    assert_int_equal(r.log_records, 200);
+    assert_int_equal(r.log_last_lsn, EVENTS + 200);
+    assert_int_equal(r.new_head_lsn, EVENTS + 200);
+    bindlog_recover_report_free(&r);
+    bindlog_binding b;
+    assert_int_equal(bindlog_open(&s, out, &ro), 0);
+    assert_int_equal(bindlog_get(s, "wal:k7", &b), 0);
+    assert_string_equal(b.session_id, "wal:s187");
+    assert_int_equal(b.lsn, EVENTS + 188);
+    bindlog_close(s);
+
+    /* without the log file, its records are lost, and the report says
+     * there was none */
+    snprintf(path, sizeof path, "%s/bindlog.wal", f->dir);
+    assert_int_equal(unlink(path), 0);
+    snprintf(out, sizeof out, "%s/new-nolog", f->tmp);
+    recover_ok(f->dir, out, &r, dg);
+    assert_int_equal(r.log_state, 0);
+    assert_int_equal(r.log_records, 0);
+    assert_int_equal(r.new_head_lsn, EVENTS);
+    bindlog_recover_report_free(&r);
+
+    /* a log that is a link is never followed */
+    assert_int_equal(symlink("/dev/zero", path), 0);
+    snprintf(out, sizeof out, "%s/new-linked", f->tmp);
+    recover_ok(f->dir, out, &r, dg);
+    assert_int_equal(r.log_state, -1);
+    assert_non_null(strstr(r.log_why, "symbolic link"));
+    bindlog_recover_report_free(&r);
+}
+
+/* A damaged frame ends the log there, as at open: the frames before it
+ * are taken, nothing after it (its checksum chain is broken). */
+static void recover__a_damaged_frame_ends_the_log(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    char path[1100];
+    size_t n;
+
+    log_only(f->dir, 200);
+    /* frames run in LSN order from the ring's start (no lap yet): the
+     * frame of LSN EVENTS + 100 is the (EVENTS + 100)-th one */
+    snprintf(path, sizeof path, "%s/bindlog.wal", f->dir);
+    unsigned char *w = slurp(path, &n);
+    size_t at = 0;
+    int seen = 0;
+    for (size_t o = 4096; o + 64 <= n; o += 8)
+        if (memcmp(w + o, "BLWF", 4) == 0 && bl_get64(w + o + 24) == EVENTS + 100) {
+            at = o;
+            seen++;
+        }
+    assert_int_equal(seen, 1);
+    assert_int_equal(bl_get32(w + at + 32), 1); /* one record */
+    free(w);
+    int fd = open(path, O_RDWR);
+    unsigned char byte;
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, &byte, 1, (off_t)(at + 64 + 20)), 1);
+    byte ^= 0x40;
+    assert_int_equal(pwrite(fd, &byte, 1, (off_t)(at + 64 + 20)), 1);
+    close(fd);
+
+    recover_ok(f->dir, f->out, &r, dg);
+    assert_int_equal(r.log_state, 1);
+    assert_int_equal(r.log_records, 99);
+    assert_int_equal(r.log_first_lsn, EVENTS + 1);
+    assert_int_equal(r.log_last_lsn, EVENTS + 99);
+    assert_int_equal(r.new_head_lsn, EVENTS + 99);
+    bindlog_recover_report_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,6 +527,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(recover__damage_always_recovers_clean, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__damaged_base_image, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__keeps_the_logs_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__a_damaged_frame_ends_the_log, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

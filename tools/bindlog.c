@@ -26,7 +26,7 @@ static const cli_command *const commands[] = {
     &cli_cmd_stat,   &cli_cmd_get,   &cli_cmd_history, &cli_cmd_lineage,    &cli_cmd_dump,
     &cli_cmd_bind,   &cli_cmd_new,   &cli_cmd_split,   &cli_cmd_invalidate, &cli_cmd_unbind,
     &cli_cmd_check,  &cli_cmd_replay, &cli_cmd_compact, &cli_cmd_export,    &cli_cmd_import,
-    &cli_cmd_import_json, &cli_cmd_recover,
+    &cli_cmd_import_json, &cli_cmd_recover, &cli_cmd_upgrade,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -2,8 +2,8 @@
  * cmd_recover.c -- bindlog recover DIR --out NEW: rebuild a damaged store.
  *
  * A thin wrapper over bindlog_recover() (bindlog.h): the store in DIR is
- * read page by page, never opened, never written; NEW is built from what
- * is intact and checked.  The report says what was found, what was lost
+ * read page by page (and its write-ahead log frame by frame), never
+ * opened, never written; NEW is built from what is intact and checked.  The report says what was found, what was lost
  * (LSN ranges, keys whose history has a gap) and what NEW holds.
  *
  * Exit: 0 NEW holds everything the store had; 1 NEW was built but records
@@ -88,6 +88,12 @@ static int run_recover(cli *c)
         cli_json_u64(&j, "records_found", r.records_found);
         cli_json_u64(&j, "head_lsn", r.head_lsn);
         cli_json_bool(&j, "head_known", r.head_known);
+        cli_json_str(&j, "log", r.log_state > 0 ? "read" : r.log_state < 0 ? "unreadable" : "none");
+        cli_json_u64(&j, "log_records", r.log_records);
+        cli_json_u64(&j, "log_first_lsn", r.log_first_lsn);
+        cli_json_u64(&j, "log_last_lsn", r.log_last_lsn);
+        if (r.log_state < 0)
+            cli_json_str(&j, "log_why", r.log_why);
         cli_json_u64(&j, "base_lsn", r.base_lsn);
         cli_json_str(&j, "base_image",
                      r.base_image > 0 ? "intact" : r.base_image < 0 ? "damaged" : "none");
@@ -117,6 +123,17 @@ static int run_recover(cli *c)
                     (unsigned long long)r.records_found, (unsigned long long)r.head_lsn,
                     r.head_known ? "" : " (its meta records are damaged: later records may be "
                                         "lost unseen)");
+        if (r.log_state > 0 && r.log_records > 0)
+            cli_kv_line(&kv, "log", "%llu records from bindlog.wal, LSNs %llu-%llu (not yet "
+                                    "checkpointed)",
+                        (unsigned long long)r.log_records, (unsigned long long)r.log_first_lsn,
+                        (unsigned long long)r.log_last_lsn);
+        else if (r.log_state > 0)
+            cli_kv_line(&kv, "log", "bindlog.wal read: no record after the checkpoint");
+        else if (r.log_state < 0)
+            cli_kv_line(&kv, "log", "bindlog.wal NOT READ: %s", r.log_why);
+        else
+            cli_kv_line(&kv, "log", "none (no bindlog.wal)");
         if (r.base_image > 0)
             cli_kv_line(&kv, "base image", "intact, LSN %llu", (unsigned long long)r.base_lsn);
         else if (r.base_image < 0)
@@ -161,8 +178,9 @@ const cli_command cli_cmd_recover = {
     "\n"
     "Read the store in DIR (or -d DIR) page by page, without opening it and\n"
     "without writing to it, and build a new store in NEW (which must not exist\n"
-    "or be empty) from every log record that is intact, the base image if it\n"
-    "is, and what the stored state says about the records that are lost.\n"
+    "or be empty) from every log record that is intact (in data.mdb, and in\n"
+    "the valid frames of bindlog.wal not yet checkpointed), the base image if\n"
+    "it is, and what the stored state says about the records that are lost.\n"
     "Records are re-derived as replay does; after a loss, the state is built\n"
     "from the evidence up to the last loss (NEW's base image), and the intact\n"
     "records after it are NEW's log.  NEW is checked before the command ends.\n"

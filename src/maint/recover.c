@@ -1,8 +1,8 @@
 /*
  * recover.c -- bindlog_recover(): rebuild a store from what is intact.
  *
- * The salvage (recover.h; data.mdb in recover_mdb.c) gives intact log
- * records by LSN, the meta records, the base image if its tables are whole,
+ * The salvage (recover.h; data.mdb in recover_mdb.c, the write-ahead log
+ * in recover_wal.c) gives intact log records by LSN, the meta records, the base image if its tables are whole,
  * and evidence of the stored state: bindings and sessions (each carries
  * the LSN that last changed it) and the history index.  The rebuild walks
  * the LSNs from the base image (or from 1 when the image is damaged) to the
@@ -47,14 +47,17 @@
 
 #include "core/error.h"
 
-/* The sources, most trusted first.  The write-ahead log of format 2 goes
- * here, before data.mdb. */
+/* The sources, in the order they run: data.mdb first, whose meta records
+ * say where the write-ahead log starts; then the log, whose records are
+ * the most trusted copies (BL_TRUST_WAL).  A store of format 1, or one
+ * whose log file is gone, has no log: that source is optional. */
 static const struct {
     const char *name;
     bl_salvage_fn fn;
     int required;
 } sources[] = {
     {"data.mdb", bl_salvage_mdb, 1},
+    {"bindlog.wal", bl_salvage_wal, 0},
 };
 
 /* ---- the intermediate store and the new one ------------------------------------- */
@@ -167,6 +170,15 @@ static int recover(const char *dir, const char *out_dir, bindlog_recover_report 
     rep->pages = sv.pages;
     rep->damaged_pages = sv.damaged;
     rep->records_found = sv.recs.n;
+    /* which records only the log had (or had the best copy of) */
+    rep->log_state = sv.wal_state;
+    snprintf(rep->log_why, sizeof rep->log_why, "%s", sv.wal_why);
+    for (size_t i = 0; i < sv.recs.n; i++)
+        if (sv.recs.v[i].trust == BL_TRUST_WAL) {
+            if (rep->log_records++ == 0)
+                rep->log_first_lsn = sv.recs.v[i].lsn;
+            rep->log_last_lsn = sv.recs.v[i].lsn;
+        }
 
     /* where the bl_walk starts and ends */
     int base_ok = sv.have_meta && !sv.base_damaged;

@@ -15,11 +15,11 @@
  *            what was lost.
  *
  * Sources are functions of one shape (bl_salvage_fn), tried in the order
- * of the table sources[] in recover.c: today data.mdb (recover_mdb.c).  The write-ahead
- * log of format 2 keeps its recent records in a file of its own; its
- * reader becomes a second source that hands its records over with
- * bl_salvage_record() and a higher trust (a record in the log file is newer
- * than any copy in data.mdb's free pages), and nothing else changes.
+ * of the table sources[] in recover.c: data.mdb (recover_mdb.c), then the
+ * write-ahead log, bindlog.wal (recover_wal.c), which holds the records
+ * not yet checkpointed into data.mdb.  The log is read from where data.mdb's
+ * meta "wal" says the checkpoint left it, so it comes after data.mdb; its
+ * records are handed over with the highest trust (BL_TRUST_WAL).
  *
  * Every pointer a source hands over must stay valid until the salvage is
  * freed: sources that map files register the mappings with
@@ -41,7 +41,7 @@ enum {
     BL_TRUST_FREE = 1,    /* a page no tree reaches (freed, not yet reused) */
     BL_TRUST_OLDER = 2,   /* the tree of the older meta page */
     BL_TRUST_CURRENT = 3, /* the tree of the current meta page */
-    BL_TRUST_WAL = 4      /* the write-ahead log of format 2 (to come) */
+    BL_TRUST_WAL = 4      /* the write-ahead log (bindlog.wal): valid frames only */
 };
 
 /* A log record found under LSN lsn (the source checked that it decodes and
@@ -63,6 +63,10 @@ typedef struct bl_salvage_meta {
     int have_head, have_base;
     bl_head head;
     bl_base base;
+    /* meta "wal" (32 bytes: salt, cap, pos, chain): where the log goes on
+     * after the checkpoint that wrote `head` (format 2; none in format 1) */
+    int have_wal;
+    uint64_t wal_salt, wal_cap, wal_pos, wal_chain;
 } bl_salvage_meta;
 void bl_salvage_set_meta(bl_salvage *sv, const bl_salvage_meta *m);
 
@@ -83,6 +87,10 @@ typedef int (*bl_salvage_fn)(bl_salvage *sv, const char *dir);
 
 /* data.mdb, page by page (recover_mdb.c). */
 int bl_salvage_mdb(bl_salvage *sv, const char *dir);
+
+/* bindlog.wal's valid frames after the checkpoint data.mdb's meta names
+ * (recover_wal.c); needs bl_salvage_mdb's meta records. */
+int bl_salvage_wal(bl_salvage *sv, const char *dir);
 
 /* ---- inside recover: recover.c (the call), recover_salvage.c (what was
  * found, and its indexes) and recover_walk.c (the rebuild) ----------------- */
@@ -120,6 +128,11 @@ struct bl_salvage {
     VEC(bl_shist) hist;
     bl_salvage_meta meta;
     int have_meta, base_damaged;
+    /* the log (recover_wal.c): 1 read, 0 no bindlog.wal, -1 not readable
+     * (why in wal_why); the LSNs its valid frames hold */
+    int wal_state;
+    char wal_why[160];
+    uint64_t wal_first, wal_last;
     VEC(struct mapping { void *p; size_t n; }) maps;
     uint64_t pages, damaged, conflicts;
 };

@@ -125,3 +125,6 @@ tsh readonly_store 'chmod -R a-w "$STORE" && "$BL" -d "$STORE" stat --json | gre
 
 # ---- damaged stores and recover (issue 16) ----------------------------------------
 . "$HERE/cases_recover.sh"
+
+# ---- upgrade from format 1 (issue 11 item 7) ---------------------------------------
+. "$HERE/cases_upgrade.sh"

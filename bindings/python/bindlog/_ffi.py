@@ -254,6 +254,24 @@ class bindlog_recover_report(Structure):
         ("unknown_lost", c_uint64),
         ("new_head_lsn", c_uint64),
         ("digest", c_ubyte * DIGEST_SIZE),
+        ("log_state", c_int),
+        ("log_records", c_uint64),
+        ("log_first_lsn", c_uint64),
+        ("log_last_lsn", c_uint64),
+        ("log_why", c_char * 160),
+    ]
+
+
+class bindlog_upgrade_report(Structure):
+    _fields_ = [
+        ("from_format", c_uint),
+        ("upgraded", c_int),
+        ("head_lsn", c_uint64),
+        ("base_lsn", c_uint64),
+        ("records", c_uint64),
+        ("bindings", c_uint64),
+        ("sessions", c_uint64),
+        ("digest", c_ubyte * DIGEST_SIZE),
     ]
 
 
@@ -272,6 +290,7 @@ STRUCTS = {
         bindlog_import_entry,
         bindlog_lsn_range,
         bindlog_recover_report,
+        bindlog_upgrade_report,
     )
 }
 

@@ -89,6 +89,21 @@ int main(void)
     F(bindlog_recover_report, unknown_lost);
     F(bindlog_recover_report, new_head_lsn);
     F(bindlog_recover_report, digest);
+    F(bindlog_recover_report, log_state);
+    F(bindlog_recover_report, log_records);
+    F(bindlog_recover_report, log_first_lsn);
+    F(bindlog_recover_report, log_last_lsn);
+    F(bindlog_recover_report, log_why);
+
+    S(bindlog_upgrade_report);
+    F(bindlog_upgrade_report, from_format);
+    F(bindlog_upgrade_report, upgraded);
+    F(bindlog_upgrade_report, head_lsn);
+    F(bindlog_upgrade_report, base_lsn);
+    F(bindlog_upgrade_report, records);
+    F(bindlog_upgrade_report, bindings);
+    F(bindlog_upgrade_report, sessions);
+    F(bindlog_upgrade_report, digest);
 
     S(bindlog_event);
     F(bindlog_event, type);

@@ -1,0 +1,584 @@
+/*
+ * upgrade.c -- bindlog_upgrade(): a format-1 store moved to format 2.
+ *
+ * The new store is built inside the store's own directory, in
+ * DIR/.bindlog-upgrade/, so that every rename below stays on one file
+ * system and nothing is ever written outside DIR (its parent may not even
+ * be writable).  Steps, each followed by a failpoint (tests kill the
+ * process there: test_upgrade_crash):
+ *
+ *   lock      bindlog.lock exclusive (every writer holds it shared), and
+ *             no other process holding LMDB's liveness lock on lock.mdb
+ *             (a reader); otherwise BINDLOG_EBUSY.  Held to the end.
+ *   tidy      what an interrupted upgrade left: the staging directory, and
+ *             bindlog.wal / bindlog.shm beside a format-1 data.mdb (format 1
+ *             never has them).
+ *   build     the format-1 reader (upgrade_f1.c) writes a full export
+ *             stream of the old store to an unlinked file; a new store in
+ *             the staging directory imports it: every record re-derived by
+ *             today's state machine, the result's digest compared with the
+ *             old store's (the stream's trailer); then check must find no
+ *             problem and report that digest for both the stored and the
+ *             replayed state, and the head, base and applied counters must
+ *             be the old store's.  Closed (a clean close checkpoints
+ *             everything into data.mdb), its data.mdb and bindlog.wal
+ *             fsynced.                                   "upgrade.built"
+ *   backup    DIR/format1-backup/data.mdb: a hard link to the old data.mdb
+ *             (no copy; a copy when the file system has no hard links),
+ *             fsynced.                                   "upgrade.backup"
+ *   wal       the new bindlog.wal renamed into DIR.  Beside the old
+ *             data.mdb it is ignored: opening still says format 1.
+ *                                                        "upgrade.wal"
+ *   switch    the new data.mdb renamed over the old one: the commit point.
+ *             The directory is fsynced.                  "upgrade.switch"
+ *   clean     the staging directory removed.            "upgrade.clean"
+ *
+ * A crash before the switch leaves the format-1 store as it was (opening
+ * it says to run upgrade, and running it again starts over); after it, the
+ * format-2 store, whole.  LMDB's lock.mdb stays: its first opener
+ * initialises it again.
+ */
+#define _GNU_SOURCE
+#include "maint/upgrade.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/failpoint.h"
+#include "lmdb/shm.h"
+#include "lmdb/store.h"
+#include "lmdb/wal.h"
+
+#define STAGING ".bindlog-upgrade"
+#define BACKUP "format1-backup"
+
+/* ---- files ----------------------------------------------------------------------- */
+
+static int sys_error(const char *what)
+{
+    int err = errno;
+    return bl_err_set(bl_mdb_error(err), "%s: %s", what, strerror(err));
+}
+
+static int fsync_at(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sys_error(name);
+    int rc = fsync(fd) == 0 ? 0 : sys_error(name);
+    close(fd);
+    return rc;
+}
+
+/* Remove the staging directory (or whatever took its name: a link is
+ * removed, never followed).  Its files are flat. */
+static int remove_staging(int dfd)
+{
+    struct stat st;
+    if (fstatat(dfd, STAGING, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : sys_error(STAGING);
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(dfd, STAGING, 0) == 0 ? 0 : sys_error(STAGING);
+    int sfd = openat(dfd, STAGING, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0)
+        return sys_error(STAGING);
+    DIR *d = fdopendir(sfd);
+    if (d == NULL) {
+        close(sfd);
+        return sys_error(STAGING);
+    }
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+            unlinkat(dirfd(d), de->d_name, 0) != 0 && errno != ENOENT && rc == 0)
+            rc = sys_error(STAGING "/...");
+    closedir(d);
+    if (rc == 0 && unlinkat(dfd, STAGING, AT_REMOVEDIR) != 0 && errno != ENOENT)
+        rc = sys_error(STAGING);
+    return rc;
+}
+
+/* Remove DIR/name if it is there (a link is removed, never followed). */
+static int remove_stray(int dfd, const char *name)
+{
+    if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT)
+        return sys_error(name);
+    return 0;
+}
+
+/* Copy data.mdb to BACKUP/data.mdb.tmp, fsync, rename: for file systems
+ * without hard links. */
+static int copy_backup(int dfd, int bfd)
+{
+    char buf[1 << 16];
+    int rc = 0, in = openat(dfd, "data.mdb", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (in < 0)
+        return sys_error("data.mdb");
+    int out = openat(bfd, "data.mdb.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                     0600);
+    if (out < 0) {
+        close(in);
+        return sys_error(BACKUP "/data.mdb.tmp");
+    }
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = sys_error("reading data.mdb");
+            break;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                rc = sys_error("writing " BACKUP "/data.mdb.tmp");
+                break;
+            }
+            done += w;
+        }
+        if (rc != 0)
+            break;
+    }
+    if (rc == 0 && fsync(out) != 0)
+        rc = sys_error(BACKUP "/data.mdb.tmp");
+    close(in);
+    if (close(out) != 0 && rc == 0)
+        rc = sys_error(BACKUP "/data.mdb.tmp");
+    if (rc == 0 && renameat(bfd, "data.mdb.tmp", bfd, "data.mdb") != 0)
+        rc = sys_error(BACKUP "/data.mdb");
+    if (rc != 0)
+        unlinkat(bfd, "data.mdb.tmp", 0);
+    return rc;
+}
+
+/* DIR/format1-backup/data.mdb: the old data.mdb, kept until the user
+ * deletes it.  One left by an earlier upgrade of another store is never
+ * overwritten. */
+static int make_backup(int dfd)
+{
+    struct stat st, cur;
+    int rc;
+
+    if (mkdirat(dfd, BACKUP, 0700) != 0 && errno != EEXIST)
+        return sys_error(BACKUP);
+    if (fstatat(dfd, BACKUP, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return sys_error(BACKUP);
+    if (!S_ISDIR(st.st_mode))
+        return bl_err_set(BINDLOG_EEXIST, "%s is there and is not a directory (%s): move it "
+                                          "away first",
+                          BACKUP, S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
+    int bfd = openat(dfd, BACKUP, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (bfd < 0)
+        return sys_error(BACKUP);
+    if (fstatat(dfd, "data.mdb", &cur, AT_SYMLINK_NOFOLLOW) != 0) {
+        rc = sys_error("data.mdb");
+        goto out;
+    }
+    if (fstatat(bfd, "data.mdb", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        /* an interrupted upgrade of this store left its link: keep it */
+        if (st.st_dev == cur.st_dev && st.st_ino == cur.st_ino) {
+            rc = 0;
+            goto out;
+        }
+        rc = bl_err_set(BINDLOG_EEXIST, "%s/data.mdb is there already (from an earlier "
+                                        "upgrade?) and is not this store's data.mdb: move it "
+                                        "away first",
+                        BACKUP);
+        goto out;
+    }
+    if (errno != ENOENT) {
+        rc = sys_error(BACKUP "/data.mdb");
+        goto out;
+    }
+    unlinkat(bfd, "data.mdb.tmp", 0); /* a copy a crash cut short */
+    /* failpoint upgrade.nolink (eio): a file system without hard links */
+    if ((BL_FAILPOINT("upgrade.nolink") != 0 && (errno = EPERM, 1)) ||
+        linkat(dfd, "data.mdb", bfd, "data.mdb", 0) != 0)
+        rc = errno == EPERM || errno == ENOTSUP || errno == EMLINK ? copy_backup(dfd, bfd)
+                                                                     : sys_error(BACKUP "/data.mdb");
+    else
+        rc = 0;
+    if (rc == 0 && (fsync(bfd) != 0 || fsync(dfd) != 0))
+        rc = sys_error(BACKUP);
+out:
+    close(bfd);
+    return rc;
+}
+
+/* ---- the lock ---------------------------------------------------------------------- */
+
+/* 1 if another process holds LMDB's liveness lock on lock.mdb (fd): it has
+ * the environment open, even only to read; 0 if not; <0 on an error. */
+static int held_elsewhere(int fd)
+{
+    struct flock fl;
+    if (fd < 0)
+        return 0; /* no lock.mdb: nobody has it open */
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    if (fcntl(fd, F_GETLK, &fl) != 0)
+        return sys_error("lock.mdb");
+    return fl.l_type != F_UNLCK;
+}
+
+typedef struct locks {
+    int lock_fd, probe_fd;
+} locks;
+
+static int take_locks(int dfd, locks *l)
+{
+    l->lock_fd = openat(dfd, "bindlog.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (l->lock_fd < 0)
+        return errno == ELOOP ? bl_err_set(BINDLOG_ENOTSTORE, "bindlog.lock is a symbolic link")
+                              : sys_error("bindlog.lock");
+    if (flock(l->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        return errno == EWOULDBLOCK
+                   ? bl_err_set(BINDLOG_EBUSY, "a process has the store open for writing "
+                                               "(bindlog.lock is held): stop it first")
+                   : sys_error("bindlog.lock");
+    l->probe_fd = openat(dfd, "lock.mdb", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (l->probe_fd < 0 && errno != ENOENT)
+        return errno == ELOOP ? bl_err_set(BINDLOG_ENOTSTORE, "lock.mdb is a symbolic link")
+                              : sys_error("lock.mdb");
+    int rc = held_elsewhere(l->probe_fd);
+    if (rc > 0)
+        return bl_err_set(BINDLOG_EBUSY, "a process has the store open, if only to read "
+                                         "(lock.mdb is locked): stop it first");
+    return rc;
+}
+
+static void drop_locks(locks *l)
+{
+    if (l->probe_fd >= 0)
+        close(l->probe_fd);
+    if (l->lock_fd >= 0)
+        close(l->lock_fd);
+    l->probe_fd = l->lock_fd = -1;
+}
+
+/* ---- building the new store ----------------------------------------------------------- */
+
+/* The stream's file: unlinked from the start where the file system can. */
+static int stream_file(int sfd)
+{
+    int fd = openat(sfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return fd;
+    fd = openat(sfd, "stream", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sys_error("the staging stream file");
+    unlinkat(sfd, "stream", 0);
+    return fd;
+}
+
+static int differs(const char *what, unsigned long long old, unsigned long long now)
+{
+    return bl_err_set(BINDLOG_ECORRUPT, "the new store's %s is %llu where the old store's is "
+                                        "%llu; nothing was changed",
+                      what, now, old);
+}
+
+/* Build and verify the new store in DIR/STAGING; on return it is closed
+ * and its files are synced. */
+static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_info *info,
+                 bindlog_progress_fn progress, void *pctx)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    char path[4200];
+    int sfd = -1, fd = -1, rc;
+
+    if (opts != NULL) {
+        o.map_size = opts->map_size;
+        o.max_readers = opts->max_readers;
+        if (opts->version >= 3)
+            o.log_size = opts->log_size;
+    }
+    if (snprintf(path, sizeof path, "%s/" STAGING, dir) >= (int)sizeof path)
+        return bl_err_set(BINDLOG_EINVAL, "the directory's path is too long");
+    if (mkdirat(dfd, STAGING, 0700) != 0)
+        return sys_error(STAGING);
+    if ((sfd = openat(dfd, STAGING, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return sys_error(STAGING);
+    if ((fd = stream_file(sfd)) < 0) {
+        rc = fd;
+        goto out;
+    }
+    if ((rc = bl_f1_export(dir, fd, info)) != 0)
+        goto out;
+    if (lseek(fd, 0, SEEK_SET) != 0) {
+        rc = sys_error("the staging stream file");
+        goto out;
+    }
+    if ((rc = bindlog_open(&s, path, &o)) != 0)
+        goto out;
+    uint64_t imported = 0, err_offset = 0;
+    rc = bindlog_import(s, fd, &imported, &err_offset, progress, pctx);
+    if (rc != 0) {
+        char why[BL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", bindlog_last_error());
+        rc = bl_err_set(rc == BINDLOG_ENOSPC || rc == BINDLOG_ENOMEM || rc == BINDLOG_EIO
+                            ? rc
+                            : BINDLOG_ECORRUPT,
+                        "the format-1 store's log does not re-derive into a new store (%s); "
+                        "nothing was changed: `bindlog recover DIR --out NEWDIR` rebuilds what "
+                        "is intact",
+                        why);
+        goto out;
+    }
+
+    /* the new store: clean, the same state, the same history */
+    bindlog_check_report chk;
+    bindlog_stats st;
+    if ((rc = bindlog_checkpoint(s, NULL)) != 0 || (rc = bindlog_check(s, &chk, NULL, NULL)) != 0 ||
+        (rc = bindlog_stats_get(s, &st)) != 0)
+        goto out;
+    if (chk.problems != 0) {
+        rc = bl_err_set(BINDLOG_ECORRUPT, "the new store does not check clean (%s); nothing was "
+                                          "changed",
+                        chk.message);
+        goto out;
+    }
+    if (memcmp(chk.state_digest, info->digest, BINDLOG_DIGEST_SIZE) != 0 ||
+        memcmp(chk.replay_digest, info->digest, BINDLOG_DIGEST_SIZE) != 0) {
+        rc = bl_err_set(BINDLOG_ECORRUPT, "the new store's state digest differs from the old "
+                                          "store's; nothing was changed");
+        goto out;
+    }
+    if (st.head_lsn != info->head_lsn) {
+        rc = differs("head LSN", info->head_lsn, st.head_lsn);
+        goto out;
+    }
+    if (st.base_lsn != info->base_lsn) {
+        rc = differs("base image LSN", info->base_lsn, st.base_lsn);
+        goto out;
+    }
+    for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
+        if (st.applied[t] != bl_get64(info->counts + 8 * t)) {
+            char what[64];
+            snprintf(what, sizeof what, "count of applied %s events", bindlog_event_name(t));
+            rc = differs(what, bl_get64(info->counts + 8 * t), st.applied[t]);
+            goto out;
+        }
+    bindlog_close(s); /* the last handle: checkpoints and closes the log */
+    s = NULL;
+    if ((rc = fsync_at(sfd, "data.mdb")) != 0 || (rc = fsync_at(sfd, BL_WAL_FILE)) != 0)
+        goto out;
+    if (fsync(sfd) != 0)
+        rc = sys_error(STAGING);
+out:
+    bindlog_close(s);
+    if (fd >= 0)
+        close(fd);
+    if (sfd >= 0)
+        close(sfd);
+    return rc;
+}
+
+/* A failed attempt (before the switch) leaves nothing: the staging
+ * directory, the new log beside the old data.mdb and the backup's link to
+ * it (only if it is that: a link to the data.mdb still in place). */
+static void undo(int dfd)
+{
+    struct stat a, b;
+    remove_staging(dfd);
+    remove_stray(dfd, BL_WAL_FILE);
+    if (fstatat(dfd, BACKUP, &a, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(a.st_mode) &&
+        fstatat(dfd, "data.mdb", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+        fstatat(dfd, BACKUP "/data.mdb", &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino) {
+        unlinkat(dfd, BACKUP "/data.mdb", 0);
+        unlinkat(dfd, BACKUP, AT_REMOVEDIR); /* only if empty */
+    }
+    fsync(dfd);
+}
+
+/* 1 if the library opens dir as a store of the current format. */
+static int is_current(const char *dir)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_stats st;
+    bindlog *s;
+    o.read_only = 1;
+    if (bindlog_open(&s, dir, &o) != 0)
+        return 0;
+    int current = bindlog_stats_get(s, &st) == 0 && st.format_version == BINDLOG_FORMAT_VERSION;
+    bindlog_close(s);
+    return current;
+}
+
+/* ---- the steps ----------------------------------------------------------------------- */
+
+static int fail_at(const char *name)
+{
+    int rc = BL_FAILPOINT(name);
+    return rc != 0 ? bl_err_set(rc, "failpoint %s", name) : 0;
+}
+
+static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade_report *rep,
+                   bindlog_progress_fn progress, void *pctx)
+{
+    locks l = {-1, -1};
+    bl_f1_info info;
+    int dfd, rc, locked = 0, started = 0;
+
+    if (opts != NULL && opts->read_only)
+        return bl_err_set(BINDLOG_EINVAL, "an upgrade writes: read_only must be 0");
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        int err = errno;
+        if (err == ENOENT)
+            return bl_err_set(BINDLOG_ENOTFOUND, "no such directory");
+        if (err == ENOTDIR)
+            return bl_err_set(BINDLOG_ENOTSTORE, "is not a directory");
+        return sys_error("the directory");
+    }
+
+    /* which format?  Only format 1 has anything to do */
+    rc = bl_f1_probe(dir, &info);
+    if (rc == BINDLOG_ECORRUPT) {
+        /* The probe reads data.mdb holding no lock, and a live store's
+         * writer may reuse the pages it reads: ask the library (a current
+         * store opens), else look again with nobody else in. */
+        char why[BL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", bl_err_get());
+        if (is_current(dir)) {
+            info.format = BINDLOG_FORMAT_VERSION;
+            rc = 0;
+        } else if ((rc = take_locks(dfd, &l)) == 0) {
+            locked = 1;
+            rc = bl_f1_probe(dir, &info);
+        } else if (rc != BINDLOG_EBUSY) {
+            rc = bl_err_set(BINDLOG_ECORRUPT, "%s", why);
+        }
+    }
+    if (rc != 0)
+        goto out;
+    rep->from_format = info.format;
+    if (info.format == BINDLOG_FORMAT_VERSION) {
+        /* already current: nothing changes, but the staging directory an
+         * upgrade killed right after its switch left behind */
+        rc = remove_staging(dfd);
+        goto out;
+    }
+    if (info.format > BINDLOG_FORMAT_VERSION) {
+        rc = bl_err_set(BINDLOG_EVERSION, "the store is format %u, newer than this library's "
+                                          "%d: nothing to upgrade",
+                        (unsigned)info.format, BINDLOG_FORMAT_VERSION);
+        goto out;
+    }
+    if (info.format != 1) {
+        rc = bl_err_set(BINDLOG_ECORRUPT, "the store says format %u, which never existed",
+                        (unsigned)info.format);
+        goto out;
+    }
+
+    /* nobody else in, then look again under the lock (another upgrade may
+     * have finished since) */
+    if (!locked && (rc = take_locks(dfd, &l)) != 0)
+        goto out;
+    if ((rc = bl_f1_probe(dir, &info)) != 0)
+        goto out;
+    if (info.format != 1) {
+        rep->from_format = info.format;
+        rc = info.format == BINDLOG_FORMAT_VERSION
+                 ? 0
+                 : bl_err_set(BINDLOG_EVERSION, "the store changed to format %u meanwhile",
+                              (unsigned)info.format);
+        goto out;
+    }
+    /* from here on, a failure undoes what this attempt made: only now,
+     * since only beside a format-1 data.mdb is a bindlog.wal not the
+     * store's own */
+    started = 1;
+    if ((rc = remove_staging(dfd)) != 0 || (rc = remove_stray(dfd, BL_WAL_FILE)) != 0 ||
+        (rc = remove_stray(dfd, BL_SHM_FILE)) != 0)
+        goto out;
+    if ((rc = build(dir, dfd, opts, &info, progress, pctx)) != 0 ||
+        (rc = fail_at("upgrade.built")) != 0)
+        goto out;
+    if ((rc = make_backup(dfd)) != 0 || (rc = fail_at("upgrade.backup")) != 0)
+        goto out;
+    /* a reader that opened meanwhile keeps the old store */
+    if ((rc = held_elsewhere(l.probe_fd)) != 0) {
+        rc = rc > 0 ? bl_err_set(BINDLOG_EBUSY, "a process opened the store during the upgrade; "
+                                                "nothing was changed")
+                    : rc;
+        goto out;
+    }
+    if (renameat(dfd, STAGING "/" BL_WAL_FILE, dfd, BL_WAL_FILE) != 0) {
+        rc = sys_error(BL_WAL_FILE);
+        goto out;
+    }
+    if (fsync(dfd) != 0) {
+        rc = sys_error("the directory");
+        goto out;
+    }
+    if ((rc = fail_at("upgrade.wal")) != 0)
+        goto out;
+    rep->head_lsn = info.head_lsn;
+    rep->base_lsn = info.base_lsn;
+    rep->records = info.records;
+    rep->bindings = info.bindings;
+    rep->sessions = info.sessions;
+    memcpy(rep->digest, info.digest, BINDLOG_DIGEST_SIZE);
+    /* the commit point */
+    if (renameat(dfd, STAGING "/data.mdb", dfd, "data.mdb") != 0) {
+        rc = sys_error("data.mdb");
+        goto out;
+    }
+    rep->upgraded = 1;
+    if (fsync(dfd) != 0) {
+        rc = sys_error("the directory (after the new data.mdb went in)");
+        goto out;
+    }
+    (void)BL_FAILPOINT("upgrade.switch"); /* kill only: the store is upgraded */
+    /* what is left is tidying: a failure here leaves the new store */
+    if (remove_staging(dfd) == 0)
+        fsync(dfd);
+    (void)BL_FAILPOINT("upgrade.clean");
+    rc = 0;
+out:
+    if (rc != 0 && !rep->upgraded && started)
+        undo(dfd); /* nothing of a failed attempt stays */
+    drop_locks(&l);
+    close(dfd);
+    return rc;
+}
+
+int bindlog_upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade_report *rep,
+                    bindlog_progress_fn progress, void *progress_ctx)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    int rc;
+
+    bl_err_clear();
+    if (rep != NULL)
+        memset(rep, 0, sizeof *rep);
+    if (dir == NULL || dir[0] == '\0' || rep == NULL ||
+        (opts != NULL && (opts->version < 1 || opts->version > BINDLOG_OPTIONS_VERSION)))
+        rc = BINDLOG_EINVAL;
+    else if (strstr(dir, "://") != NULL)
+        rc = bl_err_set(BINDLOG_EINVAL, "not a store directory: an etcd store has no on-disk "
+                                        "format to upgrade");
+    else
+        rc = upgrade(dir, opts, rep, progress, progress_ctx);
+    return bl_api_done(rc, "upgrade %s",
+                       dir ? bl_err_bytes(q, sizeof q, dir, strnlen(dir, 4096)) : "(null)");
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# make_format1.sh -- rebuild tests/data/format1/stores.tar.gz, the format-1
+# golden stores of tests/test_upgrade.c and tests/cli/cases_upgrade.sh.
+#
+#   tests/data/format1/make_format1.sh [COMMIT]     (default ac406c8)
+#
+# Checks out COMMIT (the last main with on-disk format 1) into a temporary
+# worktree, builds its library, compiles gen_format1.c against it and
+# writes two stores with it:
+#   plain/      about 400 events, never compacted
+#   compacted/  the same, compacted before LSN 200 (a base image), then
+#               60 more events
+# Only data.mdb of each goes into the tarball (lock.mdb and bindlog.lock
+# are made again by whoever opens the store).  expected.txt records what
+# format-1 code said of each store: its head LSN and its state digest.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(git -C "$HERE" rev-parse --show-toplevel)
+COMMIT=${1:-ac406c8}
+TMP=$(mktemp -d)
+trap 'git -C "$REPO" worktree remove --force "$TMP/src" >/dev/null 2>&1 || true; rm -rf "$TMP"' EXIT
+
+git -C "$REPO" worktree add --detach "$TMP/src" "$COMMIT" >/dev/null
+cmake -S "$TMP/src" -B "$TMP/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DBINDLOG_BUILD_TESTS=OFF -DBINDLOG_BUILD_EXAMPLES=OFF -DBINDLOG_FAILPOINTS=OFF >/dev/null
+cmake --build "$TMP/build" -j2 --target bindlog_static >/dev/null
+cc -std=c11 -O1 -I"$TMP/src/include" -DBINDLOG_STATIC "$HERE/gen_format1.c" \
+    "$TMP/build/libbindlog.a" $(pkg-config --libs lmdb libxxhash) -lpthread -o "$TMP/gen"
+
+mkdir -p "$TMP/out"
+: >"$TMP/expected.txt"
+for s in plain:0 compacted:200; do
+    name=${s%%:*}
+    "$TMP/gen" "$TMP/stores/$name" "${s#*:}" >"$TMP/$name.txt"
+    mkdir -p "$TMP/out/$name"
+    cp "$TMP/stores/$name/data.mdb" "$TMP/out/$name/data.mdb"
+    sed "s/^/$name /" "$TMP/$name.txt" >>"$TMP/expected.txt"
+done
+echo "commit $(git -C "$REPO" rev-parse "$COMMIT")" >>"$TMP/expected.txt"
+tar -C "$TMP/out" --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - plain compacted |
+    gzip -9n >"$HERE/stores.tar.gz"
+cp "$TMP/expected.txt" "$HERE/expected.txt"
+ls -l "$HERE/stores.tar.gz"
+cat "$HERE/expected.txt"

@@ -1,0 +1,310 @@
+/*
+ * test_upgrade_crash.c -- bindlog_upgrade() killed at every step, and at
+ * random moments: the store always opens, as the old one or the new one,
+ * and a second run finishes the job.  Linked with bindlog_faults.
+ *
+ * The steps (src/maint/upgrade.c): upgrade.built (the new store built,
+ * checked and synced in DIR/.bindlog-upgrade), upgrade.backup (the old
+ * data.mdb linked as format1-backup/data.mdb), upgrade.wal (the new log
+ * renamed into DIR), upgrade.switch (the new data.mdb renamed over the
+ * old: the commit point), upgrade.clean (the staging directory removed).
+ *
+ * After a kill before the switch, the store is the format-1 store, byte
+ * for byte (opening says BINDLOG_EVERSION); after it, the format-2 store
+ * with the old state digest, clean.  Either way, running the upgrade
+ * again ends with the format-2 store, the state format-1 code recorded
+ * (tests/data/format1/expected.txt) and the old data.mdb as its backup.
+ * eio at a step before the switch: the call fails and leaves nothing.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bindlog.h"
+#include "core/failpoint.h"
+#include "testutil.h"
+
+#define TARBALL BINDLOG_TEST_DATA_DIR "/format1/stores.tar.gz"
+#define EXPECTED BINDLOG_TEST_DATA_DIR "/format1/expected.txt"
+
+static void set_failpoint(const char *spec)
+{
+    if (spec != NULL)
+        setenv("BINDLOG_FAILPOINT", spec, 1);
+    else
+        unsetenv("BINDLOG_FAILPOINT");
+    bl_failpoint_reset();
+}
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc(n > 0 ? (size_t)n : 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+typedef struct fx {
+    char *tmp;
+    char dir[1024];
+    const char *which;
+    unsigned char *orig;
+    size_t orig_len;
+    char digest[33];
+} fx;
+
+static fx *extract(const char *which)
+{
+    fx *f = calloc(1, sizeof *f);
+    char cmd[4096], path[1100], name[64], field[64], value[33];
+    assert_non_null(f);
+    f->which = which;
+    f->tmp = tu_mkdtemp("upcrash");
+    snprintf(cmd, sizeof cmd, "tar -C '%s' -xzf '%s' '%s'", f->tmp, TARBALL, which);
+    assert_int_equal(system(cmd), 0);
+    snprintf(f->dir, sizeof f->dir, "%s/%s", f->tmp, which);
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    f->orig = slurp(path, &f->orig_len);
+    assert_non_null(f->orig);
+    FILE *e = fopen(EXPECTED, "r");
+    assert_non_null(e);
+    while (fscanf(e, "%63s %63s %32s", name, field, value) == 3)
+        if (strcmp(name, which) == 0 && strcmp(field, "digest") == 0)
+            memcpy(f->digest, value, sizeof f->digest);
+    fclose(e);
+    assert_int_equal(strlen(f->digest), 32);
+    return f;
+}
+
+static void fx_free(fx *f)
+{
+    tu_rmtree(f->tmp);
+    free(f->tmp);
+    free(f->orig);
+    free(f);
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char p[1200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &st) == 0;
+}
+
+static void same_file(const char *path, const fx *f)
+{
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    assert_non_null(b);
+    assert_int_equal(n, f->orig_len);
+    assert_memory_equal(b, f->orig, n);
+    free(b);
+}
+
+/* The format-2 store with format-1 code's state, clean. */
+static void is_new_store(const fx *f)
+{
+    bindlog *s;
+    bindlog_check_report chk;
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    char hex[33];
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    o.read_only = 1;
+    assert_int_equal(bindlog_open(&s, f->dir, &o), 0);
+    assert_int_equal(bindlog_digest(s, d, NULL), 0);
+    bindlog_digest_hex(d, hex);
+    assert_string_equal(hex, f->digest);
+    assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+    assert_int_equal(chk.problems, 0);
+    bindlog_close(s);
+}
+
+/* What a crash or a failure left: 1 the format-1 store as it was, 2 the
+ * new store.  Never anything else. */
+static int which_store(const fx *f)
+{
+    bindlog *s;
+    char path[1100];
+    int rc = bindlog_open(&s, f->dir, NULL);
+    if (rc == BINDLOG_EVERSION) {
+        snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+        same_file(path, f);
+        return 1;
+    }
+    assert_int_equal(rc, 0);
+    bindlog_close(s);
+    is_new_store(f);
+    return 2;
+}
+
+/* Run the upgrade again, without failpoints: it must end the job. */
+static void finish(const fx *f, int had)
+{
+    bindlog_upgrade_report r;
+    char path[1100];
+    set_failpoint(NULL);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    assert_int_equal(r.upgraded, had == 1);
+    is_new_store(f);
+    snprintf(path, sizeof path, "%s/format1-backup/data.mdb", f->dir);
+    same_file(path, f);
+    assert_false(exists(f->dir, ".bindlog-upgrade"));
+}
+
+/* A child runs the upgrade with `spec` armed; returns how it ended. */
+static int child_upgrade(const fx *f, const char *spec)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        bindlog_upgrade_report r;
+        set_failpoint(spec);
+        _exit(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL) == 0 ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+static void upgrade_crash__kill_at_each_step(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *point;
+        int leaves;
+    } steps[] = {{"upgrade.built", 1},
+                 {"upgrade.backup", 1},
+                 {"upgrade.wal", 1},
+                 {"upgrade.switch", 2},
+                 {"upgrade.clean", 2}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        for (int c = 0; c < 2; c++) {
+            fx *f = extract(c ? "compacted" : "plain");
+            char spec[64];
+            snprintf(spec, sizeof spec, "%s:kill", steps[i].point);
+            int status = child_upgrade(f, spec);
+            /* died at the point, or the case proves nothing */
+            assert_true(WIFSIGNALED(status));
+            assert_int_equal(WTERMSIG(status), SIGKILL);
+            int had = which_store(f);
+            if (had != steps[i].leaves)
+                fail_msg("killed at %s: the store is format %d", steps[i].point, had);
+            finish(f, had);
+            fx_free(f);
+        }
+    }
+}
+
+static void upgrade_crash__eio_before_the_switch_leaves_nothing(void **state)
+{
+    (void)state;
+    static const char *const points[] = {"upgrade.built", "upgrade.backup", "upgrade.wal"};
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        fx *f = extract("plain");
+        bindlog_upgrade_report r;
+        char spec[64];
+        snprintf(spec, sizeof spec, "%s:eio", points[i]);
+        set_failpoint(spec);
+        assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_EIO);
+        assert_non_null(strstr(bindlog_last_error(), points[i]));
+        assert_int_equal(r.upgraded, 0);
+        assert_int_equal(which_store(f), 1);
+        assert_false(exists(f->dir, "bindlog.wal"));
+        assert_false(exists(f->dir, ".bindlog-upgrade"));
+        assert_false(exists(f->dir, "format1-backup"));
+        finish(f, 1);
+        fx_free(f);
+    }
+}
+
+/* kill -9 from outside, at moments spread over the upgrade's run (about
+ * 15 ms on a quiet machine).  BINDLOG_UPGRADE_KILLS=N runs N (default 16;
+ * docs/reliability.md has a long run's figures). */
+static void upgrade_crash__kill_anywhere(void **state)
+{
+    (void)state;
+    int seen[3] = {0, 0, 0};
+    const char *env = getenv("BINDLOG_UPGRADE_KILLS");
+    int n = env != NULL && atoi(env) > 0 ? atoi(env) : 16;
+    srand(7);
+    for (int i = 0; i < n; i++) {
+        fx *f = extract(i % 2 ? "compacted" : "plain");
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            bindlog_upgrade_report r;
+            set_failpoint(NULL);
+            _exit(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL) == 0 ? 0 : 1);
+        }
+        /* 0 .. 22 ms in steps, plus up to 1 ms at random */
+        struct timespec ts = {0, (long)(i % 16) * 1500000L + rand() % 1000000};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (WIFEXITED(status))
+            assert_int_equal(WEXITSTATUS(status), 0);
+        int had = which_store(f);
+        seen[had]++;
+        finish(f, had);
+        fx_free(f);
+    }
+    print_message("kill -9 anywhere: %d left the old store, %d the new one\n", seen[1], seen[2]);
+}
+
+/* A file system without hard links (failpoint upgrade.nolink): the backup
+ * is a copy of the old data.mdb, byte for byte. */
+static void upgrade_crash__backup_by_copy(void **state)
+{
+    (void)state;
+    fx *f = extract("compacted");
+    bindlog_upgrade_report r;
+    char path[1100];
+    struct stat a, b;
+    set_failpoint("upgrade.nolink:eio");
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    set_failpoint(NULL);
+    assert_int_equal(r.upgraded, 1);
+    is_new_store(f);
+    snprintf(path, sizeof path, "%s/format1-backup/data.mdb", f->dir);
+    same_file(path, f);
+    assert_int_equal(stat(path, &a), 0);
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    assert_int_equal(stat(path, &b), 0);
+    assert_int_equal(a.st_nlink, 1); /* a copy, not a link */
+    assert_true(a.st_ino != b.st_ino);
+    assert_false(exists(f->dir, "format1-backup/data.mdb.tmp"));
+    fx_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(upgrade_crash__kill_at_each_step),
+        cmocka_unit_test(upgrade_crash__eio_before_the_switch_leaves_nothing),
+        cmocka_unit_test(upgrade_crash__kill_anywhere),
+        cmocka_unit_test(upgrade_crash__backup_by_copy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

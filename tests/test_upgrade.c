@@ -1,0 +1,721 @@
+/*
+ * test_upgrade.c -- bindlog_upgrade(): format-1 stores converted to format 2.
+ *
+ * The stores are tests/data/format1/stores.tar.gz, written by the library
+ * at commit ac406c8 (make_format1.sh there); expected.txt holds the head
+ * LSN and state digest that code printed for each.  An upgrade must give
+ * exactly that state (digest, head, base image, counters), check clean,
+ * keep the old data.mdb as format1-backup/data.mdb, and take new writes.
+ * Whatever goes wrong (bad paths, a damaged or foreign file, a store in
+ * use, a backup in the way) the call refuses with a clear error and leaves
+ * every byte of the store as it was.  Crashes at each step:
+ * tests/faults/test_upgrade_crash.c.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+
+#include "bindlog.h"
+#include "testutil.h"
+
+#define TARBALL BINDLOG_TEST_DATA_DIR "/format1/stores.tar.gz"
+#define EXPECTED BINDLOG_TEST_DATA_DIR "/format1/expected.txt"
+
+typedef struct fx {
+    char *tmp;
+    char dir[1024];
+    unsigned char *orig; /* data.mdb as extracted */
+    size_t orig_len;
+} fx;
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc(n > 0 ? (size_t)n : 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+/* Extract store `which` ("plain", "compacted") into a new temp dir. */
+static fx *extract(const char *which)
+{
+    fx *f = calloc(1, sizeof *f);
+    char cmd[4096], path[1100];
+    assert_non_null(f);
+    f->tmp = tu_mkdtemp("upgrade");
+    snprintf(cmd, sizeof cmd, "tar -C '%s' -xzf '%s' '%s'", f->tmp, TARBALL, which);
+    assert_int_equal(system(cmd), 0);
+    snprintf(f->dir, sizeof f->dir, "%s/%s", f->tmp, which);
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    f->orig = slurp(path, &f->orig_len);
+    assert_non_null(f->orig);
+    return f;
+}
+
+static void fx_free(fx *f)
+{
+    tu_rmtree(f->tmp);
+    free(f->tmp);
+    free(f->orig);
+    free(f);
+}
+
+/* expected.txt: "<store> head N" and "<store> digest HEX". */
+static void expected(const char *which, uint64_t *head, char hex[33])
+{
+    FILE *e = fopen(EXPECTED, "r");
+    char name[64], field[64], value[33];
+    int found = 0;
+    assert_non_null(e);
+    while (fscanf(e, "%63s %63s %32s", name, field, value) == 3) {
+        if (strcmp(name, which) != 0)
+            continue;
+        if (strcmp(field, "head") == 0)
+            *head = strtoull(value, NULL, 10), found |= 1;
+        if (strcmp(field, "digest") == 0)
+            memcpy(hex, value, 33), found |= 2;
+    }
+    fclose(e);
+    assert_int_equal(found, 3);
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char p[1200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &st) == 0;
+}
+
+/* Nothing of the store changed: data.mdb's bytes, and no file of an upgrade. */
+static void unchanged(const fx *f)
+{
+    char path[1100];
+    size_t n;
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    unsigned char *now = slurp(path, &n);
+    assert_non_null(now);
+    assert_int_equal(n, f->orig_len);
+    assert_memory_equal(now, f->orig, n);
+    free(now);
+    assert_false(exists(f->dir, "bindlog.wal"));
+    assert_false(exists(f->dir, "bindlog.shm"));
+    assert_false(exists(f->dir, ".bindlog-upgrade"));
+    assert_false(exists(f->dir, "format1-backup/data.mdb"));
+}
+
+/* The upgraded store: the format-1 code's state, clean, writable. */
+static void verify_upgraded(const fx *f, const char *which, const bindlog_upgrade_report *r,
+                            uint64_t base)
+{
+    uint64_t head = 0;
+    char hex[33], got[33], path[1100];
+    bindlog *s;
+    bindlog_check_report chk;
+    bindlog_stats st;
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+
+    expected(which, &head, hex);
+    assert_int_equal(r->from_format, 1);
+    assert_int_equal(r->upgraded, 1);
+    assert_int_equal(r->head_lsn, head);
+    assert_int_equal(r->base_lsn, base);
+    assert_int_equal(r->records, head - base);
+    bindlog_digest_hex(r->digest, got);
+    assert_string_equal(got, hex);
+
+    assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
+    assert_int_equal(bindlog_digest(s, d, NULL), 0);
+    bindlog_digest_hex(d, got);
+    assert_string_equal(got, hex);
+    assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+    assert_int_equal(chk.problems, 0);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.format_version, BINDLOG_FORMAT_VERSION);
+    assert_int_equal(st.head_lsn, head);
+    assert_int_equal(st.base_lsn, base);
+    assert_int_equal(st.bindings, r->bindings);
+    assert_int_equal(st.sessions, r->sessions);
+    /* a new event continues the log */
+    bindlog_result res;
+    assert_int_equal(bindlog_bind(s, "after:upgrade", "s-after", NULL, NULL, NULL, 0, &res), 0);
+    assert_int_equal(res.lsn, head + 1);
+    bindlog_close(s);
+
+    /* the old file, byte for byte, is the backup; nothing staged is left */
+    size_t n;
+    snprintf(path, sizeof path, "%s/format1-backup/data.mdb", f->dir);
+    unsigned char *b = slurp(path, &n);
+    assert_non_null(b);
+    assert_int_equal(n, f->orig_len);
+    assert_memory_equal(b, f->orig, n);
+    free(b);
+    assert_false(exists(f->dir, ".bindlog-upgrade"));
+}
+
+static void upgrade__plain_store(void **state)
+{
+    (void)state;
+    fx *f = extract("plain");
+    bindlog_upgrade_report r;
+    bindlog *s;
+    /* before: the library refuses it and names the command */
+    assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
+    assert_non_null(strstr(bindlog_last_error(), "bindlog upgrade DIR"));
+    unchanged(f);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    assert_string_equal(bindlog_last_error(), "");
+    verify_upgraded(f, "plain", &r, 0);
+    fx_free(f);
+}
+
+static void upgrade__compacted_store(void **state)
+{
+    (void)state;
+    fx *f = extract("compacted");
+    bindlog_upgrade_report r;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    o.log_size = 1 << 20; /* options reach the new store */
+    assert_int_equal(bindlog_upgrade(f->dir, &o, &r, NULL, NULL), 0);
+    verify_upgraded(f, "compacted", &r, 199);
+    char path[1100];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/bindlog.wal", f->dir);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 4096 + (1 << 20));
+    fx_free(f);
+}
+
+static void upgrade__current_store_is_left_alone(void **state)
+{
+    (void)state;
+    fx *f = extract("plain");
+    bindlog_upgrade_report r;
+    struct stat a, b;
+    char path[1100];
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    assert_int_equal(stat(path, &a), 0);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    assert_int_equal(r.upgraded, 0);
+    assert_int_equal(r.from_format, BINDLOG_FORMAT_VERSION);
+    assert_int_equal(stat(path, &b), 0);
+    assert_int_equal(a.st_ino, b.st_ino);
+    assert_int_equal(a.st_mtime, b.st_mtime);
+    assert_int_equal(a.st_size, b.st_size);
+
+    /* a store made by this library: the same */
+    char *tmp = tu_mkdtemp("upgrade-new");
+    bindlog *s;
+    assert_int_equal(bindlog_open(&s, tmp, NULL), 0);
+    bindlog_close(s);
+    assert_int_equal(bindlog_upgrade(tmp, NULL, &r, NULL, NULL), 0);
+    assert_int_equal(r.upgraded, 0);
+    assert_false(exists(tmp, "format1-backup"));
+    tu_rmtree(tmp);
+    free(tmp);
+    fx_free(f);
+}
+
+static void upgrade__bad_arguments_and_paths(void **state)
+{
+    (void)state;
+    bindlog_upgrade_report r;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    char *tmp = tu_mkdtemp("upgrade-bad"), path[1000], link[1100], cmd_copy[2400];
+
+    assert_int_equal(bindlog_upgrade(NULL, NULL, &r, NULL, NULL), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_upgrade("", NULL, &r, NULL, NULL), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_upgrade(tmp, NULL, NULL, NULL, NULL), BINDLOG_EINVAL);
+    o.read_only = 1;
+    assert_int_equal(bindlog_upgrade(tmp, &o, &r, NULL, NULL), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "read_only"));
+    o = (bindlog_options)BINDLOG_OPTIONS_INIT;
+    o.version = 99;
+    assert_int_equal(bindlog_upgrade(tmp, &o, &r, NULL, NULL), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_upgrade("etcd://127.0.0.1:2379/x", NULL, &r, NULL, NULL),
+                     BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "etcd"));
+
+    /* a missing directory, a file, an empty directory: nothing is made */
+    snprintf(path, sizeof path, "%s/missing", tmp);
+    assert_int_equal(bindlog_upgrade(path, NULL, &r, NULL, NULL), BINDLOG_ENOTFOUND);
+    assert_non_null(strstr(bindlog_last_error(), "no such directory"));
+    assert_false(exists(tmp, "missing"));
+    snprintf(path, sizeof path, "%s/file", tmp);
+    FILE *fp = fopen(path, "w");
+    fputs("not a store\n", fp);
+    fclose(fp);
+    assert_int_equal(bindlog_upgrade(path, NULL, &r, NULL, NULL), BINDLOG_ENOTSTORE);
+    assert_non_null(strstr(bindlog_last_error(), "not a directory"));
+    snprintf(path, sizeof path, "%s/empty", tmp);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(bindlog_upgrade(path, NULL, &r, NULL, NULL), BINDLOG_ENOTFOUND);
+    assert_non_null(strstr(bindlog_last_error(), "no data.mdb"));
+    assert_false(exists(path, "bindlog.lock"));
+
+    /* data.mdb a symbolic link: never followed */
+    fx *f = extract("plain");
+    snprintf(path, sizeof path, "%s/linked", tmp);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(link, sizeof link, "%s/data.mdb", path);
+    char target[1100];
+    snprintf(target, sizeof target, "%s/data.mdb", f->dir);
+    assert_int_equal(symlink(target, link), 0);
+    assert_int_equal(bindlog_upgrade(path, NULL, &r, NULL, NULL), BINDLOG_ENOTSTORE);
+    assert_non_null(strstr(bindlog_last_error(), "symbolic link"));
+    unchanged(f);
+
+    /* not LMDB's, and LMDB's but not bindlog's */
+    snprintf(path, sizeof path, "%s/foreign", tmp);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(link, sizeof link, "%s/data.mdb", path);
+    fp = fopen(link, "w");
+    for (int i = 0; i < 3000; i++)
+        fputs("garbage ", fp);
+    fclose(fp);
+    assert_int_equal(bindlog_upgrade(path, NULL, &r, NULL, NULL), BINDLOG_ENOTSTORE);
+    assert_non_null(strstr(bindlog_last_error(), "not an LMDB file"));
+    assert_false(exists(path, "bindlog.wal"));
+
+    /* lock.mdb or bindlog.lock a link: refused, the target untouched */
+    {
+        char *outside = tu_mkdtemp("upgrade-outside"), target2[1100], lk[1100];
+        snprintf(target2, sizeof target2, "%s/victim", outside);
+        fp = fopen(target2, "w");
+        fputs("keep me", fp);
+        fclose(fp);
+        const char *names[] = {"lock.mdb", "bindlog.lock"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(lk, sizeof lk, "%s/%s", f->dir, names[i]);
+            unlink(lk); /* bindlog.lock: made by the refused attempt before */
+            assert_int_equal(symlink(target2, lk), 0);
+            assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_ENOTSTORE);
+            assert_non_null(strstr(bindlog_last_error(), "symbolic link"));
+            assert_int_equal(unlink(lk), 0);
+            unchanged(f);
+        }
+        size_t vn;
+        unsigned char *v = slurp(target2, &vn);
+        assert_int_equal(vn, 7);
+        assert_memory_equal(v, "keep me", 7);
+        free(v);
+        /* a stale bindlog.wal that is a link: the link goes, never its target */
+        snprintf(lk, sizeof lk, "%s/bindlog.wal", f->dir);
+        assert_int_equal(symlink(target2, lk), 0);
+        bindlog_upgrade_report r2;
+        char lk2[1100];
+        snprintf(lk2, sizeof lk2, "%s/copy", tmp);
+        snprintf(cmd_copy, sizeof cmd_copy, "cp -a '%s' '%s'", f->dir, lk2);
+        assert_int_equal(system(cmd_copy), 0);
+        assert_int_equal(bindlog_upgrade(lk2, NULL, &r2, NULL, NULL), 0);
+        assert_int_equal(r2.upgraded, 1);
+        v = slurp(target2, &vn);
+        assert_int_equal(vn, 7);
+        assert_memory_equal(v, "keep me", 7);
+        free(v);
+        assert_int_equal(unlink(lk), 0);
+        tu_rmtree(outside);
+        free(outside);
+    }
+
+    /* the directory reached through a link is fine */
+    snprintf(link, sizeof link, "%s/via-link", tmp);
+    assert_int_equal(symlink(f->dir, link), 0);
+    assert_int_equal(bindlog_upgrade(link, NULL, &r, NULL, NULL), 0);
+    assert_int_equal(r.upgraded, 1);
+    fx_free(f);
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+/* Bytes flipped in every page that looks like a leaf of the log (8-byte
+ * keys), free ones included: the live log is damaged wherever it is. */
+static void damage_log_leaves(const char *dir)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    int hit = 0;
+    for (size_t pg = 2; (pg + 1) * 4096 <= n; pg++) {
+        unsigned char *p = b + pg * 4096;
+        uint64_t pgno = 0;
+        for (int i = 7; i >= 0; i--)
+            pgno = (pgno << 8) | p[i];
+        unsigned flags = p[10] | (p[11] << 8), lower = p[12] | (p[13] << 8);
+        if (pgno != pg || flags != 2 || lower < 18)
+            continue;
+        unsigned off = p[16] | (p[17] << 8);
+        if (off + 8 > 4096 || (p[off + 6] | (p[off + 7] << 8)) != 8)
+            continue;
+        p[off + 8 + 8 + 20] ^= 0x55; /* inside the first record */
+        hit++;
+    }
+    assert_true(hit > 0);
+    FILE *f = fopen(path, "wb");
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+    free(b);
+}
+
+static void upgrade__damaged_store_is_refused(void **state)
+{
+    (void)state;
+    bindlog_upgrade_report r;
+    char path[1100];
+
+    /* a damaged record */
+    fx *f = extract("plain");
+    damage_log_leaves(f->dir);
+    free(f->orig);
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    f->orig = slurp(path, &f->orig_len);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bindlog_last_error(), "bindlog recover"));
+    unchanged(f);
+    fx_free(f);
+
+    /* a cut file */
+    f = extract("compacted");
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    assert_int_equal(truncate(path, (off_t)(f->orig_len / 2)), 0);
+    free(f->orig);
+    f->orig = slurp(path, &f->orig_len);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bindlog_last_error(), "data.mdb"));
+    unchanged(f);
+    fx_free(f);
+}
+
+/* Another process with the store open refuses the upgrade. */
+static void upgrade__store_in_use_is_refused(void **state)
+{
+    (void)state;
+    fx *f = extract("plain");
+    bindlog_upgrade_report r;
+    char path[1100];
+    int p[2];
+
+    /* a reader: LMDB's shared lock on lock.mdb, held by another process */
+    snprintf(path, sizeof path, "%s/lock.mdb", f->dir);
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(path, O_RDWR | O_CREAT, 0600);
+        struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        if (fd < 0 || fcntl(fd, F_SETLK, &fl) != 0)
+            _exit(1);
+        if (write(p[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(p[0], &c, 1), 1);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_EBUSY);
+    assert_non_null(strstr(bindlog_last_error(), "lock.mdb"));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(p[0]);
+    close(p[1]);
+    unchanged(f);
+
+    /* a writer: bindlog.lock held shared */
+    snprintf(path, sizeof path, "%s/bindlog.lock", f->dir);
+    int fd = open(path, O_RDWR | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_SH), 0);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_EBUSY);
+    assert_non_null(strstr(bindlog_last_error(), "bindlog.lock"));
+    close(fd);
+    unchanged(f);
+
+    /* nobody now */
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    verify_upgraded(f, "plain", &r, 0);
+    fx_free(f);
+}
+
+/* What an interrupted upgrade leaves is tidied; a foreign backup stops it. */
+static void upgrade__leftovers_and_backups(void **state)
+{
+    (void)state;
+    fx *f = extract("plain");
+    bindlog_upgrade_report r;
+    char a[1100], b[1100];
+
+    /* leftovers: a staging directory, a log and a shm, the backup's link */
+    snprintf(a, sizeof a, "%s/.bindlog-upgrade", f->dir);
+    assert_int_equal(mkdir(a, 0700), 0);
+    snprintf(a, sizeof a, "%s/.bindlog-upgrade/data.mdb", f->dir);
+    FILE *fp = fopen(a, "w");
+    fputs("half-built", fp);
+    fclose(fp);
+    snprintf(a, sizeof a, "%s/bindlog.wal", f->dir);
+    fp = fopen(a, "w");
+    fputs("stale", fp);
+    fclose(fp);
+    snprintf(a, sizeof a, "%s/format1-backup", f->dir);
+    assert_int_equal(mkdir(a, 0700), 0);
+    snprintf(a, sizeof a, "%s/data.mdb", f->dir);
+    snprintf(b, sizeof b, "%s/format1-backup/data.mdb", f->dir);
+    assert_int_equal(link(a, b), 0);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    verify_upgraded(f, "plain", &r, 0);
+    fx_free(f);
+
+    /* a backup of something else is never overwritten */
+    f = extract("plain");
+    snprintf(a, sizeof a, "%s/format1-backup", f->dir);
+    assert_int_equal(mkdir(a, 0700), 0);
+    snprintf(b, sizeof b, "%s/format1-backup/data.mdb", f->dir);
+    fp = fopen(b, "w");
+    fputs("another store's backup", fp);
+    fclose(fp);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_EEXIST);
+    assert_non_null(strstr(bindlog_last_error(), "format1-backup"));
+    size_t n;
+    unsigned char *kept = slurp(b, &n);
+    assert_int_equal(n, strlen("another store's backup"));
+    free(kept);
+    unlink(b);
+    rmdir(a);
+    unchanged(f);
+
+    /* a backup directory that is a link: refused, never followed */
+    char *elsewhere = tu_mkdtemp("upgrade-elsewhere");
+    assert_int_equal(symlink(elsewhere, a), 0);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_EEXIST);
+    assert_false(exists(elsewhere, "data.mdb"));
+    unlink(a);
+    unchanged(f);
+    tu_rmtree(elsewhere);
+    free(elsewhere);
+    fx_free(f);
+}
+
+/* The rollback docs/tools.md gives: the backup back in place is the
+ * format-1 store again, which upgrades again to the same state. */
+static void upgrade__rollback_as_documented(void **state)
+{
+    (void)state;
+    fx *f = extract("compacted");
+    bindlog_upgrade_report r;
+    char a[1100], b[1100];
+    bindlog *s;
+
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    snprintf(a, sizeof a, "%s/format1-backup/data.mdb", f->dir);
+    snprintf(b, sizeof b, "%s/data.mdb", f->dir);
+    assert_int_equal(rename(a, b), 0);
+    const char *drop[] = {"bindlog.wal", "bindlog.shm", "lock.mdb"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s/%s", f->dir, drop[i]);
+        unlink(a);
+    }
+    snprintf(a, sizeof a, "%s/format1-backup", f->dir);
+    assert_int_equal(rmdir(a), 0);
+    assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
+    assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+    verify_upgraded(f, "compacted", &r, 199);
+    fx_free(f);
+}
+
+/* A damaged store of the current format: refused, and its log (which may
+ * hold records data.mdb has not got) is never touched. */
+static void upgrade__damaged_current_store_keeps_its_log(void **state)
+{
+    (void)state;
+    char *tmp = tu_mkdtemp("upgrade-cur"), path[1100];
+    bindlog_upgrade_report r;
+    bindlog *s;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        if (bindlog_open(&s, tmp, NULL) != 0)
+            _exit(2);
+        for (int i = 0; i < 50; i++) {
+            char key[32], sid[32];
+            snprintf(key, sizeof key, "k%d", i % 7);
+            snprintf(sid, sizeof sid, "s%d", i);
+            if (bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+                _exit(3);
+        }
+        _exit(0); /* the records stay in the log only */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    size_t wn, wn2;
+    snprintf(path, sizeof path, "%s/bindlog.wal", tmp);
+    unsigned char *wal = slurp(path, &wn);
+    assert_non_null(wal);
+    snprintf(path, sizeof path, "%s/data.mdb", tmp);
+    assert_int_equal(truncate(path, 4096), 0); /* the meta pages' second one gone */
+    assert_int_not_equal(bindlog_upgrade(tmp, NULL, &r, NULL, NULL), 0);
+    assert_int_equal(r.upgraded, 0);
+    snprintf(path, sizeof path, "%s/bindlog.wal", tmp);
+    unsigned char *wal2 = slurp(path, &wn2);
+    assert_non_null(wal2);
+    assert_int_equal(wn, wn2);
+    assert_memory_equal(wal, wal2, wn);
+    assert_false(exists(tmp, "format1-backup"));
+    free(wal);
+    free(wal2);
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+/* Random bytes of the format-1 file damaged, many times: never a crash;
+ * either a clear refusal that changes nothing, or (the damage hit a page
+ * no tree reaches, or an index the upgrade does not read) the right state,
+ * clean.  A run on a copy each time; BINDLOG_UPGRADE_DAMAGE=N runs N
+ * (docs/reliability.md has a long run's figures). */
+static void upgrade__random_damage_never_crashes(void **state)
+{
+    (void)state;
+    uint64_t head;
+    char hex[33], got[33], path[1100];
+    int refused = 0, upgraded = 0;
+    const char *env = getenv("BINDLOG_UPGRADE_DAMAGE"); /* more runs, by hand */
+    int n = env != NULL && atoi(env) > 0 ? atoi(env) : 60;
+    expected("plain", &head, hex);
+    srand(11);
+    for (int i = 0; i < n; i++) {
+        fx *f = extract("plain");
+        snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+        int flips = 1 + rand() % 4;
+        for (int j = 0; j < flips; j++) {
+            size_t at = (size_t)rand() % f->orig_len;
+            f->orig[at] ^= (unsigned char)(1 + rand() % 255);
+        }
+        FILE *w = fopen(path, "wb");
+        assert_int_equal(fwrite(f->orig, 1, f->orig_len, w), f->orig_len);
+        fclose(w);
+        bindlog_upgrade_report r;
+        int rc = bindlog_upgrade(f->dir, NULL, &r, NULL, NULL);
+        if (rc == 0) {
+            bindlog *s;
+            bindlog_check_report chk;
+            unsigned char d[BINDLOG_DIGEST_SIZE];
+            assert_int_equal(r.upgraded, 1);
+            bindlog_digest_hex(r.digest, got);
+            assert_string_equal(got, hex);
+            assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
+            assert_int_equal(bindlog_digest(s, d, NULL), 0);
+            bindlog_digest_hex(d, got);
+            assert_string_equal(got, hex);
+            assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+            assert_int_equal(chk.problems, 0);
+            bindlog_close(s);
+            upgraded++;
+        } else {
+            if (rc != BINDLOG_ECORRUPT && rc != BINDLOG_ENOTSTORE && rc != BINDLOG_EVERSION)
+                fail_msg("damage %d: %s: %s", i, bindlog_code_name(rc), bindlog_last_error());
+            assert_true(strlen(bindlog_last_error()) > 20);
+            unchanged(f);
+            refused++;
+        }
+        fx_free(f);
+    }
+    print_message("random damage: %d refused, %d upgraded to the right state\n", refused,
+                  upgraded);
+}
+
+/* Stamp data.mdb's meta "format" (and drop "magic" when magic is 0),
+ * behind the library's back. */
+static void stamp(const char *dir, uint32_t format, int magic)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta;
+    unsigned char fmt[4] = {(unsigned char)format, (unsigned char)(format >> 8),
+                            (unsigned char)(format >> 16), (unsigned char)(format >> 24)};
+    MDB_val k = {6, "format"}, v = {4, fmt}, mk = {5, "magic"};
+    assert_int_equal(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 16);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+    if (!magic)
+        assert_int_equal(mdb_del(txn, meta, &mk, NULL), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+/* A newer format, a format that never was, someone else's LMDB file:
+ * refused, named, nothing changed. */
+static void upgrade__other_formats_are_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t format;
+        int magic, rc;
+        const char *says;
+    } cases[] = {
+        {3, 1, BINDLOG_EVERSION, "format 3, newer than this library's 2"},
+        {0, 1, BINDLOG_ECORRUPT, "no valid format record"},
+        {1, 0, BINDLOG_ENOTSTORE, "no bindlog magic"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fx *f = extract("plain");
+        char path[1100];
+        bindlog_upgrade_report r;
+        stamp(f->dir, cases[i].format, cases[i].magic);
+        snprintf(path, sizeof path, "%s/lock.mdb", f->dir);
+        unlink(path); /* what stamp() made */
+        free(f->orig);
+        snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+        f->orig = slurp(path, &f->orig_len);
+        assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), cases[i].rc);
+        if (strstr(bindlog_last_error(), cases[i].says) == NULL)
+            fail_msg("case %zu: \"%s\"", i, bindlog_last_error());
+        unchanged(f);
+        fx_free(f);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(upgrade__plain_store),
+        cmocka_unit_test(upgrade__compacted_store),
+        cmocka_unit_test(upgrade__current_store_is_left_alone),
+        cmocka_unit_test(upgrade__bad_arguments_and_paths),
+        cmocka_unit_test(upgrade__damaged_store_is_refused),
+        cmocka_unit_test(upgrade__store_in_use_is_refused),
+        cmocka_unit_test(upgrade__leftovers_and_backups),
+        cmocka_unit_test(upgrade__rollback_as_documented),
+        cmocka_unit_test(upgrade__damaged_current_store_keeps_its_log),
+        cmocka_unit_test(upgrade__random_damage_never_crashes),
+        cmocka_unit_test(upgrade__other_formats_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
