@@ -29,6 +29,9 @@
  *    thread at a time.
  *  - Argument checks (BINDLOG_EINVAL) come first, then the read-only check
  *    (BINDLOG_EREADONLY), then the state checks.
+ *  - Processes: every call on a handle or an iterator made in a child
+ *    process forked after the handle was opened returns BINDLOG_EFORK, before
+ *    any other check ("Processes and fork", after bindlog_path()).
  *
  * Copyright (c) 2026 the bindlog developers.  MIT licence.
  */
@@ -132,7 +135,8 @@ BINDLOG_API const char *bindlog_version(void);
 #define BINDLOG_EACCES -13    /**< permission denied */
 #define BINDLOG_EPANIC -14    /**< a fatal I/O error made the handle unusable: close and reopen */
 #define BINDLOG_ENOTSUP -15   /**< not supported by this build (e.g. a backend module not installed) */
-#define BINDLOG_ERROR_MIN -15 /**< most negative error code */
+#define BINDLOG_EFORK -16     /**< the handle belongs to another process: it was opened before a fork */
+#define BINDLOG_ERROR_MIN -16 /**< most negative error code */
 /**@}*/
 
 /**
@@ -313,11 +317,36 @@ BINDLOG_API int bindlog_open(bindlog **out, const char *dir, const bindlog_optio
  * Close a handle.  NULL is a no-op; never fails.  Every iterator of the
  * handle must be closed first.  The environment is closed with its last
  * handle.  Must not race with other calls on the same handle.
+ *
+ * In a child process forked while the handle was open (see "Processes and
+ * fork" below) it frees only the handle's own memory: the environment,
+ * its maps, locks and descriptors are the parent's and are left exactly as
+ * they are (LMDB forbids using an environment after fork(); closing it
+ * would run the last handle's checkpoint through the parent's state and
+ * close descriptors whose POSIX locks belong to the whole process).
  */
 BINDLOG_API void bindlog_close(bindlog *s);
 
 /** The directory the handle was opened on.  Owned by the handle. */
 BINDLOG_API const char *bindlog_path(const bindlog *s);
+
+/**
+ * @par Processes and fork
+ * A handle, and every iterator of it, belongs to the process that opened
+ * it.  After fork() every call on it in the child, reads and iterators
+ * included, returns BINDLOG_EFORK before touching anything of the
+ * parent's (its LMDB environment and reader slots, the log's shared memory
+ * and locks, the group commit's threads, any of which another thread of
+ * the parent may have held at the fork), and bindlog_last_error() names
+ * the two processes.  bindlog_close() and bindlog_iter_close() in the
+ * child free what is the child's alone (the handle's memory; an
+ * iterator's snapshot stays the parent's, its memory is not freed).  The
+ * parent is unaffected.  The child may open the same store itself: its
+ * bindlog_open() gets an environment of its own, never the parent's.
+ * Detection uses pthread_atfork(): a child made without the fork handlers
+ * (a raw clone or fork system call) is not detected; posix_spawn and
+ * fork-then-exec never need it.  The check is one atomic load per call.
+ */
 /**@}*/
 
 /* ------------------------------------------------------------------------ */

@@ -21,7 +21,7 @@ int main(void)
     if (BINDLOG_APPLIED != 0 || BINDLOG_ALREADY != 1 || BINDLOG_STALE != 2 || BINDLOG_MOVED != 3)
         return 1;
     if (BINDLOG_ANY_GENERATION != UINT64_MAX || BINDLOG_ENOTFOUND >= 0 ||
-        BINDLOG_EPANIC != -14 || BINDLOG_ENOTSUP != BINDLOG_ERROR_MIN)
+        BINDLOG_EPANIC != -14 || BINDLOG_ENOTSUP != -15 || BINDLOG_EFORK != BINDLOG_ERROR_MIN)
         return 1;
     if (sizeof res.session_id != BINDLOG_ID_MAX + 1)
         return 1;

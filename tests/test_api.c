@@ -1302,6 +1302,8 @@ static void api__strerror_and_code_name(void **state)
         {BINDLOG_ENOTSTORE, "BINDLOG_ENOTSTORE"},
         {BINDLOG_EACCES, "BINDLOG_EACCES"},
         {BINDLOG_EPANIC, "BINDLOG_EPANIC"},
+        {BINDLOG_ENOTSUP, "BINDLOG_ENOTSUP"},
+        {BINDLOG_EFORK, "BINDLOG_EFORK"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         assert_string_equal(bindlog_code_name(names[i].rc), names[i].name);

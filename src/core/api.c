@@ -10,12 +10,13 @@
  * arguments (BINDLOG_EINVAL), then read-only (BINDLOG_EREADONLY), then state.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include "core/backend.h"
 #include "core/error.h"
@@ -48,6 +49,9 @@ static const struct {
     {BINDLOG_EPANIC, "BINDLOG_EPANIC",
      "a fatal I/O error made the handle unusable: close every handle and reopen"},
     {BINDLOG_ENOTSUP, "BINDLOG_ENOTSUP", "not supported by this build"},
+    {BINDLOG_EFORK, "BINDLOG_EFORK",
+     "the handle belongs to another process (opened before a fork): open the store in this "
+     "process"},
 };
 
 const char *bindlog_strerror(int rc)
@@ -123,6 +127,30 @@ static int backend_for(const char *location, const bl_backend_ops **ops)
     return 0;
 }
 
+/* ---- processes: fork ------------------------------------------------------ */
+
+/* Bumped in every child process by the handler below: a handle whose
+ * fork_gen differs was opened by an ancestor (backend.h, bl_fork_check). */
+_Atomic unsigned bl_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void)
+{
+    atomic_fetch_add_explicit(&bl_fork_gen, 1, memory_order_relaxed);
+}
+
+static void fork_register(void) { (void)pthread_atfork(NULL, NULL, fork_child); }
+
+int bl_fork_refuse(const bindlog *s)
+{
+    return bl_err_set(BINDLOG_EFORK,
+                      "the handle was opened by process %ld and this is process %ld, forked "
+                      "from it: the handle's environment, locks and shared memory are the "
+                      "opener's.  Open the store in this process, after the fork (or close it "
+                      "before forking)",
+                      s->pid, (long)getpid());
+}
+
 /* CLOCK_MONOTONIC in milliseconds. */
 static int64_t mono_ms(void)
 {
@@ -190,9 +218,15 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
     if (o.durability < BINDLOG_DURABILITY_FULL || o.durability > BINDLOG_DURABILITY_NONE)
         return bl_err_set(BINDLOG_EINVAL, "unknown durability mode %d", o.durability);
 
+    /* fork detection: the handler is registered before the first handle
+     * exists, so that every fork after it is seen */
+    if (pthread_once(&fork_once, fork_register) != 0)
+        return bl_err_set(BINDLOG_ENOMEM, "cannot register the fork handler");
     h = calloc(1, sizeof(*h));
     if (h == NULL)
         return BINDLOG_ENOMEM;
+    h->fork_gen = atomic_load_explicit(&bl_fork_gen, memory_order_relaxed);
+    h->pid = (long)getpid();
     h->path = strdup(dir);
     if (h->path == NULL) {
         free(h);
@@ -249,7 +283,11 @@ void bindlog_close(bindlog *s)
 {
     if (s == NULL)
         return;
-    s->ops->close(s);
+    /* In a forked child the backend's state is the parent's (and LMDB's
+     * environment must not be closed there): only the handle's own memory
+     * goes.  The last error is left as it was. */
+    if (atomic_load_explicit(&bl_fork_gen, memory_order_relaxed) == s->fork_gen)
+        s->ops->close(s);
     free(s->path);
     free(s);
 }
@@ -336,6 +374,8 @@ static int submit_one(bindlog *s, const bindlog_event *in, bindlog_result *out)
 
     if (s == NULL)
         return bl_err_set(BINDLOG_EINVAL, "handle is NULL");
+    if ((rc = bl_fork_check(s)) != 0)
+        return rc;
     rc = event_arg(in, &ev);
     if (rc == 0 && s->read_only)
         rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
@@ -407,6 +447,8 @@ static int apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_re
         *err_index = 0;
     if (s == NULL)
         return bl_err_set(BINDLOG_EINVAL, "handle is NULL");
+    if ((rc = bl_fork_check(s)) != 0)
+        return rc;
     if ((in == NULL && n != 0) || n > SIZE_MAX / sizeof(bindlog_result))
         return bl_err_set(BINDLOG_EINVAL, "events is NULL or n is too large");
     if (n == 0)
@@ -454,7 +496,7 @@ int bindlog_apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_r
     int rc = apply_batch(s, in, n, out, &at);
     if (err_index != NULL)
         *err_index = at;
-    if (rc < 0 && in != NULL && at < n && s != NULL)
+    if (rc < 0 && rc != BINDLOG_EFORK && in != NULL && at < n && s != NULL)
         return bl_api_done(rc, "apply_batch event %zu (%s %s)", at,
                            bindlog_event_name(in[at].type), QKEY(q, in[at].key));
     return bl_api_done(rc, "apply_batch");
@@ -494,6 +536,8 @@ int bindlog_get(bindlog *s, const char *key, bindlog_binding *out)
     bl_err_clear();
     if (s == NULL || out == NULL)
         rc = bl_err_set(BINDLOG_EINVAL, "handle or out is NULL");
+    else if ((rc = bl_fork_check(s)) != 0)
+        ;
     else if (key_arg(key, &n) != 0)
         rc = bl_err_set(BINDLOG_EINVAL, "not a valid key (NULL, empty, over 400 bytes)");
     else if ((rc = s->ops->get(s, key, n, out)) == BINDLOG_ENOTFOUND)
@@ -527,6 +571,8 @@ int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out
     bl_err_clear();
     if (s == NULL || out == NULL || (origin_buf == NULL && origin_cap))
         rc = bl_err_set(BINDLOG_EINVAL, "handle or out is NULL, or origin_cap without a buffer");
+    else if ((rc = bl_fork_check(s)) != 0)
+        ;
     else if (id_arg(session_id, &n) != 0)
         rc = bl_err_set(BINDLOG_EINVAL,
                         "not a valid session id (NULL, empty, over 128 bytes, control bytes)");
@@ -596,7 +642,7 @@ static int open_iter(bindlog *s, int kind, const char *arg, size_t arg_len, uint
         rc = bl_err_set(BINDLOG_EINVAL, "out is NULL");
     else if ((*out = NULL, s == NULL))
         rc = bl_err_set(BINDLOG_EINVAL, "handle is NULL");
-    else
+    else if ((rc = bl_fork_check(s)) == 0)
         rc = s->ops->iter(s, kind, arg, arg_len, from, to, out);
     if (arg == NULL)
         return bl_api_done(rc, "%s", names[kind]);
@@ -623,6 +669,8 @@ int bindlog_history_iter(bindlog *s, const char *key, bindlog_iter **out)
     bl_err_clear();
     if (out != NULL)
         *out = NULL;
+    if (s != NULL && out != NULL && bl_fork_check(s) != 0)
+        return bl_api_done(BINDLOG_EFORK, "history_iter");
     if (key_arg(key, &n) != 0)
         return iter_arg_refused("history_iter", "key", key, BINDLOG_KEY_MAX);
     return open_iter(s, BL_IT_HISTORY, key, n, 0, UINT64_MAX, out);
@@ -646,6 +694,8 @@ int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out
     bl_err_clear();
     if (out != NULL)
         *out = NULL;
+    if (s != NULL && out != NULL && bl_fork_check(s) != 0)
+        return bl_api_done(BINDLOG_EFORK, "children_iter");
     if (id_arg(session_id, &n) != 0)
         return iter_arg_refused("children_iter", "session id", session_id, BINDLOG_ID_MAX);
     return open_iter(s, BL_IT_CHILDREN, session_id, n, 0, 0, out);
@@ -657,6 +707,8 @@ int bindlog_ancestors_iter(bindlog *s, const char *session_id, bindlog_iter **ou
     bl_err_clear();
     if (out != NULL)
         *out = NULL;
+    if (s != NULL && out != NULL && bl_fork_check(s) != 0)
+        return bl_api_done(BINDLOG_EFORK, "ancestors_iter");
     if (id_arg(session_id, &n) != 0)
         return iter_arg_refused("ancestors_iter", "session id", session_id, BINDLOG_ID_MAX);
     return open_iter(s, BL_IT_ANCESTORS, session_id, n, 0, 0, out);
@@ -668,7 +720,8 @@ int bindlog_iter_next_record(bindlog_iter *it, bindlog_record *rec)
     if (it == NULL || rec == NULL || (it->kind != BL_IT_LOG && it->kind != BL_IT_HISTORY))
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "not a log or history iterator"),
                            "iter_next_record");
-    return bl_api_done(it->ops->next_record(it, rec), "iter_next_record");
+    int rc = bl_fork_check(it->h);
+    return bl_api_done(rc != 0 ? rc : it->ops->next_record(it, rec), "iter_next_record");
 }
 
 int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out)
@@ -677,7 +730,8 @@ int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out)
     if (it == NULL || out == NULL || it->kind != BL_IT_BINDINGS)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "not a bindings iterator"),
                            "iter_next_binding");
-    return bl_api_done(it->ops->next_binding(it, out), "iter_next_binding");
+    int rc = bl_fork_check(it->h);
+    return bl_api_done(rc != 0 ? rc : it->ops->next_binding(it, out), "iter_next_binding");
 }
 
 int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out, void *buf, size_t cap)
@@ -689,12 +743,16 @@ int bindlog_iter_next_session(bindlog_iter *it, bindlog_session *out, void *buf,
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "not a sessions, children or ancestors "
                                                       "iterator, or cap without a buffer"),
                            "iter_next_session");
-    return bl_api_done(it->ops->next_session(it, out, buf, cap), "iter_next_session");
+    int rc = bl_fork_check(it->h);
+    return bl_api_done(rc != 0 ? rc : it->ops->next_session(it, out, buf, cap),
+                       "iter_next_session");
 }
 
 void bindlog_iter_close(bindlog_iter *it)
 {
-    if (it != NULL)
+    /* In a forked child the iterator's snapshot (an LMDB reader slot, the
+     * tail's pins) is the parent's: it is left alone, memory included. */
+    if (it != NULL && atomic_load_explicit(&bl_fork_gen, memory_order_relaxed) == it->h->fork_gen)
         it->ops->close(it);
 }
 
@@ -705,7 +763,9 @@ int bindlog_stats_get(bindlog *s, bindlog_stats *out)
     bl_err_clear();
     if (s == NULL || out == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or out is NULL"), "stats_get");
-    int rc = s->ops->stats(s, out);
+    int rc = bl_fork_check(s);
+    if (rc == 0)
+        rc = s->ops->stats(s, out);
     if (rc == 0)
         for (int t = 0; t < BINDLOG_EVENT_COUNT; t++)
             for (int c = 0; c < BINDLOG_STAT_COLUMNS; c++)
@@ -718,7 +778,8 @@ int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE], uint64_t 
     bl_err_clear();
     if (s == NULL || out == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or out is NULL"), "digest");
-    return bl_api_done(s->ops->digest(s, out, head_lsn), "digest");
+    int rc = bl_fork_check(s);
+    return bl_api_done(rc != 0 ? rc : s->ops->digest(s, out, head_lsn), "digest");
 }
 
 /* The maintenance operations check their other arguments (paths, ranges,
@@ -730,7 +791,8 @@ int bindlog_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     bl_err_clear();
     if (s == NULL || out == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or out is NULL"), "check");
-    return bl_api_done(s->ops->check(s, out, progress, progress_ctx), "check");
+    int rc = bl_fork_check(s);
+    return bl_api_done(rc != 0 ? rc : s->ops->check(s, out, progress, progress_ctx), "check");
 }
 
 int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_time_ms,
@@ -741,6 +803,8 @@ int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "replay");
+    if (bl_fork_check(s) != 0)
+        return bl_api_done(BINDLOG_EFORK, "replay into %s", QPATH(q, out_dir));
     int rc = s->ops->replay(s, out_dir, to_lsn, to_time_ms, digest, last_lsn, progress,
                             progress_ctx);
     if (rc == BINDLOG_EEXIST && !bl_err_isset())
@@ -755,6 +819,8 @@ int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head)
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "wait");
+    if (bl_fork_check(s) != 0)
+        return bl_api_done(BINDLOG_EFORK, "wait");
     if (timeout_ms < -1)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "timeout_ms %d is below -1", timeout_ms),
                            "wait");
@@ -771,7 +837,9 @@ int bindlog_checkpoint(bindlog *s, uint64_t *checkpoint_lsn)
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "checkpoint");
-    if (s->read_only)
+    if (bl_fork_check(s) != 0)
+        rc = BINDLOG_EFORK;
+    else if (s->read_only)
         rc = bl_err_set(BINDLOG_EREADONLY, "a read-only handle does not write the store");
     else if (s->ops->checkpoint == NULL)
         rc = bl_err_set(BINDLOG_ENOTSUP, "the %s backend has no write-ahead log", s->ops->name);
@@ -787,7 +855,8 @@ int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn)
     bl_err_clear();
     if (s == NULL || lsn == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle or lsn is NULL"), "lsn_at_time");
-    return bl_api_done(s->ops->lsn_at_time(s, time_ms, lsn), "lsn_at_time");
+    int rc = bl_fork_check(s);
+    return bl_api_done(rc != 0 ? rc : s->ops->lsn_at_time(s, time_ms, lsn), "lsn_at_time");
 }
 
 int bindlog_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
@@ -796,7 +865,9 @@ int bindlog_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "compact");
-    return bl_api_done(s->ops->compact(s, keep_from_lsn, removed, progress, progress_ctx),
+    int rc = bl_fork_check(s);
+    return bl_api_done(rc != 0 ? rc : s->ops->compact(s, keep_from_lsn, removed, progress,
+                                                      progress_ctx),
                        "compact to LSN %llu", (unsigned long long)keep_from_lsn);
 }
 
@@ -806,6 +877,8 @@ int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "export");
+    if (bl_fork_check(s) != 0)
+        return bl_api_done(BINDLOG_EFORK, "export");
     int rc = s->ops->export_stream(s, from_lsn, fd, records, progress, progress_ctx);
     if (rc == BINDLOG_ENOTFOUND && !bl_err_isset())
         bl_err_set(rc, "no records from LSN %llu on (compacted, or beyond the head + 1)",
@@ -819,6 +892,8 @@ int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     bl_err_clear();
     if (s == NULL)
         return bl_api_done(bl_err_set(BINDLOG_EINVAL, "handle is NULL"), "import");
+    if (bl_fork_check(s) != 0)
+        return bl_api_done(BINDLOG_EFORK, "import");
     uint64_t off = 0;
     int rc = s->ops->import_stream(s, fd, records, &off, progress, progress_ctx);
     if (err_offset != NULL)

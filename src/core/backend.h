@@ -38,6 +38,8 @@ struct bindlog {
     struct bl_env *e; /* LMDB: the shared environment (NULL for other backends) */
     void *be;         /* other backends: their per-handle state */
     char *path;       /* what bindlog_open was given */
+    unsigned fork_gen; /* bl_fork_gen when opened: another value = a forked child */
+    long pid;          /* the process that opened it (for the message) */
     int read_only;
     int durability;
     int64_t (*clock_ms)(void *);
@@ -48,6 +50,22 @@ struct bindlog {
      * (a gateway's writer and its metrics scraper) do not mix their counts. */
     _Atomic uint64_t calls[BINDLOG_EVENT_COUNT][BINDLOG_STAT_COLUMNS];
 };
+
+/*
+ * Fork detection (api.c).  bl_fork_gen is bumped in every child by a
+ * pthread_atfork handler registered at the first open, so a handle opened
+ * before the fork carries an older value: one atomic load per call, no
+ * getpid() (glibc does not cache the pid).  bl_fork_refuse() sets the
+ * detail (both pids, what to do) and returns BINDLOG_EFORK.
+ */
+extern _Atomic unsigned bl_fork_gen;
+int bl_fork_refuse(const bindlog *s);
+static inline int bl_fork_check(const bindlog *s)
+{
+    return atomic_load_explicit(&bl_fork_gen, memory_order_relaxed) == s->fork_gen
+               ? 0
+               : bl_fork_refuse(s);
+}
 
 /* Count one call of event type `type` that returned rc (an outcome or an
  * error) in the handle's statistics (api.c). */

@@ -83,6 +83,8 @@ static int import_entries(bindlog *s, const bindlog_import_entry *in, size_t n,
 
     if (s == NULL)
         return bl_err_set(BINDLOG_EINVAL, "handle is NULL");
+    if ((rc = bl_fork_check(s)) != 0)
+        return rc;
     if ((in == NULL && n != 0) || n > SIZE_MAX / sizeof(bl_event))
         return bl_err_set(BINDLOG_EINVAL, "entries is NULL or n is too large");
     for (size_t i = 0; codes != NULL && i < n; i++)

@@ -996,6 +996,28 @@ out:
     return 0;
 }
 
+/*
+ * After a fork the child starts with an empty registry: the environments
+ * listed are the parent's (its LMDB environment, maps, locks, checkpointer
+ * thread), which the child must never hand to a handle of its own, close
+ * or otherwise touch (api.c refuses the parent's handles with
+ * BINDLOG_EFORK).  A child's open of the same store then makes a fresh
+ * environment, as any other process's would.  The parent's stay allocated,
+ * unreachable, until the child exits or execs; their descriptors are
+ * close-on-exec.  registry_mu is made anew too: another thread of the
+ * parent may have held it at the fork, and that thread does not exist
+ * here.
+ */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void registry_after_fork(void)
+{
+    registry = NULL;
+    pthread_mutex_init(&registry_mu, NULL);
+}
+
+static void registry_fork_register(void) { (void)pthread_atfork(NULL, NULL, registry_after_fork); }
+
 int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
 {
     struct stat st;
@@ -1004,6 +1026,8 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
     int rc = 0;
 
     *out = NULL;
+    if (pthread_once(&fork_once, registry_fork_register) != 0)
+        return bl_err_set(BINDLOG_ENOMEM, "cannot register the fork handler");
     if (stat(dir, &st) != 0) {
         int err = errno;
         if (err != ENOENT)

@@ -56,10 +56,13 @@ class _Doorbell:
         self._items: List[Tuple["asyncio.Future[Any]", Any, Optional[BaseException]]] = []
 
     def ring(self, fut: "asyncio.Future[Any]", result: Any, exc: Optional[BaseException]) -> None:
+        self.ring_all([(fut, result, exc)])
+
+    def ring_all(self, items: List[Tuple["asyncio.Future[Any]", Any, Optional[BaseException]]]) -> None:
         with self._lock:
-            self._items.append((fut, result, exc))
-            first = len(self._items) == 1
-        if first:
+            first = not self._items
+            self._items.extend(items)
+        if first and items:
             _post(self.loop, self._settle_all)
 
     def _settle_all(self) -> None:
@@ -69,7 +72,9 @@ class _Doorbell:
             _settle(fut, result, exc)
 
 
-_Job = Tuple[_Doorbell, "asyncio.Future[Any]", Callable[..., Any], Tuple[Any, ...]]
+#: a job settles one future with fn's result, or (submit_each) a list of
+#: futures with the list of (result, exception) that fn returns for them
+_Job = Tuple[_Doorbell, Any, Callable[..., Any], Tuple[Any, ...]]
 
 
 class WriterPool:
@@ -91,10 +96,21 @@ class WriterPool:
         gets its result or exception.  A job whose future is cancelled
         before a thread takes it up is dropped."""
         loop = asyncio.get_running_loop()
+        fut: "asyncio.Future[R]" = loop.create_future()
+        self._put(loop, fut, fn, args)
+        return fut
+
+    def submit_each(self, futs: "List[asyncio.Future[Any]]", fn: Callable[..., Any], *args: Any) -> None:
+        """Run fn(live, *args) on a pool thread, one job for several futures
+        of the running loop: `live` lists the indexes of those not cancelled
+        when a thread takes the job up (none: the job is dropped), and fn
+        returns a (result, exception) pair for each, in that order."""
+        self._put(asyncio.get_running_loop(), futs, fn, args)
+
+    def _put(self, loop: asyncio.AbstractEventLoop, fut: Any, fn: Callable[..., Any], args: Tuple[Any, ...]) -> None:
         bell = self._bell
         if bell is None or bell.loop is not loop:
             bell = self._bell = _Doorbell(loop)
-        fut: "asyncio.Future[R]" = loop.create_future()
         with self._lock:
             if self._stopped:
                 raise RuntimeError("the writer pool is shut down")
@@ -106,7 +122,6 @@ class WriterPool:
                 self._threads.append(t)
                 t.start()
         self._q.put((bell, fut, fn, args))
-        return fut
 
     def _run(self) -> None:
         while True:
@@ -114,7 +129,9 @@ class WriterPool:
             if job is None:
                 return
             bell, fut, fn, args = job
-            if not fut.cancelled():
+            if isinstance(fut, list):
+                self._run_each(bell, fut, fn, args)
+            elif not fut.cancelled():
                 try:
                     result, exc = fn(*args), None
                 except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
@@ -128,6 +145,18 @@ class WriterPool:
                     self._drained = []
             for lp, f in drained:
                 _post(lp, _wake, f)
+
+    @staticmethod
+    def _run_each(bell: _Doorbell, futs: "List[asyncio.Future[Any]]", fn: Callable[..., Any],
+                  args: Tuple[Any, ...]) -> None:
+        live = [i for i, f in enumerate(futs) if not f.cancelled()]
+        if not live:
+            return
+        try:
+            outs = fn(live, *args)
+        except BaseException as e:  # noqa: BLE001 - handed to every awaiting task
+            outs = [(None, e)] * len(live)
+        bell.ring_all([(futs[i], r, e) for i, (r, e) in zip(live, outs)])
 
     async def drain(self) -> None:
         """Wait (without blocking the loop) until no job is queued or running,

@@ -1,16 +1,18 @@
 """The :class:`AsyncStore`: a Store for asyncio programs.
 
 Writes are coroutines.  Each checks and converts its arguments on the
-loop (a bad one raises before anything is queued), then makes its C call
-on a pool of writer threads that belongs to the store (never the loop's
-default executor, which other code shares); the library releases the GIL
-while it commits, so the loop goes on serving other tasks, and writes
-awaited at the same time by many tasks sit in the library at the same
-time and share its group commits: one transaction and one sync for all of
-them.  That is why the pool has many
-threads (16 by default): a single writer thread would hand the library one
-event at a time, and every event would pay a sync of its own (measured in
-bench/asyncio_bench.py and docs/python.md).
+loop (a bad one raises before anything is queued) and waits for the end of
+the loop's turn: the single-event writes the loop's tasks made in one turn
+then go together to one of the store's own writer threads (never the
+loop's default executor, which other code shares), which makes them one
+``bindlog_apply_batch`` call, and retries the others of a batch that one
+event made fail (_run_writes).  One trip through a thread and the GIL for
+the writes of tasks that resumed together, instead of one each: they reach
+the library together and share its group commit (measured in
+bench/asyncio_bench.py and docs/python.md).  The library releases the GIL
+while it commits, so the loop goes on serving other tasks; writes of later
+turns go to other threads of the pool (16 by default) and share the
+library's group commits with those in flight.
 
 Reads (get, session, history, log, stats, ...) stay synchronous: they take
 microseconds and never wait for a flush.  The long maintenance calls
@@ -30,6 +32,7 @@ import functools
 import threading
 from typing import (
     Any,
+    Dict,
     AsyncIterator,
     BinaryIO,
     Callable,
@@ -72,6 +75,11 @@ __all__ = ["AsyncStore", "DEFAULT_WRITERS"]
 DEFAULT_WRITERS = 16
 #: records read per snapshot by AsyncStore.follow, on the loop's thread
 ASYNC_FOLLOW_BATCH = 64
+#: the most single-event writes one writer thread carries into the library
+#: as one batch (AsyncStore._flush_writes), and the most bytes of keys, ids,
+#: reasons and origins: a group's frame must fit in half the store's log
+COALESCE_MAX = 64
+COALESCE_BYTES = 256 * 1024
 
 R = TypeVar("R")
 
@@ -162,6 +170,55 @@ class _Watcher:
             await asyncio.sleep(0.005)
 
 
+#: the errors the library decides for one event alone: the batch failed
+#: because of that event (the others may be fine)
+_REFUSALS = (_ffi.EINVAL, _ffi.ENOTFOUND, _ffi.EEXIST, _ffi.ECONFLICT)
+
+
+def _call_bytes(call: Any) -> int:
+    """About how many bytes a prepared call adds to a group's frame: its
+    origin (bind, new_session and split end with its length), and 1 KiB
+    for the key, ids and reason, which the library bounds."""
+    return 1024 + (int(call[-1]) if call[0] in ("bind", "new_session", "split") else 0)
+
+
+def _run_writes(live: List[int], store: Store, calls: List[Any]) -> List[Tuple[Any, Optional[BaseException]]]:
+    """On a writer thread: the calls `live` indexes, as one batch when
+    there are several.  A batch is all or nothing, and these are
+    independent writes, so when one event is refused nothing was written:
+    the events before it go again as a batch, it goes alone (its own
+    outcome or exception, with its own message), then those after it.  A
+    batch that failed as a whole (a storage error: a frame too large for a
+    small log, EIO, ...) goes again in halves, down to single writes, each
+    of which then fails or succeeds alone.  Retried events are decided
+    again against the state of their retry, as a write submitted a moment
+    later would be."""
+    todo = [[calls[i] for i in live]]
+    outs: List[Tuple[Any, Optional[BaseException]]] = []
+    while todo:
+        part = todo.pop(0)
+        if len(part) == 1:
+            try:
+                outs.append((store._event(*part[0]), None))
+            except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+                outs.append((None, e))
+            continue
+        try:
+            rc, at, results = store._calls_as_batch(part)
+        except BaseException:  # noqa: BLE001 - the store closed: each hears it alone
+            todo[0:0] = [[c] for c in part]
+            continue
+        if rc == 0:
+            outs.extend((r, None) for r in results)
+            continue
+        if rc in _REFUSALS and 0 <= at < len(part):
+            todo[0:0] = [p for p in (part[:at], part[at:at + 1], part[at + 1:]) if p]
+        else:
+            half = len(part) // 2
+            todo[0:0] = [part[:half], part[half:]]
+    return outs
+
+
 class AsyncStore:
     """A bindlog store for asyncio: :class:`Store`'s methods and keywords,
     with the writes as coroutines that never block the event loop.
@@ -178,10 +235,9 @@ class AsyncStore:
     reads.  :meth:`follow` is an async iterator.
 
     Args:
-        writers: the writer threads of this store (1..1024).  Concurrent
-            writes share a group commit only while they are inside the
-            library together, so this bounds how many events one commit
-            can carry.  Raise it when more than 16 tasks write at once.
+        writers: the writer threads of this store (1..1024): how many
+            batches of writes (those of one turn of the loop, 64 at most)
+            can be inside the library at once, sharing its group commits.
         (the others as for :class:`Store`)
 
     Cancelling a task that awaits a write: if the write had not started, it
@@ -217,6 +273,9 @@ class AsyncStore:
         )
         self._writers = writers
         self._pool = WriterPool(writers, "bindlog-writer")
+        # single-event writes submitted during the current turn of each
+        # loop, not yet handed to the pool (_queue_write)
+        self._pending: Dict[asyncio.AbstractEventLoop, List[Tuple["asyncio.Future[Any]", Any]]] = {}
         self._closing = False
         self._closed: Optional["asyncio.Future[None]"] = None
         self._watcher: Optional[_Watcher] = None
@@ -309,6 +368,9 @@ class AsyncStore:
         self._closed = asyncio.get_running_loop().create_future()
         self._closing = True
         try:
+            # this loop's queued writes go in before the drain (another
+            # loop's flush its own, or hear StoreClosed: _flush_writes)
+            self._flush_writes(asyncio.get_running_loop())
             await self._pool.drain()  # the writes already submitted
             self._pool.shutdown()
             if self._watcher is not None:
@@ -345,6 +407,50 @@ class AsyncStore:
         self._check()
         return self._pool.submit(fn, *args)
 
+    def _queue_write(self, call: Any) -> "asyncio.Future[Result]":
+        """A single-event write (a prepared call): queued until the end of
+        the loop's turn, when every write the loop's tasks made in it goes
+        to one writer thread (_flush_writes).  The caller has checked the
+        store (_check)."""
+        loop = asyncio.get_running_loop()
+        fut: "asyncio.Future[Result]" = loop.create_future()
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = []
+            loop.call_soon(self._flush_writes, loop)
+        pending.append((fut, call))
+        return fut
+
+    def _flush_writes(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the loop's queued writes to the writer pool, COALESCE_MAX
+        per job.  One thread carrying many writes into the library as one
+        batch costs one wake-up of one thread instead of one per write, so
+        the writes of tasks that resumed together reach the library
+        together and share a group commit (measured: docs/python.md)."""
+        pending = self._pending.pop(loop, None)
+        if not pending:
+            return
+        store = self._store
+        parts: List[List[Tuple["asyncio.Future[Any]", Any]]] = [[]]
+        size = 0
+        for item in pending:
+            n = _call_bytes(item[1])
+            if parts[-1] and (len(parts[-1]) == COALESCE_MAX or size + n > COALESCE_BYTES):
+                parts.append([])
+                size = 0
+            parts[-1].append(item)
+            size += n
+        for i, part in enumerate(parts):
+            try:
+                self._pool.submit_each([f for f, _ in part], _run_writes, store, [c for _, c in part])
+            except RuntimeError:  # closed meanwhile (by a task of another loop)
+                closed = f"store {quote(store.path if store else '')} is closed"
+                for rest in parts[i:]:
+                    for f, _ in rest:
+                        if not f.done():
+                            f.set_exception(StoreClosed(closed))
+                return
+
     async def bind(
         self,
         key: Text,
@@ -355,7 +461,7 @@ class AsyncStore:
     ) -> Result:
         """BIND, on a writer thread (see :meth:`Store.bind`)."""
         store = self._check()
-        return await self._submit(store._event, *store._prep_bind(key, session_id, expect, reason, origin))
+        return await self._queue_write(store._prep_bind(key, session_id, expect, reason, origin))
 
     async def new_session(
         self,
@@ -366,7 +472,7 @@ class AsyncStore:
     ) -> Result:
         """NEW_SESSION, on a writer thread (see :meth:`Store.new_session`)."""
         store = self._check()
-        return await self._submit(store._event, *store._prep_new_session(key, session_id, reason, origin))
+        return await self._queue_write(store._prep_new_session(key, session_id, reason, origin))
 
     async def split(
         self,
@@ -378,18 +484,17 @@ class AsyncStore:
     ) -> Result:
         """SPLIT, on a writer thread (see :meth:`Store.split`)."""
         store = self._check()
-        return await self._submit(store._event,
-                                  *store._prep_split(key, parent_id, child_id, run_generation, origin))
+        return await self._queue_write(store._prep_split(key, parent_id, child_id, run_generation, origin))
 
     async def invalidate(self, key: Text, reason: Optional[Text] = None) -> Result:
         """INVALIDATE, on a writer thread (see :meth:`Store.invalidate`)."""
         store = self._check()
-        return await self._submit(store._event, *store._prep_key_event("invalidate", key, reason))
+        return await self._queue_write(store._prep_key_event("invalidate", key, reason))
 
     async def unbind(self, key: Text, reason: Optional[Text] = None) -> Result:
         """UNBIND, on a writer thread (see :meth:`Store.unbind`)."""
         store = self._check()
-        return await self._submit(store._event, *store._prep_key_event("unbind", key, reason))
+        return await self._queue_write(store._prep_key_event("unbind", key, reason))
 
     async def apply_batch(self, events: Sequence[Event]) -> List[Result]:
         """A batch in one transaction, on a writer thread (see

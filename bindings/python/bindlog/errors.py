@@ -158,20 +158,13 @@ class StoreClosed(BindlogError, ValueError):
 
 
 class ForkError(BindlogError, RuntimeError):
-    """A :class:`bindlog.Store` or :class:`bindlog.AsyncStore` was used in a
-    child process after ``fork``: its handle, locks and threads belong to the
-    parent.  Open the store in the child instead -- in a process started
-    with multiprocessing's ``spawn`` or ``forkserver`` method when the
-    parent had it open at the fork.  ``code`` is ``None``; also a
+    """BINDLOG_EFORK: a :class:`bindlog.Store` or :class:`bindlog.AsyncStore`
+    was used in a child process after ``fork``: its handle, locks and
+    threads belong to the parent.  Open the store in the child instead (the
+    child's own open gets an environment of its own).  Raised by the binding
+    before it touches any of its own locks, and by the library for a handle
+    that reaches it; ``code`` is ``BINDLOG_EFORK`` (-16) either way.  Also a
     :class:`RuntimeError`."""
-
-    name = "FORKED"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(None, message)
-
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return (self.__class__, (self.message,))
 
 
 _NAMES: Dict[int, str] = {
@@ -190,6 +183,7 @@ _NAMES: Dict[int, str] = {
     _ffi.EACCES: "BINDLOG_EACCES",
     _ffi.EPANIC: "BINDLOG_EPANIC",
     _ffi.ENOTSUP: "BINDLOG_ENOTSUP",
+    _ffi.EFORK: "BINDLOG_EFORK",
 }
 
 #: Error code -> exception class.
@@ -209,6 +203,7 @@ ERRORS: Dict[int, Type[BindlogError]] = {
     _ffi.EACCES: PermissionDenied,
     _ffi.EPANIC: Panic,
     _ffi.ENOTSUP: NotSupported,
+    _ffi.EFORK: ForkError,
 }
 
 

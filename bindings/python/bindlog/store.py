@@ -120,8 +120,6 @@ class Store(Maintenance):
     Raises:
         NotFound, NotAStore, VersionMismatch, PermissionDenied, Corrupt,
         BindlogIOError, NotSupported, ...: the store cannot be opened.
-        ForkError: this process is a fork child of one that had the same
-            store open at the fork.
         LibraryNotFoundError (an ImportError): libbindlog cannot be loaded.
 
     Methods called after :meth:`close` raise :class:`~bindlog.StoreClosed`.
@@ -142,9 +140,13 @@ class Store(Maintenance):
         self._active = 0
         self._closing = False
         self._iters: Set[_CIter] = set()
+        # errors the library counted for batches that AsyncStore made up of
+        # independent writes and that were refused whole (_calls_as_batch):
+        # not calls of the caller's, so stats() leaves them out
+        self._batch_refusals = [0] * _ffi.EVENT_COUNT
+        self._refusals_lock = threading.Lock()
         self._epoch = _fork.epoch
         self._pid = os.getpid()
-        self._dev_ino: Optional[_fork.DevIno] = None
         self._path = ""
         try:
             p = _args.fspath(path)
@@ -163,13 +165,6 @@ class Store(Maintenance):
             self._clock = None if clock is None else _args.ClockCallback(clock)
         except InvalidArgument as exc:
             raise exc._in_call("open", p) from None
-        if _fork.was_inherited(p):
-            raise ForkError(
-                f"open {quote(p)}: this process was forked from one that had this store open, "
-                "and the library's environment for it was inherited across the fork (LMDB "
-                "forbids using it in a child): start the worker with multiprocessing's "
-                "'spawn' or 'forkserver' method, or open the store only after forking"
-            )
         self._lib = _ffi.load()
         opts = _ffi.bindlog_options()
         opts.version = _ffi.OPTIONS_VERSION
@@ -186,8 +181,6 @@ class Store(Maintenance):
         self._h = h
         self._durability = durability
         self._read_only = read_only
-        self._dev_ino = _fork.dev_ino(p)
-        _fork.opened(self)
 
     # ---- life cycle ----
 
@@ -217,8 +210,13 @@ class Store(Maintenance):
         handle, its snapshots and its locks are the parent's and are left
         untouched."""
         if self._epoch != _fork.epoch:
-            self._h = None
+            # the library frees the handle's memory and nothing of the
+            # parent's (no lock of this object's is taken: another thread
+            # of the parent may have held one at the fork)
+            h, self._h = self._h, None
             self._iters = set()
+            if h:
+                self._lib.bindlog_close(h)
             return
         with self._cv:
             if self._h is None or self._closing:
@@ -235,7 +233,6 @@ class Store(Maintenance):
                 self._cv.wait()
             h, self._h = self._h, None
         self._lib.bindlog_close(h)
-        _fork.closed(self)
 
     def __enter__(self) -> "Store":
         self._enter()
@@ -261,6 +258,7 @@ class Store(Maintenance):
 
     def _fork_error(self) -> ForkError:
         return ForkError(
+            _ffi.EFORK,
             f"store {quote(self._path)}: used in process {os.getpid()}, a fork child of process "
             f"{self._pid} that opened it; its handle, locks and threads stay the parent's.  "
             "Open the store in the child instead (with multiprocessing, start workers with "
@@ -451,6 +449,48 @@ class Store(Maintenance):
             except TypeError as exc:
                 raise TypeError(f"events[{i}]: {exc}") from None
         return _Batch(arr, n, keep)
+
+    def _calls_as_batch(self, calls: Sequence["_Call"]) -> Tuple[int, int, List[Result]]:
+        """Make several prepared single-event calls (_prep_bind & co) one
+        bindlog_apply_batch: (0, 0, results), or (rc < 0, the failing
+        event's index, []) when the batch was refused as a whole (then
+        nothing of it was written).  For AsyncStore's writer threads, which
+        retry the events of a refused batch on their own (aio.py)."""
+        n = len(calls)
+        arr = (_ffi.bindlog_event * n)()
+        for c, call in zip(arr, calls):
+            name, args = call[0], call[2:]
+            org: Optional[bytes] = None
+            if name == "bind":
+                c.type = _ffi.EVENT_BIND
+                c.key, c.session_id, c.expect, c.reason, org = args[:5]
+            elif name == "new_session":
+                c.type = _ffi.EVENT_NEW_SESSION
+                c.key, c.session_id, c.reason, org = args[:4]
+            elif name == "split":
+                c.type = _ffi.EVENT_SPLIT
+                c.key, c.expect, c.session_id, c.generation, org = args[:5]
+            else:
+                c.type = _ffi.EVENT_INVALIDATE if name == "invalidate" else _ffi.EVENT_UNBIND
+                c.key, c.reason = args
+            if org is not None:
+                c.origin = ctypes.cast(ctypes.c_char_p(org), c_void_p)  # org lives in `calls`
+                c.origin_len = len(org)
+        out = (_ffi.bindlog_result * n)()
+        err = c_size_t()
+        h = self._enter()
+        try:
+            rc = int(self._lib.bindlog_apply_batch(h, arr, n, out, byref(err)))
+        finally:
+            self._leave()
+        if rc < 0:
+            at = int(err.value)
+            # the library counted one error, for the event at fault (event 0
+            # when none is): the caller's call is counted when it goes again
+            with self._refusals_lock:
+                self._batch_refusals[arr[at if at < n else 0].type] += 1
+            return rc, at, []
+        return 0, 0, [Result._from_c(out[i].outcome, out[i]) for i in range(n)]
 
     def _batch(self, batch: "_Batch") -> List[Result]:
         arr, n = batch.arr, batch.n
@@ -795,6 +835,9 @@ class Store(Maintenance):
             name: {col: int(out.events[t][i]) for i, col in enumerate(_OUTCOME_COLUMNS)}
             for t, name in _EVENT_NAMES.items()
         }
+        with self._refusals_lock:
+            for t, name in _EVENT_NAMES.items():
+                events[name]["error"] = max(0, events[name]["error"] - self._batch_refusals[t])
         return Stats(
             out.head_lsn,
             out.base_lsn,

@@ -3,6 +3,8 @@ feed across processes, close and cancellation."""
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import json
 import multiprocessing
 import os
 import shutil
@@ -171,6 +173,123 @@ class Concurrency(AsyncCase):
         # 160 events, awaited 32 at a time: a pool that handed the library
         # one event at a time would make one commit per event
         self.assertLess(st.commits, st.grouped_events)
+
+    async def test_writes_awaited_together_go_in_together_and_a_refusal_is_its_own(self) -> None:
+        await self.store.bind(f"{KEY}:taken", "sess-taken")
+        await self.store.new_session(f"{KEY}:old", "sess-old")
+        head, st0 = self.head(), self.store.stats()
+        # refused in the middle of what the loop hands over in one turn:
+        refused = {
+            3: lambda: self.store.split(f"{KEY}:unbound", "a", "b"),       # NotFound
+            7: lambda: self.store.bind(f"{KEY}:7", "sess-taken"),          # Conflict
+            9: lambda: self.store.new_session(f"{KEY}:9", "sess-old"),     # Exists
+        }
+        calls = [refused[i]() if i in refused else self.store.bind(f"{KEY}:{i}", f"s{i}")
+                 for i in range(12)]
+        rs = await asyncio.gather(*calls, return_exceptions=True)
+        self.assertIsInstance(rs[3], bindlog.NotFound)
+        self.assertEqual(rs[3].message, f"split {KEY}:unbound: key is not bound")
+        self.assertIsInstance(rs[7], bindlog.Conflict)
+        self.assertIn(f"bind {KEY}:7", rs[7].message)
+        self.assertIsInstance(rs[9], bindlog.Exists)
+        self.assertIn(f"new_session {KEY}:9", rs[9].message)
+        applied = [i for i, r in enumerate(rs) if isinstance(r, bindlog.Result)]
+        self.assertEqual(applied, [0, 1, 2, 4, 5, 6, 8, 10, 11])
+        self.assertTrue(all(rs[i].applied for i in applied))
+        self.assertEqual(self.head(), head + 9)
+        for i in applied:
+            self.assertEqual(self.store.get(f"{KEY}:{i}").session_id, f"s{i}")
+        self.assertIsNone(self.store.get(f"{KEY}:7"))
+        self.assertEqual(self.store.get(f"{KEY}:taken").session_id, "sess-taken")
+        # every call counted once, as the caller made it: the batches the
+        # library refused whole are not calls of the caller's
+        st = self.store.stats()
+        delta = {t: {c: st.events[t][c] - st0.events[t][c] for c in st.events[t]} for t in st.events}
+        self.assertEqual(delta["bind"], {"applied": 9, "already": 0, "stale": 0, "moved": 0, "error": 1})
+        self.assertEqual(delta["split"], {"applied": 0, "already": 0, "stale": 0, "moved": 0, "error": 1})
+        self.assertEqual(delta["new_session"], {"applied": 0, "already": 0, "stale": 0, "moved": 0, "error": 1})
+
+    async def test_many_writes_in_one_turn_are_carried_in_parts(self) -> None:
+        n = 3 * bindlog.aio.COALESCE_MAX + 5
+        big = {"pad": "x" * 40_000}  # ~7 of these fill COALESCE_BYTES
+        rs = await asyncio.gather(*(self.store.bind(f"{KEY}:{i}", f"s{i}", origin=big if i % 2 else None)
+                                    for i in range(n)))
+        self.assertTrue(all(r.applied for r in rs))
+        self.assertEqual(sorted(r.lsn for r in rs), list(range(1, n + 1)))
+        self.assertEqual(self.head(), n)
+        self.assertEqual(json.loads(self.store.session(f"s{n - 2}").origin), big)
+
+    async def test_racing_writes_on_shared_keys_each_count_once(self) -> None:
+        """32 tasks race binds, splits, new sessions and stops on 6 shared
+        keys, many refused (moved, stale, not bound, a session of another
+        key): every APPLIED result is exactly one record of the log, with
+        its own LSN, and the log replays to the state."""
+        import random
+
+        keys = [f"{KEY}:{i}" for i in range(6)]
+        applied: List[int] = []
+        errors = 0
+
+        async def racer(t: int) -> None:
+            nonlocal errors
+            rnd = random.Random(t)
+            for n in range(40):
+                k = rnd.choice(keys)
+                b = self.store.get(k)
+                op = rnd.randrange(4)
+                try:
+                    if op == 0:
+                        r = await self.store.bind(k, f"t{t}-{n}" if rnd.random() < 0.8 else "shared")
+                    elif op == 1 and b is not None:
+                        r = await self.store.split(k, b.session_id, f"t{t}-{n}c", b.generation)
+                    elif op == 2:
+                        r = await self.store.new_session(k, f"t{t}-{n}n" if rnd.random() < 0.9 else "shared")
+                    else:
+                        r = await self.store.invalidate(k)
+                except (bindlog.NotFound, bindlog.Conflict, bindlog.Exists):
+                    errors += 1
+                    continue
+                if r.outcome is Outcome.APPLIED:
+                    applied.append(r.lsn)
+
+        await asyncio.gather(*(racer(t) for t in range(32)))
+        self.assertGreater(errors, 0)
+        # some of them inside batches, which went again around them
+        self.assertGreater(sum(self.store.store._batch_refusals), 0)
+        self.assertEqual(sorted(applied), list(range(1, self.head() + 1)))
+        report = await self.store.check()
+        self.assertTrue(report.ok, report.message)
+        st = self.store.stats()
+        calls = sum(sum(c.values()) for c in st.events.values())
+        self.assertEqual(sum(c["error"] for c in st.events.values()), errors)
+        self.assertEqual(calls, 32 * 40)  # one call per iteration, each counted once
+
+    async def test_a_batch_too_large_for_a_small_log_goes_in_halves(self) -> None:
+        # a store made with the smallest log (64 KiB): a group's frame must
+        # fit in half of it, and 64 writes with 3 KB origins do not
+        path = os.path.join(self.dir, "small-log")
+        lib = bindlog._ffi.load()
+        opts = bindlog._ffi.bindlog_options()
+        opts.version = bindlog._ffi.OPTIONS_VERSION
+        opts.durability = bindlog._ffi.DURABILITY_NONE
+        opts.log_size = 64 << 10
+        h = ctypes.c_void_p()
+        self.assertEqual(lib.bindlog_open(ctypes.byref(h), os.fsencode(path), ctypes.byref(opts)), 0)
+        lib.bindlog_close(h)
+        async with bindlog.AsyncStore(path, durability="none") as s:
+            pad = {"pad": "p" * 3000}
+            rs = await asyncio.gather(*(s.bind(f"{KEY}:{i}", f"s{i}", origin=pad) for i in range(64)))
+            self.assertTrue(all(r.applied for r in rs))
+            self.assertEqual(sorted(r.lsn for r in rs), list(range(1, 65)))
+            self.assertEqual(json.loads(s.session("s63").origin), pad)
+            # the batches that did not fit were refused whole before their
+            # halves went in: groups of 4 at most (a frame of ~25 KB), and
+            # the refused batches are not the caller's errors
+            st = s.stats()
+            self.assertEqual(st.grouped_events, 64)
+            self.assertGreaterEqual(st.commits, 16)
+            self.assertEqual(st.events["bind"], {"applied": 64, "already": 0, "stale": 0, "moved": 0,
+                                                  "error": 0})
 
     async def test_a_write_runs_on_a_writer_thread_and_the_loop_keeps_running(self) -> None:
         entered, release = threading.Event(), threading.Event()
