@@ -181,7 +181,18 @@ static struct {
     double open_first_ms, open_median_ms, open_max_ms;
     double open_full_median_ms;
     uint64_t open_full_records;
+    /* the bulk store's data.mdb right after its build (closed: the log
+     * folded), per table: pages x page size (TS_*), as mdb_stat -a counts */
+    int tables_ran;
+    uint64_t tables_events;
+    uint64_t table_bytes[8];
 } S;
+
+/* The tables of data.mdb the bytes-per-event breakdown names, then the
+ * free pages and the pages LMDB has in use in all (S.table_bytes). */
+enum { TS_LOG, TS_SESSIONS, TS_BINDINGS, TS_HISTORY, TS_CHILDREN, TS_OTHER, TS_FREE, TS_USED };
+static const char *const ts_name[] = {"log", "sessions", "bindings", "history", "children",
+                                      "other", "free", "used"};
 
 static int g_failed; /* a store error or an outcome mismatch happened */
 uint64_t bench_deadline_ns;
@@ -1149,6 +1160,72 @@ static void measure_wake(const cfg *c)
         rm_tree(dir);
 }
 
+/* Where the bulk store's bytes are: each table's pages (branch, leaf,
+ * overflow) and the free pages, read with LMDB directly while no handle
+ * has the store open (LMDB allows one environment per file in a process).
+ * The bench knows the store's table names here only for this breakdown
+ * (docs/format.md, "LMDB tables"); a table it does not know counts as
+ * "other".  Silent on failure: the breakdown is context, not a figure. */
+static void table_sizes(const char *dir, uint64_t events)
+{
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    MDB_dbi main_dbi;
+    MDB_val k, v;
+    MDB_envinfo info;
+    MDB_stat st;
+    uint64_t b[8] = {0};
+
+    if (mdb_env_create(&env) != 0)
+        return;
+    mdb_env_set_maxdbs(env, 32);
+    if (mdb_env_open(env, dir, MDB_RDONLY, 0600) != 0 ||
+        mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) != 0)
+        goto out;
+    mdb_env_stat(env, &st);
+    mdb_env_info(env, &info);
+    uint64_t psize = st.ms_psize;
+    b[TS_USED] = ((uint64_t)info.me_last_pgno + 1) * psize;
+    /* the free list: each value is a page list, its first word the count */
+    if (mdb_cursor_open(txn, 0, &cur) == 0) {
+        while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0)
+            if (v.mv_size >= sizeof(size_t))
+                b[TS_FREE] += (uint64_t)*(const size_t *)v.mv_data * psize;
+        mdb_cursor_close(cur);
+        cur = NULL;
+    }
+    /* the named tables: the main database's keys */
+    if (mdb_dbi_open(txn, NULL, 0, &main_dbi) != 0 || mdb_cursor_open(txn, main_dbi, &cur) != 0)
+        goto out;
+    while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+        char name[64];
+        MDB_dbi dbi;
+        if (k.mv_size == 0 || k.mv_size >= sizeof name)
+            continue;
+        memcpy(name, k.mv_data, k.mv_size);
+        name[k.mv_size] = '\0';
+        if (mdb_dbi_open(txn, name, 0, &dbi) != 0 || mdb_stat(txn, dbi, &st) != 0)
+            continue;
+        uint64_t bytes =
+            ((uint64_t)st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages) * psize;
+        int t = TS_OTHER;
+        for (int i = 0; i < TS_OTHER; i++)
+            if (strcmp(name, ts_name[i]) == 0)
+                t = i;
+        b[t] += bytes;
+    }
+    memcpy(S.table_bytes, b, sizeof b);
+    S.tables_events = events;
+    S.tables_ran = 1;
+out:
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    if (txn != NULL)
+        mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
 static void bulk_store(const cfg *c, const workload *w)
 {
     char dir[4096];
@@ -1183,6 +1260,7 @@ static void bulk_store(const cfg *c, const workload *w)
         S.file_before = st.file_size;
     }
     bindlog_close(h);
+    table_sizes(dir, S.events);
 
     /* open time: the first open after the build, then the median of more */
     progress(c, "open time");
@@ -1446,6 +1524,8 @@ static ratio R[] = {
     {"full1_over_json10k", "FULL x1 / JSON 10k", M_BL1, M_JSON10K, 4, 0, 0, 0, 0},
     {"full16_over_json10k", "FULL x16 / JSON 10k", M_BL16, M_JSON10K, 100, 0, 0, 0, 0},
     {"open_ms", "open ms (median)", M_OPEN, -1, 10, 1, 0, 0, 0},
+    /* issue 11 item 6: data.mdb's size over the events, as built */
+    {"bytes_per_event_bulk", "bytes per event, bulk store", M_BATCH_NONE, -2, 300, 1, 0, 0, 0},
     /* issue 3; on the maintenance store (100k events: scripts/maint-speed.sh
      * measures a 5M-event one, docs/tools.md) */
     {"check_records_per_s", "check records/s", M_CHECK, -1, 1e6, 0, 0, 0, 0},
@@ -1483,6 +1563,10 @@ static void compute_ratios(void)
             r->value = S.open_full_median_ms;
         } else if (r->num == M_WAKE) {
             r->value = M[M_WAKE].p99_us;
+        } else if (r->den == -2) {
+            if (S.events == 0 || S.file_before == 0)
+                continue;
+            r->value = (double)S.file_before / (double)S.events;
         } else if (r->den < 0) {
             r->value = r->cpu ? per_cpu(&M[r->num]) : M[r->num].rate;
         } else {
@@ -1577,6 +1661,15 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("  maint store, %6" PRIu64 " events, as built:   %s\n", S.m_events, s2);
     printf("  maint store after vacuum:                %s\n", s3);
     printf("  maint store after compact + vacuum:      %s\n", s4);
+    if (S.tables_ran && S.tables_events > 0) {
+        double ev = (double)S.tables_events;
+        printf("bytes per event, bulk store after close (data.mdb's pages / %" PRIu64
+               " events):\n ",
+               S.tables_events);
+        for (int i = 0; i <= TS_USED; i++)
+            printf(" %s %.0f", ts_name[i], (double)S.table_bytes[i] / ev);
+        printf("\n");
+    }
     if (c->etcd)
         printf("\netcd rows (9): %u keys bound before timing, %zu-event stream of the same mix; "
                "clusters: %s%s%s\n", etcd_w ? etcd_w->nkeys : 0, etcd_w ? etcd_w->n : 0,
@@ -1595,6 +1688,8 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
             snprintf(v, sizeof v, "%.2f ms", r->value);
         else if (r->num == M_WAKE)
             snprintf(v, sizeof v, "%.0f us", r->value);
+        else if (r->den == -2)
+            snprintf(v, sizeof v, "%.0f B", r->value);
         else if (r->den < 0)
             fmt_rate(v, sizeof v, r->value);
         else
@@ -1605,6 +1700,8 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
             snprintf(t, sizeof t, "<= %g ms", r->target);
         else if (r->num == M_WAKE)
             snprintf(t, sizeof t, "<= %g ms", r->target / 1000);
+        else if (r->den == -2)
+            snprintf(t, sizeof t, "<= %g B", r->target);
         else if (r->den < 0)
             snprintf(t, sizeof t, ">= %gM/s", r->target / 1e6);
         else
@@ -1684,6 +1781,13 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
     json_num("file_bytes", (double)S.file_before, 1, 0);
     double lb = (double)S.live_bindings, ml = (double)S.m_live;
     json_num("bytes_per_live_binding", (double)S.file_before / lb, lb > 0, 0);
+    json_num("bytes_per_event", (double)S.file_before / (double)S.events, S.events > 0, 0);
+    for (int i = 0; i <= TS_USED; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "closed_%s_bytes_per_event", ts_name[i]);
+        json_num(name, (double)S.table_bytes[i] / (double)S.tables_events,
+                 S.tables_ran && S.tables_events > 0, 0);
+    }
     json_num("maint_events", (double)S.m_events, 1, 0);
     json_num("maint_live_bindings", ml, 1, 0);
     json_num("maint_file_bytes", (double)S.m_file, S.m_events > 0, 0);

@@ -19,6 +19,7 @@
 #include <lmdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,18 +195,29 @@ static void compact__many_chunks(void **state)
 typedef struct writer_arg {
     fx *f;
     wl_gen g;
-    volatile int stop;
-    int events;
+    atomic_int stop;
+    atomic_int events;
 } writer_arg;
 
 static void *writer(void *p)
 {
     writer_arg *w = p;
-    while (!w->stop) {
+    while (!atomic_load(&w->stop)) {
         wl_gen_step(&w->g, w->f->s);
-        w->events++;
+        atomic_fetch_add(&w->events, 1);
     }
     return NULL;
+}
+
+/* Wait (at most 30 s) until the writer has applied more than `seen`
+ * events: on a loaded machine the compactions could otherwise all run
+ * before the writer's thread is first scheduled, and the case would test
+ * nothing concurrent (w.events stayed 0 once, under a full ctest -j2). */
+static void await_writer(writer_arg *w, int seen)
+{
+    for (int i = 0; i < 30000 && atomic_load(&w->events) <= seen; i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    assert_true(atomic_load(&w->events) > seen);
 }
 
 static void compact__with_concurrent_writer(void **state)
@@ -223,17 +235,18 @@ static void compact__with_concurrent_writer(void **state)
         wl_gen_step(&w.g, f->s);
     assert_int_equal(pthread_create(&th, NULL, writer, &w), 0);
     for (int round = 0; round < 6; round++) {
+        await_writer(&w, atomic_load(&w.events)); /* writes between every two compactions */
         assert_int_equal(bindlog_stats_get(f->s, &st), 0);
         assert_int_equal(bindlog_compact(f->s, st.head_lsn, &removed, NULL, NULL), 0);
         total += removed;
         assert_clean(f->s); /* a live store checks clean while being written */
     }
-    w.stop = 1;
+    atomic_store(&w.stop, 1);
     pthread_join(th, NULL);
-    assert_true(w.events > 0);
+    assert_true(atomic_load(&w.events) > 0);
     assert_true(total > 0);
     assert_int_equal(bindlog_stats_get(f->s, &st), 0);
-    assert_int_equal(st.head_lsn, 3000 + (uint64_t)w.events);
+    assert_int_equal(st.head_lsn, 3000 + (uint64_t)atomic_load(&w.events));
     assert_clean(f->s);
     assert_replays(f, "r");
 }

@@ -615,6 +615,28 @@ static void sval__bad_fields(void **state)
 
 /* ---- validation -------------------------------------------------------- */
 
+/* The id rule, read eight bytes at a time, against the byte rule: every
+ * byte value at every position of ids of 1..24 bytes, in a field of
+ * bytes that are themselves borderline (0x20, 0x7E, 0x80, 0xFF), so that a
+ * borrow from one byte into the next would show. */
+static void valid__id_rule_every_byte_everywhere(void **state)
+{
+    (void)state;
+    static const unsigned char fill[] = {0x20, 0x7e, 0x80, 0xff, 'a'};
+    char id[24];
+    for (size_t f = 0; f < sizeof fill; f++)
+        for (size_t n = 1; n <= sizeof id; n++)
+            for (size_t at = 0; at < n; at++)
+                for (int c = 0; c < 256; c++) {
+                    memset(id, fill[f], n);
+                    id[at] = (char)c;
+                    int want = !(c < 0x20 || c == 0x7f);
+                    if (bl_valid_id(id, n) != want)
+                        fail_msg("id of %zu bytes of 0x%02x with 0x%02x at %zu: got %d", n,
+                                 fill[f], c, at, !want);
+                }
+}
+
 static void valid__key_id_reason(void **state)
 {
     (void)state;
@@ -686,6 +708,7 @@ int main(void)
         cmocka_unit_test(sval__truncations),
         cmocka_unit_test(sval__bad_fields),
         cmocka_unit_test(valid__key_id_reason),
+        cmocka_unit_test(valid__id_rule_every_byte_everywhere),
         cmocka_unit_test(endian__helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -212,8 +212,9 @@ static void recover__undamaged_store_same_digest(void **state)
     bindlog_recover_report_free(&r);
 }
 
-/* A zeroed log leaf: its LSNs are reported as one lost range, the keys
- * they touched as keys with a gap, and the new store checks clean. */
+/* A zeroed log leaf: the LSNs lost with it are reported as lost ranges
+ * inside the leaf, the keys they touched as keys with a gap, and the new
+ * store checks clean. */
 static void recover__zeroed_log_leaf(void **state)
 {
     fx *f = *state;
@@ -225,14 +226,26 @@ static void recover__zeroed_log_leaf(void **state)
     uint64_t pg = leaf_of(f->dir, BL_DB_LOG, kb, 8, &first, &n);
     zero_page(f->dir, pg);
     recover_ok(f->dir, f->out, &r, dg);
-    assert_int_equal(r.records_found, EVENTS - n);
-    assert_int_equal(r.records_lost, n);
-    assert_int_equal(r.nranges, 1);
-    assert_int_equal(r.ranges[0].first, first);
-    assert_int_equal(r.ranges[0].last, first + n - 1);
-    assert_true(r.nkeys >= 1);
+    /* At most the leaf's records are lost: older copies of it in free
+     * pages may give some back (which copies exist depends on when the
+     * background checkpoints ran: once, under a loaded ctest -j2, one of
+     * them held a record more), so every lost range lies inside the leaf
+     * and the ranges add up to the loss. */
+    assert_int_equal(r.records_found + r.records_lost, EVENTS);
+    assert_true(r.records_lost <= n);
+    assert_true(r.nranges >= (r.records_lost > 0));
+    uint64_t in_ranges = 0;
+    for (size_t i = 0; i < r.nranges; i++) {
+        assert_true(r.ranges[i].first >= first && r.ranges[i].last <= first + n - 1);
+        assert_true(r.ranges[i].first <= r.ranges[i].last);
+        in_ranges += r.ranges[i].last - r.ranges[i].first + 1;
+    }
+    assert_int_equal(in_ranges, r.records_lost);
     assert_true(r.damaged_pages >= 1);
-    assert_true(r.cut_lsn >= first + n - 1);
+    if (r.records_lost > 0) {
+        assert_true(r.nkeys >= 1);
+        assert_true(r.cut_lsn >= r.ranges[r.nranges - 1].last);
+    }
     assert_int_equal(r.new_head_lsn, EVENTS);
     for (size_t i = 1; i < r.nkeys; i++)
         assert_true(strcmp(r.keys[i - 1], r.keys[i]) < 0);

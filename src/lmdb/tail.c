@@ -6,11 +6,19 @@
 
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL /* every event links and looks up keys: no library calls */
 #include <xxhash.h>
 
 #include "bindlog.h"
 #include "core/record.h"
 #include "lmdb/store.h"
+
+/* The map's hash of (table, key); each version keeps its own, so probes
+ * compare it before any key byte and growing or deleting never hashes. */
+static uint32_t hash_of(unsigned table, const void *key, size_t klen)
+{
+    return (uint32_t)XXH3_64bits_withSeed(key, klen, table);
+}
 
 int bl_key_cmp(const void *a, size_t an, const void *b, size_t bn)
 {
@@ -69,6 +77,7 @@ bl_tgroup *bl_tgroup_make(const bl_wframe *f, const bl_wal_at *after)
         v->val = e.val;
         v->vlen = (uint32_t)e.vlen;
         v->lsn = lsn;
+        v->hash = hash_of(v->table, v->key, v->klen);
     }
     g->nver = n;
     return g;
@@ -84,23 +93,31 @@ void bl_tgroup_unref(bl_tgroup *g)
 
 /* ---- the map ---------------------------------------------------------------- */
 
-static size_t slot_of(const bl_tail *t, unsigned table, const void *key, size_t klen)
+static int same(const bl_tver *v, uint32_t h, unsigned table, const void *key, size_t klen)
 {
-    return (size_t)XXH3_64bits_withSeed(key, klen, table) & (t->nslots - 1);
+    return v->hash == h && v->table == table && v->klen == klen &&
+           memcmp(v->key, key, klen) == 0;
 }
 
-static int same(const bl_tver *v, unsigned table, const void *key, size_t klen)
+/* The slot holding (table, key) of hash h, or the empty slot where it
+ * would go. */
+static size_t find_h(const bl_tail *t, uint32_t h, unsigned table, const void *key, size_t klen)
 {
-    return v->table == table && v->klen == klen && memcmp(v->key, key, klen) == 0;
-}
-
-/* The slot holding (table, key), or the empty slot where it would go. */
-static size_t find(const bl_tail *t, unsigned table, const void *key, size_t klen)
-{
-    size_t i = slot_of(t, table, key, klen);
-    while (t->slots[i] != NULL && !same(t->slots[i], table, key, klen))
+    size_t i = (size_t)h & (t->nslots - 1);
+    while (t->slots[i] != NULL && !same(t->slots[i], h, table, key, klen))
         i = (i + 1) & (t->nslots - 1);
     return i;
+}
+
+static size_t find(const bl_tail *t, unsigned table, const void *key, size_t klen)
+{
+    return find_h(t, hash_of(table, key, klen), table, key, klen);
+}
+
+/* The slot of v's key. */
+static size_t find_v(const bl_tail *t, const bl_tver *v)
+{
+    return find_h(t, v->hash, v->table, v->key, v->klen);
 }
 
 static int grow(bl_tail *t)
@@ -115,7 +132,7 @@ static int grow(bl_tail *t)
     t->nslots = n;
     for (size_t i = 0; i < oldn; i++)
         if (old[i] != NULL)
-            t->slots[find(t, old[i]->table, old[i]->key, old[i]->klen)] = old[i];
+            t->slots[find_v(t, old[i])] = old[i];
     free(old);
     return 0;
 }
@@ -132,7 +149,7 @@ static void delete_slot(bl_tail *t, size_t i)
         bl_tver *v = t->slots[j];
         if (v == NULL)
             return;
-        size_t home = slot_of(t, v->table, v->key, v->klen);
+        size_t home = (size_t)v->hash & mask;
         /* v may move to i if its home is not in (i, j] (cyclically) */
         if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
             t->slots[i] = v;
@@ -194,7 +211,7 @@ int bl_tail_link(bl_tail *t, bl_tgroup *g)
             /* undo the versions linked so far and give up on the group */
             for (uint32_t j = i; j-- > 0;) {
                 bl_tver *v = &g->ver[j];
-                size_t s = find(t, v->table, v->key, v->klen);
+                size_t s = find_v(t, v);
                 if (v->older != NULL) {
                     v->older->newer = NULL;
                     t->slots[s] = v->older;
@@ -206,7 +223,7 @@ int bl_tail_link(bl_tail *t, bl_tgroup *g)
             return BINDLOG_ENOMEM;
         }
         bl_tver *v = &g->ver[i];
-        size_t s = find(t, v->table, v->key, v->klen);
+        size_t s = find_v(t, v);
         v->newer = NULL;
         v->older = t->slots[s];
         if (v->older != NULL)
@@ -248,7 +265,7 @@ static void unlink_group(bl_tail *t, bl_tgroup *g)
             v->newer->older = NULL;
             continue;
         }
-        size_t s = find(t, v->table, v->key, v->klen);
+        size_t s = find_v(t, v);
         if (t->slots[s] == v)
             delete_slot(t, s);
     }

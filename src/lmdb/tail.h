@@ -44,6 +44,7 @@ typedef struct bl_tver {
     uint32_t klen, vlen;
     uint64_t lsn;                  /* the record it belongs to */
     unsigned table;                /* BL_DB_* */
+    uint32_t hash;                 /* of (table, key): the map's probes and moves */
     bl_tgroup *g;
 } bl_tver;
 
