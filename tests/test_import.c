@@ -281,6 +281,54 @@ static void import__many_entries_few_commits(void **state)
     free(codes);
 }
 
+/* Entries with large origins on a store with a small log: the import
+ * splits them into commits whose frames fit the log (a 10k-entry
+ * sessions.json of realistic entries once failed whole with ENOSPC on the
+ * default 8 MiB log: one commit of 5.8 MB). */
+static void import__large_entries_fit_a_small_log(void **state)
+{
+    (void)state;
+    enum { N = 600, ORIGIN = 2048 };
+    char *dir = tu_mkdtemp("import-small-log");
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    o.durability = BINDLOG_DURABILITY_NONE;
+    o.log_size = 256 * 1024;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    bindlog_import_entry *e = calloc(N, sizeof(*e));
+    char(*keys)[32] = calloc(N, 32), (*ids)[32] = calloc(N, 32);
+    unsigned char *origin = malloc(ORIGIN);
+    int *codes = calloc(N, sizeof(int));
+    memset(origin, '{', ORIGIN);
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], 32, "agent:main:telegram:dm:%d", i);
+        snprintf(ids[i], 32, "sess-%d", i);
+        e[i] = (bindlog_import_entry){keys[i], ids[i], T0 + i, origin, ORIGIN};
+    }
+    bindlog_stats s0, s1;
+    assert_int_equal(bindlog_stats_get(s, &s0), 0);
+    int rc = bindlog_import_entries(s, e, N, NULL, codes, NULL, NULL);
+    if (rc != 0)
+        fail_msg("import_entries: %s (%s)", bindlog_code_name(rc), bindlog_last_error());
+    for (int i = 0; i < N; i++)
+        assert_int_equal(codes[i], BINDLOG_APPLIED);
+    assert_int_equal(bindlog_stats_get(s, &s1), 0);
+    assert_int_equal(s1.head_lsn, N);
+    /* ~2.6 MB of frames through a 256 KiB log: many commits, none too big */
+    assert_true(s1.commits - s0.commits >= 8);
+    bindlog_check_report rep;
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_int_equal(rep.problems, 0);
+    bindlog_close(s);
+    free(e);
+    free(keys);
+    free(ids);
+    free(origin);
+    free(codes);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +341,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(import__call_level_errors, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(import__many_entries_few_commits, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test(import__large_entries_fit_a_small_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

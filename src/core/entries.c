@@ -29,6 +29,29 @@
  * LMDB's limit whatever the entries hold. */
 #define CHUNK 8192
 
+/* A chunk's bytes are bounded too: all of it goes into one group commit,
+ * whose frame must fit in half of the write-ahead log (bindlog.h,
+ * log_size).  An eighth of the log leaves room for writers that join the
+ * group.  An entry's share of the frame is estimated from above: its record
+ * and its new binding and session values (the origin is in the record and
+ * in the session value), plus fixed headers. */
+static uint64_t chunk_budget(bindlog *s)
+{
+    bindlog_stats st;
+    memset(&st, 0, sizeof st);
+    if (s->ops->stats(s, &st) != 0) {
+        bl_err_clear();
+        return 0; /* no figure: bound by count only */
+    }
+    return st.log_size / 8; /* 0 on a backend without a log */
+}
+
+static uint64_t entry_bytes(const bl_event *ev)
+{
+    return 3 * (uint64_t)(ev->key_len + ev->sid_len) + 2 * (uint64_t)ev->origin_len +
+           ev->reason_len + 256;
+}
+
 /* codes[] of entries not decided yet (replaced before the call returns). */
 #define PENDING INT_MIN
 
@@ -128,8 +151,15 @@ static int import_entries(bindlog *s, const bindlog_import_entry *in, size_t n,
     if (fn != NULL && done > 0)
         fn(ctx, done, n);
 
-    for (size_t pos = 0; pos < nv; pos += CHUNK) {
-        size_t m = nv - pos < CHUNK ? nv - pos : CHUNK;
+    uint64_t budget = chunk_budget(s);
+    for (size_t pos = 0, m; pos < nv; pos += m) {
+        uint64_t bytes = entry_bytes(&ev[pos]);
+        for (m = 1; m < CHUNK && pos + m < nv; m++) {
+            uint64_t more = entry_bytes(&ev[pos + m]);
+            if (budget != 0 && bytes + more > budget)
+                break; /* one entry alone may exceed it: the log decides */
+            bytes += more;
+        }
         rc = s->ops->commit_each(s, ev + pos, m, res, rcs);
         for (size_t j = 0; j < m; j++) {
             size_t i = which[pos + j];
