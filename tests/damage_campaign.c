@@ -102,7 +102,7 @@ static struct {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void die(const char *fmt, ...)
+static _Noreturn void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
