@@ -24,6 +24,7 @@
 #include "lmdb/store.h"
 #include "lmdb/limits.h"
 #include "lmdb/tail.h"
+#include "lmdb/wal.h"
 #include "lmdb/walenv.h"
 #include "lmdb/pagecheck.h"
 
@@ -268,23 +269,11 @@ static void unmake_dirs(const char *dir, size_t made)
     free(p);
 }
 
-static char *path_join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (p != NULL) {
-        memcpy(p, dir, a);
-        p[a] = '/';
-        memcpy(p + a + 1, name, b + 1);
-    }
-    return p;
-}
-
 /* 1 if `name` (in dir) exists, 0 if not, <0 on error. */
 static int file_exists(const char *dir, const char *name)
 {
     struct stat st;
-    char *p = path_join(dir, name);
+    char *p = bl_path_join(dir, name);
     int rc;
 
     if (p == NULL)
@@ -316,7 +305,7 @@ static int check_store_files(const char *dir)
 {
     for (size_t i = 0; i < STORE_FILES; i++) {
         struct stat st;
-        char *p = path_join(dir, store_files[i]);
+        char *p = bl_path_join(dir, store_files[i]);
         int rc;
 
         if (p == NULL)
@@ -359,7 +348,7 @@ static int probe_data_file(const char *dir)
 {
     unsigned char b[LMDB_META_PROBE];
     struct stat st;
-    char *p = path_join(dir, "data.mdb");
+    char *p = bl_path_join(dir, "data.mdb");
     int fd, rc = 0;
 
     if (p == NULL)
@@ -439,7 +428,7 @@ static int lock_file_unused(int fd)
  */
 static int prealloc_lock_file(const char *dir, unsigned max_readers, unsigned *made)
 {
-    char *p = path_join(dir, "lock.mdb");
+    char *p = bl_path_join(dir, "lock.mdb");
     struct stat st;
     off_t want = lmdb_lock_size(max_readers);
     int fd, rc = 0, mode = 0;
@@ -482,7 +471,7 @@ static int prealloc_lock_file(const char *dir, unsigned max_readers, unsigned *m
  */
 static void undo_created(const char *dir, unsigned made)
 {
-    char *lock = path_join(dir, "lock.mdb"), *data = path_join(dir, "data.mdb");
+    char *lock = bl_path_join(dir, "lock.mdb"), *data = bl_path_join(dir, "data.mdb");
     int fd;
 
     if (made != 0 && lock != NULL && data != NULL) {
@@ -824,7 +813,7 @@ static int writer_lock(bl_env *e)
 {
     if (e->lock_fd >= 0)
         return 0;
-    char *p = path_join(e->path, "bindlog.lock");
+    char *p = bl_path_join(e->path, "bindlog.lock");
     if (p == NULL)
         return BINDLOG_ENOMEM;
     int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);

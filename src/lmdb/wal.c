@@ -56,7 +56,7 @@
 
 /* ---- the file ------------------------------------------------------------ */
 
-static char *join(const char *dir, const char *name)
+char *bl_path_join(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);
     char *p = malloc(a + b + 2);
@@ -131,7 +131,7 @@ static int sync_dir(const char *dir)
 
 int bl_wal_create(const char *dir, uint64_t cap, uint64_t salt, int nosync)
 {
-    char *path = join(dir, BL_WAL_FILE);
+    char *path = bl_path_join(dir, BL_WAL_FILE);
     unsigned char blk[BL_WAL_HDR];
     int fd, err = 0;
 
@@ -179,7 +179,7 @@ int bl_wal_create(const char *dir, uint64_t cap, uint64_t salt, int nosync)
 
 void bl_wal_remove(const char *dir)
 {
-    char *path = join(dir, BL_WAL_FILE);
+    char *path = bl_path_join(dir, BL_WAL_FILE);
     if (path != NULL)
         unlink(path);
     free(path);
@@ -206,7 +206,7 @@ int bl_wal_set_filled(int fd, uint64_t cap, uint64_t salt, uint64_t filled)
 
 int bl_wal_open(const char *dir, int read_only, uint64_t cap, uint64_t salt, int *fdp)
 {
-    char *path = join(dir, BL_WAL_FILE);
+    char *path = bl_path_join(dir, BL_WAL_FILE);
     unsigned char h[64];
     struct stat st;
     int fd, err;

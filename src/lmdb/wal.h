@@ -101,6 +101,10 @@ typedef struct bl_wentry {
 
 /* ---- the file ------------------------------------------------------------- */
 
+/* "dir/name" in memory the caller frees; NULL when out of memory.  (The
+ * store's other files use it too: store.c.) */
+char *bl_path_join(const char *dir, const char *name);
+
 /* Make dir/bindlog.wal: the header, then a ring of cap bytes whose blocks
  * are all reserved (posix_fallocate: a write into the log can never run
  * out of space), fsynced with the directory unless `nosync`.  Replaces an
