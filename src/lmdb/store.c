@@ -11,7 +11,9 @@
  *             "counts" -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *   log       be64 lsn -> record (record.h)
  *   bindings  key -> binding value        sessions  id -> session value
- *   children  parent 0x00 child -> ""     history   key 0x00 be64 lsn -> ""
+ *   children  parent 0x00 child -> ""
+ *   history   key 0x00 be64 lsn -> "": format 2 only (empty from format 3 on,
+ *             where each record's prev_lsn chains its key's history)
  *   base_bindings / base_sessions: the state at meta "base" (compaction)
  * Big-endian LSNs in keys make byte order numeric order; all values are
  * little-endian.  docs/format.md has the bytes.
@@ -1262,7 +1264,7 @@ void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->bindings = e->dbi[BL_DB_BINDINGS];
     t->sessions = e->dbi[BL_DB_SESSIONS];
     t->children = e->dbi[BL_DB_CHILDREN];
-    t->history = e->dbi[BL_DB_HISTORY];
+    t->history = 0; /* format 3: a key's history is the chain of its records' prev_lsn */
     t->log = e->dbi[BL_DB_LOG];
 }
 
@@ -1310,7 +1312,6 @@ void bl_view_init(bl_view *v, bl_tables *t)
 int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ctx)
 {
     const unsigned char *b = enc->buf;
-    unsigned char k[BL_HISTORY_KEY_MAX];
     int rc;
 
     rc = fn(ctx, BL_DB_BINDINGS, p->rec.key, p->rec.key_len, b + enc->bval_off, enc->bval_len);
@@ -1319,10 +1320,6 @@ int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ct
                 b + enc->sval_off[i], enc->sval_len[i]);
     if (rc == 0 && enc->child_len)
         rc = fn(ctx, BL_DB_CHILDREN, b + enc->child_off, enc->child_len, "", 0);
-    if (rc == 0) {
-        size_t n = bl_history_key(k, p->rec.key, p->rec.key_len, p->rec.lsn);
-        rc = fn(ctx, BL_DB_HISTORY, k, n, "", 0);
-    }
     return rc;
 }
 
