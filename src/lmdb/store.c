@@ -56,6 +56,8 @@ const char *bl_db_name(int db)
     return db >= 0 && db < BL_DB_COUNT ? db_names[db] : "(unknown)";
 }
 
+_Thread_local int bl_open_format2;
+
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static bl_env *registry;
 static uint64_t next_env_id = 1;
@@ -715,11 +717,15 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
+    if (fmt == 2 && bl_open_format2)
+        return 0; /* bindlog upgrade, checkpointing a format-2 store before it reads it */
     if (fmt < BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
-                          "the store has format %u, from before the write-ahead log; this "
-                          "library reads format %d: run `bindlog upgrade DIR` to convert it",
-                          (unsigned)fmt, BINDLOG_FORMAT_VERSION);
+                          "the store has format %u, from before %s; this library reads format "
+                          "%d: run `bindlog upgrade DIR` to convert it",
+                          (unsigned)fmt,
+                          fmt == 1 ? "the write-ahead log" : "records chained their key's history",
+                          BINDLOG_FORMAT_VERSION);
     return 0;
 }
 
