@@ -122,12 +122,6 @@ static int sink_binding(void *ctx, const void *key, size_t key_len, const void *
     return bl_appender_put(ctx, BL_DB_BINDINGS, key, key_len, val, val_len);
 }
 
-static int sink_history(void *ctx, const void *key, size_t key_len, uint64_t lsn)
-{
-    unsigned char k[BL_HISTORY_KEY_MAX];
-    return bl_appender_put(ctx, BL_DB_HISTORY, k, bl_history_key(k, key, key_len, lsn), "", 0);
-}
-
 static int sink_session(void *ctx, const void *id, size_t id_len, const void *val,
                         size_t val_len)
 {
@@ -146,7 +140,6 @@ void bl_appender_sink(bl_appender *a, bl_bulk_sink *s)
 {
     s->ctx = a;
     s->binding = sink_binding;
-    s->history = sink_history;
     s->session = sink_session;
     s->child = sink_child;
 }
