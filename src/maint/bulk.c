@@ -45,6 +45,7 @@
 #define RUN_BUF ((size_t)128 << 10) /* > the largest run entry (a session: 66 KiB) */
 #define MAX_PARTS 512
 #define DEFAULT_PARTS 64 /* when the input size is unknown */
+#define MIN_PARTS 16     /* when the input has room for them (see bl_bulk_open) */
 #define MAX_THREADS 2
 
 static atomic_uint_fast64_t tally_finished, tally_fell_back;
@@ -251,6 +252,19 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
         b->nparts = DEFAULT_PARTS;
     else
         b->nparts = (unsigned)((size_hint + BL_BULK_PART_BYTES - 1) / BL_BULK_PART_BYTES);
+    /* Small inputs: more, smaller partitions.  A decide thread reuses its
+     * memory from one partition to the next, and fresh pages cost a fault
+     * and a clearing each, so the fewer partitions are decided at a time
+     * out of the whole, the less memory is ever touched (100k records: 16
+     * partitions fault in 2,300 pages, 4 partitions 5,500); and two
+     * threads share 16 partitions evenly, not 3. */
+    if (force == NULL || atoi(force) <= 0) {
+        uint64_t small = size_hint / BL_BULK_PART_MIN_BYTES;
+        if (small > MIN_PARTS)
+            small = MIN_PARTS;
+        if (b->nparts < small)
+            b->nparts = (unsigned)small;
+    }
     if (b->nparts < 1)
         b->nparts = 1;
     if (b->nparts > MAX_PARTS)
@@ -1355,8 +1369,8 @@ out:
  *   u16 name_len, u16 unused, u32 val_len, name, val, padded to 8 bytes.
  * The producer publishes in slices, so the two rarely touch the lock. */
 
-#define RING_BYTES ((size_t)8 << 20)
-#define RING_SLICE ((size_t)256 << 10)
+#define RING_BYTES ((size_t)1 << 20)
+#define RING_SLICE ((size_t)128 << 10)
 #define RING_HDR 12
 
 typedef struct ring {

@@ -50,8 +50,12 @@
  * alone (see above): run the sequential path instead. */
 #define BL_BULK_FALLBACK 1
 
-/* Input bytes per partition (records and image entries). */
+/* Input bytes per partition (records and image entries): at most
+ * BL_BULK_PART_BYTES, and for an input under 16 x that, 16 partitions of
+ * at least BL_BULK_PART_MIN_BYTES (fewer memory pages touched, and two
+ * threads balance). */
 #define BL_BULK_PART_BYTES ((uint64_t)8 << 20)
+#define BL_BULK_PART_MIN_BYTES ((uint64_t)1 << 20)
 
 typedef struct bl_bulk bl_bulk;
 
