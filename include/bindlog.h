@@ -474,6 +474,33 @@ typedef struct bindlog_event {
  */
 BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t n,
                                     bindlog_result *out, size_t *err_index);
+
+/**
+ * Apply `n` independent events: each is checked, decided and applied on
+ * its own, in order (each sees those before it that applied), and all of
+ * them share the write-ahead log's group commits (one sync per group in
+ * FULL; a call whose events would not fit in an eighth of the log is cut
+ * into several groups).  Unlike bindlog_apply_batch, an event the state
+ * machine refuses (BINDLOG_EINVAL, ENOTFOUND, EEXIST, ECONFLICT) fails
+ * alone: the others still apply.  What an asyncio or event-loop binding
+ * hands over from one loop turn.
+ *
+ * @param codes  required, n entries: codes[i] is event i's outcome
+ *               (BINDLOG_APPLIED, _ALREADY, _STALE, _MOVED) or its own
+ *               error.
+ * @param out    optional, n entries: out[i] is event i's result when
+ *               codes[i] is an outcome (unspecified otherwise).
+ * @return 0 when every event was decided (look at codes: a refused event
+ *   does not make the call fail, and leaves no last-error detail; call the
+ *   single-event function for the words), BINDLOG_EINVAL (NULL handle, ev
+ *   NULL with n > 0, codes NULL), BINDLOG_EREADONLY, BINDLOG_EFORK, or a
+ *   storage error that failed a group commit (BINDLOG_EIO, ENOSPC,
+ *   EPANIC...): every event of that group and after it has that code in
+ *   codes and none of them was applied; events of earlier groups were.
+ *   n == 0 is a no-op returning 0.  Thread-safe like every write.
+ */
+BINDLOG_API int bindlog_apply_each(bindlog *s, const bindlog_event *ev, size_t n,
+                                   bindlog_result *out, int *codes);
 /**@}*/
 
 /* ------------------------------------------------------------------------ */

@@ -1220,6 +1220,10 @@ static void api__readonly_handle_ereadonly(void **state)
         {BINDLOG_EVENT_UNBIND, "k", NULL, NULL, 0, NULL, NULL, 0},
     };
     assert_int_equal(bindlog_apply_batch(f->s, ev, 2, NULL, NULL), BINDLOG_EREADONLY);
+    int codes[2] = {99, 99};
+    assert_int_equal(bindlog_apply_each(f->s, ev, 2, NULL, codes), BINDLOG_EREADONLY);
+    assert_int_equal(codes[0], BINDLOG_EREADONLY);
+    assert_int_equal(codes[1], BINDLOG_EREADONLY);
 
     /* bad arguments: EINVAL first */
     run_einval_calls(f);
@@ -1488,6 +1492,87 @@ static void api__batch_empty_noop(void **state)
     assert_int_equal(bindlog_apply_batch(f->s, NULL, 0, NULL, NULL), 0);
     assert_int_equal(head_lsn(f->s), 0);
     binding(f->s, "k", "", 0);
+}
+
+/* Independent events: a refusal fails alone, the rest apply in order, each
+ * seeing those before it that applied. */
+static void api__apply_each_refusals_fail_alone(void **state)
+{
+    fx *f = *state;
+    bindlog_result r;
+    ASSERT_RES(bindlog_bind(f->s, "x", "X", NULL, NULL, NULL, 0, &r), r, BINDLOG_APPLIED, 1, 1,
+               "X");
+    bindlog_event ev[] = {
+        {BINDLOG_EVENT_BIND, "k", "A", "", 0, NULL, NULL, 0},
+        {BINDLOG_EVENT_BIND, "k2", "X", "", 0, NULL, NULL, 0},       /* X is x's: ECONFLICT */
+        {99, "k", NULL, NULL, 0, NULL, NULL, 0},                     /* no such type: EINVAL */
+        {BINDLOG_EVENT_SPLIT, "k", "B", "A", 1, NULL, NULL, 0},      /* sees event 0 */
+        {BINDLOG_EVENT_SPLIT, "k", "C", "A", 1, NULL, NULL, 0},      /* A is no longer bound */
+        {BINDLOG_EVENT_NEW_SESSION, "k3", "A", NULL, 0, NULL, NULL, 0}, /* A exists: EEXIST */
+        {BINDLOG_EVENT_INVALIDATE, "x", NULL, NULL, 0, NULL, NULL, 0},
+    };
+    const size_t n = sizeof ev / sizeof ev[0];
+    bindlog_result out[sizeof ev / sizeof ev[0]];
+    int codes[sizeof ev / sizeof ev[0]];
+    assert_int_equal(bindlog_apply_each(f->s, ev, n, out, codes), 0);
+    assert_string_equal(bindlog_last_error(), "");
+    assert_int_equal(codes[0], BINDLOG_APPLIED);
+    assert_int_equal(codes[1], BINDLOG_ECONFLICT);
+    assert_int_equal(codes[2], BINDLOG_EINVAL);
+    assert_int_equal(codes[3], BINDLOG_APPLIED);
+    assert_true(codes[4] == BINDLOG_MOVED || codes[4] == BINDLOG_STALE);
+    assert_int_equal(codes[5], BINDLOG_EEXIST);
+    assert_int_equal(codes[6], BINDLOG_APPLIED);
+    ASSERT_RES(codes[0], out[0], BINDLOG_APPLIED, 2, 1, "A");
+    ASSERT_RES(codes[3], out[3], BINDLOG_APPLIED, 3, 1, "B");
+    ASSERT_RES(codes[6], out[6], BINDLOG_APPLIED, 4, 2, "X");
+    assert_int_equal(head_lsn(f->s), 4);
+    binding(f->s, "k", "B", 1);
+    binding(f->s, "k2", "", 0);
+    binding(f->s, "x", "X", 2);
+    assert_no_session(f->s, "C");
+
+    /* the arguments */
+    assert_int_equal(bindlog_apply_each(f->s, ev, n, out, NULL), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "codes is NULL"));
+    assert_int_equal(bindlog_apply_each(f->s, NULL, 2, out, codes), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_apply_each(NULL, ev, n, out, codes), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_apply_each(f->s, ev, 0, NULL, NULL), 0);
+    assert_int_equal(head_lsn(f->s), 4);
+    /* calls are counted by type and result, as any write */
+    bindlog_stats st;
+    assert_int_equal(bindlog_stats_get(f->s, &st), 0);
+    assert_true(st.events[BINDLOG_EVENT_SPLIT][BINDLOG_APPLIED] >= 1);
+    assert_true(st.events[BINDLOG_EVENT_BIND][BINDLOG_STAT_ERROR] >= 1); /* the ECONFLICT */
+}
+
+/* More than an eighth of the log in one call: cut into several group
+ * commits, every event still applied in order. */
+static void api__apply_each_larger_than_the_log_budget(void **state)
+{
+    fx *f = *state;
+    enum { N = 200 };
+    static char origin[40000];
+    memset(origin, 'o', sizeof origin);
+    bindlog_event ev[N];
+    char keys[N][32], ids[N][32];
+    int codes[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "big:%d", i);
+        snprintf(ids[i], sizeof ids[i], "S%d", i);
+        ev[i] = (bindlog_event){BINDLOG_EVENT_BIND, keys[i], ids[i], "", 0, NULL, origin,
+                                sizeof origin};
+    }
+    bindlog_stats before, after;
+    assert_int_equal(bindlog_stats_get(f->s, &before), 0);
+    assert_int_equal(bindlog_apply_each(f->s, ev, N, NULL, codes), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(codes[i], BINDLOG_APPLIED);
+    assert_int_equal(bindlog_stats_get(f->s, &after), 0);
+    assert_int_equal(after.head_lsn, before.head_lsn + N);
+    /* 200 x ~120 KB is about 3 times the default 8 MiB log: several groups */
+    assert_true(after.commits - before.commits >= 3);
+    binding(f->s, "big:199", "S199", 1);
 }
 
 /* ---- iterators ------------------------------------------------------------------- */
@@ -2130,6 +2215,8 @@ int main(void)
         TEST(api__batch_error_writes_nothing),
         TEST(api__batch_rejections_do_not_abort),
         TEST(api__batch_empty_noop),
+        TEST(api__apply_each_refusals_fail_alone),
+        TEST(api__apply_each_larger_than_the_log_budget),
         TEST(api__log_iter_range),
         TEST(api__history_iter_only_that_key),
         TEST(api__lineage_children_and_ancestors),

@@ -10,6 +10,7 @@
  * arguments (BINDLOG_EINVAL), then read-only (BINDLOG_EREADONLY), then state.
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -485,6 +486,80 @@ out:
     if (res != out)
         free(res);
     return rc;
+}
+
+/* Independent events: each checked, decided and applied alone, all in as
+ * few group commits as the log allows (entries.c's chunks). */
+static int apply_each(bindlog *s, const bindlog_event *in, size_t n, bindlog_result *out,
+                      int *rcodes)
+{
+    bl_event *ev = NULL;
+    size_t *which = NULL, nv = 0;
+    bindlog_result *res = NULL;
+    int *rcs = NULL;
+    int rc = 0;
+
+    if (s == NULL)
+        return bl_err_set(BINDLOG_EINVAL, "handle is NULL");
+    if ((rc = bl_fork_check(s)) != 0)
+        return rc;
+    if ((in == NULL && n != 0) || n > SIZE_MAX / sizeof(bl_event))
+        return bl_err_set(BINDLOG_EINVAL, "events is NULL or n is too large");
+    if (rcodes == NULL && n != 0)
+        return bl_err_set(BINDLOG_EINVAL, "rcodes is NULL: each event's outcome goes there");
+    if (n == 0)
+        return 0;
+    if (s->read_only) {
+        rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
+        for (size_t i = 0; i < n; i++) {
+            rcodes[i] = rc;
+            bl_count_call(s, in[i].type, rc);
+        }
+        return rc;
+    }
+    size_t scratch = n < 8192 ? n : 8192;
+    ev = malloc(n * sizeof(*ev));
+    which = malloc(n * sizeof(*which));
+    res = malloc(scratch * sizeof(*res));
+    rcs = malloc(scratch * sizeof(*rcs));
+    if (ev == NULL || which == NULL || res == NULL || rcs == NULL) {
+        rc = BINDLOG_ENOMEM;
+        for (size_t i = 0; i < n; i++)
+            rcodes[i] = rc;
+        goto out;
+    }
+    /* an event the contract refuses is decided here, alone */
+    for (size_t i = 0; i < n; i++) {
+        int erc = event_arg(&in[i], &ev[nv]);
+        rcodes[i] = erc != 0 ? erc : INT_MIN; /* set by the chunk that takes it */
+        if (erc != 0) {
+            bl_count_call(s, in[i].type, erc);
+            continue;
+        }
+        which[nv++] = i;
+    }
+    bl_err_clear(); /* a refused event's words are not the call's */
+    rc = bl_commit_each_chunked(s, ev, which, nv, res, rcs, out, rcodes, 0, nv, NULL, NULL);
+    if (rc != 0) {
+        /* the events after the failed chunk were not tried */
+        for (size_t k = 0; k < nv; k++)
+            if (rcodes[which[k]] == INT_MIN)
+                rcodes[which[k]] = rc;
+    }
+out:
+    free(ev);
+    free(which);
+    free(res);
+    free(rcs);
+    return rc;
+}
+
+int bindlog_apply_each(bindlog *s, const bindlog_event *in, size_t n, bindlog_result *out,
+                       int *rcodes)
+{
+    bl_err_clear();
+    int rc = apply_each(s, in, n, out, rcodes);
+    return bl_api_done(rc, "apply_each (%zu events)", n);
 }
 
 int bindlog_apply_batch(bindlog *s, const bindlog_event *in, size_t n, bindlog_result *out,

@@ -71,6 +71,20 @@ static inline int bl_fork_check(const bindlog *s)
  * error) in the handle's statistics (api.c). */
 void bl_count_call(bindlog *s, int type, int rc);
 
+/* Hand nv checked, independent events to the backend's commit_each in
+ * chunks of at most 8,192 events and an eighth of the write-ahead log's
+ * bytes (one group commit each), counting each call by its type (entries.c;
+ * bindlog_import_entries and bindlog_apply_each).  res and rcs are scratch
+ * of at least min(nv, 8192) entries; event k's result goes to
+ * codes[which[k]] (outcome or its own refusal) and, when it applied or was
+ * an outcome, out[which[k]] (codes, out may be NULL).  fn (may be NULL)
+ * gets done + events handed so far, of total.  0, or the storage error that
+ * failed a chunk: the events after it were not tried (their codes are left
+ * as they were). */
+int bl_commit_each_chunked(bindlog *s, const bl_event *ev, const size_t *which, size_t nv,
+                           bindlog_result *res, int *rcs, bindlog_result *out, int *codes,
+                           size_t done, size_t total, bindlog_progress_fn fn, void *ctx);
+
 /* The time an event gets from this handle's clock (before the
  * never-decreasing rule, which the backend applies against its head). */
 int64_t bl_now_ms(const bindlog *h);

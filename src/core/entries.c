@@ -35,8 +35,10 @@
  * group.  An entry's share of the frame is estimated from above: its record
  * and its new binding and session values (the origin is in the record and
  * in the session value), plus fixed headers. */
-static uint64_t chunk_budget(bindlog *s)
+static uint64_t chunk_budget(bindlog *s, uint64_t total)
 {
+    if (total <= ((uint64_t)64 << 10))
+        return 0; /* far below any log (its minimum is 1 MiB): no need to ask */
     bindlog_stats st;
     memset(&st, 0, sizeof st);
     if (s->ops->stats(s, &st) != 0) {
@@ -90,6 +92,40 @@ static int entry_event(const bindlog_import_entry *in, int64_t now, bl_event *ev
     ev->origin_len = in->origin_len;
     ev->time_ms = in->time_ms == 0 ? now : in->time_ms;
     return bl_event_check(ev);
+}
+
+int bl_commit_each_chunked(bindlog *s, const bl_event *ev, const size_t *which, size_t nv,
+                           bindlog_result *res, int *rcs, bindlog_result *out, int *codes,
+                           size_t done, size_t total, bindlog_progress_fn fn, void *ctx)
+{
+    uint64_t all = 0;
+    for (size_t k = 0; k < nv; k++)
+        all += entry_bytes(&ev[k]);
+    uint64_t budget = chunk_budget(s, all);
+    for (size_t pos = 0, m; pos < nv; pos += m) {
+        uint64_t bytes = entry_bytes(&ev[pos]);
+        for (m = 1; m < CHUNK && pos + m < nv; m++) {
+            uint64_t more = entry_bytes(&ev[pos + m]);
+            if (budget != 0 && bytes + more > budget)
+                break; /* one event alone may exceed it: the log decides */
+            bytes += more;
+        }
+        int rc = s->ops->commit_each(s, ev + pos, m, res, rcs);
+        for (size_t j = 0; j < m; j++) {
+            size_t i = which[pos + j];
+            if (codes != NULL)
+                codes[i] = rcs[j];
+            if (out != NULL && rcs[j] >= 0)
+                out[i] = res[j];
+            bl_count_call(s, (int)ev[pos + j].type, rcs[j]);
+        }
+        if (rc != 0)
+            return rc; /* the rest was never tried: it fails with the same error */
+        done += m;
+        if (fn != NULL)
+            fn(ctx, done, total);
+    }
+    return 0;
 }
 
 static int import_entries(bindlog *s, const bindlog_import_entry *in, size_t n,
@@ -151,30 +187,7 @@ static int import_entries(bindlog *s, const bindlog_import_entry *in, size_t n,
     if (fn != NULL && done > 0)
         fn(ctx, done, n);
 
-    uint64_t budget = chunk_budget(s);
-    for (size_t pos = 0, m; pos < nv; pos += m) {
-        uint64_t bytes = entry_bytes(&ev[pos]);
-        for (m = 1; m < CHUNK && pos + m < nv; m++) {
-            uint64_t more = entry_bytes(&ev[pos + m]);
-            if (budget != 0 && bytes + more > budget)
-                break; /* one entry alone may exceed it: the log decides */
-            bytes += more;
-        }
-        rc = s->ops->commit_each(s, ev + pos, m, res, rcs);
-        for (size_t j = 0; j < m; j++) {
-            size_t i = which[pos + j];
-            if (codes != NULL)
-                codes[i] = rcs[j];
-            if (out != NULL && rcs[j] >= 0)
-                out[i] = res[j];
-            bl_count_call(s, BINDLOG_EVENT_BIND, rcs[j]);
-        }
-        if (rc != 0)
-            goto out; /* the rest was never tried: it fails with the same error */
-        done += m;
-        if (fn != NULL)
-            fn(ctx, done, n);
-    }
+    rc = bl_commit_each_chunked(s, ev, which, nv, res, rcs, out, codes, done, n, fn, ctx);
 out:
     for (size_t i = 0; rc != 0 && codes != NULL && i < n; i++)
         if (codes[i] == PENDING)
