@@ -475,6 +475,9 @@ typedef struct bindlog_event {
 BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t n,
                                     bindlog_result *out, size_t *err_index);
 
+/** Room for one event's message of bindlog_apply_each(), NUL included. */
+#define BINDLOG_EACH_MESSAGE_MAX 640
+
 /**
  * Apply `n` independent events: each is checked, decided and applied on
  * its own, in order (each sees those before it that applied), and all of
@@ -490,9 +493,13 @@ BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t 
  *               error.
  * @param out    optional, n entries: out[i] is event i's result when
  *               codes[i] is an outcome (unspecified otherwise).
+ * @param messages optional, n entries: messages[i] is "" for an event
+ *               that got an outcome, else what bindlog_last_error() would
+ *               have said for it alone ("bind k2: session 'X' is bound to
+ *               key 'x'"), cut with "..." to fit.
  * @return 0 when every event was decided (look at codes: a refused event
- *   does not make the call fail, and leaves no last-error detail; call the
- *   single-event function for the words), BINDLOG_EINVAL (NULL handle, ev
+ *   does not make the call fail, and leaves no last-error detail: its
+ *   words are in messages), BINDLOG_EINVAL (NULL handle, ev
  *   NULL with n > 0, codes NULL), BINDLOG_EREADONLY, BINDLOG_EFORK, or a
  *   storage error that failed a group commit (BINDLOG_EIO, ENOSPC,
  *   EPANIC...): every event of that group and after it has that code in
@@ -500,7 +507,8 @@ BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t 
  *   n == 0 is a no-op returning 0.  Thread-safe like every write.
  */
 BINDLOG_API int bindlog_apply_each(bindlog *s, const bindlog_event *ev, size_t n,
-                                   bindlog_result *out, int *codes);
+                                   bindlog_result *out, int *codes,
+                                   char (*messages)[BINDLOG_EACH_MESSAGE_MAX]);
 /**@}*/
 
 /* ------------------------------------------------------------------------ */

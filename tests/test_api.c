@@ -1221,7 +1221,7 @@ static void api__readonly_handle_ereadonly(void **state)
     };
     assert_int_equal(bindlog_apply_batch(f->s, ev, 2, NULL, NULL), BINDLOG_EREADONLY);
     int codes[2] = {99, 99};
-    assert_int_equal(bindlog_apply_each(f->s, ev, 2, NULL, codes), BINDLOG_EREADONLY);
+    assert_int_equal(bindlog_apply_each(f->s, ev, 2, NULL, codes, NULL), BINDLOG_EREADONLY);
     assert_int_equal(codes[0], BINDLOG_EREADONLY);
     assert_int_equal(codes[1], BINDLOG_EREADONLY);
 
@@ -1514,7 +1514,8 @@ static void api__apply_each_refusals_fail_alone(void **state)
     const size_t n = sizeof ev / sizeof ev[0];
     bindlog_result out[sizeof ev / sizeof ev[0]];
     int codes[sizeof ev / sizeof ev[0]];
-    assert_int_equal(bindlog_apply_each(f->s, ev, n, out, codes), 0);
+    char msgs[sizeof ev / sizeof ev[0]][BINDLOG_EACH_MESSAGE_MAX];
+    assert_int_equal(bindlog_apply_each(f->s, ev, n, out, codes, msgs), 0);
     assert_string_equal(bindlog_last_error(), "");
     assert_int_equal(codes[0], BINDLOG_APPLIED);
     assert_int_equal(codes[1], BINDLOG_ECONFLICT);
@@ -1531,13 +1532,22 @@ static void api__apply_each_refusals_fail_alone(void **state)
     binding(f->s, "k2", "", 0);
     binding(f->s, "x", "X", 2);
     assert_no_session(f->s, "C");
+    /* each refusal in the words its single call would have had */
+    assert_string_equal(msgs[0], "");
+    assert_string_equal(msgs[3], "");
+    assert_non_null(strstr(msgs[1], "bind k2: "));
+    assert_non_null(strstr(msgs[1], "x")); /* the key that holds X */
+    assert_non_null(strstr(msgs[2], "k: "));
+    assert_non_null(strstr(msgs[5], "new_session k3: "));
+    assert_int_equal(bindlog_bind(f->s, "k2", "X", "", NULL, NULL, 0, &r), BINDLOG_ECONFLICT);
+    assert_string_equal(msgs[1], bindlog_last_error());
 
     /* the arguments */
-    assert_int_equal(bindlog_apply_each(f->s, ev, n, out, NULL), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_apply_each(f->s, ev, n, out, NULL, NULL), BINDLOG_EINVAL);
     assert_non_null(strstr(bindlog_last_error(), "codes is NULL"));
-    assert_int_equal(bindlog_apply_each(f->s, NULL, 2, out, codes), BINDLOG_EINVAL);
-    assert_int_equal(bindlog_apply_each(NULL, ev, n, out, codes), BINDLOG_EINVAL);
-    assert_int_equal(bindlog_apply_each(f->s, ev, 0, NULL, NULL), 0);
+    assert_int_equal(bindlog_apply_each(f->s, NULL, 2, out, codes, NULL), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_apply_each(NULL, ev, n, out, codes, NULL), BINDLOG_EINVAL);
+    assert_int_equal(bindlog_apply_each(f->s, ev, 0, NULL, NULL, NULL), 0);
     assert_int_equal(head_lsn(f->s), 4);
     /* calls are counted by type and result, as any write */
     bindlog_stats st;
@@ -1565,7 +1575,7 @@ static void api__apply_each_larger_than_the_log_budget(void **state)
     }
     bindlog_stats before, after;
     assert_int_equal(bindlog_stats_get(f->s, &before), 0);
-    assert_int_equal(bindlog_apply_each(f->s, ev, N, NULL, codes), 0);
+    assert_int_equal(bindlog_apply_each(f->s, ev, N, NULL, codes, NULL), 0);
     for (int i = 0; i < N; i++)
         assert_int_equal(codes[i], BINDLOG_APPLIED);
     assert_int_equal(bindlog_stats_get(f->s, &after), 0);

@@ -488,27 +488,41 @@ out:
     return rc;
 }
 
+/* "<event> <key>: <detail>", as the single call's last error would read. */
+static void each_message(char *dst, const bindlog_event *in, int rc, const char *detail)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    int n = snprintf(dst, BINDLOG_EACH_MESSAGE_MAX, "%s %s: %s", bindlog_event_name(in->type),
+                     in->key != NULL ? QKEY(q, in->key) : "(NULL key)",
+                     detail[0] != '\0' ? detail : bindlog_strerror(rc));
+    if (n >= BINDLOG_EACH_MESSAGE_MAX)
+        memcpy(dst + BINDLOG_EACH_MESSAGE_MAX - 4, "...", 4);
+}
+
 /* Independent events: each checked, decided and applied alone, all in as
  * few group commits as the log allows (entries.c's chunks). */
 static int apply_each(bindlog *s, const bindlog_event *in, size_t n, bindlog_result *out,
-                      int *rcodes)
+                      int *rcodes, char (*messages)[BINDLOG_EACH_MESSAGE_MAX])
 {
     bl_event *ev = NULL;
     size_t *which = NULL, nv = 0;
     bindlog_result *res = NULL;
     int *rcs = NULL;
+    char *msgs = NULL, *details = NULL;
     int rc = 0;
 
     if (s == NULL)
         return bl_err_set(BINDLOG_EINVAL, "handle is NULL");
     if ((rc = bl_fork_check(s)) != 0)
         return rc;
-    if ((in == NULL && n != 0) || n > SIZE_MAX / sizeof(bl_event))
+    if ((in == NULL && n != 0) || n > SIZE_MAX / BINDLOG_EACH_MESSAGE_MAX)
         return bl_err_set(BINDLOG_EINVAL, "events is NULL or n is too large");
     if (rcodes == NULL && n != 0)
-        return bl_err_set(BINDLOG_EINVAL, "rcodes is NULL: each event's outcome goes there");
+        return bl_err_set(BINDLOG_EINVAL, "codes is NULL: each event's outcome goes there");
     if (n == 0)
         return 0;
+    for (size_t i = 0; messages != NULL && i < n; i++)
+        messages[i][0] = '\0';
     if (s->read_only) {
         rc = bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
         for (size_t i = 0; i < n; i++) {
@@ -522,7 +536,12 @@ static int apply_each(bindlog *s, const bindlog_event *in, size_t n, bindlog_res
     which = malloc(n * sizeof(*which));
     res = malloc(scratch * sizeof(*res));
     rcs = malloc(scratch * sizeof(*rcs));
-    if (ev == NULL || which == NULL || res == NULL || rcs == NULL) {
+    if (messages != NULL) {
+        msgs = malloc(scratch * BL_EACH_MSG_MAX);
+        details = calloc(n, BL_EACH_MSG_MAX);
+    }
+    if (ev == NULL || which == NULL || res == NULL || rcs == NULL ||
+        (messages != NULL && (msgs == NULL || details == NULL))) {
         rc = BINDLOG_ENOMEM;
         for (size_t i = 0; i < n; i++)
             rcodes[i] = rc;
@@ -533,32 +552,40 @@ static int apply_each(bindlog *s, const bindlog_event *in, size_t n, bindlog_res
         int erc = event_arg(&in[i], &ev[nv]);
         rcodes[i] = erc != 0 ? erc : INT_MIN; /* set by the chunk that takes it */
         if (erc != 0) {
+            if (details != NULL)
+                snprintf(details + i * BL_EACH_MSG_MAX, BL_EACH_MSG_MAX, "%s", bl_err_get());
             bl_count_call(s, in[i].type, erc);
             continue;
         }
         which[nv++] = i;
     }
     bl_err_clear(); /* a refused event's words are not the call's */
-    rc = bl_commit_each_chunked(s, ev, which, nv, res, rcs, out, rcodes, 0, nv, NULL, NULL);
+    rc = bl_commit_each_chunked(s, ev, which, nv, res, rcs, msgs, out, rcodes, details, 0, nv,
+                                NULL, NULL);
     if (rc != 0) {
         /* the events after the failed chunk were not tried */
         for (size_t k = 0; k < nv; k++)
             if (rcodes[which[k]] == INT_MIN)
                 rcodes[which[k]] = rc;
     }
+    for (size_t i = 0; messages != NULL && i < n; i++)
+        if (rcodes[i] < 0)
+            each_message(messages[i], &in[i], rcodes[i], details + i * BL_EACH_MSG_MAX);
 out:
     free(ev);
     free(which);
     free(res);
     free(rcs);
+    free(msgs);
+    free(details);
     return rc;
 }
 
 int bindlog_apply_each(bindlog *s, const bindlog_event *in, size_t n, bindlog_result *out,
-                       int *rcodes)
+                       int *rcodes, char (*messages)[BINDLOG_EACH_MESSAGE_MAX])
 {
     bl_err_clear();
-    int rc = apply_each(s, in, n, out, rcodes);
+    int rc = apply_each(s, in, n, out, rcodes, messages);
     return bl_api_done(rc, "apply_each (%zu events)", n);
 }
 

@@ -71,19 +71,26 @@ static inline int bl_fork_check(const bindlog *s)
  * error) in the handle's statistics (api.c). */
 void bl_count_call(bindlog *s, int type, int rc);
 
+/* The detail of one refused event of a commit_each (group.h's
+ * BL_GREQ_MSG_MAX, kept equal). */
+#define BL_EACH_MSG_MAX 320
+
 /* Hand nv checked, independent events to the backend's commit_each in
  * chunks of at most 8,192 events and an eighth of the write-ahead log's
  * bytes (one group commit each), counting each call by its type (entries.c;
  * bindlog_import_entries and bindlog_apply_each).  res and rcs are scratch
- * of at least min(nv, 8192) entries; event k's result goes to
+ * of at least min(nv, 8192) entries, msgs NULL or as many x
+ * BL_EACH_MSG_MAX bytes; a refused event's detail then goes to
+ * out_msgs + which[k] * BL_EACH_MSG_MAX; event k's result goes to
  * codes[which[k]] (outcome or its own refusal) and, when it applied or was
  * an outcome, out[which[k]] (codes, out may be NULL).  fn (may be NULL)
  * gets done + events handed so far, of total.  0, or the storage error that
  * failed a chunk: the events after it were not tried (their codes are left
  * as they were). */
 int bl_commit_each_chunked(bindlog *s, const bl_event *ev, const size_t *which, size_t nv,
-                           bindlog_result *res, int *rcs, bindlog_result *out, int *codes,
-                           size_t done, size_t total, bindlog_progress_fn fn, void *ctx);
+                           bindlog_result *res, int *rcs, char *msgs, bindlog_result *out,
+                           int *codes, char *out_msgs, size_t done, size_t total,
+                           bindlog_progress_fn fn, void *ctx);
 
 /* The time an event gets from this handle's clock (before the
  * never-decreasing rule, which the backend applies against its head). */
@@ -155,7 +162,7 @@ struct bl_backend_ops {
      * (one group commit).  codes[i]: outcome or error of event i; out[i]:
      * its result.  0, or a storage error that failed them all. */
     int (*commit_each)(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
-                       int *codes);
+                       int *codes, char *msgs);
 
     int (*get)(bindlog *h, const char *key, size_t key_len, bindlog_binding *out);
     int (*session_get)(bindlog *h, const char *id, size_t id_len, bindlog_session *out,

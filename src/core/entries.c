@@ -23,6 +23,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/group.h"
 
 /* Entries per commit_each call: one group commit each, so one sync each in
  * FULL mode, and a write transaction whose dirty pages stay far below
@@ -32,9 +33,8 @@
 /* A chunk's bytes are bounded too: all of it goes into one group commit,
  * whose frame must fit in half of the write-ahead log (bindlog.h,
  * log_size).  An eighth of the log leaves room for writers that join the
- * group.  An entry's share of the frame is estimated from above: its record
- * and its new binding and session values (the origin is in the record and
- * in the session value), plus fixed headers. */
+ * group.  An entry's share of the frame is estimated from above
+ * (bl_event_bytes). */
 static uint64_t chunk_budget(bindlog *s, uint64_t total)
 {
     if (total <= ((uint64_t)64 << 10))
@@ -48,11 +48,6 @@ static uint64_t chunk_budget(bindlog *s, uint64_t total)
     return st.log_size / 8; /* 0 on a backend without a log */
 }
 
-static uint64_t entry_bytes(const bl_event *ev)
-{
-    return 3 * (uint64_t)(ev->key_len + ev->sid_len) + 2 * (uint64_t)ev->origin_len +
-           ev->reason_len + 256;
-}
 
 /* codes[] of entries not decided yet (replaced before the call returns). */
 #define PENDING INT_MIN
@@ -95,26 +90,30 @@ static int entry_event(const bindlog_import_entry *in, int64_t now, bl_event *ev
 }
 
 int bl_commit_each_chunked(bindlog *s, const bl_event *ev, const size_t *which, size_t nv,
-                           bindlog_result *res, int *rcs, bindlog_result *out, int *codes,
-                           size_t done, size_t total, bindlog_progress_fn fn, void *ctx)
+                           bindlog_result *res, int *rcs, char *msgs, bindlog_result *out,
+                           int *codes, char *out_msgs, size_t done, size_t total,
+                           bindlog_progress_fn fn, void *ctx)
 {
     uint64_t all = 0;
     for (size_t k = 0; k < nv; k++)
-        all += entry_bytes(&ev[k]);
+        all += bl_event_bytes(&ev[k]);
     uint64_t budget = chunk_budget(s, all);
     for (size_t pos = 0, m; pos < nv; pos += m) {
-        uint64_t bytes = entry_bytes(&ev[pos]);
+        uint64_t bytes = bl_event_bytes(&ev[pos]);
         for (m = 1; m < CHUNK && pos + m < nv; m++) {
-            uint64_t more = entry_bytes(&ev[pos + m]);
+            uint64_t more = bl_event_bytes(&ev[pos + m]);
             if (budget != 0 && bytes + more > budget)
                 break; /* one event alone may exceed it: the log decides */
             bytes += more;
         }
-        int rc = s->ops->commit_each(s, ev + pos, m, res, rcs);
+        int rc = s->ops->commit_each(s, ev + pos, m, res, rcs, msgs);
         for (size_t j = 0; j < m; j++) {
             size_t i = which[pos + j];
             if (codes != NULL)
                 codes[i] = rcs[j];
+            if (msgs != NULL && out_msgs != NULL && rcs[j] < 0)
+                memcpy(out_msgs + i * BL_EACH_MSG_MAX, msgs + j * BL_EACH_MSG_MAX,
+                       BL_EACH_MSG_MAX);
             if (out != NULL && rcs[j] >= 0)
                 out[i] = res[j];
             bl_count_call(s, (int)ev[pos + j].type, rcs[j]);
@@ -187,7 +186,8 @@ static int import_entries(bindlog *s, const bindlog_import_entry *in, size_t n,
     if (fn != NULL && done > 0)
         fn(ctx, done, n);
 
-    rc = bl_commit_each_chunked(s, ev, which, nv, res, rcs, out, codes, done, n, fn, ctx);
+    rc = bl_commit_each_chunked(s, ev, which, nv, res, rcs, NULL, out, codes, NULL, done, n, fn,
+                                ctx);
 out:
     for (size_t i = 0; rc != 0 && codes != NULL && i < n; i++)
         if (codes[i] == PENDING)

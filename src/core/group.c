@@ -28,6 +28,32 @@ void bl_group_fill(bl_group *g, unsigned max_us) { g->fill_us = max_us; }
 
 void bl_group_hold(bl_group *g, int on) { g->hold = on; }
 
+void bl_group_budget(bl_group *g, uint64_t bytes) { g->budget = bytes; }
+
+/* The requests at the head of the queue whose bytes fit the budget (at
+ * least one): the last of them, and their count in *n (g->mu held). */
+static bl_greq *take_within_budget(bl_group *g, size_t *n)
+{
+    bl_greq *r = g->head;
+    uint64_t bytes = 0;
+    size_t k = 0;
+    for (;;) {
+        for (size_t i = 0; i < r->n; i++)
+            bytes += bl_event_bytes(&r->ev[i]);
+        k++;
+        if (r->next == NULL)
+            break;
+        uint64_t more = 0;
+        for (size_t i = 0; i < r->next->n; i++)
+            more += bl_event_bytes(&r->next->ev[i]);
+        if (bytes + more > g->budget)
+            break;
+        r = r->next;
+    }
+    *n = k;
+    return r;
+}
+
 static int64_t mono_ns(void)
 {
     struct timespec ts;
@@ -185,8 +211,20 @@ static void queue_and_wait(bl_group *g, bl_greq *first, bl_greq *last, size_t co
         bl_greq *group = g->head;
         size_t size = g->queued;
         g->rejoin_until = 0; /* the flush's writers are in this group or late */
-        g->head = g->tail = NULL;
-        g->queued = 0;
+        if (g->budget != 0) {
+            /* what does not fit stays queued, for the next leader */
+            size_t taken;
+            bl_greq *last_taken = take_within_budget(g, &taken);
+            g->head = last_taken->next;
+            last_taken->next = NULL;
+            if (g->head == NULL)
+                g->tail = NULL;
+            size = taken;
+            g->queued -= taken;
+        } else {
+            g->head = g->tail = NULL;
+            g->queued = 0;
+        }
         pthread_mutex_unlock(&g->mu);
 
         int64_t t0 = g->fill_us != 0 ? mono_ns() : 0;
@@ -262,7 +300,7 @@ int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindl
 }
 
 int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
-                         bindlog_result *out, int *codes, bl_group_run_fn run,
+                         bindlog_result *out, int *codes, char *msgs, bl_group_run_fn run,
                          bl_group_finish_fn finish, void *ctx)
 {
     bl_greq *req;
@@ -291,6 +329,8 @@ int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
      * of the state machine is one event's own.  Say which. */
     for (size_t i = 0; i < n; i++) {
         codes[i] = req[i].rc < 0 ? req[i].rc : req[i].outcomes[0];
+        if (msgs != NULL)
+            memcpy(msgs + i * BL_GREQ_MSG_MAX, req[i].msg, BL_GREQ_MSG_MAX);
         if (req[i].rc < 0 && !bl_group_refusal(req[i].rc) && rc == 0) {
             rc = req[i].rc;
             if (req[i].msg[0] != '\0')

@@ -24,8 +24,9 @@
 #include "core/backend.h"
 #include "core/error.h"
 
-/* Room for the detail of a request's error (bl_greq.msg). */
-#define BL_GREQ_MSG_MAX 320
+/* Room for the detail of a request's error (bl_greq.msg); what
+ * commit_each hands back per event (backend.h). */
+#define BL_GREQ_MSG_MAX BL_EACH_MSG_MAX
 
 /* A thread waiting in the queue (its own condition variable). */
 typedef struct bl_gwaiter {
@@ -68,6 +69,7 @@ typedef struct bl_group {
     size_t rejoin;        /* the held leader waits for this many queued ... */
     int64_t rejoin_until; /* ... until then (monotonic ns) */
     int rejoining;        /* it waits (queueing signals it) */
+    uint64_t budget;      /* bl_group_budget: a group's bytes, estimated (0: no bound) */
     atomic_int panic;     /* sticky: a commit failed fatally */
     uint64_t commits, grouped_events; /* this process's, over every handle */
 } bl_group;
@@ -110,6 +112,26 @@ void bl_group_fill(bl_group *g, unsigned max_us);
  */
 void bl_group_hold(bl_group *g, int on);
 
+/*
+ * Bounding, for a backend whose group goes out as one frame of a log that
+ * holds at most so many bytes (LMDB's write-ahead log: a frame must fit in
+ * half of it).  A leader takes requests from the queue only while their
+ * estimated bytes (bl_event_bytes, from above) stay within `bytes`, and
+ * leaves the rest queued for the next group; a request alone over it is
+ * still taken alone (a batch must go in one frame; the backend then says
+ * whether it fits).  0 (the default): the whole queue.  Call before use.
+ */
+void bl_group_budget(bl_group *g, uint64_t bytes);
+
+/* An event's share of a frame, estimated from above: its record and its
+ * new binding and session values (the origin is in the record and in the
+ * session value), plus fixed headers. */
+static inline uint64_t bl_event_bytes(const bl_event *ev)
+{
+    return 3 * (uint64_t)(ev->key_len + ev->sid_len) + 2 * (uint64_t)ev->origin_len +
+           ev->reason_len + 256;
+}
+
 /* Queue n events and wait for their outcomes (see bl_backend_ops.commit).
  * BINDLOG_EPANIC at once if the group is sticky-failed. */
 int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
@@ -122,9 +144,11 @@ int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindl
  * its result.  Returns 0 when every event was decided (refusals included),
  * or the storage error that failed them (then every code is an error and
  * nothing of theirs was committed, unless the group had already committed).
+ * msgs: NULL, or n x BL_GREQ_MSG_MAX bytes: each refused event's detail
+ * (the words of its last-error message, without the call's name).
  */
 int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
-                         bindlog_result *out, int *codes, bl_group_run_fn run,
+                         bindlog_result *out, int *codes, char *msgs, bl_group_run_fn run,
                          bl_group_finish_fn finish, void *ctx);
 
 /* 1 for the errors the state machine decides for one event alone

@@ -504,10 +504,10 @@ static int etcd_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result 
 }
 
 static int etcd_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,
-                            int *codes)
+                            int *codes, char *msgs)
 {
     bl_estore *st = bl_es_of(h);
-    return bl_group_submit_each(&st->g, h, ev, n, out, codes, run_group, NULL, st);
+    return bl_group_submit_each(&st->g, h, ev, n, out, codes, msgs, run_group, NULL, st);
 }
 
 const bl_backend_ops bl_etcd_ops = {

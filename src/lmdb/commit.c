@@ -762,11 +762,13 @@ int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, siz
     return bl_group_submit(&h->e->g, h, ev, n, out, err_index, run_group, finish_group, h->e);
 }
 
-int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes)
+int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes,
+                   char *msgs)
 {
     if (h->e->wal->shm.m == NULL)
         return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
-    return bl_group_submit_each(&h->e->g, h, ev, n, out, codes, run_group, finish_group, h->e);
+    return bl_group_submit_each(&h->e->g, h, ev, n, out, codes, msgs, run_group, finish_group,
+                                h->e);
 }
 
 void bl_commit_free(struct bl_wbuild *b)

@@ -298,7 +298,8 @@ void bl_cursor_close(bl_cursor *c);
  * an error with *err_index set to the failing event. */
 int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index);
 /* n independent events, one request each in one group (bl_group_submit_each). */
-int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes);
+int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes,
+                   char *msgs);
 
 /* The state digest of the given tables (digest.c); caller holds map_lock
  * shared.  Unless keep_lock, it releases and retakes the lock between

@@ -478,6 +478,9 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
     }
     w->trigger = w->cap / 4;
     bl_group_hold(&e->g, 1); /* FULL: what arrives during a flush is one group */
+    /* a frame must fit in half the log; the estimate is from above, and
+     * writers of other processes share the log: a quarter */
+    bl_group_budget(&e->g, w->cap / 4);
     return 0;
 }
 
