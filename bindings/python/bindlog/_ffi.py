@@ -45,6 +45,7 @@ REASON_MAX = 64
 ORIGIN_MAX = 65536
 ANY_GENERATION = 2**64 - 1
 DIGEST_SIZE = 16
+EACH_MESSAGE_MAX = 640  # BINDLOG_EACH_MESSAGE_MAX
 
 APPLIED, ALREADY, STALE, MOVED = 0, 1, 2, 3
 OUTCOME_COUNT = 4
@@ -325,6 +326,10 @@ _REQUIRED = {
     "bindlog_apply_batch": (
         c_int,
         [_h, POINTER(bindlog_event), c_size_t, POINTER(bindlog_result), POINTER(c_size_t)],
+    ),
+    "bindlog_apply_each": (
+        c_int,
+        [_h, POINTER(bindlog_event), c_size_t, POINTER(bindlog_result), POINTER(c_int), c_void_p],
     ),
     "bindlog_get": (c_int, [_h, c_char_p, POINTER(bindlog_binding)]),
     "bindlog_session_get": (

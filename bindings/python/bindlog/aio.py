@@ -5,8 +5,8 @@ loop (a bad one raises before anything is queued) and waits for the end of
 the loop's turn: the single-event writes the loop's tasks made in one turn
 then go together to one of the store's own writer threads (never the
 loop's default executor, which other code shares), which makes them one
-``bindlog_apply_batch`` call, and retries the others of a batch that one
-event made fail (_run_writes).  One trip through a thread and the GIL for
+``bindlog_apply_each`` call: each event decided alone, a refused one
+failing by itself, all in shared group commits (_run_writes).  One trip through a thread and the GIL for
 the writes of tasks that resumed together, instead of one each: they reach
 the library together and share its group commit (measured in
 bench/asyncio_bench.py and docs/python.md).  The library releases the GIL
@@ -170,11 +170,6 @@ class _Watcher:
             await asyncio.sleep(0.005)
 
 
-#: the errors the library decides for one event alone: the batch failed
-#: because of that event (the others may be fine)
-_REFUSALS = (_ffi.EINVAL, _ffi.ENOTFOUND, _ffi.EEXIST, _ffi.ECONFLICT)
-
-
 def _call_bytes(call: Any) -> int:
     """About how many bytes a prepared call adds to a group's frame: its
     origin (bind, new_session and split end with its length), and 1 KiB
@@ -183,39 +178,23 @@ def _call_bytes(call: Any) -> int:
 
 
 def _run_writes(live: List[int], store: Store, calls: List[Any]) -> List[Tuple[Any, Optional[BaseException]]]:
-    """On a writer thread: the calls `live` indexes, as one batch when
-    there are several.  A batch is all or nothing, and these are
-    independent writes, so when one event is refused nothing was written:
-    the events before it go again as a batch, it goes alone (its own
-    outcome or exception, with its own message), then those after it.  A
-    batch that failed as a whole (a storage error: a frame too large for a
-    small log, EIO, ...) goes again in halves, down to single writes, each
-    of which then fails or succeeds alone.  Retried events are decided
-    again against the state of their retry, as a write submitted a moment
-    later would be."""
-    todo = [[calls[i] for i in live]]
-    outs: List[Tuple[Any, Optional[BaseException]]] = []
-    while todo:
-        part = todo.pop(0)
-        if len(part) == 1:
-            try:
-                outs.append((store._event(*part[0]), None))
-            except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
-                outs.append((None, e))
-            continue
+    """On a writer thread: the calls `live` indexes, as one
+    bindlog_apply_each when there are several: independent events, each
+    decided and applied alone (a refused one fails by itself, with the
+    words its single call would have had) and all sharing the library's
+    group commits."""
+    part = [calls[i] for i in live]
+    if len(part) > 1:
         try:
-            rc, at, results = store._calls_as_batch(part)
+            return list(store._calls_each(part))
         except BaseException:  # noqa: BLE001 - the store closed: each hears it alone
-            todo[0:0] = [[c] for c in part]
-            continue
-        if rc == 0:
-            outs.extend((r, None) for r in results)
-            continue
-        if rc in _REFUSALS and 0 <= at < len(part):
-            todo[0:0] = [p for p in (part[:at], part[at:at + 1], part[at + 1:]) if p]
-        else:
-            half = len(part) // 2
-            todo[0:0] = [part[:half], part[half:]]
+            pass
+    outs: List[Tuple[Any, Optional[BaseException]]] = []
+    for call in part:
+        try:
+            outs.append((store._event(*call), None))
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+            outs.append((None, e))
     return outs
 
 

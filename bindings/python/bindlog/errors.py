@@ -227,6 +227,17 @@ def error_for(code: int, context: str = "", index: Optional[int] = None) -> Bind
     return cls(code, text, index)
 
 
+def error_with(code: int, message: str) -> BindlogError:
+    """The exception for C code `code` with `message` (the library's words
+    for one event of bindlog_apply_each); the code's text when empty."""
+    if not message:
+        try:
+            message = _ffi.load().bindlog_strerror(code).decode("utf-8", "replace")
+        except ImportError:
+            message = f"error {code}"
+    return ERRORS.get(code, BindlogError)(code, message)
+
+
 def quote(value: Any, limit: int = 160) -> str:
     """`value` (a key, an id, a path) as it goes inside a message, the way
     the C library writes caller bytes: printable ASCII as is, backslash

@@ -20,7 +20,16 @@ from typing import Any, Callable, Generator, Iterator, List, Optional, Sequence,
 
 from . import _args, _ffi, _fork
 from ._args import Clock, PathLike
-from .errors import ForkError, InvalidArgument, NotFound, StoreClosed, error_for, quote
+from .errors import (
+    BindlogError,
+    ForkError,
+    InvalidArgument,
+    NotFound,
+    StoreClosed,
+    error_for,
+    error_with,
+    quote,
+)
 from .maint import Maintenance, vacuum
 from .types import (
     ANY_GENERATION,
@@ -140,11 +149,6 @@ class Store(Maintenance):
         self._active = 0
         self._closing = False
         self._iters: Set[_CIter] = set()
-        # errors the library counted for batches that AsyncStore made up of
-        # independent writes and that were refused whole (_calls_as_batch):
-        # not calls of the caller's, so stats() leaves them out
-        self._batch_refusals = [0] * _ffi.EVENT_COUNT
-        self._refusals_lock = threading.Lock()
         self._epoch = _fork.epoch
         self._pid = os.getpid()
         self._path = ""
@@ -450,12 +454,10 @@ class Store(Maintenance):
                 raise TypeError(f"events[{i}]: {exc}") from None
         return _Batch(arr, n, keep)
 
-    def _calls_as_batch(self, calls: Sequence["_Call"]) -> Tuple[int, int, List[Result]]:
-        """Make several prepared single-event calls (_prep_bind & co) one
-        bindlog_apply_batch: (0, 0, results), or (rc < 0, the failing
-        event's index, []) when the batch was refused as a whole (then
-        nothing of it was written).  For AsyncStore's writer threads, which
-        retry the events of a refused batch on their own (aio.py)."""
+    @staticmethod
+    def _events_of(calls: Sequence["_Call"]) -> Any:
+        """The C events of prepared single-event calls (_prep_bind & co);
+        their bytes live in `calls`."""
         n = len(calls)
         arr = (_ffi.bindlog_event * n)()
         for c, call in zip(arr, calls):
@@ -476,21 +478,34 @@ class Store(Maintenance):
             if org is not None:
                 c.origin = ctypes.cast(ctypes.c_char_p(org), c_void_p)  # org lives in `calls`
                 c.origin_len = len(org)
+        return arr
+
+    def _calls_each(self, calls: Sequence["_Call"]) -> List[Tuple[Optional[Result], Optional[BindlogError]]]:
+        """Make several prepared single-event calls one bindlog_apply_each:
+        each event decided and applied alone, all in shared group commits.
+        Per call, (result, None) or (None, its exception, with the words
+        its single call would have had).  For AsyncStore's writer threads
+        (aio.py)."""
+        n = len(calls)
+        arr = self._events_of(calls)
         out = (_ffi.bindlog_result * n)()
-        err = c_size_t()
+        codes = (ctypes.c_int * n)()
+        msgs = ctypes.create_string_buffer(n * _ffi.EACH_MESSAGE_MAX)
         h = self._enter()
         try:
-            rc = int(self._lib.bindlog_apply_batch(h, arr, n, out, byref(err)))
+            self._lib.bindlog_apply_each(h, arr, n, out, codes, msgs)
         finally:
             self._leave()
-        if rc < 0:
-            at = int(err.value)
-            # the library counted one error, for the event at fault (event 0
-            # when none is): the caller's call is counted when it goes again
-            with self._refusals_lock:
-                self._batch_refusals[arr[at if at < n else 0].type] += 1
-            return rc, at, []
-        return 0, 0, [Result._from_c(out[i].outcome, out[i]) for i in range(n)]
+        res: List[Tuple[Optional[Result], Optional[BindlogError]]] = []
+        for i in range(n):
+            rc = int(codes[i])
+            if rc >= 0:
+                res.append((Result._from_c(rc, out[i]), None))
+                continue
+            at = i * _ffi.EACH_MESSAGE_MAX
+            raw = msgs.raw[at : at + _ffi.EACH_MESSAGE_MAX].split(b"\0", 1)[0]
+            res.append((None, error_with(rc, raw.decode("utf-8", "replace"))))
+        return res
 
     def _batch(self, batch: "_Batch") -> List[Result]:
         arr, n = batch.arr, batch.n
@@ -835,9 +850,6 @@ class Store(Maintenance):
             name: {col: int(out.events[t][i]) for i, col in enumerate(_OUTCOME_COLUMNS)}
             for t, name in _EVENT_NAMES.items()
         }
-        with self._refusals_lock:
-            for t, name in _EVENT_NAMES.items():
-                events[name]["error"] = max(0, events[name]["error"] - self._batch_refusals[t])
         return Stats(
             out.head_lsn,
             out.base_lsn,
