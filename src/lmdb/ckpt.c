@@ -602,6 +602,17 @@ void bl_ckpt_stop(bl_env *e)
     pthread_mutex_unlock(&w->cmu);
 }
 
+void bl_ckpt_walk_settle(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    if (w == NULL || atomic_load_explicit(&w->store_checked, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&w->cmu);
+    while (w->walk == BL_WALK_RUNNING)
+        pthread_cond_wait(&w->wcv, &w->cmu);
+    pthread_mutex_unlock(&w->cmu);
+}
+
 int bl_ckpt_walk_wait(bl_env *e)
 {
     bl_walenv *w = e->wal;

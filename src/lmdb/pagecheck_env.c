@@ -40,6 +40,7 @@
 
 #include "core/error.h"
 #include "lmdb/limits.h"
+#include "lmdb/walenv.h"
 
 #define MAIN_DBI 1 /* LMDB's handle of the MAIN database */
 
@@ -609,6 +610,10 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
 
     if (e->pc == NULL)
         return 0;
+    /* a writable open's walk may be under way: what it validates is
+     * remembered, so wait for it rather than walk beside it */
+    if (mask & BL_PC_BIT(BL_PC_FREE))
+        bl_ckpt_walk_settle(e);
     for (int tries = 0;; tries++) {
         if ((rc = bl_read_begin_fresh(e, &txn)) != 0)
             return rc;

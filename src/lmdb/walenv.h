@@ -166,6 +166,10 @@ enum { BL_WALK_TODO, BL_WALK_RUNNING, BL_WALK_DONE, BL_WALK_BAD };
  * with a last-error detail.  Sets store_checked on 0.
  */
 int bl_ckpt_walk_wait(bl_env *e);
+/* Wait while the background walk runs (its result is then in the page
+ * validator's memory): bl_pc_guard_all, so that compaction, vacuum and
+ * import do not walk the store a second time beside it.  Never fails. */
+void bl_ckpt_walk_settle(bl_env *e);
 
 /* Direct LMDB writes (import, the targets of replay and check, the etcd
  * mirror) bypass the log.  bl_wal_quiesce takes the writers' lock and
