@@ -14,7 +14,9 @@
 # Each run opens STORE in a new process, binds a new key, binds another and
 # closes; twice: with the first write right after open (delay 0: a request
 # that comes with the restart) and 3 s after it (the background walk is
-# over by then).  Every run adds two keys to STORE.  The file is read once
+# over by then); then, with no write, a close 50 ms after open (while the
+# walk of a large store is still under way).  Every run with writes adds
+# two keys to STORE.  The file is read once
 # first, so the figures are for a warm page cache.
 set -euo pipefail
 
@@ -31,3 +33,5 @@ for delay in 0 3000; do
     echo "-- first write ${delay} ms after open, FULL"
     "$tool" "$store" --runs "$runs" --delay "$delay" --durability full
 done
+echo "-- close 50 ms after open, no write"
+"$tool" "$store" --runs "$runs" --delay 50 --no-write
