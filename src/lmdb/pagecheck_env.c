@@ -642,7 +642,7 @@ int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx), void *ctx)
     bl_pc *pc = e->pc;
     stopper st = {stop, ctx, 0};
     MDB_txn *txn;
-    bl_pc_meta m;
+    bl_pc_meta m = {0};
     int rc;
 
     if (pc == NULL)
