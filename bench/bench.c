@@ -18,7 +18,9 @@
  *   --seed N    workload seed (default 42)
  *   --only G,.. run only these groups (for profiling): fsync lmdb full1
  *               sqlite1 full16 sqlite16 full64 sqlite64 normal1 sqlnormal1
- *               none1 off1 batchfull json bulk wake etcd
+ *               none1 off1 batchfull json bulk wake etcd, and maint (the
+ *               check/replay/export/import rows alone, on their own store:
+ *               bulk runs them too)
  *   --etcd      also measure the etcd backend (docs/scale-out.md): a raw etcd
  *               client doing the same Txns (the ceiling), bindlog on etcd://
  *               with 1 and with 16 writers, on a 1-member and a 3-member
@@ -199,7 +201,7 @@ uint64_t bench_deadline_ns;
 
 /* --only: is group `g` selected?  Groups: fsync lmdb full1 sqlite1 full16
  * sqlite16 full64 sqlite64 normal1 sqlnormal1 none1 off1 batchfull json bulk
- * wake. */
+ * wake; and maint: the maintenance rows alone (bulk runs them too). */
 static int want(const cfg *c, const char *g)
 {
     if (c->only == NULL)
@@ -795,9 +797,19 @@ static void progress_nop(void *ctx, uint64_t done, uint64_t total)
     (void)total;
 }
 
-static void rate_of(meas *m, uint64_t records, uint64_t t0, int rc)
+/* CPU seconds of the whole process: the maintenance calls run threads of
+ * their own (docs/design.md, "Bulk replay"). */
+static double process_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void rate_of(meas *m, uint64_t records, uint64_t t0, double cpu0, int rc)
 {
     m->secs = (double)(now_ns() - t0) / 1e9;
+    m->cpu_secs = process_cpu() - cpu0;
     m->events = records;
     m->rate = m->secs > 0 ? (double)records / m->secs : 0;
     m->p50_us = m->p99_us = -1;
@@ -806,13 +818,16 @@ static void rate_of(meas *m, uint64_t records, uint64_t t0, int rc)
         m->errors = 1;
         g_failed = 1;
         snprintf(m->note, sizeof m->note, "failed: %s", bindlog_code_name(rc));
+    } else {
+        snprintf(m->note, sizeof m->note, "cpu %.3f s (all threads)", m->cpu_secs);
     }
 }
 
 /* Check, replay, export and import rates, then the store's size after vacuum
  * and after compact + vacuum, on the store at `dir`, or, when the stream is
- * longer than MAINT_EVENTS, on a store of its first MAINT_EVENTS events (a
- * vacuum of the 1M-event store alone takes minutes on a busy disk). */
+ * longer than MAINT_EVENTS or `dir` is NULL (--only maint), on a store of
+ * its first MAINT_EVENTS events (a vacuum of the 1M-event store alone takes
+ * minutes on a busy disk). */
 static void maintenance(const cfg *c, const workload *w, const char *dir)
 {
     char tmp[4096], own[4096] = "";
@@ -826,12 +841,13 @@ static void maintenance(const cfg *c, const workload *w, const char *dir)
         S.vacuum_na = S.compact_na = NA_NOT_BUILT;
         return;
     }
-    if (w->n > MAINT_EVENTS) {
+    if (dir == NULL || w->n > MAINT_EVENTS) {
+        size_t n = w->n > MAINT_EVENTS ? MAINT_EVENTS : w->n;
         progress(c, "building the maintenance store");
         sub(own, sizeof own, c, "maint");
         h = bl_fresh(own, w, BINDLOG_DURABILITY_NONE);
         uint64_t mism = 0;
-        if (h == NULL || apply_batches(h, w, w->ev, MAINT_EVENTS, &mism) != 0 || mism) {
+        if (h == NULL || apply_batches(h, w, w->ev, n, &mism) != 0 || mism) {
             bindlog_close(h);
             g_failed = 1;
             M[M_CHECK].na = M[M_REPLAY].na = M[M_EXPORT].na = M[M_IMPORT].na = "setup failed";
@@ -848,8 +864,9 @@ static void maintenance(const cfg *c, const workload *w, const char *dir)
         progress(c, "bindlog_check");
         bindlog_check_report rep;
         uint64_t t0 = now_ns();
+        double cpu0 = process_cpu();
         rc = bindlog_check(h, &rep, progress_nop, NULL);
-        rate_of(&M[M_CHECK], rc == 0 ? rep.records : 0, t0, rc);
+        rate_of(&M[M_CHECK], rc == 0 ? rep.records : 0, t0, cpu0, rc);
         if (rc == 0 && rep.problems) {
             g_failed = 1;
             snprintf(M[M_CHECK].note, sizeof M[M_CHECK].note, "%" PRIu64 " problems: %.80s",
@@ -861,11 +878,13 @@ static void maintenance(const cfg *c, const workload *w, const char *dir)
     if (HAVE(bindlog_replay)) {
         progress(c, "bindlog_replay");
         unsigned char dg[BINDLOG_DIGEST_SIZE];
-        uint64_t last = 0, t0 = now_ns();
+        uint64_t last = 0, t0;
         sub(tmp, sizeof tmp, c, "replay");
         rm_tree(tmp);
+        t0 = now_ns();
+        double cpu0 = process_cpu();
         rc = bindlog_replay(h, tmp, UINT64_MAX, INT64_MAX, dg, &last, progress_nop, NULL);
-        rate_of(&M[M_REPLAY], last, t0, rc);
+        rate_of(&M[M_REPLAY], last, t0, cpu0, rc);
         if (!c->keep)
             rm_tree(tmp);
     } else {
@@ -874,15 +893,16 @@ static void maintenance(const cfg *c, const workload *w, const char *dir)
     if (HAVE(bindlog_export)) {
         progress(c, "bindlog_export");
         uint64_t recs = 0, t0 = now_ns();
+        double cpu0 = process_cpu();
         sub(tmp, sizeof tmp, c, "export.blx");
         int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
         rc = fd < 0 ? BINDLOG_EIO : bindlog_export(h, 1, fd, &recs, progress_nop, NULL);
         if (fd >= 0 && rc == 0)
             fsync(fd);
-        rate_of(&M[M_EXPORT], recs, t0, rc);
+        rate_of(&M[M_EXPORT], recs, t0, cpu0, rc);
         if (rc == 0)
-            snprintf(M[M_EXPORT].note, sizeof M[M_EXPORT].note, "stream %.1f MB",
-                     (double)file_size(tmp) / 1e6);
+            snprintf(M[M_EXPORT].note, sizeof M[M_EXPORT].note, "stream %.1f MB; cpu %.3f s",
+                     (double)file_size(tmp) / 1e6, M[M_EXPORT].cpu_secs);
         if (fd >= 0 && rc == 0 && HAVE(bindlog_import)) {
             progress(c, "bindlog_import");
             char idir[4096];
@@ -893,11 +913,12 @@ static void maintenance(const cfg *c, const workload *w, const char *dir)
             lseek(fd, 0, SEEK_SET);
             recs = 0;
             t0 = now_ns();
+            cpu0 = process_cpu();
             rc = bindlog_open(&h2, idir, &o);
             if (rc == 0)
                 rc = bindlog_import(h2, fd, &recs, &off, progress_nop, NULL);
             bindlog_close(h2);
-            rate_of(&M[M_IMPORT], recs, t0, rc);
+            rate_of(&M[M_IMPORT], recs, t0, cpu0, rc);
             if (!c->keep)
                 rm_tree(idir);
         } else if (!HAVE(bindlog_import)) {
@@ -1960,6 +1981,8 @@ int main(int argc, char **argv)
     }
     if (want(&c, "bulk"))
         bulk_store(&c, &w);
+    else if (c.only != NULL && want(&c, "maint"))
+        maintenance(&c, &w, NULL); /* the maintenance rows alone, on their own store */
     if (want(&c, "wake"))
         measure_wake(&c);
     if (c.etcd && want(&c, "etcd")) {

@@ -11,8 +11,10 @@
  *
  * record seeds: valid records of every event type through the real encoder
  * (with and without origin, the longest key, ids and reason, a 64 KiB
- * origin), the example record of docs/format.md byte for byte, binding and
- * session values, and near misses (wrong checksum, version 0 and 2, one byte
+ * origin), the example record of docs/format.md byte for byte (version 2, and
+ * version 1 which is still read), binding and session values, and near
+ * misses (wrong checksum, version 0 and 3, a version-1 body under version 2,
+ * prev_lsn not below lsn, one byte
  * short, trailing byte, reserved flag).
  *
  * machine seeds: programs for machine_fuzzer.c, written with the same byte
@@ -110,38 +112,54 @@ static void record_seeds(void)
         sizeof(origin), 1);
 
     /* docs/format.md's example: BIND k -> s1 from s, reason rx, origin "{",
-     * lsn 42, time 1000, generation 3 */
-    static const unsigned char example[52] = {
+     * lsn 42, time 1000, generation 3, prev_lsn 40 (record version 2) */
+    static const unsigned char example[60] = {
+        0x02, 0x01, 0x01, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe8,
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0x00, 0x00, 0x00, 0x28, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x6b, 0x73, 0x31, 0x73, 0x72, 0x78, 0x7b,
+        0x14, 0xe6, 0x86, 0x0a, 0x12, 0xd1, 0xe1, 0xa8};
+    put_file("record", "format-example", example, sizeof(example));
+    /* the same record in version 1 (formats 1 and 2, old streams): still read */
+    static const unsigned char example_v1[52] = {
         0x01, 0x01, 0x01, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe8,
         0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
         0x00, 0x00, 0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0x00, 0x00, 0x00, 0x6b, 0x73,
         0x31, 0x73, 0x72, 0x78, 0x7b, 0x3f, 0x86, 0x64, 0xfa, 0x6c, 0xf6, 0x59, 0xc2};
-    put_file("record", "format-example", example, sizeof(example));
+    put_file("record", "format-example-v1", example_v1, sizeof(example_v1));
 
     /* near misses, each of a different rule */
     memcpy(buf, example, sizeof(example));
-    buf[51] ^= 1;
-    put_file("record", "bad-checksum", buf, 52);
+    buf[59] ^= 1;
+    put_file("record", "bad-checksum", buf, 60);
     memcpy(buf, example, sizeof(example));
-    buf[0] = 2;
-    reseal(52);
-    put_file("record", "version-2", buf, 52);
+    buf[0] = 3;
+    reseal(60);
+    put_file("record", "version-3", buf, 60);
     buf[0] = 0;
+    reseal(60);
+    put_file("record", "version-0", buf, 60);
+    memcpy(buf, example_v1, sizeof(example_v1));
+    buf[0] = 2; /* a version-1 body under version 2: the lengths do not add up */
     reseal(52);
-    put_file("record", "version-0", buf, 52);
+    put_file("record", "version-2-short", buf, 52);
+    memcpy(buf, example, sizeof(example));
+    buf[37] = 42; /* prev_lsn not below lsn */
+    reseal(60);
+    put_file("record", "prev-not-below", buf, 60);
     memcpy(buf, example, sizeof(example));
     buf[2] = 0x03;
-    reseal(52);
-    put_file("record", "reserved-flag", buf, 52);
+    reseal(60);
+    put_file("record", "reserved-flag", buf, 60);
     memcpy(buf, example, sizeof(example));
     buf[29 + 1] = 3; /* sid_len one more than the bytes there */
-    reseal(52);
-    put_file("record", "bad-length", buf, 52);
-    memcpy(buf, example, 44);
-    buf[44] = 'x'; /* one byte more than the lengths account for */
-    reseal(53);
-    put_file("record", "trailing", buf, 53);
-    put_file("record", "short", example, 51);
+    reseal(60);
+    put_file("record", "bad-length", buf, 60);
+    memcpy(buf, example, 52);
+    buf[52] = 'x'; /* one byte more than the lengths account for */
+    reseal(61);
+    put_file("record", "trailing", buf, 61);
+    put_file("record", "short", example, 59);
 
     /* state values */
     bl_bval bv = {"A", 1, 5, 9, 1767225600000};

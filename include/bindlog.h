@@ -66,9 +66,9 @@ extern "C" {
 #define BINDLOG_VERSION_PATCH 0
 #define BINDLOG_VERSION_STRING "0.1.0"
 /** On-disk store format written by this library. */
-#define BINDLOG_FORMAT_VERSION 2
+#define BINDLOG_FORMAT_VERSION 3
 /** Log record encoding version written by this library. */
-#define BINDLOG_RECORD_VERSION 1
+#define BINDLOG_RECORD_VERSION 2
 
 /** The library's version string, e.g. "0.1.0".  Static, never NULL. */
 BINDLOG_API const char *bindlog_version(void);
@@ -557,7 +557,14 @@ typedef struct bindlog_record {
  * Compacted records are not there. */
 BINDLOG_API int bindlog_log_iter(bindlog *s, uint64_t from_lsn, uint64_t to_lsn,
                                  bindlog_iter **out);
-/** Every retained log record that touched `key`, oldest first. */
+/** Every retained log record that touched `key`, oldest first.  The
+ * history is a chain: the key's binding names its last record and each
+ * record (version 2) the one before it; opening the iterator walks the
+ * chain on its snapshot and keeps 8 bytes per record of the key, so the
+ * open costs one log lookup per record of the key and a damaged record
+ * on the chain (or one of version 1, which does not chain) is
+ * BINDLOG_ECORRUPT from the open, with a last-error detail naming its LSN.
+ * The chain ends at the first record compaction removed. */
 BINDLOG_API int bindlog_history_iter(bindlog *s, const char *key, bindlog_iter **out);
 /** Next record of a log or history iterator. */
 BINDLOG_API int bindlog_iter_next_record(bindlog_iter *it, bindlog_record *rec);
@@ -686,8 +693,10 @@ typedef struct bindlog_check_report {
 /**
  * Verify one snapshot: every record's checksum and LSN (dense, matching its
  * key), that replaying base image + log reproduces every binding and session
- * (digests equal, and the first differing key named), the children and
- * history indexes, and the persistent counters.  Returns 0 when the check
+ * (digests equal, and the first differing key named; each record carries
+ * its key's previous LSN, so this also verifies every key's history
+ * chain), the children index, that the history table of format 2 is empty,
+ * and the persistent counters.  Returns 0 when the check
  * ran (see out->problems), or a negative error if it could not run.  An
  * entry whose length LMDB reports beyond its table's limit (a damaged page)
  * is a problem like any other, named by LSN or key (a damaged state table
@@ -906,8 +915,8 @@ typedef struct bindlog_recover_report {
  * tree, the older meta page's tree, free pages) and from the valid frames
  * of the write-ahead log (bindlog.wal) after the last checkpoint, which
  * hold the most recent records (rep->log_*); the base image when its
- * tables are whole; the stored bindings, sessions and history index as
- * evidence.  Rebuilt: records are re-derived by the state machine as by
+ * tables are whole; the stored bindings and sessions, the previous LSN each
+ * record names (format 3) and format 2's history index as evidence.  Rebuilt: records are re-derived by the state machine as by
  * bindlog_replay(); after a lost record, records that no longer re-derive
  * are applied by their effect, and lost records are replaced by what the
  * stored state says about their LSN.  The new store holds that state as a
@@ -941,14 +950,14 @@ BINDLOG_API void bindlog_recover_report_free(bindlog_recover_report *rep);
  *
  * Opening a store of an older format gives BINDLOG_EVERSION and a message
  * naming `bindlog upgrade DIR`; bindlog_upgrade() converts it
- * (docs/tools.md, "upgrade"; docs/format.md, "Format 1").
+ * (docs/tools.md, "upgrade"; docs/format.md, "Format 1" and "Format 2").
  */
 /**@{*/
 
 /** What bindlog_upgrade() did.  Plain caller-owned value (fields may be
  * added at the end, never removed). */
 typedef struct bindlog_upgrade_report {
-    unsigned from_format;  /**< the format the store had (1), or
+    unsigned from_format;  /**< the format the store had (1 or 2), or
                                 BINDLOG_FORMAT_VERSION when it was current */
     int upgraded;          /**< 1: converted by this call; 0: nothing done */
     uint64_t head_lsn;     /**< the store's head LSN (unchanged by the upgrade) */
@@ -962,16 +971,22 @@ typedef struct bindlog_upgrade_report {
 } bindlog_upgrade_report;
 
 /**
- * Convert the format-1 store in directory `dir` (written by bindlog before
- * the write-ahead log) to the current format, in place and atomically.
+ * Convert the store in directory `dir` of format 1 (written by bindlog
+ * before the write-ahead log) or 2 (before records chained their key's
+ * history) to the current format, in place and atomically.
  *
- * The new store is built in `dir`/.bindlog-upgrade/ from the old store's
- * base image and log, read with bindlog's own page validator (never
- * through LMDB): every record is re-derived by the current state machine
- * (as bindlog_import() does with a full stream), and the result must pass
- * bindlog_check() with the old store's state digest, head, base image and
- * applied counters.  Only then is it renamed into place.  The old data.mdb
- * is kept as `dir`/format1-backup/data.mdb (a hard link, so no copy) until
+ * A format-2 store is first opened and closed as a writer, which
+ * checkpoints its write-ahead log into data.mdb (and which fails if
+ * another process keeps the store open); under the locks below, its
+ * data.mdb must then hold the store's head, or BINDLOG_EBUSY (a writer
+ * came in between).  The new store is built in `dir`/.bindlog-upgrade/
+ * from the old store's base image and log, read with bindlog's own page
+ * validator (never through LMDB): every record is re-derived by the
+ * current state machine (as bindlog_import() does with a full stream), and
+ * the result must pass bindlog_check() with the old store's state digest,
+ * head, base image and applied counters.  Only then is it renamed into
+ * place.  The old data.mdb is kept as `dir`/format<N>-backup/data.mdb (N
+ * the old format; a hard link, so no copy) until
  * the user deletes it; to go back to the old library, stop every process
  * and move it over `dir`/data.mdb, then delete bindlog.wal and bindlog.shm
  * (events written after the upgrade are then lost: export them first).
@@ -998,7 +1013,7 @@ typedef struct bindlog_upgrade_report {
  *   BINDLOG_ECORRUPT (the old store is damaged or its log does not
  *   re-derive: the message says where, and `bindlog recover` salvages it),
  *   BINDLOG_EBUSY (another process has it open), BINDLOG_EEXIST
- *   (format1-backup/data.mdb holds another file), BINDLOG_ENOSPC,
+ *   (format<N>-backup/data.mdb holds another file), BINDLOG_ENOSPC,
  *   BINDLOG_EIO, BINDLOG_EACCES, BINDLOG_ENOMEM; with a last-error detail.
  * Thread-safe (a second upgrade of the same store meanwhile gets
  * BINDLOG_EBUSY).  Needs

@@ -171,7 +171,7 @@ static void limits__table_limits(void **state)
     MDB_val k = {8, lsn}, v = {536871072, big};
     assert_int_equal(bl_entry_check(BL_DB_LOG, &k, &v), BINDLOG_ECORRUPT);
     assert_string_equal(bl_err_get(), "data.mdb: table log, LSN 42: value of 536871072 bytes "
-                                      "is over the limit of 66301 bytes (a damaged page)");
+                                      "is over the limit of 66309 bytes (a damaged page)");
     /* a table not in the list: LMDB's own key limit, the largest value */
     k.mv_size = 511;
     k.mv_data = big;
@@ -290,8 +290,8 @@ static void limits__forged_log_record_length_is_refused(void **state)
 
     make_store(f);
     bl_put64be(k3, 3);
-    /* a log record: key be64 LSN, data starting with the version byte 1 */
-    assert_true(forge_node_size(f->dir, k3, 8, 1, FLIPPED(120)) >= 1);
+    /* a log record: key be64 LSN, data starting with the version byte 2 */
+    assert_true(forge_node_size(f->dir, k3, 8, 2, FLIPPED(128)) >= 1);
 
     bindlog *s = open_store(f, f->dir, 1);
     assert_int_equal(read_log(s, &seen), BINDLOG_ECORRUPT);
@@ -299,14 +299,14 @@ static void limits__forged_log_record_length_is_refused(void **state)
      * handed out; the length limits would have stopped at record 3 */
     assert_true(seen <= 2);
     assert_error_mentions("table log");
-    assert_error_mentions("LSN 3: value of 536871032 bytes");
+    assert_error_mentions("LSN 3: value of 536871040 bytes");
 
     bindlog_iter *it;
     bindlog_record rec;
-    assert_int_equal(bindlog_history_iter(s, "victim-key", &it), 0);
-    assert_int_equal(bindlog_iter_next_record(it, &rec), BINDLOG_ECORRUPT);
+    /* the key's history chain is walked when the iterator opens */
+    assert_int_equal(bindlog_history_iter(s, "victim-key", &it), BINDLOG_ECORRUPT);
+    (void)rec;
     assert_error_mentions("LSN 3");
-    bindlog_iter_close(it);
 
     /* the state is intact: its digest still reads */
     unsigned char d[BINDLOG_DIGEST_SIZE];
@@ -326,7 +326,7 @@ static void limits__forged_log_record_length_is_refused(void **state)
     assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
     assert_true(rep.problems >= 1);
     assert_int_equal(rep.first_bad_lsn, 3);
-    if (strstr(rep.message, "536871032 bytes") == NULL)
+    if (strstr(rep.message, "536871040 bytes") == NULL)
         fail_msg("check says \"%s\"", rep.message);
     bindlog_close(s);
 
@@ -466,6 +466,7 @@ static size_t bind_record(unsigned char *b, uint64_t lsn, int64_t t, const char 
     b[31] = 0;
     b[32] = 6;
     bl_put32(b + 33, 0);
+    bl_put64(b + 37, 0); /* prev_lsn: the key's first record */
     memcpy(b + pos, key, kl);
     pos += kl;
     memcpy(b + pos, sid, sl);

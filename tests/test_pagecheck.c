@@ -208,7 +208,7 @@ static void pagecheck__pristine_store_passes(void **state)
         assert_int_equal(w.leaf_pages, db.leaf_pages);
     }
     bl_pc_db hist;
-    tf_table(&t, BL_DB_HISTORY, &hist);
+    tf_table(&t, BL_DB_LOG, &hist);
     assert_true(hist.depth >= 2); /* the test exercises branch pages */
     tf_close(&t);
 
@@ -355,7 +355,7 @@ static void pagecheck__walk_finds_shared_page(void **state)
     bl_pc_walk w;
 
     tf_open(&t, f->dir);
-    tf_table(&t, BL_DB_HISTORY, &db);
+    tf_table(&t, BL_DB_LOG, &db);
     uint64_t roff = db.root * t.f.psize;
     unsigned c0 = bl_get16(t.map + roff + 16), c1 = bl_get16(t.map + roff + 18);
     unsigned char child0[6];
@@ -363,11 +363,11 @@ static void pagecheck__walk_finds_shared_page(void **state)
     poke(&t, roff + c1, child0, 6); /* children 0 and 1 are one page */
     memset(&w, 0, sizeof w);
     w.f = &t.f;
-    w.tree = BL_DB_HISTORY;
+    w.tree = BL_DB_LOG;
     assert_int_equal(bl_pc_walk_tree(&w, &db), BINDLOG_ECORRUPT);
     char msg[400];
     bl_pc_fault_format(&w.first, msg, sizeof msg);
-    assert_non_null(strstr(msg, "table history"));
+    assert_non_null(strstr(msg, "table log"));
     assert_true(strstr(msg, "reached twice") != NULL || strstr(msg, "outside the range") != NULL);
     tf_close(&t);
 }

@@ -173,26 +173,63 @@ static void record__golden_bytes(void **state)
     (void)state;
     /* Pins the layout documented in docs/format.md ("Example"). */
     static const unsigned char want[] = {
-        0x01, 0x01, 0x01, 0x00,                         /* version, BIND, flags ORIGIN */
+        0x02, 0x01, 0x01, 0x00,                         /* version 2, BIND, flags ORIGIN */
         0x2a, 0, 0, 0, 0, 0, 0, 0,                      /* lsn 42 */
         0xe8, 0x03, 0, 0, 0, 0, 0, 0,                   /* time_ms 1000 */
         0x03, 0, 0, 0, 0, 0, 0, 0,                      /* generation 3 */
         0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0, 0, 0,    /* lengths 1,2,1,2,1 */
+        0x28, 0, 0, 0, 0, 0, 0, 0,                      /* prev_lsn 40 */
         'k', 's', '1', 's', 'r', 'x', 0x7b,             /* key sid other reason origin */
     };
-    bl_record r = {.lsn = 42, .time_ms = 1000, .generation = 3, .type = BINDLOG_EVENT_BIND,
-                   .flags = BL_REC_ORIGIN, .key = "k", .key_len = 1, .sid = "s1", .sid_len = 2,
-                   .other = "s", .other_len = 1, .reason = "rx", .reason_len = 2,
-                   .origin = "{", .origin_len = 1};
+    bl_record r = {.lsn = 42, .prev_lsn = 40, .time_ms = 1000, .generation = 3,
+                   .type = BINDLOG_EVENT_BIND, .flags = BL_REC_ORIGIN, .key = "k", .key_len = 1,
+                   .sid = "s1", .sid_len = 2, .other = "s", .other_len = 1, .reason = "rx",
+                   .reason_len = 2, .origin = "{", .origin_len = 1};
     unsigned char b[sizeof want + 8];
     assert_int_equal(bl_record_encode(&r, b, sizeof b), sizeof b);
     assert_memory_equal(b, want, sizeof want);
     assert_true(bl_get64(b + sizeof want) == XXH3_64bits(want, sizeof want));
     /* XXH3-64 output is frozen since xxHash 0.8, so the value itself is pinned too. */
-    static const unsigned char sum[8] = {0x3f, 0x86, 0x64, 0xfa, 0x6c, 0xf6, 0x59, 0xc2};
+    static const unsigned char sum[8] = {0x14, 0xe6, 0x86, 0x0a, 0x12, 0xd1, 0xe1, 0xa8};
     assert_memory_equal(b + sizeof want, sum, sizeof sum);
     bl_record d;
     assert_int_equal(bl_record_decode(b, sizeof b, &d), 0);
+    assert_int_equal(d.version, 2);
+    assert_int_equal(d.prev_lsn, 40);
+    assert_true(bl_record_same(&d, &r));
+}
+
+/* Version 1 (formats 1 and 2, old export streams) still decodes: the same
+ * record without prev_lsn, which then reads as 0 and is not compared. */
+static void record__version1_still_decodes(void **state)
+{
+    (void)state;
+    static const unsigned char v1[] = {
+        0x01, 0x01, 0x01, 0x00, 0x2a, 0, 0, 0, 0, 0, 0, 0, 0xe8, 0x03, 0, 0, 0, 0, 0, 0,
+        0x03, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0, 0, 0,
+        'k', 's', '1', 's', 'r', 'x', 0x7b,
+        0x3f, 0x86, 0x64, 0xfa, 0x6c, 0xf6, 0x59, 0xc2, /* the version-1 example's checksum */
+    };
+    bl_record d;
+    assert_int_equal(bl_record_decode(v1, sizeof v1, &d), 0);
+    assert_int_equal(d.version, 1);
+    assert_int_equal(d.prev_lsn, 0);
+    assert_int_equal(d.lsn, 42);
+    assert_memory_equal(d.key, "k", 1);
+    assert_memory_equal(d.origin, "{", 1);
+    /* the same fields re-derived in version 2, with a prev_lsn: the same record */
+    bl_record r = d;
+    r.version = 2;
+    r.prev_lsn = 40;
+    assert_true(bl_record_same(&r, &d));
+    /* between two version-2 records prev_lsn counts */
+    bl_record r2 = r;
+    r2.prev_lsn = 41;
+    assert_false(bl_record_same(&r, &r2));
+    /* a version-2 record must chain backwards: prev_lsn below lsn */
+    unsigned char b[128];
+    r.prev_lsn = 42;
+    assert_int_equal(bl_record_encode(&r, b, sizeof b), 0);
 }
 
 static void record__every_truncation_rejected(void **state)
@@ -694,6 +731,7 @@ int main(void)
         cmocka_unit_test(record__round_trip),
         cmocka_unit_test(record__max_size),
         cmocka_unit_test(record__golden_bytes),
+        cmocka_unit_test(record__version1_still_decodes),
         cmocka_unit_test(record__every_truncation_rejected),
         cmocka_unit_test(record__single_bit_flips_rejected),
         cmocka_unit_test(record__trailing_bytes),

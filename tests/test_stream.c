@@ -588,10 +588,15 @@ static void stream__golden_files(void **state)
                 assert_int_equal(n, a);
                 assert_string_equal(got_hex, hex);
                 assert_clean(t);
-                /* the format is stable: the store re-exports the same bytes */
+                /* the format is stable: the store re-exports the same bytes,
+                 * except that records of version 1 (the golden files were
+                 * written before version 2) come back in version 2, each
+                 * 8 bytes longer (prev_lsn) */
                 bytes y = export_bytes(f, t, 0, NULL);
-                assert_int_equal(y.n, x.n);
-                assert_memory_equal(y.p, x.p, x.n);
+                if (y.n == x.n)
+                    assert_memory_equal(y.p, x.p, x.n);
+                else
+                    assert_int_equal(y.n, x.n + 8 * n);
                 free(y.p);
             } else {
                 if (strcmp(bindlog_code_name(rc), what) != 0 || off != a)

@@ -59,7 +59,26 @@ static unsigned char *slurp(const char *path, size_t *len)
     return p;
 }
 
-/* Extract store `which` ("plain", "compacted") into a new temp dir. */
+#define TARBALL2 BINDLOG_TEST_DATA_DIR "/format2/stores.tar.gz"
+#define EXPECTED2 BINDLOG_TEST_DATA_DIR "/format2/expected.txt"
+
+/* Extract store `which` of a tarball into a new temp dir. */
+static fx *extract_from(const char *tarball, const char *which)
+{
+    fx *f = calloc(1, sizeof *f);
+    char cmd[4096], path[1100];
+    assert_non_null(f);
+    f->tmp = tu_mkdtemp("upgrade");
+    snprintf(cmd, sizeof cmd, "tar -C '%s' -xzf '%s' '%s'", f->tmp, tarball, which);
+    assert_int_equal(system(cmd), 0);
+    snprintf(f->dir, sizeof f->dir, "%s/%s", f->tmp, which);
+    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+    f->orig = slurp(path, &f->orig_len);
+    assert_non_null(f->orig);
+    return f;
+}
+
+/* Extract format-1 store `which` ("plain", "compacted") into a new temp dir. */
 static fx *extract(const char *which)
 {
     fx *f = calloc(1, sizeof *f);
@@ -670,6 +689,94 @@ static void stamp(const char *dir, uint32_t format, int magic)
     mdb_env_close(env);
 }
 
+/* "<store> head N" and "<store> digest HEX" of tests/data/format2/expected.txt */
+static void expected2(const char *which, uint64_t *head, char hex[33])
+{
+    FILE *e = fopen(EXPECTED2, "r");
+    char name[64], field[64], value[41];
+    int found = 0;
+    assert_non_null(e);
+    while (fscanf(e, "%63s %63s %40s", name, field, value) == 3) {
+        if (strcmp(name, which) != 0)
+            continue;
+        if (strcmp(field, "head") == 0)
+            *head = strtoull(value, NULL, 10), found |= 1;
+        if (strcmp(field, "digest") == 0)
+            memcpy(hex, value, 33), found |= 2;
+    }
+    fclose(e);
+    assert_int_equal(found, 3);
+}
+
+/* Format 2 (the write-ahead log, a history table): written by fd0b2c4,
+ * one store closed cleanly, one compacted, one whose process died with its
+ * last records in bindlog.wal only.  Each upgrades to the digest format-2
+ * code printed, and every key's history is then the chain of its records,
+ * as many as the log holds for it. */
+static void upgrade__format2_stores(void **state)
+{
+    (void)state;
+    static const char *const which[] = {"plain", "compacted", "crashed"};
+    for (size_t i = 0; i < 3; i++) {
+        fx *f = extract_from(TARBALL2, which[i]);
+        bindlog_upgrade_report r;
+        bindlog *s;
+        uint64_t head = 0;
+        char hex[33], got[33];
+        unsigned char d[BINDLOG_DIGEST_SIZE];
+
+        expected2(which[i], &head, hex);
+        assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
+        assert_non_null(strstr(bindlog_last_error(), "format 2"));
+        assert_non_null(strstr(bindlog_last_error(), "bindlog upgrade DIR"));
+        assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+        assert_int_equal(r.from_format, 2);
+        assert_int_equal(r.upgraded, 1);
+        assert_int_equal(r.head_lsn, head);
+        bindlog_digest_hex(r.digest, got);
+        assert_string_equal(got, hex);
+        assert_true(exists(f->dir, "format2-backup/data.mdb"));
+        assert_false(exists(f->dir, ".bindlog-upgrade"));
+
+        assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
+        assert_int_equal(bindlog_digest(s, d, NULL), 0);
+        bindlog_digest_hex(d, got);
+        assert_string_equal(got, hex);
+        bindlog_check_report chk;
+        assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+        assert_int_equal(chk.problems, 0);
+        /* each key's chain holds exactly its records of the log, in order */
+        bindlog_iter *it, *hi;
+        bindlog_record rec, hr;
+        uint64_t n = 0;
+        assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &it), 0);
+        while (bindlog_iter_next_record(it, &rec) == 1) {
+            n++;
+            if (rec.lsn % 37 != 0)
+                continue; /* a sample of keys is enough */
+            uint64_t prev = 0;
+            int at = 0;
+            assert_int_equal(bindlog_history_iter(s, rec.key, &hi), 0);
+            while (bindlog_iter_next_record(hi, &hr) == 1) {
+                assert_string_equal(hr.key, rec.key);
+                assert_true(hr.lsn > prev);
+                prev = hr.lsn;
+                at += hr.lsn == rec.lsn;
+            }
+            bindlog_iter_close(hi);
+            assert_int_equal(at, 1);
+        }
+        bindlog_iter_close(it);
+        assert_int_equal(n, head - r.base_lsn);
+        bindlog_result res;
+        assert_int_equal(bindlog_bind(s, "after:upgrade", "s-after2", NULL, NULL, NULL, 0, &res),
+                         0);
+        assert_int_equal(res.lsn, head + 1);
+        bindlog_close(s);
+        fx_free(f);
+    }
+}
+
 /* A newer format, a format that never was, someone else's LMDB file:
  * refused, named, nothing changed. */
 static void upgrade__other_formats_are_refused(void **state)
@@ -680,7 +787,7 @@ static void upgrade__other_formats_are_refused(void **state)
         int magic, rc;
         const char *says;
     } cases[] = {
-        {3, 1, BINDLOG_EVERSION, "format 3, newer than this library's 2"},
+        {4, 1, BINDLOG_EVERSION, "format 4, newer than this library's 3"},
         {0, 1, BINDLOG_ECORRUPT, "no valid format record"},
         {1, 0, BINDLOG_ENOTSTORE, "no bindlog magic"},
     };
@@ -716,6 +823,7 @@ int main(void)
         cmocka_unit_test(upgrade__damaged_current_store_keeps_its_log),
         cmocka_unit_test(upgrade__random_damage_never_crashes),
         cmocka_unit_test(upgrade__other_formats_are_refused),
+        cmocka_unit_test(upgrade__format2_stores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

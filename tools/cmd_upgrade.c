@@ -65,7 +65,9 @@ static int run_upgrade(cli *c)
             cli_json_u64(&j, "bindings", r.bindings);
             cli_json_u64(&j, "sessions", r.sessions);
             cli_json_str(&j, "digest", hex);
-            cli_json_str(&j, "backup", "format1-backup/data.mdb");
+            char bk[48];
+            snprintf(bk, sizeof bk, "format%u-backup/data.mdb", r.from_format);
+            cli_json_str(&j, "backup", bk);
         }
         cli_json_end(&j);
         return CLI_OK;
@@ -87,8 +89,8 @@ static int run_upgrade(cli *c)
                 (unsigned long long)r.sessions);
     cli_kv_line(&kv, "digest", "%s (the old store's and the new one's)", hex);
     cli_kv_line(&kv, "check", "clean");
-    cli_kv_line(&kv, "backup", "format1-backup/data.mdb (the old data file: delete it once "
-                               "you no longer need to go back)");
+    cli_kv_line(&kv, "backup", "format%u-backup/data.mdb (the old data file: delete it once "
+                               "you no longer need to go back)", r.from_format);
     cli_kv_line(&kv, "result", "UPGRADED");
     return CLI_OK;
 }

@@ -127,7 +127,9 @@ static void plan_record(bl_plan *p, const bl_event *ev, uint64_t lsn, int64_t t,
 {
     bl_record *r = &p->rec;
     memset(r, 0, sizeof(*r));
+    r->version = BINDLOG_RECORD_VERSION;
     r->lsn = lsn;
+    r->prev_lsn = p->after.lsn; /* the key's last record: its history chain */
     r->time_ms = t;
     r->generation = p->after.generation;
     r->type = ev->type;
@@ -441,6 +443,10 @@ static int check_numbers(uint64_t lsn, int64_t time_ms, bl_plan *p)
     if (!bl_valid_time(time_ms)) {
         p->why = "the clock reads a time outside years 0-9999: the event is not logged";
         return BINDLOG_EINVAL;
+    }
+    if (p->rec.prev_lsn >= lsn) {
+        p->why = "the key's binding names an LSN at or after the next one (damaged state)";
+        return BINDLOG_ECORRUPT;
     }
     return BINDLOG_APPLIED;
 }

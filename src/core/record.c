@@ -4,13 +4,16 @@
  * docs/format.md is the normative description; this is a summary.  Every
  * integer is little-endian.
  *
- * Log record (version 1), 37 fixed bytes, the strings, then the checksum:
+ * Log record (version 2), 45 fixed bytes, the strings, then the checksum:
  *
  *    0 version u8   1 type u8        2 flags u16       4 lsn u64
  *   12 time_ms i64 20 generation u64 28 key_len u16   30 sid_len u8
- *   31 other_len u8 32 reason_len u8 33 origin_len u32
- *   37 key | sid | other | reason | origin
+ *   31 other_len u8 32 reason_len u8 33 origin_len u32 37 prev_lsn u64
+ *   45 key | sid | other | reason | origin
  *   len-8  XXH3-64 (seed 0) of bytes [0, len-8), u64
+ *
+ * Version 1 (still read: export streams and etcd stores written before it)
+ * has no prev_lsn and its strings start at 37.
  *
  * Binding value (version 1), 26 fixed bytes then the session id:
  *    0 version u8  1 sid_len u8  2 generation u64  10 lsn u64
@@ -152,7 +155,8 @@ size_t bl_record_size(const bl_record *r)
  */
 static int record_fields_ok(const bl_record *r)
 {
-    if (r->lsn == 0 || r->lsn > BINDLOG_LSN_MAX || !bl_valid_time(r->time_ms) ||
+    if (r->lsn == 0 || r->lsn > BINDLOG_LSN_MAX || r->prev_lsn >= r->lsn ||
+        !bl_valid_time(r->time_ms) ||
         r->type < BINDLOG_EVENT_BIND || r->type > BINDLOG_EVENT_UNBIND)
         return 0;
     if ((r->flags & ~(unsigned)BL_REC_FLAGS_KNOWN) != 0)
@@ -184,6 +188,7 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
     b[31] = (unsigned char)r->other_len;
     b[32] = (unsigned char)r->reason_len;
     bl_put32(b + 33, (uint32_t)r->origin_len);
+    bl_put64(b + 37, r->prev_lsn);
     size_t pos = BL_RECORD_FIXED;
     put_bytes(b, &pos, r->key, r->key_len);
     put_bytes(b, &pos, r->sid, r->sid_len);
@@ -201,6 +206,8 @@ static int same_bytes(const void *a, size_t an, const void *b, size_t bn)
 
 int bl_record_same(const bl_record *a, const bl_record *b)
 {
+    if (a->version >= 2 && b->version >= 2 && a->prev_lsn != b->prev_lsn)
+        return 0;
     return a->lsn == b->lsn && a->time_ms == b->time_ms && a->generation == b->generation &&
            a->type == b->type && a->flags == b->flags &&
            same_bytes(a->key, a->key_len, b->key, b->key_len) &&
@@ -224,8 +231,11 @@ static int checksum_ok(const unsigned char *b, size_t len)
  */
 static int record_parse(const unsigned char *b, size_t len, bl_record *r)
 {
-    if (len < BL_RECORD_FIXED + BL_RECORD_CHECKSUM)
+    size_t fixed = bl_record_fixed(b[0]);
+    if (len < fixed + BL_RECORD_CHECKSUM)
         return BINDLOG_ECORRUPT;
+    r->version = b[0];
+    r->prev_lsn = b[0] >= 2 ? bl_get64(b + 37) : 0;
     r->type = b[1];
     r->flags = bl_get16(b + 2);
     r->lsn = bl_get64(b + 4);
@@ -236,11 +246,11 @@ static int record_parse(const unsigned char *b, size_t len, bl_record *r)
     r->other_len = b[31];
     r->reason_len = b[32];
     r->origin_len = bl_get32(b + 33);
-    uint64_t total = (uint64_t)BL_RECORD_FIXED + r->key_len + r->sid_len + r->other_len +
-                     r->reason_len + (uint64_t)r->origin_len + BL_RECORD_CHECKSUM;
+    uint64_t total = (uint64_t)fixed + r->key_len + r->sid_len + r->other_len + r->reason_len +
+                     (uint64_t)r->origin_len + BL_RECORD_CHECKSUM;
     if (total != len)
         return BINDLOG_ECORRUPT;
-    size_t pos = BL_RECORD_FIXED;
+    size_t pos = fixed;
     r->key = take(b, &pos, r->key_len);
     r->sid = take(b, &pos, r->sid_len);
     r->other = take(b, &pos, r->other_len);

@@ -33,14 +33,22 @@ static inline uint64_t bl_get64be(const unsigned char *p) { uint64_t v = 0; for 
 #define BL_REC_ORIGIN 0x01u /* the event carried an origin (possibly empty) */
 #define BL_REC_FLAGS_KNOWN BL_REC_ORIGIN
 
-/* Fixed part of a record: version(1) type(1) flags(2) lsn(8) time(8) gen(8)
- * key_len(2) sid_len(1) other_len(1) reason_len(1) origin_len(4) = 37 bytes,
- * then the five byte strings, then the 8-byte checksum. */
-#define BL_RECORD_FIXED 37
+/* Fixed part of a record (version 2): version(1) type(1) flags(2) lsn(8)
+ * time(8) gen(8) key_len(2) sid_len(1) other_len(1) reason_len(1)
+ * origin_len(4) prev_lsn(8) = 45 bytes, then the five byte strings, then the
+ * 8-byte checksum.  Version 1 (formats 1 and 2, older export streams) is the
+ * same without prev_lsn: a 37-byte fixed part. */
+#define BL_RECORD_FIXED_V1 37
+#define BL_RECORD_FIXED 45
 #define BL_RECORD_CHECKSUM 8
 #define BL_RECORD_MAX \
     (BL_RECORD_FIXED + BINDLOG_KEY_MAX + 2 * BINDLOG_ID_MAX + BINDLOG_REASON_MAX + \
      BINDLOG_ORIGIN_MAX + BL_RECORD_CHECKSUM)
+
+/* The fixed part of a record whose version byte is v (the key starts right
+ * after it).  Only for a record that decoded, or whose length the caller
+ * checks against the result before reading the key. */
+static inline size_t bl_record_fixed(unsigned v) { return v >= 2 ? BL_RECORD_FIXED : BL_RECORD_FIXED_V1; }
 
 /* Fixed parts and largest encodings of the state values (docs/format.md).
  * A length from a store or a stream is compared with these before a single
@@ -58,7 +66,13 @@ static inline uint64_t bl_get64be(const unsigned char *p) { uint64_t v = 0; for 
  * when encoding.
  */
 typedef struct bl_record {
+    unsigned version;    /* decoded: the record's version; encode writes the current one */
     uint64_t lsn;
+    /* The LSN of the previous record of the same key (0: this is the key's
+     * first).  Version 2 on: it chains a key's history through the log.  A
+     * version-1 record does not carry it (decoded as 0, and bl_record_same()
+     * ignores it). */
+    uint64_t prev_lsn;
     int64_t time_ms;
     uint64_t generation; /* the key's generation after the event */
     unsigned type;       /* BINDLOG_EVENT_* */
@@ -97,7 +111,9 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap);
 int bl_record_decode(const void *buf, size_t len, bl_record *out);
 
 /* 1 if two records have the same fields (so that both encode, in the same
- * version, to the same bytes), else 0. */
+ * version, to the same bytes), else 0.  prev_lsn counts only when both
+ * records carry it (version 2 and later): a version-1 record read from an
+ * old stream or etcd store still matches its re-derivation. */
 int bl_record_same(const bl_record *a, const bl_record *b);
 
 /* ---- state values (the materialised tables) ------------------------------ */

@@ -370,6 +370,80 @@ static void note_bad_key(void *ctx, int table, const unsigned char *name, size_t
     bk->key[m] = '\0';
 }
 
+/* A problem of etcd's history index: the first one names the key. */
+static void note_history(bad_keys *bk, const char *key, size_t kl, uint64_t lsn, const char *what)
+{
+    if (bk->n++ != 0)
+        return;
+    size_t m = kl < BINDLOG_KEY_MAX ? kl : BINDLOG_KEY_MAX;
+    memcpy(bk->key, key, m);
+    bk->key[m] = '\0';
+    snprintf(bk->message, sizeof bk->message, "etcd history entry of key '%.200s' at LSN %llu %s",
+             bk->key, (unsigned long long)lsn, what);
+}
+
+/*
+ * etcd keeps a history index (key, LSN) beside the log; an LMDB store of
+ * format 3 does not (each record chains its key's history), so the LMDB
+ * check of the mirror would call every entry extra.  Check the index here
+ * against the mirrored log instead: every entry names a record of its key,
+ * and there are as many entries as records.  Then empty the mirror's
+ * history table.
+ */
+static int check_history(mirror *m, bad_keys *bk)
+{
+    bl_env *e = m->h->e;
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val k, v;
+    MDB_stat st;
+    uint64_t entries = 0;
+    int rc = bl_wtxn_begin(e, &txn), mrc, full = 0;
+    if (rc != 0)
+        return rc;
+    if ((mrc = mdb_cursor_open(txn, e->dbi[BL_DB_HISTORY], &c)) != 0) {
+        bl_wtxn_abort(e, txn);
+        return bl_mdb_error(mrc);
+    }
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const char *key = k.mv_data;
+        size_t kl = k.mv_size - 9; /* lmdb_key_of() spelt it: key 0x00 be64 */
+        uint64_t lsn = bl_get64be((const unsigned char *)k.mv_data + kl + 1);
+        unsigned char lk[8];
+        MDB_val rk = {8, lk}, rv;
+        bl_record r;
+        entries++;
+        bl_put64be(lk, lsn);
+        int g = mdb_get(txn, e->dbi[BL_DB_LOG], &rk, &rv);
+        if (g == MDB_NOTFOUND)
+            note_history(bk, key, kl, lsn, "names no record of the log");
+        else if (g != 0)
+            break;
+        else if (bl_record_decode(rv.mv_data, rv.mv_size, &r) == 0 &&
+                 (r.key_len != kl || memcmp(r.key, key, kl) != 0))
+            note_history(bk, key, kl, lsn, "names a record of another key");
+        /* a record that does not decode: the LMDB check names it by LSN */
+    }
+    mdb_cursor_close(c);
+    if (mrc != 0 && mrc != MDB_NOTFOUND) {
+        bl_wtxn_abort(e, txn);
+        return bl_mdb_error(mrc);
+    }
+    if ((mrc = mdb_stat(txn, e->dbi[BL_DB_LOG], &st)) == 0 && st.ms_entries != entries &&
+        bk->n++ == 0)
+        snprintf(bk->message, sizeof bk->message,
+                 "etcd history index holds %llu entries for %llu log records",
+                 (unsigned long long)entries, (unsigned long long)st.ms_entries);
+    if (mrc == 0)
+        mrc = mdb_drop(txn, e->dbi[BL_DB_HISTORY], 0);
+    if (mrc != 0) {
+        bl_wtxn_abort(e, txn);
+        return bl_mdb_error(mrc);
+    }
+    return bl_wtxn_commit(e, txn, &full);
+}
+
 int bl_etcd_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn, void *ctx)
 {
     mirror m;
@@ -387,7 +461,8 @@ int bl_etcd_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn,
     }
     if (rc != 0)
         return rc;
-    rc = bindlog_check(m.h, out, fn, ctx);
+    if ((rc = check_history(&m, &bk)) == 0)
+        rc = bindlog_check(m.h, out, fn, ctx);
     mirror_close(&m);
     if (rc == 0 && bk.n != 0) {
         /* keys the mirror could not carry come first */
@@ -879,11 +954,21 @@ static int diff_table(importer *im, bl_env *e, int table)
     MDB_txn *txn;
     if ((rc = bl_read_begin_fresh(e, &txn)) != 0)
         return rc;
-    rc = bl_cursor_open(&cur, e, txn, e->dbi[lmdb_db_of(table)], NULL, 0);
+    /* etcd's history index: one entry per record of the log (an LMDB store
+     * of format 3 keeps none: its records chain each key's history) */
+    int hist = table == BL_ES_HISTORY;
+    rc = bl_cursor_open(&cur, e, txn, e->dbi[hist ? BL_DB_LOG : lmdb_db_of(table)], NULL, 0);
     while (rc == 0 && (r = bl_cursor_next(&cur, &k, &v)) > 0) {
         if (table == BL_ES_META && !meta_mirrored(k.mv_data, k.mv_size))
             continue;
-        if ((rc = etcd_key_of(im, table, &k, &key)) != 0)
+        if (hist) {
+            bl_record rec;
+            if (k.mv_size != 8 || (rc = bl_record_decode(v.mv_data, v.mv_size, &rec)) != 0 ||
+                (rc = bl_es_history_key(im->st, rec.key, rec.key_len, bl_get64be(k.mv_data),
+                                        &key)) != 0)
+                break;
+            v = (MDB_val){0, ""};
+        } else if ((rc = etcd_key_of(im, table, &k, &key)) != 0)
             break;
         int same = 0;
         if (!im->full) { /* an empty store holds none of it */

@@ -1,6 +1,7 @@
 /*
  * iter.c -- the LMDB backend's reads: point lookups and iterators over the
- * log, a key's history, bindings, sessions and a session's lineage.
+ * log, a key's history (the chain of its records), bindings, sessions and
+ * a session's lineage.
  *
  * Point reads look the key up in the index of the log's tail, at or below
  * the visible end, and only on a miss in LMDB, on the calling thread's
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "lmdb/limits.h"
 #include "lmdb/pagecheck.h"
 #include "lmdb/store.h"
@@ -29,11 +31,13 @@ typedef struct lmdb_iter {
     int open;                               /* snap is open */
     bl_cursor cur;
     uint64_t to_lsn;                        /* BL_IT_LOG: last LSN wanted */
-    unsigned char prefix[BINDLOG_KEY_MAX + 1]; /* history: key 0x00; children: parent 0x00 */
+    unsigned char prefix[BINDLOG_KEY_MAX + 1]; /* children: parent 0x00 */
     size_t prefix_len;
     char next_id[BINDLOG_ID_MAX + 1];       /* ancestors: the next session to visit */
     size_t next_len;
     uint64_t steps, max_steps;              /* ancestors: cycle guard for damaged stores */
+    uint64_t *chain;                        /* history: the key's LSNs, newest first */
+    size_t nchain;                          /* history: LSNs not handed out yet */
     bl_rec_buf rb;                          /* records handed to the caller */
 } lmdb_iter;
 
@@ -142,6 +146,7 @@ static void iter_close(bindlog_iter *base)
     else
         bl_map_unlock(it->base.h->e);
     bl_rec_buf_free(&it->rb);
+    free(it->chain);
     free(it);
 }
 
@@ -161,30 +166,85 @@ static int next_log(lmdb_iter *it, bindlog_record *rec)
     return bl_rec_emit(&it->rb, v.mv_data, v.mv_size, lsn, rec);
 }
 
+/* A key's history is the chain of its records (format 3): the binding
+ * names the key's last record, each record the one before it (prev_lsn).
+ * The chain runs newest first and the iterator hands records out oldest
+ * first, so start_history() walks it once and keeps the LSNs (8 bytes a
+ * record); next_history() reads them back from the same snapshot. */
 static int next_history(lmdb_iter *it, bindlog_record *rec)
 {
-    MDB_val k, v;
+    MDB_val v;
+    unsigned char lk[8];
     int rc;
 
-    for (;;) {
-        rc = bl_cursor_next(&it->cur, &k, &v);
-        if (rc <= 0)
-            return rc;
-        if (k.mv_size != it->prefix_len + 8 ||
-            memcmp(k.mv_data, it->prefix, it->prefix_len) != 0) {
-            it->cur.state = 2;
-            return 0;
-        }
-        uint64_t lsn = bl_get64be((const unsigned char *)k.mv_data + it->prefix_len);
-        unsigned char lk[8];
+    if (it->nchain == 0)
+        return 0;
+    uint64_t lsn = it->chain[--it->nchain];
+    bl_put64be(lk, lsn);
+    rc = bl_snap_get(&it->snap, BL_DB_LOG, lk, 8, &v);
+    if (rc == BINDLOG_ENOTFOUND)
+        rc = BINDLOG_ECORRUPT; /* it was there when the chain was walked */
+    if (rc != 0)
+        return rc;
+    return bl_rec_emit(&it->rb, v.mv_data, v.mv_size, lsn, rec);
+}
+
+/* Walk the key's chain from its binding back to its first retained record. */
+static int start_history(lmdb_iter *it, const char *key, size_t n)
+{
+    bl_env *e = it->base.h->e;
+    MDB_val v;
+    bl_bval b;
+    bl_record r;
+    unsigned char lk[8];
+    size_t cap = 0;
+    int rc;
+
+    bl_map_rdlock(e);
+    rc = bl_snap_get(&it->snap, BL_DB_BINDINGS, key, n, &v);
+    if (rc == 0)
+        rc = bl_bval_decode(v.mv_data, v.mv_size, &b);
+    uint64_t lsn = rc == 0 ? b.lsn : 0;
+    if (rc == BINDLOG_ENOTFOUND)
+        rc = 0; /* a key never seen has no history */
+    while (rc == 0 && lsn != 0) {
         bl_put64be(lk, lsn);
         rc = bl_snap_get(&it->snap, BL_DB_LOG, lk, 8, &v);
-        if (rc == BINDLOG_ENOTFOUND)
-            continue; /* compacted away: its history entry goes with it soon */
+        if (rc == BINDLOG_ENOTFOUND) {
+            rc = 0; /* compacted away: the retained history ends here */
+            break;
+        }
+        if (rc == 0)
+            rc = bl_record_decode(v.mv_data, v.mv_size, &r);
         if (rc != 0)
-            return rc;
-        return bl_rec_emit(&it->rb, v.mv_data, v.mv_size, lsn, rec);
+            break;
+        if (r.lsn != lsn || r.key_len != n || memcmp(r.key, key, n) != 0) {
+            rc = bl_err_set(BINDLOG_ECORRUPT, "the history chain of the key leads to LSN %llu, "
+                                              "a record of another key or position",
+                            (unsigned long long)lsn);
+            break;
+        }
+        if (r.version < 2) {
+            rc = bl_err_set(BINDLOG_ECORRUPT, "the record at LSN %llu is of version %u, "
+                                              "which does not chain its key's history",
+                            (unsigned long long)lsn, r.version);
+            break;
+        }
+        if (it->nchain == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            uint64_t *p = realloc(it->chain, nc * sizeof(*p));
+            if (p == NULL) {
+                rc = BINDLOG_ENOMEM;
+                break;
+            }
+            it->chain = p;
+            cap = nc;
+        }
+        it->chain[it->nchain++] = lsn;
+        lsn = r.prev_lsn; /* below lsn (the decoder checks): the walk ends */
     }
+    bl_map_unlock(e);
+    return rc;
 }
 
 static int next_record(bindlog_iter *base, bindlog_record *rec)
@@ -330,10 +390,9 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
         bl_put64be(seek, from);
         seek_len = 8;
         break;
-    case BL_IT_HISTORY:
     case BL_IT_CHILDREN:
-        /* entries of one key / one parent: the name, then 0x00 */
-        db = kind == BL_IT_HISTORY ? BL_DB_HISTORY : BL_DB_CHILDREN;
+        /* entries of one parent: its id, then 0x00 */
+        db = BL_DB_CHILDREN;
         memcpy(seek, arg, arg_len);
         seek[arg_len] = 0;
         seek_len = arg_len + 1;
@@ -355,7 +414,7 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
     it->base.h = h;
     it->base.kind = kind;
     it->to_lsn = to;
-    if (kind == BL_IT_HISTORY || kind == BL_IT_CHILDREN) {
+    if (kind == BL_IT_CHILDREN) {
         memcpy(it->prefix, seek, seek_len);
         it->prefix_len = seek_len;
     }
@@ -370,6 +429,8 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
     bl_map_unlock(e);
     if (rc == 0 && kind == BL_IT_ANCESTORS)
         rc = start_ancestors(it, arg, arg_len);
+    if (rc == 0 && kind == BL_IT_HISTORY)
+        rc = start_history(it, arg, arg_len);
     if (rc != 0) {
         iter_close(&it->base);
         return rc;

@@ -346,9 +346,6 @@ int bl_pc_guard_iter(bl_env *e, MDB_txn *txn, int kind, const void *seek, size_t
     case BL_IT_LOG:
         tree = BL_DB_LOG;
         break;
-    case BL_IT_HISTORY:
-        tree = BL_DB_HISTORY;
-        break;
     case BL_IT_CHILDREN:
         tree = BL_DB_CHILDREN;
         break;
@@ -357,7 +354,7 @@ int bl_pc_guard_iter(bl_env *e, MDB_txn *txn, int kind, const void *seek, size_t
     case BL_IT_SESSIONS:
         return bl_pc_guard_tables(e, txn, BL_PC_BIT(BL_DB_SESSIONS));
     default:
-        return 0; /* ancestors: point reads through bl_pc_get */
+        return 0; /* history, ancestors: point reads through bl_pc_get */
     }
     if (is_valid(pc, tree, mdb_txn_id(txn)))
         return 0;

@@ -11,7 +11,9 @@
  *             "counts" -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *   log       be64 lsn -> record (record.h)
  *   bindings  key -> binding value        sessions  id -> session value
- *   children  parent 0x00 child -> ""     history   key 0x00 be64 lsn -> ""
+ *   children  parent 0x00 child -> ""
+ *   history   key 0x00 be64 lsn -> "": format 2 only (empty from format 3 on,
+ *             where each record's prev_lsn chains its key's history)
  *   base_bindings / base_sessions: the state at meta "base" (compaction)
  * Big-endian LSNs in keys make byte order numeric order; all values are
  * little-endian.  docs/format.md has the bytes.
@@ -53,6 +55,8 @@ const char *bl_db_name(int db)
 {
     return db >= 0 && db < BL_DB_COUNT ? db_names[db] : "(unknown)";
 }
+
+_Thread_local int bl_open_format2;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static bl_env *registry;
@@ -713,11 +717,15 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
+    if (fmt == 2 && bl_open_format2)
+        return 0; /* bindlog upgrade, checkpointing a format-2 store before it reads it */
     if (fmt < BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
-                          "the store has format %u, from before the write-ahead log; this "
-                          "library reads format %d: run `bindlog upgrade DIR` to convert it",
-                          (unsigned)fmt, BINDLOG_FORMAT_VERSION);
+                          "the store has format %u, from before %s; this library reads format "
+                          "%d: run `bindlog upgrade DIR` to convert it",
+                          (unsigned)fmt,
+                          fmt == 1 ? "the write-ahead log" : "records chained their key's history",
+                          BINDLOG_FORMAT_VERSION);
     return 0;
 }
 
@@ -1266,7 +1274,7 @@ void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->bindings = e->dbi[BL_DB_BINDINGS];
     t->sessions = e->dbi[BL_DB_SESSIONS];
     t->children = e->dbi[BL_DB_CHILDREN];
-    t->history = e->dbi[BL_DB_HISTORY];
+    t->history = 0; /* format 3: a key's history is the chain of its records' prev_lsn */
     t->log = e->dbi[BL_DB_LOG];
 }
 
@@ -1314,7 +1322,6 @@ void bl_view_init(bl_view *v, bl_tables *t)
 int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ctx)
 {
     const unsigned char *b = enc->buf;
-    unsigned char k[BL_HISTORY_KEY_MAX];
     int rc;
 
     rc = fn(ctx, BL_DB_BINDINGS, p->rec.key, p->rec.key_len, b + enc->bval_off, enc->bval_len);
@@ -1323,10 +1330,6 @@ int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ct
                 b + enc->sval_off[i], enc->sval_len[i]);
     if (rc == 0 && enc->child_len)
         rc = fn(ctx, BL_DB_CHILDREN, b + enc->child_off, enc->child_len, "", 0);
-    if (rc == 0) {
-        size_t n = bl_history_key(k, p->rec.key, p->rec.key_len, p->rec.lsn);
-        rc = fn(ctx, BL_DB_HISTORY, k, n, "", 0);
-    }
     return rc;
 }
 

@@ -90,6 +90,12 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out);
  * log's salt and cap.  For walenv.c, which decides when a store may be
  * created.  0 or BINDLOG_E* with a last-error detail. */
 int bl_env_init_tables(bl_env *e, int may_create, uint64_t salt, uint64_t cap);
+
+/* Set (on the calling thread) only by bindlog upgrade around the open and
+ * close that checkpoint a format-2 store before it is read: the tables of
+ * format 2 are format 3's plus a history index, which a checkpoint of its
+ * log keeps up.  Never set for anything that writes events. */
+extern _Thread_local int bl_open_format2;
 void bl_env_release(bl_env *e);
 /* A writable handle closes: the last one drops the advisory writer lock so
  * that vacuum can run.  Call before bl_env_release(). */

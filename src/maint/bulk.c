@@ -18,7 +18,7 @@
  *   'b' image binding   u16 key_len, key, binding value
  *   's' image session   u8 id_len, id, session value
  *   'r' record          u64 lsn (its position), record bytes
- * Key run entry:     u16 key_len, key, u32 val_len, val, u32 n, n x u64 lsn
+ * Key run entry:     u16 key_len, key, u32 val_len, val
  * Session run entry: u8 id_len, id, u32 val_len, val, u32 n, n x (u8 len, child id)
  * Integers are in host order: the files never leave this process.
  */
@@ -45,6 +45,7 @@
 #define RUN_BUF ((size_t)128 << 10) /* > the largest run entry (a session: 66 KiB) */
 #define MAX_PARTS 512
 #define DEFAULT_PARTS 64 /* when the input size is unknown */
+#define MIN_PARTS 16     /* when the input has room for them (see bl_bulk_open) */
 #define MAX_THREADS 2
 
 static atomic_uint_fast64_t tally_finished, tally_fell_back;
@@ -251,6 +252,19 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
         b->nparts = DEFAULT_PARTS;
     else
         b->nparts = (unsigned)((size_hint + BL_BULK_PART_BYTES - 1) / BL_BULK_PART_BYTES);
+    /* Small inputs: more, smaller partitions.  A decide thread reuses its
+     * memory from one partition to the next, and fresh pages cost a fault
+     * and a clearing each, so the fewer partitions are decided at a time
+     * out of the whole, the less memory is ever touched (100k records: 16
+     * partitions fault in 2,300 pages, 4 partitions 5,500); and two
+     * threads share 16 partitions evenly, not 3. */
+    if (force == NULL || atoi(force) <= 0) {
+        uint64_t small = size_hint / BL_BULK_PART_MIN_BYTES;
+        if (small > MIN_PARTS)
+            small = MIN_PARTS;
+        if (b->nparts < small)
+            b->nparts = (unsigned)small;
+    }
     if (b->nparts < 1)
         b->nparts = 1;
     if (b->nparts > MAX_PARTS)
@@ -569,11 +583,6 @@ typedef struct etab {
     uint32_t mask;
 } etab;
 
-typedef struct hist {
-    uint32_t k;
-    uint64_t lsn;
-} hist;
-
 typedef struct kid {
     uint32_t parent, child;
 } kid;
@@ -591,8 +600,6 @@ typedef struct skey {
 typedef struct dstate {
     arena_chunk *arena, *full;
     etab keys, sess;
-    hist *h;
-    size_t nh, caph;
     kid *k;
     size_t nk, capk;
     pend *pd;
@@ -646,7 +653,7 @@ static void dstate_reset(dstate *d)
         memset(d->keys.slot, 0, ((size_t)d->keys.mask + 1) * sizeof(uint32_t));
     if (d->sess.slot != NULL)
         memset(d->sess.slot, 0, ((size_t)d->sess.mask + 1) * sizeof(uint32_t));
-    d->nh = d->nk = d->npd = 0;
+    d->nk = d->npd = 0;
     memset(&d->counts, 0, sizeof(d->counts));
     d->why = NULL;
 }
@@ -667,7 +674,6 @@ static void dstate_free(dstate *d)
     free(d->keys.slot);
     free(d->sess.v);
     free(d->sess.slot);
-    free(d->h);
     free(d->k);
     free(d->pd);
     free(d->in);
@@ -870,8 +876,6 @@ static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_
         GROW(d->k, d->nk, d->capk);
         d->k[d->nk++] = (kid){(uint32_t)pi, (uint32_t)ci};
     }
-    GROW(d->h, d->nh, d->caph);
-    d->h[d->nh++] = (hist){ki, rec.lsn};
     d->counts.applied[rec.type]++;
     d->counts.live_bindings += plan.d_live_bindings;
     d->counts.live_sessions += plan.d_live_sessions;
@@ -991,40 +995,21 @@ static uint32_t *rank_names(ent *ents, uint32_t n)
 
 static int write_key_run(dstate *d, const uint32_t *order, wfile *w)
 {
-    /* history grouped by key rank, LSN order kept (stable counting sort) */
     uint32_t n = d->keys.n;
-    size_t *start = calloc((size_t)n + 1, sizeof(size_t));
-    uint64_t *lsns = malloc((d->nh ? d->nh : 1) * sizeof(uint64_t));
     int rc = 0;
-    if (start == NULL || lsns == NULL) {
-        free(start);
-        free(lsns);
-        return BINDLOG_ENOMEM;
-    }
-    for (size_t i = 0; i < d->nh; i++)
-        start[d->keys.v[d->h[i].k].rank + 1]++;
-    for (uint32_t r = 0; r < n; r++)
-        start[r + 1] += start[r];
-    for (size_t i = 0; i < d->nh; i++)
-        lsns[start[d->keys.v[d->h[i].k].rank]++] = d->h[i].lsn;
-    /* start[r] now ends rank r's group */
     for (uint32_t r = 0; rc == 0 && r < n; r++) {
         const ent *e = &d->keys.v[order[r]];
-        size_t from = r ? start[r - 1] : 0;
         if (r + RUN_PREFETCH < n) {
             const ent *f = &d->keys.v[order[r + RUN_PREFETCH]];
             __builtin_prefetch(f->name);
             __builtin_prefetch(f->val);
         }
         uint16_t kl = (uint16_t)e->name_len;
-        uint32_t vl = e->val_len, nh = (uint32_t)(start[r] - from);
+        uint32_t vl = e->val_len;
         if ((rc = wf_put(w, &kl, 2)) == 0 && (rc = wf_put(w, e->name, kl)) == 0 &&
-            (rc = wf_put(w, &vl, 4)) == 0 && (rc = wf_put(w, e->val, vl)) == 0 &&
-            (rc = wf_put(w, &nh, 4)) == 0)
-            rc = wf_put(w, lsns + from, nh * sizeof(uint64_t));
+            (rc = wf_put(w, &vl, 4)) == 0)
+            rc = wf_put(w, e->val, vl);
     }
-    free(start);
-    free(lsns);
     return rc;
 }
 
@@ -1213,7 +1198,7 @@ typedef struct rrun {
     const unsigned char *val;
     size_t val_len;
     uint64_t pfx;          /* the name's first 8 bytes, big-endian, zero-padded */
-    uint32_t items;        /* list items still to read */
+    uint32_t items;        /* sessions: children still to read */
 } rrun;
 
 /* Make n bytes available at buf+pos.  0, 1 at the end of the run, or an error. */
@@ -1255,7 +1240,7 @@ static int rr_next(rrun *r, int is_key)
         return rc < 0 ? rc : BINDLOG_EIO;
     uint32_t vl;
     memcpy(&vl, r->buf + r->pos + nl_bytes + nl, 4);
-    size_t total = nl_bytes + nl + 4 + vl + 4;
+    size_t total = nl_bytes + nl + 4 + vl + (is_key ? 0 : 4); /* sessions: children count */
     if ((rc = rr_need(r, total)) != 0)
         return rc < 0 ? rc : BINDLOG_EIO;
     const unsigned char *e = r->buf + r->pos;
@@ -1266,7 +1251,9 @@ static int rr_next(rrun *r, int is_key)
         r->pfx = r->pfx << 8 | (i < nl ? (unsigned char)r->name[i] : 0u);
     r->val = e + nl_bytes + nl + 4;
     r->val_len = vl;
-    memcpy(&r->items, e + total - 4, 4);
+    r->items = 0;
+    if (!is_key)
+        memcpy(&r->items, e + total - 4, 4);
     r->pos += total;
     return 0;
 }
@@ -1344,21 +1331,12 @@ static int merge(bl_bulk *b, int is_key, const bl_bulk_sink *sink, bl_digest *dg
             break;
         rc = is_key ? sink->binding(sink->ctx, name, nl, r->val, r->val_len)
                     : sink->session(sink->ctx, name, nl, r->val, r->val_len);
-        for (uint32_t i = r->items; rc == 0 && i > 0; i--) {
-            if (is_key) {
-                uint64_t lsn;
-                if ((rc = rr_need(r, 8)) != 0)
-                    break;
-                memcpy(&lsn, r->buf + r->pos, 8);
-                r->pos += 8;
-                rc = sink->history(sink->ctx, name, nl, lsn);
-            } else {
-                if ((rc = rr_need(r, 1)) != 0 || (rc = rr_need(r, 1 + r->buf[r->pos])) != 0)
-                    break;
-                size_t cl = r->buf[r->pos];
-                rc = sink->child(sink->ctx, name, nl, r->buf + r->pos + 1, cl);
-                r->pos += 1 + cl;
-            }
+        for (uint32_t i = r->items; rc == 0 && i > 0; i--) { /* a session's children */
+            if ((rc = rr_need(r, 1)) != 0 || (rc = rr_need(r, 1 + r->buf[r->pos])) != 0)
+                break;
+            size_t cl = r->buf[r->pos];
+            rc = sink->child(sink->ctx, name, nl, r->buf + r->pos + 1, cl);
+            r->pos += 1 + cl;
         }
         if (rc > 0)
             rc = BINDLOG_EIO; /* a run ended inside an entry */
@@ -1391,8 +1369,8 @@ out:
  *   u16 name_len, u16 unused, u32 val_len, name, val, padded to 8 bytes.
  * The producer publishes in slices, so the two rarely touch the lock. */
 
-#define RING_BYTES ((size_t)8 << 20)
-#define RING_SLICE ((size_t)256 << 10)
+#define RING_BYTES ((size_t)1 << 20)
+#define RING_SLICE ((size_t)128 << 10)
 #define RING_HDR 12
 
 typedef struct ring {
@@ -1471,11 +1449,6 @@ static int ring_binding(void *ctx, const void *k, size_t kn, const void *v, size
     return ring_put(ctx, 'B', k, kn, v, vn);
 }
 
-static int ring_history(void *ctx, const void *k, size_t kn, uint64_t lsn)
-{
-    return ring_put(ctx, 'H', k, kn, &lsn, 8);
-}
-
 static int ring_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
 {
     return ring_put(ctx, 'S', k, kn, v, vn);
@@ -1489,7 +1462,7 @@ static int ring_child(void *ctx, const void *p, size_t pn, const void *c, size_t
 static void *merge_thread(void *arg)
 {
     ring *r = arg;
-    bl_bulk_sink sink = {r, ring_binding, ring_history, ring_session, ring_child};
+    bl_bulk_sink sink = {r, ring_binding, ring_session, ring_child};
     int rc = merge(r->b, 1, &sink, r->dg);
     if (rc == 0)
         rc = merge(r->b, 0, &sink, r->dg);
@@ -1533,12 +1506,6 @@ static int ring_drain(ring *r, const bl_bulk_sink *sink)
             case 'B':
                 rc = sink->binding(sink->ctx, name, nl, val, vl);
                 break;
-            case 'H': {
-                uint64_t lsn;
-                memcpy(&lsn, val, 8);
-                rc = sink->history(sink->ctx, name, nl, lsn);
-                break;
-            }
             case 'S':
                 rc = sink->session(sink->ctx, name, nl, val, vl);
                 break;
@@ -1621,12 +1588,6 @@ static int guard_binding(void *ctx, const void *k, size_t kn, const void *v, siz
     return g->rc = g->s->binding(g->s->ctx, k, kn, v, vn);
 }
 
-static int guard_history(void *ctx, const void *k, size_t kn, uint64_t lsn)
-{
-    sink_guard *g = ctx;
-    return g->rc = g->s->history(g->s->ctx, k, kn, lsn);
-}
-
 static int guard_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
 {
     sink_guard *g = ctx;
@@ -1659,7 +1620,7 @@ int bl_bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts,
                 unsigned char digest[BINDLOG_DIGEST_SIZE])
 {
     sink_guard g = {sink, 0, b};
-    bl_bulk_sink guarded = {&g, guard_binding, guard_history, guard_session, guard_child};
+    bl_bulk_sink guarded = {&g, guard_binding, guard_session, guard_child};
     int rc = bulk_run(b, &guarded, counts, digest);
     if (rc < 0 && g.rc == 0)
         rc = own_failure(b, rc);

@@ -13,7 +13,7 @@
  *     file in blocks (a session of the image goes with its key);
  *  2. decide: each partition is replayed alone, in LSN order, against an
  *     in-memory view of its own keys and sessions, then sorted and written
- *     out as two runs (keys with their history, sessions with their
+ *     out as two runs (keys, sessions with their
  *     children), up to two partitions at a time on two threads;
  *  3. merge: the runs of all partitions are merged in table order and handed
  *     to a sink (LMDB writes with MDB_APPEND, or comparisons).
@@ -50,8 +50,12 @@
  * alone (see above): run the sequential path instead. */
 #define BL_BULK_FALLBACK 1
 
-/* Input bytes per partition (records and image entries). */
+/* Input bytes per partition (records and image entries): at most
+ * BL_BULK_PART_BYTES, and for an input under 16 x that, 16 partitions of
+ * at least BL_BULK_PART_MIN_BYTES (fewer memory pages touched, and two
+ * threads balance). */
 #define BL_BULK_PART_BYTES ((uint64_t)8 << 20)
+#define BL_BULK_PART_MIN_BYTES ((uint64_t)1 << 20)
 
 typedef struct bl_bulk bl_bulk;
 
@@ -63,15 +67,14 @@ typedef struct bl_bulk_counts {
 } bl_bulk_counts;
 
 /*
- * Where the merged state goes, in table order: each binding (key order)
- * followed by the history LSNs of that key (ascending); then each session
+ * Where the merged state goes, in table order: each binding (key order);
+ * then each session
  * (id order) followed by its children (id order).  A callback returns 0 or a
  * negative BINDLOG_E* code, which stops the merge and is returned.
  */
 typedef struct bl_bulk_sink {
     void *ctx;
     int (*binding)(void *ctx, const void *key, size_t key_len, const void *val, size_t val_len);
-    int (*history)(void *ctx, const void *key, size_t key_len, uint64_t lsn);
     int (*session)(void *ctx, const void *id, size_t id_len, const void *val, size_t val_len);
     int (*child)(void *ctx, const void *parent, size_t parent_len, const void *child,
                  size_t child_len);

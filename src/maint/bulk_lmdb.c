@@ -12,10 +12,15 @@
 
 #include <string.h>
 
-/* Data written per transaction of our own (replay, check): large enough
- * that commits cost little, small enough to stay below LMDB's dirty-page
- * limit (512 MiB) without spilling. */
-#define APPEND_CHUNK ((size_t)64 << 20)
+/* Data written per transaction of our own (replay): large enough that
+ * commits cost little (the target syncs only at the end), small enough to
+ * stay below LMDB's dirty-page limit (512 MiB) without spilling, and small
+ * enough that LMDB's dirty pages come back from its own free list: each
+ * committed transaction's pages are reused by the next, where a larger
+ * one takes every page fresh from malloc (a fault and a clearing each:
+ * 17,300 page faults against 5,400 for the bench's 100k-record replay
+ * with 64 MiB chunks). */
+#define APPEND_CHUNK ((size_t)8 << 20)
 
 int bl_reserve_map(bl_env *e, uint64_t want)
 {
@@ -122,12 +127,6 @@ static int sink_binding(void *ctx, const void *key, size_t key_len, const void *
     return bl_appender_put(ctx, BL_DB_BINDINGS, key, key_len, val, val_len);
 }
 
-static int sink_history(void *ctx, const void *key, size_t key_len, uint64_t lsn)
-{
-    unsigned char k[BL_HISTORY_KEY_MAX];
-    return bl_appender_put(ctx, BL_DB_HISTORY, k, bl_history_key(k, key, key_len, lsn), "", 0);
-}
-
 static int sink_session(void *ctx, const void *id, size_t id_len, const void *val,
                         size_t val_len)
 {
@@ -146,7 +145,6 @@ void bl_appender_sink(bl_appender *a, bl_bulk_sink *s)
 {
     s->ctx = a;
     s->binding = sink_binding;
-    s->history = sink_history;
     s->session = sink_session;
     s->child = sink_child;
 }

@@ -5,8 +5,7 @@
  * base_bindings and base_sessions.  Folding records base+1..c into it means
  * re-deriving each of them against the base image exactly as replay does
  * (bl_replay_one on bl_tables_base, which writes only bindings and
- * sessions), then deleting the records and their history entries and
- * advancing meta "base", "base_time" and "base_counts", all in one write
+ * sessions), then deleting the records and advancing meta "base", "base_time" and "base_counts", all in one write
  * transaction of at most BL_COMPACT_CHUNK records.  Each transaction leaves
  * a consistent store (replay of base image + remaining log == state), so
  * writers interleave between chunks and a crash at any point loses at most
@@ -97,7 +96,7 @@ static int compact_chunk(bl_env *e, bl_replayer *r, uint64_t keep_from, uint64_t
         bl_replayer_restore(r, &m);
         bl_tables_base(e, txn, &t);
         while (rc == 0 && n < BL_COMPACT_CHUNK && r->next_lsn <= *cut) {
-            unsigned char kb[8], hk[BINDLOG_KEY_MAX + 1 + 8];
+            unsigned char kb[8];
             uint64_t lsn = r->next_lsn;
             MDB_val k = {8, kb}, v;
 
@@ -111,20 +110,8 @@ static int compact_chunk(bl_env *e, bl_replayer *r, uint64_t keep_from, uint64_t
                 break;
             if ((rc = bl_replay_one(r, &t, v.mv_data, v.mv_size, lsn, &map_full)) != 0)
                 break;
-            /* the record is verified; its key is in our own copy of it */
-            const unsigned char *rec = r->enc.buf + r->enc.rec_off;
-            size_t key_len = bl_get16(rec + 28);
-            memcpy(hk, rec + BL_RECORD_FIXED, key_len);
-            hk[key_len] = 0;
-            bl_put64be(hk + key_len + 1, lsn);
             k = (MDB_val){8, kb};
             rc = mdb_del(txn, e->dbi[BL_DB_LOG], &k, NULL);
-            if (rc == 0) {
-                MDB_val hkey = {key_len + 9, hk};
-                rc = mdb_del(txn, e->dbi[BL_DB_HISTORY], &hkey, NULL);
-                if (rc == MDB_NOTFOUND)
-                    rc = 0; /* a missing index entry: nothing to drop (check reports it) */
-            }
             if (rc != 0) {
                 map_full = rc == MDB_MAP_FULL;
                 rc = bl_mdb_error(rc);

@@ -45,7 +45,8 @@ enum {
 };
 
 /* A log record found under LSN lsn (the source checked that it decodes and
- * carries that LSN). */
+ * carries that LSN).  A record of version 2 or later also names its key's
+ * previous LSN: evidence of that key, should that record be lost. */
 int bl_salvage_record(bl_salvage *sv, uint64_t lsn, const unsigned char *p, size_t n, int trust);
 
 /* An entry of the stored state (table BL_DB_BINDINGS or BL_DB_SESSIONS),
@@ -54,7 +55,8 @@ int bl_salvage_record(bl_salvage *sv, uint64_t lsn, const unsigned char *p, size
 int bl_salvage_entry(bl_salvage *sv, int table, const unsigned char *k, size_t kn,
                      const unsigned char *v, size_t vn);
 
-/* A history index entry (key 0x00 be64 LSN). */
+/* A history index entry (key 0x00 be64 LSN): format 2's index, read when
+ * a format-2 store is recovered. */
 int bl_salvage_history(bl_salvage *sv, const unsigned char *k, size_t kn);
 
 /* The meta records, from the newest tree that has them readable. */

@@ -42,7 +42,18 @@ int bl_rv_grow(void **v, size_t *cap, size_t size)
 int bl_salvage_record(bl_salvage *sv, uint64_t lsn, const unsigned char *p, size_t n, int trust)
 {
     bl_srec r = {lsn, p, n, trust};
-    return PUSH(sv->recs, r);
+    int rc = PUSH(sv->recs, r);
+    /* From version 2 on a record names its key's previous record: if that
+     * one is lost, this names its key, as format 2's history index did. */
+    if (rc == 0 && n >= BL_RECORD_FIXED + BL_RECORD_CHECKSUM && p[0] >= 2) {
+        size_t kl = bl_get16(p + 28);
+        uint64_t prev = bl_get64(p + 37);
+        if (prev != 0 && BL_RECORD_FIXED + kl + BL_RECORD_CHECKSUM <= n) {
+            bl_shist h = {prev, p + BL_RECORD_FIXED, kl};
+            rc = PUSH(sv->hist, h);
+        }
+    }
+    return rc;
 }
 
 int bl_salvage_entry(bl_salvage *sv, int table, const unsigned char *k, size_t kn,

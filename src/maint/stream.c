@@ -545,6 +545,8 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
         rc = bl_record_decode(rec, len, &dec); /* EVERSION, as the sequential path says */
         return rc != 0 ? rc : BINDLOG_ECORRUPT;
     }
+    if (rec[0] != BINDLOG_RECORD_VERSION)
+        import_bulk_drop(im); /* an older version: re-encoded by the sequential path */
     bl_put64be(kb, r->next_lsn);
     if ((rc = bl_appender_put(&im->app, BL_DB_LOG, kb, 8, rec, len)) != 0)
         return rc;
@@ -663,6 +665,17 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
         /* the writes below may move the page the value is on */
         memcpy(copy, v.mv_data, v.mv_size);
         rc = bl_replay_one(r, &t, copy, v.mv_size, lsn, &im->map_full);
+        if (rc == 0 && copy[0] != BINDLOG_RECORD_VERSION) {
+            /* an older record version (an old stream): the log keeps the
+             * re-derived record, which carries the key's previous LSN */
+            unsigned char lk[8];
+            bl_put64be(lk, lsn); /* k points into a page the put may move */
+            rc = put_val(im, e->dbi[BL_DB_LOG], lk, 8, r->enc.buf + r->enc.rec_off,
+                         r->enc.rec_len, 0);
+            k = (MDB_val){8, lk};
+            if (rc == 0 && (mrc = mdb_cursor_get(c, &k, &v, MDB_SET)) != 0)
+                rc = bl_mdb_error(mrc);
+        }
         if (rc != 0) {
             uint64_t off = 0;
             if (im->offsets != NULL && fflush(im->offsets) == 0 &&

@@ -58,7 +58,17 @@
 #include "lmdb/wal.h"
 
 #define STAGING ".bindlog-upgrade"
-#define BACKUP "format1-backup"
+/* DIR/format<N>-backup/: where the old data.mdb of format N is kept */
+static _Thread_local char backup_dir[24] = "format1-backup";
+static _Thread_local char backup_path[48];
+#define BACKUP backup_dir
+
+/* BACKUP/name, for messages and *at() calls relative to DIR */
+static const char *backup_of(const char *name)
+{
+    snprintf(backup_path, sizeof backup_path, "%s/%s", backup_dir, name);
+    return backup_path;
+}
 
 /* ---- files ----------------------------------------------------------------------- */
 
@@ -127,7 +137,7 @@ static int copy_backup(int dfd, int bfd)
                      0600);
     if (out < 0) {
         close(in);
-        return sys_error(BACKUP "/data.mdb.tmp");
+        return sys_error(backup_of("data.mdb.tmp"));
     }
     for (;;) {
         ssize_t n = read(in, buf, sizeof buf);
@@ -144,7 +154,7 @@ static int copy_backup(int dfd, int bfd)
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0) {
-                rc = sys_error("writing " BACKUP "/data.mdb.tmp");
+                rc = sys_error(backup_of("data.mdb.tmp (writing)"));
                 break;
             }
             done += w;
@@ -153,12 +163,12 @@ static int copy_backup(int dfd, int bfd)
             break;
     }
     if (rc == 0 && fsync(out) != 0)
-        rc = sys_error(BACKUP "/data.mdb.tmp");
+        rc = sys_error(backup_of("data.mdb.tmp"));
     close(in);
     if (close(out) != 0 && rc == 0)
-        rc = sys_error(BACKUP "/data.mdb.tmp");
+        rc = sys_error(backup_of("data.mdb.tmp"));
     if (rc == 0 && renameat(bfd, "data.mdb.tmp", bfd, "data.mdb") != 0)
-        rc = sys_error(BACKUP "/data.mdb");
+        rc = sys_error(backup_of("data.mdb"));
     if (rc != 0)
         unlinkat(bfd, "data.mdb.tmp", 0);
     return rc;
@@ -200,7 +210,7 @@ static int make_backup(int dfd)
         goto out;
     }
     if (errno != ENOENT) {
-        rc = sys_error(BACKUP "/data.mdb");
+        rc = sys_error(backup_of("data.mdb"));
         goto out;
     }
     unlinkat(bfd, "data.mdb.tmp", 0); /* a copy a crash cut short */
@@ -208,7 +218,7 @@ static int make_backup(int dfd)
     if ((BL_FAILPOINT("upgrade.nolink") != 0 && (errno = EPERM, 1)) ||
         linkat(dfd, "data.mdb", bfd, "data.mdb", 0) != 0)
         rc = errno == EPERM || errno == ENOTSUP || errno == EMLINK ? copy_backup(dfd, bfd)
-                                                                     : sys_error(BACKUP "/data.mdb");
+                                                                     : sys_error(backup_of("data.mdb"));
     else
         rc = 0;
     if (rc == 0 && (fsync(bfd) != 0 || fsync(dfd) != 0))
@@ -398,15 +408,58 @@ static void undo(int dfd)
 {
     struct stat a, b;
     remove_staging(dfd);
-    remove_stray(dfd, BL_WAL_FILE);
+    if (strcmp(backup_dir, "format1-backup") == 0)
+        remove_stray(dfd, BL_WAL_FILE); /* beside format 1 it is ours; format 2's is its own */
     if (fstatat(dfd, BACKUP, &a, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(a.st_mode) &&
         fstatat(dfd, "data.mdb", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
-        fstatat(dfd, BACKUP "/data.mdb", &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+        fstatat(dfd, backup_of("data.mdb"), &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
         a.st_ino == b.st_ino) {
-        unlinkat(dfd, BACKUP "/data.mdb", 0);
+        unlinkat(dfd, backup_of("data.mdb"), 0);
         unlinkat(dfd, BACKUP, AT_REMOVEDIR); /* only if empty */
     }
     fsync(dfd);
+}
+
+/* Format 2 keeps its latest records in bindlog.wal until a checkpoint
+ * folds them into data.mdb, and the reader of upgrade_f1.c reads data.mdb
+ * only: open the store as a writer and close it (the last writer's close
+ * checkpoints everything).  Before the locks: a writer holds bindlog.lock
+ * shared, which our own exclusive lock would refuse. */
+static int drain_format2(const char *dir)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    bl_open_format2 = 1;
+    int rc = bindlog_open(&s, dir, &o);
+    bl_open_format2 = 0;
+    if (rc != 0)
+        return rc;
+    bindlog_close(s);
+    return 0;
+}
+
+/* Under the locks: 0 if data.mdb's head is the store's head (nothing is
+ * left in bindlog.wal only), BINDLOG_EBUSY if a writer came in between the
+ * drain and the locks. */
+static int drained(const char *dir, uint64_t mdb_head)
+{
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_stats st;
+    bindlog *s = NULL;
+    o.read_only = 1;
+    bl_open_format2 = 1;
+    int rc = bindlog_open(&s, dir, &o);
+    bl_open_format2 = 0;
+    if (rc != 0)
+        return rc;
+    rc = bindlog_stats_get(s, &st);
+    bindlog_close(s);
+    if (rc == 0 && st.head_lsn != mdb_head)
+        rc = bl_err_set(BINDLOG_EBUSY, "a process wrote to the store during the upgrade (its "
+                                       "head is LSN %llu, data.mdb's %llu); nothing was "
+                                       "changed: run it again",
+                        (unsigned long long)st.head_lsn, (unsigned long long)mdb_head);
+    return rc;
 }
 
 /* 1 if the library opens dir as a store of the current format. */
@@ -483,10 +536,19 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
                         (unsigned)info.format, BINDLOG_FORMAT_VERSION);
         goto out;
     }
-    if (info.format != 1) {
+    if (info.format != 1 && info.format != 2) {
         rc = bl_err_set(BINDLOG_ECORRUPT, "the store says format %u, which never existed",
                         (unsigned)info.format);
         goto out;
+    }
+    snprintf(backup_dir, sizeof backup_dir, "format%u-backup", (unsigned)info.format);
+    if (info.format == 2) {
+        if (locked) { /* the drain needs the locks free */
+            drop_locks(&l);
+            locked = 0;
+        }
+        if ((rc = drain_format2(dir)) != 0)
+            goto out;
     }
 
     /* nobody else in, then look again under the lock (another upgrade may
@@ -495,7 +557,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
         goto out;
     if ((rc = bl_f1_probe(dir, &info)) != 0)
         goto out;
-    if (info.format != 1) {
+    if (info.format != (unsigned)rep->from_format) {
         rep->from_format = info.format;
         rc = info.format == BINDLOG_FORMAT_VERSION
                  ? 0
@@ -507,9 +569,13 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
      * since only beside a format-1 data.mdb is a bindlog.wal not the
      * store's own */
     started = 1;
-    if ((rc = remove_staging(dfd)) != 0 || (rc = remove_stray(dfd, BL_WAL_FILE)) != 0 ||
-        (rc = remove_stray(dfd, BL_SHM_FILE)) != 0)
+    if (info.format == 2) {
+        if ((rc = drained(dir, info.head_lsn)) != 0 || (rc = remove_staging(dfd)) != 0)
+            goto out;
+    } else if ((rc = remove_staging(dfd)) != 0 || (rc = remove_stray(dfd, BL_WAL_FILE)) != 0 ||
+               (rc = remove_stray(dfd, BL_SHM_FILE)) != 0) {
         goto out;
+    }
     if ((rc = build(dir, dfd, opts, &info, progress, pctx)) != 0 ||
         (rc = fail_at("upgrade.built")) != 0)
         goto out;
@@ -522,6 +588,10 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
                     : rc;
         goto out;
     }
+    /* format 2's shared memory describes its own log (drained: nothing in
+     * it is needed); the new store makes its own */
+    if (info.format == 2 && (rc = remove_stray(dfd, BL_SHM_FILE)) != 0)
+        goto out;
     if (renameat(dfd, STAGING "/" BL_WAL_FILE, dfd, BL_WAL_FILE) != 0) {
         rc = sys_error(BL_WAL_FILE);
         goto out;

@@ -464,8 +464,11 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
     XXH3_64bits_reset(o.hash);
     if ((rc = read_meta(s, info)) != 0)
         goto done;
-    if (info->format != 1) {
-        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1", (unsigned)info->format);
+    /* format 2 has format 1's tables (and two more meta records): once its
+     * log is checkpointed, data.mdb alone is the store */
+    if (info->format != 1 && info->format != 2) {
+        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1 or 2",
+                        (unsigned)info->format);
         goto done;
     }
     if (info->base_lsn > info->head_lsn || info->head_lsn > BINDLOG_LSN_MAX) {

@@ -7,19 +7,23 @@
  * clock, a fixed pseudo-random sequence, so a rerun writes the same events
  * (LMDB's page layout may still differ by free pages).
  *
- *   gen_format1 DIR compact_keep_from
+ *   gen_format1 DIR compact_keep_from [crash]
  *
  * writes about 400 events over 40 keys (bind, new_session, split,
  * invalidate, unbind; origins on some; splits with stale generations, so
  * some calls log nothing), then, if compact_keep_from > 0, compacts the log
  * before that LSN (meta "base", the base image tables) and writes 60 more
- * events after the compaction.  Prints "head LSN" and "digest HEX".
+ * events after the compaction.  Prints "head LSN" and "digest HEX".  With
+ * "crash" it then exits without closing the store: on format 2 the last
+ * records stay in bindlog.wal, not yet checkpointed into data.mdb
+ * (tests/data/format2/make_format2.sh uses this file too).
  */
 #include <bindlog.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int64_t now_ms = 1767225600000; /* 2026-01-01T00:00:00Z */
 
@@ -94,8 +98,8 @@ int main(int argc, char **argv)
     bindlog *s;
     int rc;
 
-    if (argc != 3) {
-        fprintf(stderr, "usage: gen_format1 DIR compact_keep_from\n");
+    if (argc != 3 && !(argc == 4 && strcmp(argv[3], "crash") == 0)) {
+        fprintf(stderr, "usage: gen_format1 DIR compact_keep_from [crash]\n");
         return 2;
     }
     unsigned long long keep = strtoull(argv[2], NULL, 10);
@@ -119,6 +123,10 @@ int main(int argc, char **argv)
     if ((rc = bindlog_check(s, &chk, NULL, NULL)) != 0 || chk.problems != 0)
         die("check", rc ? rc : BINDLOG_ECORRUPT);
     printf("head %llu\ndigest %s\n", (unsigned long long)head, hex);
+    if (argc == 4) {
+        fflush(stdout);
+        _exit(0); /* no close: no final checkpoint */
+    }
     bindlog_close(s);
     return 0;
 }
