@@ -283,6 +283,14 @@ typedef struct bindlog bindlog;
  * on disk before LMDB maps it, so a full disk is BINDLOG_ENOSPC here, never
  * a crash later.
  *
+ * A writable open of a local store also starts, in a background thread, the
+ * check of every page of data.mdb that the process's first write needs
+ * (docs/design.md, "Damaged files"): open does not wait for it, the first
+ * write waits only for what is left of it, and damage it finds makes that
+ * write fail with BINDLOG_ECORRUPT naming the page.  The thread ends with
+ * the check (or becomes the log's checkpointer at the first write); closing
+ * the last handle stops it.  A read-only open starts no thread.
+ *
  * @param out   receives the handle; set to NULL on failure.
  * @param dir   the store directory, or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
  *              for a store shared by a fleet on etcd (plain HTTP), or

@@ -40,6 +40,7 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/record.h"
+#include "lmdb/pagecheck.h"
 
 /* ---- the writers' lock ------------------------------------------------------ */
 
@@ -394,6 +395,53 @@ typedef struct ckpt_arg {
     unsigned gen; /* the thread runs while the environment's generation is this */
 } ckpt_arg;
 
+/* Asked by the walk now and then: has the thread been told to stop?  The
+ * walk.step failpoint slows the walk down (sleep) or stops it short (eio:
+ * the first write then walks itself). */
+static int walk_stop(void *p)
+{
+    ckpt_arg *a = p;
+    bl_walenv *w = a->e->wal;
+    if (BL_FAILPOINT("walk.step") != 0)
+        return 1;
+    pthread_mutex_lock(&w->cmu);
+    int stop = w->gen != a->gen;
+    pthread_mutex_unlock(&w->cmu);
+    return stop;
+}
+
+/*
+ * The whole-store page walk that a process's first write needs
+ * (pagecheck.h), run here from open so that the write does not pay for
+ * it.  bl_ckpt_open marked it BL_WALK_RUNNING when it made the thread, so
+ * that a write arriving before the thread runs waits for it too.  Called
+ * with cmu held, returns with it held.  A walk that is stopped (close) or
+ * fails for want of memory leaves BL_WALK_TODO: the first write then walks
+ * itself.  Damage is kept with its message, for every write.
+ */
+static void walk_store(ckpt_arg *a)
+{
+    bl_env *e = a->e;
+    bl_walenv *w = e->wal;
+
+    pthread_mutex_unlock(&w->cmu);
+    bl_err_clear();
+    int rc = bl_pc_guard_store_bg(e, walk_stop, a);
+    pthread_mutex_lock(&w->cmu);
+    if (rc == 0) {
+        atomic_store_explicit(&w->store_checked, 1, memory_order_release);
+        w->walk = BL_WALK_DONE;
+    } else if (rc == BINDLOG_ECORRUPT) {
+        w->walk_rc = rc;
+        bl_pc_copy(w->walk_msg, sizeof w->walk_msg, bl_err_get());
+        w->walk = BL_WALK_BAD;
+    } else {
+        w->walk = BL_WALK_TODO;
+    }
+    bl_err_clear();
+    pthread_cond_broadcast(&w->wcv);
+}
+
 static void *ckpt_main(void *p)
 {
     ckpt_arg a = *(ckpt_arg *)p;
@@ -404,6 +452,15 @@ static void *ckpt_main(void *p)
     free(p);
     pthread_mutex_lock(&w->cmu);
 #define STOPPED (w->gen != a.gen)
+    if (!STOPPED && w->walk == BL_WALK_RUNNING)
+        walk_store(&a);
+    if (!w->active && !STOPPED) {
+        /* started by open, and no commit since: the walk was all there was
+         * to do; a commit starts a new thread (bl_ckpt_start) */
+        w->exited = 1;
+        pthread_mutex_unlock(&w->cmu);
+        return NULL;
+    }
     while (!STOPPED) {
         if (!w->kicked || backoff_ms) {
             struct timespec ts;
@@ -459,26 +516,66 @@ void bl_ckpt_want(bl_env *e)
         atomic_store(&e->wal->want_thread, 1);
 }
 
+/* Start the thread, checkpointing (active) or only walking; cmu held. */
+static int thread_start(bl_env *e, int active)
+{
+    bl_walenv *w = e->wal;
+    if (w->thread_on && w->exited) {
+        pthread_join(w->thread, NULL); /* a walk-only thread, over */
+        w->thread_on = w->exited = 0;
+    }
+    if (w->thread_on) {
+        if (active && !w->active) {
+            /* the walk-only thread goes on as the checkpointer, starting
+             * with the zero-fill of a new log */
+            w->active = 1;
+            w->kicked = 1;
+            pthread_cond_signal(&w->ccv);
+        }
+        return 0;
+    }
+    ckpt_arg *a = malloc(sizeof(*a));
+    if (a == NULL)
+        return ENOMEM;
+    *a = (ckpt_arg){e, w->gen};
+    w->active = active;
+    w->kicked = active; /* start with the zero-fill of a new log */
+    int rc = pthread_create(&w->thread, NULL, ckpt_main, a);
+    if (rc != 0)
+        free(a);
+    w->thread_on = rc == 0;
+    return rc;
+}
+
+static int thread_wanted(const bl_walenv *w)
+{
+    return w != NULL && w->shm.m != NULL && !w->log_rdonly && !w->manual;
+}
+
+int bl_ckpt_open(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    int rc = 0;
+    if (!thread_wanted(w) || e->pc == NULL)
+        return 0;
+    pthread_mutex_lock(&w->cmu);
+    if (!w->thread_on && w->walk == BL_WALK_TODO && !atomic_load(&w->store_checked)) {
+        w->walk = BL_WALK_RUNNING; /* from now: a first write waits for it */
+        if ((rc = thread_start(e, 0)) != 0)
+            w->walk = BL_WALK_TODO;
+    }
+    pthread_mutex_unlock(&w->cmu);
+    return rc == 0 ? 0 : BINDLOG_ENOMEM;
+}
+
 int bl_ckpt_start(bl_env *e)
 {
     bl_walenv *w = e->wal;
     int rc = 0;
-    if (w == NULL || w->shm.m == NULL || w->log_rdonly || w->manual)
+    if (!thread_wanted(w))
         return 0;
     pthread_mutex_lock(&w->cmu);
-    if (!w->thread_on) {
-        ckpt_arg *a = malloc(sizeof(*a));
-        if (a == NULL) {
-            rc = ENOMEM;
-        } else {
-            *a = (ckpt_arg){e, w->gen};
-            w->kicked = 1; /* start with the zero-fill of a new log */
-            rc = pthread_create(&w->thread, NULL, ckpt_main, a);
-            if (rc != 0)
-                free(a);
-        }
-        w->thread_on = rc == 0;
-    }
+    rc = thread_start(e, 1);
     pthread_mutex_unlock(&w->cmu);
     return rc == 0 ? 0 : BINDLOG_ENOMEM;
 }
@@ -489,12 +586,53 @@ void bl_ckpt_stop(bl_env *e)
     pthread_mutex_lock(&w->cmu);
     int on = w->thread_on;
     pthread_t t = w->thread;
-    w->thread_on = 0;
-    w->gen++; /* that thread's generation is over; a new one may start */
+    w->thread_on = w->exited = w->active = 0;
+    w->gen++; /* that thread's generation is over (its walk too); a new one may start */
     pthread_cond_broadcast(&w->ccv);
     pthread_mutex_unlock(&w->cmu);
-    if (on)
-        pthread_join(t, NULL);
+    if (!on)
+        return;
+    pthread_join(t, NULL);
+    /* stopped before its walk began: nobody will walk now but a writer */
+    pthread_mutex_lock(&w->cmu);
+    if (w->walk == BL_WALK_RUNNING) {
+        w->walk = BL_WALK_TODO;
+        pthread_cond_broadcast(&w->wcv);
+    }
+    pthread_mutex_unlock(&w->cmu);
+}
+
+void bl_ckpt_walk_settle(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    if (w == NULL || atomic_load_explicit(&w->store_checked, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&w->cmu);
+    while (w->walk == BL_WALK_RUNNING)
+        pthread_cond_wait(&w->wcv, &w->cmu);
+    pthread_mutex_unlock(&w->cmu);
+}
+
+int bl_ckpt_walk_wait(bl_env *e)
+{
+    bl_walenv *w = e->wal;
+    int rc;
+
+    if (atomic_load_explicit(&w->store_checked, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&w->cmu);
+    while (w->walk == BL_WALK_RUNNING)
+        pthread_cond_wait(&w->wcv, &w->cmu);
+    int state = w->walk;
+    if (state == BL_WALK_BAD)
+        rc = bl_err_set(w->walk_rc, "%s", w->walk_msg);
+    pthread_mutex_unlock(&w->cmu);
+    if (state == BL_WALK_BAD)
+        return rc;
+    if (state != BL_WALK_DONE && (rc = bl_pc_guard_all(e, BL_PC_EVERYTHING)) != 0)
+        return rc;
+    atomic_store_explicit(&w->store_checked, 1, memory_order_release);
+    return 0;
 }
 
 /* ---- direct LMDB writes ------------------------------------------------- */

@@ -623,13 +623,12 @@ static int run_group(void *ctx, bl_greq *group)
     }
     /* a damaged LMDB file takes no write, not even to the log: the next
      * checkpoint could not fold it, and LMDB's own writes could spread the
-     * damage (docs/design.md, "Damaged files").  The first group of a
-     * process walks the whole file once; later snapshots stay valid. */
-    if (!atomic_load_explicit(&w->store_checked, memory_order_acquire)) {
-        if ((rc = bl_pc_guard_all(e, BL_PC_EVERYTHING)) != 0)
-            goto fail;
-        atomic_store_explicit(&w->store_checked, 1, memory_order_release);
-    }
+     * damage (docs/design.md, "Damaged files").  The whole file is
+     * walked once per process, in the background from open; the first
+     * group waits for what is left of that walk (ckpt.c). */
+    if (!atomic_load_explicit(&w->store_checked, memory_order_acquire) &&
+        (rc = bl_ckpt_walk_wait(e)) != 0)
+        goto fail;
     if (g.b == NULL) {
         if ((g.b = w->build = calloc(1, sizeof(*g.b))) == NULL) {
             rc = BINDLOG_ENOMEM;

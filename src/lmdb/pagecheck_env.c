@@ -40,6 +40,7 @@
 
 #include "core/error.h"
 #include "lmdb/limits.h"
+#include "lmdb/walenv.h"
 
 #define MAIN_DBI 1 /* LMDB's handle of the MAIN database */
 
@@ -112,6 +113,36 @@ static int fail_why(bl_pc *pc, const char *why)
     memset(&ft, 0, sizeof ft);
     bl_pc_copy(ft.why, sizeof ft.why, why);
     return pc_fail(pc, &ft);
+}
+
+/* ---- stopping a long walk ------------------------------------------------------- */
+
+/* A walk in the background asks, every BL_PC_STOP_EVERY leaf entries,
+ * whether to stop (its environment is closing); NULL never stops. */
+#define BL_PC_STOP_EVERY 1024
+
+typedef struct stopper {
+    int (*fn)(void *ctx);
+    void *ctx;
+    unsigned n;
+} stopper;
+
+static int stop_now(stopper *s)
+{
+    if (s == NULL || ++s->n % BL_PC_STOP_EVERY != 0)
+        return 0;
+    return s->fn(s->ctx) ? BL_PC_STOPPED : 0;
+}
+
+static int stop_entry(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
+                      size_t vn, unsigned nflags)
+{
+    (void)k;
+    (void)kn;
+    (void)v;
+    (void)vn;
+    (void)nflags;
+    return stop_now(ctx);
 }
 
 /* ---- snapshots ----------------------------------------------------------------- */
@@ -410,6 +441,7 @@ typedef struct live_scan {
     bl_pc_db db[BL_DB_COUNT];
     unsigned have;
     uint64_t *live;
+    stopper *stop;
 } live_scan;
 
 static int live_table(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
@@ -421,7 +453,7 @@ static int live_table(void *ctx, const unsigned char *k, size_t kn, const unsign
         bl_pc_db_decode(v, &ls->db[tree]);
         ls->have |= BL_PC_BIT(tree);
     }
-    return 0;
+    return stop_now(ls->stop);
 }
 
 /* Pages the snapshot's free list names that are also in `seen` (the pages
@@ -430,6 +462,7 @@ typedef struct free_scan {
     uint64_t *seen;
     uint64_t npages, shared, first_shared;
     int mark;
+    stopper *stop;
 } free_scan;
 
 static int free_entry(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
@@ -450,7 +483,7 @@ static int free_entry(void *ctx, const unsigned char *k, size_t kn, const unsign
         if (fs->mark)
             fs->seen[pg >> 6] |= m;
     }
-    return 0;
+    return stop_now(fs->stop);
 }
 
 /*
@@ -467,11 +500,13 @@ static int free_entry(void *ctx, const unsigned char *k, size_t kn, const unsign
  * So a store with any damaged page refuses every write, with the damage in
  * the message; its intact parts stay readable.
  *
- * Once per process: at the first write, and before compaction, vacuum and
- * import.  It costs one read of the whole file; the walks validate every
- * table for later snapshots, so scans after it cost nothing more.
+ * Once per process: in the background from open (bl_pc_guard_store_bg),
+ * or at the first write, and before compaction, vacuum and import.  It
+ * costs one read of the whole file; the walks validate every table for
+ * later snapshots, so scans after it cost nothing more.  stop: NULL, or
+ * asked every BL_PC_STOP_EVERY entries (BL_PC_STOPPED when it says so).
  */
-static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t)
+static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t, stopper *stop)
 {
     live_scan ls;
     free_scan fs;
@@ -485,7 +520,8 @@ static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t
     memset(&ls, 0, sizeof ls);
     if ((ls.live = calloc(f->npages / 64 + 1, sizeof(uint64_t))) == NULL)
         return BINDLOG_ENOMEM;
-    fs = (free_scan){.seen = ls.live, .npages = f->npages};
+    ls.stop = stop;
+    fs = (free_scan){.seen = ls.live, .npages = f->npages, .stop = stop};
     w = (bl_pc_walk){.f = f, .tree = BL_PC_MAIN, .seen = ls.live, .entry = live_table, .ctx = &ls};
     rc = bl_pc_walk_tree(&w, &m->dbs[1]);
     for (int tree = 0; rc == 0 && tree < BL_DB_COUNT; tree++) {
@@ -496,6 +532,10 @@ static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t
             return fail_why(pc, why);
         }
         w = (bl_pc_walk){.f = f, .tree = tree, .seen = ls.live};
+        if (stop != NULL) {
+            w.entry = stop_entry;
+            w.ctx = stop;
+        }
         if ((rc = bl_pc_walk_tree(&w, &ls.db[tree])) == 0)
             lower_valid_from(pc, tree, t);
     }
@@ -538,7 +578,7 @@ static int guard_write_txn(MDB_txn *txn)
     pc_file(e->pc, &f);
     if ((rc = meta_of(e->pc, &f, base, &m)) != 0)
         return rc < 0 ? rc : 0; /* not our base (cannot happen under the write lock) */
-    return guard_store(e->pc, &f, &m, base);
+    return guard_store(e->pc, &f, &m, base, NULL);
 }
 
 int bl_pc_guard_write(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t len)
@@ -567,22 +607,75 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
 
     if (e->pc == NULL)
         return 0;
+    /* a writable open's walk may be under way: what it validates is
+     * remembered, so wait for it rather than walk beside it */
+    if (mask & BL_PC_BIT(BL_PC_FREE))
+        bl_ckpt_walk_settle(e);
     for (int tries = 0;; tries++) {
         if ((rc = bl_read_begin_fresh(e, &txn)) != 0)
             return rc;
         uint64_t t = mdb_txn_id(txn);
-        rc = bl_pc_guard_tables(e, txn, mask & BL_PC_ALL_TABLES);
-        if (rc == 0 && (mask & BL_PC_BIT(BL_PC_FREE)) && !is_valid(e->pc, BL_PC_FREE, t)) {
+        rc = 0;
+        /* the store walk covers every table on its way to the free list:
+         * it goes first, so that no table is walked twice */
+        if ((mask & BL_PC_BIT(BL_PC_FREE)) && !is_valid(e->pc, BL_PC_FREE, t)) {
             refresh_pages(e->pc);
             pc_file(e->pc, &f);
             if ((rc = meta_of(e->pc, &f, t, &m)) == 0)
-                rc = guard_store(e->pc, &f, &m, t);
+                rc = guard_store(e->pc, &f, &m, t, NULL);
         }
+        if (rc == 0)
+            rc = bl_pc_guard_tables(e, txn, mask & BL_PC_ALL_TABLES);
         bl_read_end(e, txn);
         if (rc <= 0 || tries >= 8)
             return rc < 0 ? rc : 0;
         /* two commits landed since the snapshot began: its meta page is
          * gone; a newer snapshot will do */
+    }
+}
+
+int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx), void *ctx)
+{
+    bl_pc *pc = e->pc;
+    stopper st = {stop, ctx, 0};
+    MDB_txn *txn;
+    bl_pc_meta m = {0};
+    int rc;
+
+    if (pc == NULL)
+        return 0;
+    for (int tries = 0;; tries++) {
+        if ((rc = bl_read_begin_fresh(e, &txn)) != 0)
+            return rc;
+        uint64_t t = mdb_txn_id(txn);
+        if (is_valid(pc, BL_PC_FREE, t)) {
+            bl_read_end(e, txn);
+            return 0;
+        }
+        /* a mapping of the file as the snapshot needs it, the walk's own:
+         * growth replaces pc->map, never this one, so the walk needs no
+         * map lock, and readers and growth never wait for it.  The read
+         * transaction keeps the snapshot's pages from being reused; the
+         * file never shrinks under an open environment. */
+        uint64_t np = refresh_pages(pc);
+        size_t len = (size_t)(np > 2 ? np : 2) * pc->psize;
+        void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, pc->fd, 0);
+        bl_map_unlock(e);
+        if (map == MAP_FAILED) {
+            rc = bl_err_set(bl_mdb_error(errno), "%s: cannot map the file to check it: %s",
+                            pc->file, strerror(errno));
+        } else {
+            bl_pc_file f = {map, np, pc->psize, np ? np - 1 : 0};
+            if ((rc = meta_of(pc, &f, t, &m)) == 0)
+                rc = guard_store(pc, &f, &m, t, &st);
+            munmap(map, len);
+        }
+        bl_map_rdlock(e);
+        bl_read_end(e, txn);
+        if (rc != 1)
+            return rc;
+        if (tries >= 8)
+            return BL_PC_STOPPED; /* the store changes too fast: not done */
     }
 }
 

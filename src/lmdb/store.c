@@ -1086,6 +1086,10 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
     pthread_mutex_unlock(&registry_mu);
     if (rc != 0 && e != NULL)
         env_free(e);
+    /* a writer's first write needs the whole file walked: start that now,
+     * in the background (without a thread, the write walks itself) */
+    if (rc == 0 && !o->read_only)
+        (void)bl_ckpt_open(*out);
     return rc;
 }
 

@@ -320,6 +320,7 @@ static void walenv_free(bl_walenv *w)
     pthread_mutex_destroy(&w->ingest);
     pthread_mutex_destroy(&w->cmu);
     pthread_cond_destroy(&w->ccv);
+    pthread_cond_destroy(&w->wcv);
     bl_commit_free(w->build);
     free(w);
 }
@@ -422,6 +423,7 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
     pthread_mutex_init(&w->ingest, NULL);
     pthread_mutex_init(&w->cmu, NULL);
     pthread_cond_init(&w->ccv, NULL);
+    pthread_cond_init(&w->wcv, NULL);
     bl_tail_init(&w->tail, &(bl_wal_at){0, 0, 0});
     w->manual = cm != NULL && strcmp(cm, "manual") == 0;
     w->ckpt_mode = o->durability;

@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "core/error.h"
 #include "lmdb/shm.h"
 #include "lmdb/store.h"
 #include "lmdb/tail.h"
@@ -63,8 +64,15 @@ typedef struct bl_walenv {
     pthread_cond_t ccv;
     pthread_t thread;
     int thread_on, kicked;
+    int active;               /* the thread checkpoints (else it only walks) */
+    int exited;               /* a walk-only thread ended: join it */
     _Atomic int want_thread;  /* start it at the next commit (bl_ckpt_want) */
     _Atomic int store_checked; /* the whole LMDB file passed the page validator */
+    /* the whole-store page walk, in the thread from open (under cmu) */
+    int walk;                 /* BL_WALK_* */
+    int walk_rc;              /* BL_WALK_BAD: its code and last-error detail */
+    char walk_msg[BL_ERRMSG_MAX];
+    pthread_cond_t wcv;       /* signalled when walk leaves BL_WALK_RUNNING */
     unsigned gen;             /* bumped to stop the running thread */
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
     int ckpt_mode;            /* durability of this process's checkpoints */
@@ -129,13 +137,39 @@ int bl_ckpt_run(bl_env *e, int wlock_held);
 
 /* Wake the background checkpointer (a leader saw the tail grow). */
 void bl_ckpt_kick(bl_env *e);
-/* Start / stop the background thread (writable environments only).  It
- * is started by the first commit after bl_ckpt_want(), not at open: a
- * process that opens a store without writing starts no thread (a forked
- * child that opens and closes one stays single-threaded). */
+/*
+ * The background thread (writable environments only, and not with
+ * BINDLOG_CHECKPOINT=manual).  Open starts it (bl_ckpt_open) to run the
+ * whole-store page walk that the first write needs, off every caller's
+ * path; alone, it ends after the walk.  It starts checkpointing at the
+ * first commit after bl_ckpt_want() (bl_ckpt_start), so that a process that
+ * opens a store without writing never checkpoints or zero-fills the log,
+ * and is single-threaded again once the walk is over (or the store
+ * closed).  bl_ckpt_stop stops it, walk included, and joins it.
+ * bl_ckpt_open and bl_ckpt_start return 0 or BINDLOG_ENOMEM (no thread:
+ * the first write walks in its own thread, as with manual checkpoints).
+ */
+int bl_ckpt_open(bl_env *e);
 int bl_ckpt_start(bl_env *e);
 void bl_ckpt_want(bl_env *e);
 void bl_ckpt_stop(bl_env *e);
+
+/* The walk's states (bl_walenv.walk). */
+enum { BL_WALK_TODO, BL_WALK_RUNNING, BL_WALK_DONE, BL_WALK_BAD };
+
+/*
+ * Before a process's first write (commit.c): the whole store must have
+ * passed the page validator.  Waits for the background walk while it runs
+ * (for what is left of it), then: 0 when it passed, its BINDLOG_ECORRUPT
+ * and message when it found damage, and when there was no walk or it was
+ * stopped short, the walk itself, in the calling thread.  0 or BINDLOG_E*
+ * with a last-error detail.  Sets store_checked on 0.
+ */
+int bl_ckpt_walk_wait(bl_env *e);
+/* Wait while the background walk runs (its result is then in the page
+ * validator's memory): bl_pc_guard_all, so that compaction, vacuum and
+ * import do not walk the store a second time beside it.  Never fails. */
+void bl_ckpt_walk_settle(bl_env *e);
 
 /* Direct LMDB writes (import, the targets of replay and check, the etcd
  * mirror) bypass the log.  bl_wal_quiesce takes the writers' lock and

@@ -22,6 +22,10 @@
  * kill runs use a 64 KiB log so that the ring wraps and the background
  * checkpointer runs many times in each.
  *
+ * walk.step (ckpt.c): a step of the whole-store page walk that a writable
+ * open runs in the background; the close-during-the-walk case slows it
+ * down (sleep) and stops it short (eio).
+ *
  * Eio: in process, with the background checkpointer off.  The contract:
  *   - eio before the frame is written (commit.begin, commit.append,
  *     commit.group, commit.before, wal.recycle, wal.append): the call
@@ -371,6 +375,80 @@ static void failpoints__eio_in_a_checkpoint_is_retried(void **state)
     }
 }
 
+/* A store of `n` bound keys at dir, closed, written without failpoints. */
+static void walk_store_of(const char *dir, unsigned n)
+{
+    bindlog *s = NULL;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_event ev[100];
+    char keys[100][48], sids[100][48];
+
+    o.durability = BINDLOG_DURABILITY_NONE;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    for (unsigned b = 0; b < n; b += 100) {
+        for (unsigned i = 0; i < 100; i++) {
+            snprintf(keys[i], sizeof keys[i], "agent:main:walk:%06u", b + i);
+            snprintf(sids[i], sizeof sids[i], "walk-%06u", b + i);
+            memset(&ev[i], 0, sizeof ev[i]);
+            ev[i].type = BINDLOG_EVENT_BIND;
+            ev[i].key = keys[i];
+            ev[i].session_id = sids[i];
+        }
+        assert_int_equal(bindlog_apply_batch(s, ev, 100, NULL, NULL), 0);
+    }
+    bindlog_close(s);
+}
+
+/*
+ * The whole-store walk a writable open starts in the background
+ * (docs/design.md, "Damaged files"): walk.step is hit every thousand or so
+ * entries of it.  sleep: each step takes 300 ms, so a close right after the
+ * first step is inside the walk, and must stop it there instead of waiting
+ * for the other steps (a 1 GB store's walk takes seconds).  eio: the walk
+ * stops short, so the first write walks the store itself and goes ahead.
+ * Either way the store then opens, writes and checks as before.
+ */
+static void failpoints__close_stops_the_walk(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("fpwalk");
+    bindlog *s = NULL;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_result r;
+    bindlog_check_report rep;
+
+    unsetenv("BINDLOG_CHECKPOINT"); /* the walk runs on the checkpointer's thread */
+    walk_store_of(dir, 3000);       /* ~12k entries: ~11 steps, 3.3 s of sleeps */
+    o.durability = BINDLOG_DURABILITY_NONE;
+
+    set_failpoint("walk.step:sleep=300");
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    while (bl_failpoint_hits("walk.step") == 0)
+        usleep(1000);
+    bindlog_close(s); /* inside the first step's sleep */
+    unsigned long steps = bl_failpoint_hits("walk.step");
+    print_message("  close during the walk: %lu of ~11 steps taken\n", steps);
+    assert_true(steps <= 2);
+
+    set_failpoint("walk.step:eio");
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:x", "x", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    assert_int_equal(bl_failpoint_hits("walk.step"), 1);
+    bindlog_close(s);
+
+    set_failpoint(NULL);
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:y", "y", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_int_equal(rep.problems, 0);
+    bindlog_close(s);
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static void failpoints__spec_parsing(void **state)
 {
     (void)state;
@@ -398,6 +476,7 @@ int main(void)
         cmocka_unit_test(failpoints__eio_in_a_batch_writes_nothing),
         cmocka_unit_test(failpoints__eio_after_the_write_panics_sticky),
         cmocka_unit_test(failpoints__eio_in_a_checkpoint_is_retried),
+        cmocka_unit_test(failpoints__close_stops_the_walk),
         cmocka_unit_test(failpoints__kill_at_every_point),
         cmocka_unit_test(failpoints__kill_inside_group_commit),
         cmocka_unit_test(failpoints__abort_is_a_crash_too),
