@@ -79,20 +79,7 @@ static fx *extract_from(const char *tarball, const char *which)
 }
 
 /* Extract format-1 store `which` ("plain", "compacted") into a new temp dir. */
-static fx *extract(const char *which)
-{
-    fx *f = calloc(1, sizeof *f);
-    char cmd[4096], path[1100];
-    assert_non_null(f);
-    f->tmp = tu_mkdtemp("upgrade");
-    snprintf(cmd, sizeof cmd, "tar -C '%s' -xzf '%s' '%s'", f->tmp, TARBALL, which);
-    assert_int_equal(system(cmd), 0);
-    snprintf(f->dir, sizeof f->dir, "%s/%s", f->tmp, which);
-    snprintf(path, sizeof path, "%s/data.mdb", f->dir);
-    f->orig = slurp(path, &f->orig_len);
-    assert_non_null(f->orig);
-    return f;
-}
+static fx *extract(const char *which) { return extract_from(TARBALL, which); }
 
 static void fx_free(fx *f)
 {
@@ -102,14 +89,14 @@ static void fx_free(fx *f)
     free(f);
 }
 
-/* expected.txt: "<store> head N" and "<store> digest HEX". */
-static void expected(const char *which, uint64_t *head, char hex[33])
+/* An expected.txt: "<store> head N" and "<store> digest HEX". */
+static void expected_in(const char *file, const char *which, uint64_t *head, char hex[33])
 {
-    FILE *e = fopen(EXPECTED, "r");
-    char name[64], field[64], value[33];
+    FILE *e = fopen(file, "r");
+    char name[64], field[64], value[41];
     int found = 0;
     assert_non_null(e);
-    while (fscanf(e, "%63s %63s %32s", name, field, value) == 3) {
+    while (fscanf(e, "%63s %63s %40s", name, field, value) == 3) {
         if (strcmp(name, which) != 0)
             continue;
         if (strcmp(field, "head") == 0)
@@ -119,6 +106,12 @@ static void expected(const char *which, uint64_t *head, char hex[33])
     }
     fclose(e);
     assert_int_equal(found, 3);
+}
+
+/* What format-1 code said of its store `which`. */
+static void expected(const char *which, uint64_t *head, char hex[33])
+{
+    expected_in(EXPECTED, which, head, hex);
 }
 
 static int exists(const char *dir, const char *name)
@@ -689,25 +682,6 @@ static void stamp(const char *dir, uint32_t format, int magic)
     mdb_env_close(env);
 }
 
-/* "<store> head N" and "<store> digest HEX" of tests/data/format2/expected.txt */
-static void expected2(const char *which, uint64_t *head, char hex[33])
-{
-    FILE *e = fopen(EXPECTED2, "r");
-    char name[64], field[64], value[41];
-    int found = 0;
-    assert_non_null(e);
-    while (fscanf(e, "%63s %63s %40s", name, field, value) == 3) {
-        if (strcmp(name, which) != 0)
-            continue;
-        if (strcmp(field, "head") == 0)
-            *head = strtoull(value, NULL, 10), found |= 1;
-        if (strcmp(field, "digest") == 0)
-            memcpy(hex, value, 33), found |= 2;
-    }
-    fclose(e);
-    assert_int_equal(found, 3);
-}
-
 /* Format 2 (the write-ahead log, a history table): written by fd0b2c4,
  * one store closed cleanly, one compacted, one whose process died with its
  * last records in bindlog.wal only.  Each upgrades to the digest format-2
@@ -725,7 +699,7 @@ static void upgrade__format2_stores(void **state)
         char hex[33], got[33];
         unsigned char d[BINDLOG_DIGEST_SIZE];
 
-        expected2(which[i], &head, hex);
+        expected_in(EXPECTED2, which[i], &head, hex);
         assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
         assert_non_null(strstr(bindlog_last_error(), "format 2"));
         assert_non_null(strstr(bindlog_last_error(), "bindlog upgrade DIR"));
