@@ -34,24 +34,21 @@ void bl_group_budget(bl_group *g, uint64_t bytes) { g->budget = bytes; }
  * least one): the last of them, and their count in *n (g->mu held). */
 static bl_greq *take_within_budget(bl_group *g, size_t *n)
 {
-    bl_greq *r = g->head;
+    bl_greq *last = g->head;
     uint64_t bytes = 0;
     size_t k = 0;
-    for (;;) {
+    for (bl_greq *r = g->head; r != NULL; r = r->next) {
+        uint64_t b = 0;
         for (size_t i = 0; i < r->n; i++)
-            bytes += bl_event_bytes(&r->ev[i]);
+            b += bl_event_bytes(&r->ev[i]);
+        if (k > 0 && bytes + b > g->budget)
+            break;
+        bytes += b;
+        last = r;
         k++;
-        if (r->next == NULL)
-            break;
-        uint64_t more = 0;
-        for (size_t i = 0; i < r->next->n; i++)
-            more += bl_event_bytes(&r->next->ev[i]);
-        if (bytes + more > g->budget)
-            break;
-        r = r->next;
     }
     *n = k;
-    return r;
+    return last;
 }
 
 static int64_t mono_ns(void)
