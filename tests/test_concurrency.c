@@ -419,6 +419,57 @@ static void concurrency__batches_are_atomic_among_singles(void **state)
     bindlog_close(s);
 }
 
+/* Writers whose events together would make a frame larger than half the
+ * log: the leader takes only what fits a quarter of it (group.c's budget)
+ * and leaves the rest for the next group, so every write goes in.  Before,
+ * a group of them failed whole with ENOSPC ("the group's frame is ...
+ * bytes, more than half of the ...-byte log"). */
+typedef struct big_arg {
+    bindlog *s;
+    int id, bad;
+} big_arg;
+
+static void *big_writer(void *p)
+{
+    big_arg *a = p;
+    static char origin[40000];
+    memset(origin, 'o', sizeof origin);
+    for (int round = 0; round < 20; round++) {
+        char key[64], sid[64];
+        bindlog_result r;
+        snprintf(key, sizeof key, "big:%d:%d", a->id, round);
+        snprintf(sid, sizeof sid, "B%d-%d", a->id, round);
+        if (bindlog_bind(a->s, key, sid, "", NULL, origin, sizeof origin, &r) != BINDLOG_APPLIED)
+            a->bad++;
+    }
+    return NULL;
+}
+
+static void concurrency__groups_are_cut_to_fit_the_log(void **state)
+{
+    fx *f = *state;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    o.durability = BINDLOG_DURABILITY_FULL; /* writers gather during each flush */
+    o.log_size = 1 << 20; /* half: 512 KiB, about 6 of these writes */
+    assert_int_equal(bindlog_open(&s, f->dir, &o), 0);
+    pthread_t t[16];
+    big_arg a[16];
+    for (int i = 0; i < 16; i++) {
+        a[i] = (big_arg){s, i, 0};
+        pthread_create(&t[i], NULL, big_writer, &a[i]);
+    }
+    for (int i = 0; i < 16; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(a[i].bad, 0);
+    }
+    bindlog_stats st;
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 16 * 20);
+    assert_dense_log(s, st.head_lsn);
+    bindlog_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +478,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(concurrency__reads_survive_map_growth, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrency__processes_share_one_store, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrency__batches_are_atomic_among_singles, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(concurrency__groups_are_cut_to_fit_the_log, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
