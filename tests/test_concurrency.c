@@ -429,17 +429,18 @@ typedef struct big_arg {
     int id, bad;
 } big_arg;
 
+static char big_origin[40000]; /* filled before the writers start */
+
 static void *big_writer(void *p)
 {
     big_arg *a = p;
-    static char origin[40000];
-    memset(origin, 'o', sizeof origin);
     for (int round = 0; round < 20; round++) {
         char key[64], sid[64];
         bindlog_result r;
         snprintf(key, sizeof key, "big:%d:%d", a->id, round);
         snprintf(sid, sizeof sid, "B%d-%d", a->id, round);
-        if (bindlog_bind(a->s, key, sid, "", NULL, origin, sizeof origin, &r) != BINDLOG_APPLIED)
+        if (bindlog_bind(a->s, key, sid, "", NULL, big_origin, sizeof big_origin, &r) !=
+            BINDLOG_APPLIED)
             a->bad++;
     }
     return NULL;
@@ -453,6 +454,7 @@ static void concurrency__groups_are_cut_to_fit_the_log(void **state)
     o.durability = BINDLOG_DURABILITY_FULL; /* writers gather during each flush */
     o.log_size = 1 << 20; /* half: 512 KiB, about 6 of these writes */
     assert_int_equal(bindlog_open(&s, f->dir, &o), 0);
+    memset(big_origin, 'o', sizeof big_origin);
     pthread_t t[16];
     big_arg a[16];
     for (int i = 0; i < 16; i++) {
