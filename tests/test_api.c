@@ -1221,9 +1221,11 @@ static void api__readonly_handle_ereadonly(void **state)
     };
     assert_int_equal(bindlog_apply_batch(f->s, ev, 2, NULL, NULL), BINDLOG_EREADONLY);
     int codes[2] = {99, 99};
-    assert_int_equal(bindlog_apply_each(f->s, ev, 2, NULL, codes, NULL), BINDLOG_EREADONLY);
+    char msgs[2][BINDLOG_EACH_MESSAGE_MAX];
+    assert_int_equal(bindlog_apply_each(f->s, ev, 2, NULL, codes, msgs), BINDLOG_EREADONLY);
     assert_int_equal(codes[0], BINDLOG_EREADONLY);
     assert_int_equal(codes[1], BINDLOG_EREADONLY);
+    assert_string_equal(msgs[1], "unbind k: the handle was opened read-only");
 
     /* bad arguments: EINVAL first */
     run_einval_calls(f);

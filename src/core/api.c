@@ -528,6 +528,8 @@ static int apply_each(bindlog *s, const bindlog_event *in, size_t n, bindlog_res
         for (size_t i = 0; i < n; i++) {
             rcodes[i] = rc;
             bl_count_call(s, in[i].type, rc);
+            if (messages != NULL)
+                each_message(messages[i], &in[i], rc, "the handle was opened read-only");
         }
         return rc;
     }
