@@ -41,6 +41,21 @@ static pthread_mutex_t fp_mu = PTHREAD_MUTEX_INITIALIZER;
 static int fp_loaded;
 static size_t fp_count;
 static fp_entry fp_table[FP_MAX];
+static pthread_once_t fp_once = PTHREAD_ONCE_INIT;
+
+/* A thread of the parent (the background page walk hits "walk.step" every
+ * 1,024 entries) may hold fp_mu at the fork: the child, which has only
+ * the forking thread, would wait for it forever at its first failpoint.
+ * The child starts with a fresh lock, as the store registry does; the
+ * table itself is only counters. */
+static void fp_after_fork(void) { pthread_mutex_init(&fp_mu, NULL); }
+static void fp_register(void) { (void)pthread_atfork(NULL, NULL, fp_after_fork); }
+
+static void fp_lock(void)
+{
+    (void)pthread_once(&fp_once, fp_register);
+    pthread_mutex_lock(&fp_mu);
+}
 
 /* Parse one "name[:action[:n]]" entry into e; 0 or -1 (malformed). */
 static int parse_entry(const char *s, size_t len, fp_entry *e)
@@ -111,7 +126,7 @@ int bl_failpoint_hit(const char *name)
     unsigned long sleep_ms = 0;
     int fire = 0;
 
-    pthread_mutex_lock(&fp_mu);
+    fp_lock();
     if (!fp_loaded)
         load();
     for (size_t i = 0; i < fp_count; i++) {
@@ -144,7 +159,7 @@ int bl_failpoint_hit(const char *name)
 
 void bl_failpoint_reset(void)
 {
-    pthread_mutex_lock(&fp_mu);
+    fp_lock();
     fp_loaded = 0;
     fp_count = 0;
     memset(fp_table, 0, sizeof(fp_table));
@@ -155,7 +170,7 @@ unsigned long bl_failpoint_hits(const char *name)
 {
     unsigned long hits = 0;
 
-    pthread_mutex_lock(&fp_mu);
+    fp_lock();
     if (!fp_loaded)
         load();
     for (size_t i = 0; i < fp_count; i++)
