@@ -8,8 +8,10 @@
  * empty store for import), so every write is an append: LMDB fills its pages
  * left to right and never searches or splits in the middle.
  */
+#define _GNU_SOURCE /* sync_file_range */
 #include "maint/maint.h"
 
+#include <fcntl.h>
 #include <string.h>
 
 /* Data written per transaction of our own (replay): large enough that
@@ -21,6 +23,24 @@
  * 17,300 page faults against 5,400 for the bench's 100k-record replay
  * with 64 MiB chunks). */
 #define APPEND_CHUNK ((size_t)8 << 20)
+
+/* Start writing back what the transaction just committed wrote, without
+ * waiting for it (Linux; elsewhere nothing): the target's one sync at the
+ * end then finds most of its pages on the disk already, where it would
+ * otherwise write the whole store then (about 25 ms for the bench's
+ * 100k-record replay, against 4 ms).  The CPU spent is the same: it is
+ * the writeback the sync would start.  A failure here is no failure: the
+ * sync at the end reports what did not reach the disk. */
+static void app_writeback(bl_env *e)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    int fd;
+    if (mdb_env_get_fd(e->env, &fd) == 0)
+        (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)e;
+#endif
+}
 
 int bl_reserve_map(bl_env *e, uint64_t want)
 {
@@ -86,7 +106,10 @@ int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void
         app_close_cursors(a);
         rc = bl_wtxn_commit(a->e, a->txn, &map_full);
         a->txn = NULL;
-        if (rc != 0 || (rc = app_begin(a)) != 0)
+        if (rc != 0)
+            return rc;
+        app_writeback(a->e);
+        if ((rc = app_begin(a)) != 0)
             return rc;
     }
     if (a->cur[db] == NULL && (rc = mdb_cursor_open(a->txn, a->e->dbi[db], &a->cur[db])) != 0)
@@ -105,8 +128,8 @@ int bl_appender_finish(bl_appender *a)
 {
     int rc = 0, map_full = 0;
     app_close_cursors(a);
-    if (a->own && a->txn != NULL)
-        rc = bl_wtxn_commit(a->e, a->txn, &map_full);
+    if (a->own && a->txn != NULL && (rc = bl_wtxn_commit(a->e, a->txn, &map_full)) == 0)
+        app_writeback(a->e);
     a->txn = NULL;
     return rc;
 }
