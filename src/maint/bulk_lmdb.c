@@ -12,7 +12,10 @@
 #include "maint/maint.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Data written per transaction of our own (replay): large enough that
  * commits cost little (the target syncs only at the end), small enough to
@@ -40,6 +43,75 @@ static void app_writeback(bl_env *e)
 #else
     (void)e;
 #endif
+}
+
+/* ---- writeback while one long commit writes ------------------------------------ */
+
+struct bl_writeback {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    bl_env *e;
+};
+
+static void *writeback_thread(void *arg)
+{
+    struct bl_writeback *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 1000000; /* every millisecond: ~2 MB written by then */
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &until);
+        if (w->stop)
+            break;
+        pthread_mutex_unlock(&w->mu);
+        app_writeback(w->e);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+bl_writeback *bl_writeback_start(bl_env *e)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    struct bl_writeback *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->e = e;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->th, NULL, writeback_thread, w) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return NULL;
+    }
+    return w;
+#else
+    (void)e;
+    return NULL;
+#endif
+}
+
+void bl_writeback_stop(bl_writeback *w)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
 }
 
 int bl_reserve_map(bl_env *e, uint64_t want)

@@ -114,8 +114,10 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
  *
  * An appender writes entries in key order with MDB_APPEND: into the
  * caller's transaction (txn != NULL: import), or into transactions of its
- * own, committed every 64 MiB, with the map grown before each (replay and
- * check, whose targets nobody else writes).  Puts return 0 or BINDLOG_E*
+ * own, committed every 8 MiB, with the map grown before each (replay and
+ * check, whose targets nobody else writes), each commit's writeback started
+ * at once (sync_file_range) so that the target's one sync at the end has
+ * little left to write.  Puts return 0 or BINDLOG_E*
  * (BINDLOG_ECORRUPT for a key out of order or repeated). */
 typedef struct bl_appender {
     bl_env *e;
@@ -132,6 +134,16 @@ int bl_appender_finish(bl_appender *a); /* commits its own transaction */
 void bl_appender_abort(bl_appender *a);
 /* A bulk sink writing bindings, history, sessions and children through a. */
 void bl_appender_sink(bl_appender *a, bl_bulk_sink *s);
+
+/* Writeback while one long commit writes (import's single transaction): a
+ * thread that starts the writeback of e's data file every millisecond
+ * (sync_file_range, without waiting) until bl_writeback_stop(), so that the
+ * sync after the commit finds most pages on the disk already.  NULL when no
+ * thread could be started, or off Linux: then the sync writes everything,
+ * as before.  It never syncs and never fails the commit; stop joins it. */
+typedef struct bl_writeback bl_writeback;
+bl_writeback *bl_writeback_start(bl_env *e);
+void bl_writeback_stop(bl_writeback *w); /* NULL is a no-op */
 
 /* Grow e's map until `want` bytes are free past its last page (no
  * transaction of this thread may be open).  0 or BINDLOG_E*. */

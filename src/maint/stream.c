@@ -354,6 +354,7 @@ typedef struct importer {
     int have_digest;
     int scan;           /* a full stream the bulk way: image to the base tables
                          * only, records appended by scan_record() */
+    int sync_after;     /* the store syncs after the commit (not NONE) */
 } importer;
 
 /* Read a frame header and payload into im->frame.  A truncated frame is
@@ -865,7 +866,11 @@ static int import_once(importer *im, uint64_t *err_offset)
         rc = bl_mdb_error(rc);
         goto out;
     }
+    /* the commit writes every page of the import at once; with a sync to
+     * follow, their writeback starts while it writes */
+    bl_writeback *wb = im->sync_after ? bl_writeback_start(e) : NULL;
     rc = bl_wtxn_commit(e, im->txn, &im->map_full);
+    bl_writeback_stop(wb);
     im->txn = NULL;
 out:
     if (im->app.map_full)
@@ -914,6 +919,7 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     im.e = s->e;
     im.progress = progress;
     im.progress_ctx = progress_ctx;
+    im.sync_after = s->durability != BINDLOG_DURABILITY_NONE;
     im.rd.fd = fd;
     im.rd.buf = malloc(ST_IO_BUF);
     im.frame = malloc(ST_FRAME_MAX);
