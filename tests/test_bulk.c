@@ -198,6 +198,37 @@ static void bulk__replay_equals_sequential_for_any_partitioning(void **state)
     }
 }
 
+/* Records fed by reference are decided in place up to a limit, then
+ * spilled in order with the rest: every turn gives the same tables, and a
+ * check that finds nothing. */
+static void bulk__records_by_reference_or_spilled(void **state)
+{
+    fx *f = *state;
+    char seq[1200], out[1200];
+    static const char *const limits[] = {"0", "1", "100", "1499", "2999", "3000", "100000"};
+
+    replay_to(f, f->s, "seq", 0, 0, UINT64_MAX, INT64_MAX);
+    path_of(f, seq, sizeof seq, "seq");
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        uint64_t done0, fell0, done1, fell1;
+        bindlog_check_report rep;
+        setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
+        bl_bulk_tally(&done0, &fell0);
+        replay_to(f, f->s, "bulk", 1, 3, UINT64_MAX, INT64_MAX);
+        set_parts(3);
+        assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+        set_parts(0);
+        bl_bulk_tally(&done1, &fell1);
+        unsetenv("BINDLOG_BULK_REF_MAX");
+        assert_int_equal(done1, done0 + 2); /* replay and check took the bulk path */
+        assert_int_equal(fell1, fell0);
+        assert_int_equal(rep.problems, 0);
+        assert_int_equal(rep.records, NEVENTS);
+        path_of(f, out, sizeof out, "bulk");
+        assert_same_tables(seq, out);
+    }
+}
+
 static void bulk__replay_points_equal_sequential(void **state)
 {
     fx *f = *state;
@@ -463,6 +494,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bulk__replay_equals_sequential_for_any_partitioning,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__replay_points_equal_sequential, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__records_by_reference_or_spilled, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__compacted_store, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__session_moved_across_partitions_falls_back, setup,
                                         teardown),

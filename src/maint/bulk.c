@@ -14,6 +14,13 @@
  * runs (a partition's run is one segment of those).  All are unlinked as
  * soon as they are created.
  *
+ * Records fed by reference (bl_bulk_record_ref: replay and check, reading
+ * a store's map) are not spilled at all while there are at most REF_MAX of
+ * them: each partition keeps the references in LSN order, after the image
+ * entries of its spill, and is decided from the caller's memory (with the
+ * records a few places ahead prefetched).  Past REF_MAX the references so
+ * far are spilled in order and the copier takes the rest, as before.
+ *
  * Spill entry:    u8 tag, u32 len, payload
  *   'b' image binding   u16 key_len, key, binding value
  *   's' image session   u8 id_len, id, session value
@@ -47,6 +54,9 @@
 #define DEFAULT_PARTS 64 /* when the input size is unknown */
 #define MIN_PARTS 16     /* when the input has room for them (see bl_bulk_open) */
 #define MAX_THREADS 2
+/* Records decided in place from the caller's memory (see above): 24 bytes
+ * of reference each, so at most 24 MiB. */
+#define REF_MAX ((size_t)1 << 20)
 
 static atomic_uint_fast64_t tally_finished, tally_fell_back;
 
@@ -160,12 +170,20 @@ typedef struct seg {
     uint64_t off, len;
 } seg;
 
+typedef struct ref {
+    const void *p;
+    uint64_t lsn;
+    uint32_t len;
+} ref;
+
 typedef struct part {
     unsigned char *buf; /* the block being filled */
     size_t len;
     block *blocks;
     size_t nblocks, capblocks;
     uint64_t bytes;
+    ref *refs;      /* records decided in place, after the spilled entries */
+    size_t nrefs, caprefs;
     seg keys, sess; /* its runs, once decided */
 } part;
 
@@ -188,6 +206,11 @@ struct bl_bulk {
      * second thread, in the order they come (see bl_bulk_record_ref) */
     struct copier *cp;
     int no_copier;
+    size_t nrefs;      /* records held by reference in the partitions */
+    size_t ref_max;    /* REF_MAX, or BINDLOG_BULK_REF_MAX for the tests */
+    size_t ref_cap0;   /* first size of a partition's references (its share
+                        * of the input at ~256 bytes a record: no regrowth) */
+    int refs_off;      /* more than REF_MAX came: references spilled, copier on */
     /* progress: the scan is the first third of `total`, deciding the
      * second, merging the last (bl_bulk_set_progress) */
     bindlog_progress_fn progress;
@@ -267,6 +290,16 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
     }
     if (b->nparts < 1)
         b->nparts = 1;
+    /* BINDLOG_BULK_REF_MAX=N: spill the references after N records (0: from
+     * the first), so that the tests take that turn on small stores */
+    const char *refs = getenv("BINDLOG_BULK_REF_MAX");
+    b->ref_max = refs != NULL && atoi(refs) >= 0 ? (size_t)atoi(refs) : REF_MAX;
+    b->refs_off = b->ref_max == 0;
+    b->ref_cap0 = (size_t)(size_hint / b->nparts / 256);
+    if (b->ref_cap0 < 1024)
+        b->ref_cap0 = 1024;
+    if (b->ref_cap0 > REF_MAX / b->nparts + 1024)
+        b->ref_cap0 = REF_MAX / b->nparts + 1024;
     if (b->nparts > MAX_PARTS)
         b->nparts = MAX_PARTS;
     if ((b->tmpdir = strdup(tmpdir)) == NULL ||
@@ -294,6 +327,7 @@ void bl_bulk_free(bl_bulk *b)
     for (unsigned p = 0; b->parts != NULL && p < b->nparts; p++) {
         free(b->parts[p].buf);
         free(b->parts[p].blocks);
+        free(b->parts[p].refs);
     }
     free(b->parts);
     if (b->spill >= 0)
@@ -408,8 +442,13 @@ static unsigned record_part(const bl_bulk *b, const unsigned char *r, size_t len
     return part_of(b, r + BL_RECORD_FIXED, key_len);
 }
 
+static int refs_to_spill(bl_bulk *b);
+
 int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
 {
+    int rc;
+    if (b->nrefs > 0 && (rc = refs_to_spill(b)) != 0) /* they come first */
+        return rc;
     unsigned p = record_part(b, bytes, len);
     if (p == UINT_MAX)
         return fall_back(b, "record without a key");
@@ -428,12 +467,6 @@ int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
  * caller copies them itself. */
 
 #define COPY_BATCH 8192
-
-typedef struct ref {
-    const void *p;
-    uint64_t lsn;
-    uint32_t len;
-} ref;
 
 typedef struct copier {
     pthread_t th;
@@ -546,10 +579,50 @@ static copier *copier_start(bl_bulk *b)
     return c;
 }
 
+/* More than REF_MAX references: spill those held so far, each partition's
+ * in order (after its image entries, before any record to come), and let
+ * the copier take the rest. */
+static int refs_to_spill(bl_bulk *b)
+{
+    int rc = 0;
+    for (unsigned pi = 0; pi < b->nparts; pi++) {
+        part *p = &b->parts[pi];
+        for (size_t i = 0; rc == 0 && i < p->nrefs; i++)
+            rc = spill(b, pi, 'r', &p->refs[i].lsn, 8, p->refs[i].p, p->refs[i].len, NULL, 0);
+        free(p->refs);
+        p->refs = NULL;
+        p->nrefs = p->caprefs = 0;
+    }
+    b->nrefs = 0;
+    b->refs_off = 1;
+    return own_failure(b, rc);
+}
+
+/* Hold a record by reference in its partition.  0, or BL_BULK_FALLBACK. */
+static int ref_add(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
+{
+    unsigned pi = record_part(b, bytes, len);
+    if (pi == UINT_MAX)
+        return fall_back(b, "record without a key");
+    part *p = &b->parts[pi];
+    if (p->nrefs == p->caprefs) {
+        size_t cap = p->caprefs ? 2 * p->caprefs : b->ref_cap0;
+        ref *nr = realloc(p->refs, cap * sizeof(ref));
+        if (nr == NULL)
+            return own_failure(b, BINDLOG_ENOMEM);
+        p->refs = nr;
+        p->caprefs = cap;
+    }
+    p->refs[p->nrefs++] = (ref){bytes, lsn, (uint32_t)len};
+    return ++b->nrefs >= b->ref_max ? refs_to_spill(b) : 0;
+}
+
 int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
 {
     if (len > BL_RECORD_MAX)
         return fall_back(b, "record longer than any record");
+    if (!b->refs_off)
+        return ref_add(b, bytes, len, lsn);
     if (b->cp == NULL && !b->no_copier && sysconf(_SC_NPROCESSORS_ONLN) >= 2 &&
         (b->cp = copier_start(b)) == NULL)
         b->no_copier = 1;
@@ -1066,6 +1139,9 @@ static int write_session_run(dstate *d, const uint32_t *order, wfile *w)
     return rc;
 }
 
+/* Records held by reference: how many places ahead to prefetch. */
+#define REF_PREFETCH 8
+
 /* Decide partition pi; its runs go to thread t's files. */
 static int decide_part(bl_bulk *b, unsigned pi, int t, dstate *d, wfile *kw, wfile *sw)
 {
@@ -1094,6 +1170,19 @@ static int decide_part(bl_bulk *b, unsigned pi, int t, dstate *d, wfile *kw, wfi
             }
             o += 5 + (size_t)len;
         }
+    }
+    /* the records held by reference, in LSN order after the spilled image
+     * entries: they lie apart in the caller's memory, so ask for the ones
+     * a few places ahead while deciding one */
+    for (size_t i = 0; rc == 0 && i < p->nrefs; i++) {
+        if (i + REF_PREFETCH < p->nrefs) {
+            const ref *f = &p->refs[i + REF_PREFETCH];
+            for (uint32_t o = 0; o < f->len && o < 256; o += 64)
+                __builtin_prefetch((const unsigned char *)f->p + o);
+        }
+        if ((i & 4095) == 0 && atomic_load(&b->stop))
+            return 0;
+        rc = add_record(d, p->refs[i].p, p->refs[i].len, p->refs[i].lsn);
     }
     for (size_t i = 0; rc == 0 && i < d->npd; i++) {
         const pend *q = &d->pd[i];
