@@ -357,6 +357,15 @@ static uint64_t import_both_ways(fx *f, int parts)
 static void bulk__import_equals_sequential(void **state)
 {
     assert_int_equal(import_both_ways(*state, 3), 0);
+    /* the records decided where they lie in the import's transaction, then
+     * spilled from there at some point, or copied from the start */
+    static const char *const limits[] = {"0", "1", "1700"};
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
+        uint64_t fell = import_both_ways(*state, 3);
+        unsetenv("BINDLOG_BULK_REF_MAX");
+        assert_int_equal(fell, 0);
+    }
 }
 
 /* A damaged record: the bulk scan or decide notices, the sequential path

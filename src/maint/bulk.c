@@ -1140,7 +1140,7 @@ static int write_session_run(dstate *d, const uint32_t *order, wfile *w)
 }
 
 /* Records held by reference: how many places ahead to prefetch. */
-#define REF_PREFETCH 8
+#define REF_PREFETCH 16
 
 /* Decide partition pi; its runs go to thread t's files. */
 static int decide_part(bl_bulk *b, unsigned pi, int t, dstate *d, wfile *kw, wfile *sw)
@@ -1172,17 +1172,29 @@ static int decide_part(bl_bulk *b, unsigned pi, int t, dstate *d, wfile *kw, wfi
         }
     }
     /* the records held by reference, in LSN order after the spilled image
-     * entries: they lie apart in the caller's memory, so ask for the ones
-     * a few places ahead while deciding one */
-    for (size_t i = 0; rc == 0 && i < p->nrefs; i++) {
-        if (i + REF_PREFETCH < p->nrefs) {
-            const ref *f = &p->refs[i + REF_PREFETCH];
-            for (uint32_t o = 0; o < f->len && o < 256; o += 64)
-                __builtin_prefetch((const unsigned char *)f->p + o);
-        }
-        if ((i & 4095) == 0 && atomic_load(&b->stop))
+     * entries.  They lie apart in the caller's memory: decided there, each
+     * would wait for memory (the decide takes long enough per record that
+     * prefetching does not hide it), so they are first gathered into the
+     * block buffer in a tight loop that keeps many loads in flight, then
+     * decided from there */
+    for (size_t i = 0; rc == 0 && i < p->nrefs;) {
+        size_t j = i, fill = 0;
+        if (atomic_load(&b->stop))
             return 0;
-        rc = add_record(d, p->refs[i].p, p->refs[i].len, p->refs[i].lsn);
+        while (j < p->nrefs && fill + p->refs[j].len <= SPILL_BLOCK) {
+            if (j + REF_PREFETCH < p->nrefs) {
+                const ref *f = &p->refs[j + REF_PREFETCH];
+                for (uint32_t o = 0; o < f->len && o < 512; o += 64)
+                    __builtin_prefetch((const unsigned char *)f->p + o);
+            }
+            memcpy(d->in + fill, p->refs[j].p, p->refs[j].len);
+            fill += p->refs[j].len;
+            j++;
+        }
+        for (fill = 0; rc == 0 && i < j; i++) {
+            rc = add_record(d, d->in + fill, p->refs[i].len, p->refs[i].lsn);
+            fill += p->refs[i].len;
+        }
     }
     for (size_t i = 0; rc == 0 && i < d->npd; i++) {
         const pend *q = &d->pd[i];

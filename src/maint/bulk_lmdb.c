@@ -169,6 +169,12 @@ int bl_appender_init(bl_appender *a, bl_env *e, MDB_txn *txn)
 
 int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void *v, size_t vn)
 {
+    return bl_appender_put_at(a, db, k, kn, v, vn, NULL);
+}
+
+int bl_appender_put_at(bl_appender *a, int db, const void *k, size_t kn, const void *v,
+                       size_t vn, const void **at)
+{
     MDB_val key = {kn, (void *)k}, val = {vn, (void *)v};
     int rc, map_full = 0;
 
@@ -186,12 +192,18 @@ int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void
     }
     if (a->cur[db] == NULL && (rc = mdb_cursor_open(a->txn, a->e->dbi[db], &a->cur[db])) != 0)
         return bl_mdb_error(rc);
-    rc = mdb_cursor_put(a->cur[db], &key, &val, MDB_APPEND);
+    rc = mdb_cursor_put(a->cur[db], &key, &val, MDB_APPEND | (at != NULL ? MDB_RESERVE : 0));
     if (rc == MDB_MAP_FULL)
         a->map_full = 1;
     if (rc != 0)
         /* MDB_KEYEXIST: a key out of order or twice (a damaged input) */
         return rc == MDB_KEYEXIST ? BINDLOG_ECORRUPT : bl_mdb_error(rc);
+    if (at != NULL) {
+        /* the room LMDB made for the value, in a dirty page of this
+         * transaction: an appended node is never moved by a later append */
+        memcpy(val.mv_data, v, vn);
+        *at = val.mv_data;
+    }
     a->bytes += kn + vn + 16;
     return 0;
 }

@@ -130,6 +130,14 @@ typedef struct bl_appender {
 
 int bl_appender_init(bl_appender *a, bl_env *e, MDB_txn *txn);
 int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void *v, size_t vn);
+/* The same, and *at receives where the value now lies: in a dirty page of
+ * the caller's transaction (txn != NULL), where it stays, unchanged, until
+ * that transaction ends, as long as LMDB does not spill dirty pages (it does
+ * past 128K of them, 512 MiB: the caller keeps well under that while it
+ * uses *at).  MDB_APPEND fills pages left to right and moves no node it
+ * has placed; MDB_RESERVE hands back the room. */
+int bl_appender_put_at(bl_appender *a, int db, const void *k, size_t kn, const void *v,
+                       size_t vn, const void **at);
 int bl_appender_finish(bl_appender *a); /* commits its own transaction */
 void bl_appender_abort(bl_appender *a);
 /* A bulk sink writing bindings, history, sessions and children through a. */

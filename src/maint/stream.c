@@ -58,6 +58,10 @@
     (1 + BINDLOG_ID_MAX + 42 + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + \
      BINDLOG_ORIGIN_MAX + ST_CHECKSUM)
 #define ST_FRAME_MAX (ST_FRAME_HDR + ST_S_MAX)
+/* A full import's records are handed to the bulk replay where they lie in
+ * its transaction's dirty pages until this many bytes are staged: under
+ * LMDB's dirty-page limit (128K pages, 512 MiB) with room to spare. */
+#define IMPORT_REF_BYTES ((size_t)64 << 20)
 #define ST_IO_BUF ((size_t)1 << 20)
 
 /* ---- buffered output with a running checksum ------------------------------- */
@@ -549,14 +553,22 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
     if (rec[0] != BINDLOG_RECORD_VERSION)
         import_bulk_drop(im); /* an older version: re-encoded by the sequential path */
     bl_put64be(kb, r->next_lsn);
-    if ((rc = bl_appender_put(&im->app, BL_DB_LOG, kb, 8, rec, len)) != 0)
+    /* Where the record lands in the log table is where the bulk replay
+     * decides it from (no copy through its spill file), while the import's
+     * transaction holds few enough dirty pages that LMDB never spills them
+     * (maint.h, bl_appender_put_at); past that the bulk replay copies. */
+    const void *at = NULL;
+    int by_ref = im->bulk != NULL && im->app.bytes < IMPORT_REF_BYTES;
+    if ((rc = bl_appender_put_at(&im->app, BL_DB_LOG, kb, 8, rec, len, by_ref ? &at : NULL)) !=
+        0)
         return rc;
     if (im->offsets != NULL && fwrite(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1) {
         fclose(im->offsets);
         im->offsets = NULL;
     }
     if (im->bulk != NULL &&
-        (rc = bl_bulk_record(im->bulk, rec, len, r->next_lsn)) == BL_BULK_FALLBACK) {
+        (rc = by_ref ? bl_bulk_record_ref(im->bulk, at, len, r->next_lsn)
+                     : bl_bulk_record(im->bulk, rec, len, r->next_lsn)) == BL_BULK_FALLBACK) {
         /* a record that cannot even be partitioned is damaged; otherwise
          * the bulk path's own files failed */
         if ((rc = bl_record_decode(rec, len, &dec)) != 0)
