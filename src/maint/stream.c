@@ -562,7 +562,9 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
     if ((rc = bl_appender_put_at(&im->app, BL_DB_LOG, kb, 8, rec, len, by_ref ? &at : NULL)) !=
         0)
         return rc;
-    if (im->offsets != NULL && fwrite(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1) {
+    /* only this thread uses the file: no stdio lock per record */
+    if (im->offsets != NULL &&
+        fwrite_unlocked(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1) {
         fclose(im->offsets);
         im->offsets = NULL;
     }
