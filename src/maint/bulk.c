@@ -50,6 +50,9 @@
 
 #define SPILL_BLOCK ((size_t)128 << 10) /* > the largest entry (a record: 66 KiB) */
 #define RUN_BUF ((size_t)128 << 10) /* > the largest run entry (a session: 66 KiB) */
+/* a record held by reference is gathered into one block before it is
+ * decided (decide_part), and bl_bulk_record_ref refuses longer ones */
+_Static_assert(BL_RECORD_MAX <= SPILL_BLOCK, "a record fits in a spill block");
 #define MAX_PARTS 512
 #define DEFAULT_PARTS 64 /* when the input size is unknown */
 #define MIN_PARTS 16     /* when the input has room for them (see bl_bulk_open) */
