@@ -15,11 +15,12 @@
  * soon as they are created.
  *
  * Records fed by reference (bl_bulk_record_ref: replay and check, reading
- * a store's map) are not spilled at all while there are at most REF_MAX of
- * them: each partition keeps the references in LSN order, after the image
- * entries of its spill, and is decided from the caller's memory (with the
- * records a few places ahead prefetched).  Past REF_MAX the references so
- * far are spilled in order and the copier takes the rest, as before.
+ * a store's map; a full import, from its own transaction's pages) are not
+ * spilled at all while there are at most REF_MAX of them: each partition
+ * keeps the references in LSN order, after the image entries of its
+ * spill, and its decide thread gathers them a block at a time into its
+ * block buffer before deciding them.  Past REF_MAX the references so far
+ * are spilled in order and the copier takes the rest, as before.
  *
  * Spill entry:    u8 tag, u32 len, payload
  *   'b' image binding   u16 key_len, key, binding value
@@ -295,6 +296,8 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
     }
     if (b->nparts < 1)
         b->nparts = 1;
+    if (b->nparts > MAX_PARTS)
+        b->nparts = MAX_PARTS;
     /* BINDLOG_BULK_REF_MAX=N: spill the references after N records (0: from
      * the first), so that the tests take that turn on small stores */
     const char *refs = getenv("BINDLOG_BULK_REF_MAX");
@@ -305,8 +308,6 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
         b->ref_cap0 = 1024;
     if (b->ref_cap0 > REF_MAX / b->nparts + 1024)
         b->ref_cap0 = REF_MAX / b->nparts + 1024;
-    if (b->nparts > MAX_PARTS)
-        b->nparts = MAX_PARTS;
     if ((b->tmpdir = strdup(tmpdir)) == NULL ||
         (b->parts = calloc(b->nparts, sizeof(part))) == NULL) {
         bl_bulk_free(b);

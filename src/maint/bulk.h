@@ -108,8 +108,8 @@ int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
  * bl_bulk_run() has returned (an LMDB read transaction whose map is not
  * moved: replay and check hold the map lock meanwhile; or the dirty pages
  * of import's own write transaction).  They are decided from there: the
- * partition keeps a reference (24 bytes) and nothing is copied, for up to
- * a million records.  Past that the references so far are spilled in order
+ * partition keeps a reference (24 bytes) and nothing goes to the spill,
+ * for up to a million records.  Past that the references so far are spilled in order
  * and a second thread copies the rest into the spill as they come (without
  * a second CPU the caller copies them).  bl_bulk_record() after this spills
  * the references first, so that each partition stays in LSN order. */
