@@ -366,6 +366,20 @@ static void bulk__import_equals_sequential(void **state)
         unsetenv("BINDLOG_BULK_REF_MAX");
         assert_int_equal(fell, 0);
     }
+    /* and past a number of bytes staged, the records are copied: after
+     * references held, or after references the copier had taken */
+    static const char *const bytes[] = {"0", "50000", "400000"};
+    for (size_t i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++) {
+        for (int copier = 0; copier < 2; copier++) {
+            setenv("BINDLOG_IMPORT_REF_BYTES", bytes[i], 1);
+            if (copier)
+                setenv("BINDLOG_BULK_REF_MAX", "1", 1);
+            uint64_t fell = import_both_ways(*state, 3);
+            unsetenv("BINDLOG_IMPORT_REF_BYTES");
+            unsetenv("BINDLOG_BULK_REF_MAX");
+            assert_int_equal(fell, 0);
+        }
+    }
 }
 
 /* A damaged record: the bulk scan or decide notices, the sequential path

@@ -453,8 +453,13 @@ static int refs_to_spill(bl_bulk *b);
 int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
 {
     int rc;
-    if (b->nrefs > 0 && (rc = refs_to_spill(b)) != 0) /* they come first */
+    /* records fed by reference before this one come first: those held in
+     * the partitions, and those the copier has still to spill (it must not
+     * spill beside this thread either) */
+    if (b->nrefs > 0 && (rc = refs_to_spill(b)) != 0)
         return rc;
+    if (b->cp != NULL && (rc = copier_finish(b)) != 0)
+        return own_failure(b, rc);
     unsigned p = record_part(b, bytes, len);
     if (p == UINT_MAX)
         return fall_back(b, "record without a key");

@@ -359,6 +359,7 @@ typedef struct importer {
     int scan;           /* a full stream the bulk way: image to the base tables
                          * only, records appended by scan_record() */
     int sync_after;     /* the store syncs after the commit (not NONE) */
+    size_t ref_bytes;   /* IMPORT_REF_BYTES, or BINDLOG_IMPORT_REF_BYTES (tests) */
 } importer;
 
 /* Read a frame header and payload into im->frame.  A truncated frame is
@@ -558,7 +559,7 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
      * transaction holds few enough dirty pages that LMDB never spills them
      * (maint.h, bl_appender_put_at); past that the bulk replay copies. */
     const void *at = NULL;
-    int by_ref = im->bulk != NULL && im->app.bytes < IMPORT_REF_BYTES;
+    int by_ref = im->bulk != NULL && im->app.bytes < im->ref_bytes;
     if ((rc = bl_appender_put_at(&im->app, BL_DB_LOG, kb, 8, rec, len, by_ref ? &at : NULL)) !=
         0)
         return rc;
@@ -934,6 +935,11 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     im.progress = progress;
     im.progress_ctx = progress_ctx;
     im.sync_after = s->durability != BINDLOG_DURABILITY_NONE;
+    /* the tests take the turn from references to copies on small streams */
+    const char *rb = getenv("BINDLOG_IMPORT_REF_BYTES");
+    im.ref_bytes = rb != NULL && atoll(rb) >= 0 && (uint64_t)atoll(rb) < IMPORT_REF_BYTES
+                       ? (size_t)atoll(rb)
+                       : IMPORT_REF_BYTES;
     im.rd.fd = fd;
     im.rd.buf = malloc(ST_IO_BUF);
     im.frame = malloc(ST_FRAME_MAX);
