@@ -355,6 +355,7 @@ typedef struct importer {
     MDB_txn *txn;
     reader rd;
     unsigned char *frame;
+    const unsigned char *rframe; /* the last 'R' frame: in rd.buf or frame */
     uint64_t err_off;   /* offset of the frame at fault */
     int map_full;
     bindlog_progress_fn progress;
@@ -374,11 +375,26 @@ typedef struct importer {
 } importer;
 
 /* Read a frame header and payload into im->frame.  A truncated frame is
- * BINDLOG_ECORRUPT at the frame's offset. */
+ * BINDLOG_ECORRUPT at the frame's offset.  An 'R' frame that lies whole in
+ * the read buffer stays there: im->rframe points at it (at im->frame for
+ * any other), valid until the next read. */
 static int read_frame(importer *im, int *tag, size_t *len)
 {
+    reader *r = &im->rd;
     int rc;
-    im->err_off = im->rd.off;
+    im->err_off = r->off;
+    im->rframe = im->frame;
+    if (r->len - r->pos >= ST_FRAME_HDR && r->buf[r->pos] == 'R') {
+        size_t n = bl_get32(r->buf + r->pos + 1);
+        if (n <= BL_RECORD_MAX && r->len - r->pos - ST_FRAME_HDR >= n) {
+            im->rframe = r->buf + r->pos;
+            *tag = 'R';
+            *len = n;
+            r->pos += ST_FRAME_HDR + n;
+            r->off += ST_FRAME_HDR + n;
+            return 0;
+        }
+    }
     if ((rc = rd_exact(&im->rd, im->frame, ST_FRAME_HDR)) != 0)
         return rc > 0 ? BINDLOG_ECORRUPT : rc;
     *tag = im->frame[0];
@@ -836,7 +852,7 @@ static int import_once(importer *im, uint64_t *err_offset)
             rc = BINDLOG_ECORRUPT;
             goto out;
         }
-        const unsigned char *rec = im->frame + ST_FRAME_HDR;
+        const unsigned char *rec = im->rframe + ST_FRAME_HDR;
         /* a record's LSN is at byte 4; bl_replay_one checks it against it */
         uint64_t lsn = len >= 12 ? bl_get64(rec + 4) : 0;
         if ((rc = record_numbers(rec, len)) != 0)
