@@ -265,6 +265,18 @@ static void bulk__compacted_store(void **state)
     set_parts(0);
     assert_int_equal(rep.problems, 0);
     assert_memory_equal(rep.state_digest, rep.replay_digest, BINDLOG_DIGEST_SIZE);
+    /* the image spilled, then the records held by reference, spilled after
+     * it from some point on, or copied: the same tables */
+    static const char *const limits[] = {"", "0", "100"};
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        if (limits[i][0] != '\0')
+            setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
+        replay_to(f, f->s, "bulk", 1, 4, UINT64_MAX, INT64_MAX);
+        assert_same_tables(a, b);
+        uint64_t fell = import_both_ways(f, 4);
+        unsetenv("BINDLOG_BULK_REF_MAX");
+        assert_int_equal(fell, 0);
+    }
 }
 
 /* A BIND moves a session to a key of another partition: the bulk path
