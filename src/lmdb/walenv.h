@@ -77,6 +77,7 @@ typedef struct bl_walenv {
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
     int ckpt_mode;            /* durability of this process's checkpoints */
     uint64_t trigger;         /* tail bytes that start a checkpoint */
+    int debug;                /* BINDLOG_CKPT_DEBUG: each checkpoint's costs to stderr */
     _Atomic uint64_t checkpoints, ckpt_failures;
 } bl_walenv;
 
