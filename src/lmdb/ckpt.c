@@ -444,6 +444,21 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
     return rc;
 }
 
+int bl_ckpt_settle(bl_env *e)
+{
+    bl_shm *m = e->wal->shm.m;
+    int died, rc;
+
+    if (m == NULL)
+        return 0;
+    if ((rc = bl_shm_lock(&m->clock, &died)) != 0)
+        return rc;
+    if (died)
+        pthread_mutex_consistent(&m->clock); /* LMDB is the truth; nothing to repair */
+    bl_shm_unlock(&m->clock);
+    return 0;
+}
+
 int bl_lmdb_checkpoint(bindlog *h, uint64_t *lsn)
 {
     bl_env *e = h->e;
