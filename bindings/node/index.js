@@ -192,8 +192,8 @@ class Follow {
     }
 }
 
-function batchEvent(ev, i) {
-    const call = `applyBatch: events[${i}]`;
+function batchEvent(ev, i, name = 'applyBatch') {
+    const call = `${name}: events[${i}]`;
     if (ev === null || typeof ev !== 'object' || Array.isArray(ev))
         throw new TypeError(`${call} must be an object, not ${describe(ev)}`);
     const type = EVENT_TYPES[ev.type];
@@ -216,8 +216,8 @@ function batchEvent(ev, i) {
     }
 }
 
-function importEntry(e, i) {
-    const call = `importEntries: entries[${i}]`;
+function importEntry(e, i, name = 'importEntries') {
+    const call = `${name}: entries[${i}]`;
     if (e === null || typeof e !== 'object' || Array.isArray(e))
         throw new TypeError(`${call} must be an object, not ${describe(e)}`);
     options(e, call, ['key', 'sessionId', 'timeMs', 'origin']);
@@ -316,7 +316,8 @@ function parseSessionsJson(data, format) {
     return out;
 }
 
-/** An open store.  Writes return promises; reads are synchronous. */
+/** An open store.  Writes return promises (their *Sync twins block and
+ * return); reads are synchronous. */
 class Store {
     #n;
 
@@ -376,7 +377,7 @@ class Store {
     applyBatch(events) {
         if (!Array.isArray(events))
             throw new TypeError(`applyBatch: events must be an array, not ${describe(events)}`);
-        return this.#n.applyBatch(events.map(batchEvent));
+        return this.#n.applyBatch(events.map((e, i) => batchEvent(e, i)));
     }
 
     /** bindlog_import_entries: BIND each entry (only if its key is unbound),
@@ -385,7 +386,51 @@ class Store {
     importEntries(entries) {
         if (!Array.isArray(entries))
             throw new TypeError(`importEntries: entries must be an array, not ${describe(entries)}`);
-        return this.#n.importEntries(entries.map(importEntry));
+        return this.#n.importEntries(entries.map((e, i) => importEntry(e, i)));
+    }
+
+    // The *Sync writes: the same calls, made on this thread.  They return
+    // the Result (or throw the BindlogError) once the write is durable as
+    // the store's durability says, blocking the event loop meanwhile (a
+    // FULL write waits for its flush), as better-sqlite3's writes do.  For
+    // a program that makes one write at a time and can afford the block,
+    // they save the two thread hand-offs of a promise.
+
+    bindSync(key, sessionId, opts) {
+        const o = options(opts, 'bindSync', ['expect', 'reason', 'origin']);
+        return this.#n.bindSync(key, sessionId, o.expect, o.reason, originArg(o.origin, 'bindSync'));
+    }
+
+    newSessionSync(key, sessionId, opts) {
+        const o = options(opts, 'newSessionSync', ['reason', 'origin']);
+        return this.#n.newSessionSync(key, sessionId, o.reason, originArg(o.origin, 'newSessionSync'));
+    }
+
+    splitSync(key, parentId, childId, runGeneration, opts) {
+        const o = options(opts, 'splitSync', ['origin']);
+        return this.#n.splitSync(key, parentId, childId, runGeneration, originArg(o.origin, 'splitSync'));
+    }
+
+    invalidateSync(key, opts) {
+        const o = options(opts, 'invalidateSync', ['reason']);
+        return this.#n.invalidateSync(key, o.reason);
+    }
+
+    unbindSync(key, opts) {
+        const o = options(opts, 'unbindSync', ['reason']);
+        return this.#n.unbindSync(key, o.reason);
+    }
+
+    applyBatchSync(events) {
+        if (!Array.isArray(events))
+            throw new TypeError(`applyBatchSync: events must be an array, not ${describe(events)}`);
+        return this.#n.applyBatchSync(events.map((e, i) => batchEvent(e, i, 'applyBatchSync')));
+    }
+
+    importEntriesSync(entries) {
+        if (!Array.isArray(entries))
+            throw new TypeError(`importEntriesSync: entries must be an array, not ${describe(entries)}`);
+        return this.#n.importEntriesSync(entries.map((e, i) => importEntry(e, i, 'importEntriesSync')));
     }
 
     get(key) {

@@ -1,7 +1,7 @@
 // bench/split.mjs -- the Node rows of bindlog's benchmark (docs/node.md).
 //
 //   cd bindings/node/bench && npm install --build-from-source --nodedir=/usr
-//   node split.mjs [--seconds 3] [--overhead-n 20000] [--rounds 3] [--c-bench PATH] [--only split|overhead]
+//   node split.mjs [--seconds 3] [--slices 6] [--overhead-n 20000] [--rounds 3] [--c-bench PATH] [--only split|overhead]
 //
 // 1. The checked split, the gateway's end of turn, in FULL durability:
 //    bindlog (Store.split, a compare-and-swap in one logged transaction)
@@ -9,10 +9,13 @@
 //    in one IMMEDIATE transaction (read the key's row, compare generation
 //    and binding, create the child session, end the parent, move the key,
 //    append a log row).  One async writer, then 16 at once; each row runs
-//    for --seconds and reports splits/s, the latency of one split (p50,
-//    p99) and the event loop's lag (a 1 ms timer, p99): better-sqlite3 is
+//    for --seconds, in --slices turns alternating with its peers, and
+//    reports splits/s, the latency of one split (p50, p99) and the event
+//    loop's lag (a 1 ms timer, p99): better-sqlite3 is
 //    synchronous, so its 16 "writers" take turns on the main thread and
 //    every flush blocks the loop; bindlog's flushes happen in writer threads.
+//    A third row makes bindlog's splits with splitSync, on the loop's
+//    thread one per turn exactly as better-sqlite3's: the same model.
 // 2. The binding's overhead per call: the same calls from C (the program
 //    bindlog_node_overhead, bench/overhead.c, built by CMake) and from Node,
 //    durability NONE so that no flush hides the call's own cost.
@@ -83,34 +86,52 @@ function lagMonitor() {
     };
 }
 
-// `writers` async loops, each splitting its own keys for SECONDS; split(w, i)
-// makes one split and resolves its outcome.
-async function runRow(name, writers, split) {
-    const lat = [];
-    let ops = 0;
-    let bad = 0;
+// A contender: `writers` async loops, each splitting its own keys;
+// split(w, i) makes writer w's i-th split and resolves its outcome.  The
+// contenders of one writer count run in turns of SECONDS / SLICES each,
+// alternating, so that each sees the same moments of a shared, noisy disk
+// (one contender's 3 s after another's measured the disk's mood as much as
+// the store); each writer's i carries on from one turn to the next.
+const SLICES = Number(arg('slices', '6'));
+
+function contender(name, writers, split, close) {
+    return { name, writers, split, close, next: new Array(writers).fill(0), lat: [], lags: [], ops: 0, secs: 0, bad: 0 };
+}
+
+async function turn(c, seconds) {
     const stopLag = lagMonitor();
     const t0 = performance.now();
-    const end = t0 + SECONDS * 1000;
-    await Promise.all(Array.from({ length: writers }, async (_, w) => {
-        for (let i = 0; performance.now() < end; i++) {
+    const end = t0 + seconds * 1000;
+    await Promise.all(Array.from({ length: c.writers }, async (_, w) => {
+        while (performance.now() < end) {
             const s = performance.now();
-            const outcome = await split(w, i);
-            lat.push(performance.now() - s);
+            const outcome = await c.split(w, c.next[w]++);
+            c.lat.push(performance.now() - s);
             if (outcome !== 'applied')
-                bad++;
-            ops++;
+                c.bad++;
+            c.ops++;
         }
     }));
-    const secs = (performance.now() - t0) / 1000;
-    const lags = stopLag();
-    lat.sort((a, b) => a - b);
-    if (bad)
-        throw new Error(`${name}: ${bad} splits were not applied`);
-    const row = { name, writers, rate: ops / secs, p50: pct(lat, 50), p99: pct(lat, 99), lag99: pct(lags, 99) };
-    console.log(`| ${name} | ${writers} | ${Math.round(row.rate)} | ${row.p50.toFixed(2)} | ` +
-        `${row.p99.toFixed(2)} | ${row.lag99.toFixed(2)} |`);
-    return row;
+    c.secs += (performance.now() - t0) / 1000;
+    c.lags.push(...stopLag());
+}
+
+async function runRows(contenders) {
+    for (let k = 0; k < SLICES; k++)
+        for (let j = 0; j < contenders.length; j++) // a different one goes first each turn
+            await turn(contenders[(j + k) % contenders.length], SECONDS / SLICES);
+    return contenders.map((c) => {
+        c.close();
+        if (c.bad)
+            throw new Error(`${c.name}: ${c.bad} splits were not applied`);
+        c.lat.sort((x, y) => x - y);
+        c.lags.sort((x, y) => x - y);
+        const row = { name: c.name, writers: c.writers, rate: c.ops / c.secs, p50: pct(c.lat, 50),
+            p99: pct(c.lat, 99), lag99: pct(c.lags, 99), perCommit: c.perCommit };
+        console.log(`| ${row.name} | ${row.writers} | ${Math.round(row.rate)} | ${row.p50.toFixed(2)} | ` +
+            `${row.p99.toFixed(2)} | ${row.lag99.toFixed(2)} |`);
+        return row;
+    });
 }
 
 // Per writer: KEYS_PER_WRITER keys, each split again and again into a new
@@ -122,22 +143,39 @@ function keyspace(writers) {
     }));
 }
 
-async function bindlogRow(writers) {
+function bindlogRow(writers) {
     const store = Store.open(freshDir(), { durability: 'full' });
     const ks = keyspace(writers);
-    for (const { keys, cur } of ks)
-        await store.applyBatch(keys.map((key, k) => ({ type: 'bind', key, sessionId: cur[k] })));
-    const row = await runRow('bindlog FULL', writers, async (w, i) => {
+    store.applyBatchSync(ks.flatMap(({ keys, cur }) => keys.map((key, k) => ({ type: 'bind', key, sessionId: cur[k] }))));
+    const c = contender('bindlog FULL', writers, async (w, i) => {
         const k = i % KEYS_PER_WRITER;
         const child = `w${w}-k${k}-s${Math.floor(i / KEYS_PER_WRITER) + 1}`;
         const r = await store.split(ks[w].keys[k], ks[w].cur[k], child, 1, { origin: ORIGIN });
         ks[w].cur[k] = child;
         return r.outcome;
+    }, () => {
+        const s = store.stats();
+        c.perCommit = s.groupedEvents / s.commits;
+        store.close();
     });
-    const s = store.stats();
-    row.perCommit = s.groupedEvents / s.commits;
-    store.close();
-    return row;
+    return c;
+}
+
+// The same splits through splitSync: made on the loop's thread, one per
+// turn of the loop, exactly as the better-sqlite3 row makes its own.
+function bindlogSyncRow(writers) {
+    const store = Store.open(freshDir(), { durability: 'full' });
+    const ks = keyspace(writers);
+    store.applyBatchSync(ks.flatMap(({ keys, cur }) => keys.map((key, k) => ({ type: 'bind', key, sessionId: cur[k] }))));
+    const yieldToLoop = () => new Promise((r) => setImmediate(r));
+    return contender('bindlog FULL, splitSync', writers, async (w, i) => {
+        await yieldToLoop();
+        const k = i % KEYS_PER_WRITER;
+        const child = `w${w}-k${k}-s${Math.floor(i / KEYS_PER_WRITER) + 1}`;
+        const r = store.splitSync(ks[w].keys[k], ks[w].cur[k], child, 1, { origin: ORIGIN });
+        ks[w].cur[k] = child;
+        return r.outcome;
+    }, () => store.close());
 }
 
 function sqliteOpen(writers) {
@@ -193,20 +231,18 @@ function sqliteOpen(writers) {
     return { db, ks, split: split.immediate };
 }
 
-async function sqliteRow(writers) {
+function sqliteRow(writers) {
     const { db, ks, split } = sqliteOpen(writers);
     const origin = Buffer.from(ORIGIN);
     const yieldToLoop = () => new Promise((r) => setImmediate(r));
-    const row = await runRow('better-sqlite3 WAL, synchronous=FULL', writers, async (w, i) => {
+    return contender('better-sqlite3 WAL, synchronous=FULL', writers, async (w, i) => {
         await yieldToLoop(); // a request handler: one split per turn of the loop
         const k = i % KEYS_PER_WRITER;
         const child = `w${w}-k${k}-s${Math.floor(i / KEYS_PER_WRITER) + 1}`;
         const outcome = split(ks[w].keys[k], ks[w].cur[k], child, 1, origin);
         ks[w].cur[k] = child;
         return outcome;
-    });
-    db.close();
-    return row;
+    }, () => db.close());
 }
 
 // ---- overhead per call -------------------------------------------------------------
@@ -296,23 +332,20 @@ if (only !== 'split')
     await overheadRows();
 
 async function splitRows() {
-    console.log(`\nThe checked split in FULL durability, ${SECONDS} s per row:\n`);
+    console.log(`\nThe checked split in FULL durability, ${SECONDS} s per row in ${SLICES} alternating turns:\n`);
     console.log('| store | writers | splits/s | split p50 ms | split p99 ms | loop lag p99 ms |');
     console.log('|---|---:|---:|---:|---:|---:|');
     const rows = [];
-    for (const w of [1, 16]) {
-        rows.push(await bindlogRow(w));
-        if (Database)
-            rows.push(await sqliteRow(w));
-    }
+    for (const w of [1, 16])
+        rows.push(...await runRows([bindlogRow(w), bindlogSyncRow(w), ...(Database ? [sqliteRow(w)] : [])]));
     for (const r of rows.filter((x) => x.perCommit))
         console.log(`(bindlog x${r.writers}: ${r.perCommit.toFixed(1)} splits per group commit)`);
     if (!Database)
         return;
     for (const w of [1, 16]) {
-        const b = rows.find((r) => r.writers === w && r.name.startsWith('bindlog'));
         const q = rows.find((r) => r.writers === w && !r.name.startsWith('bindlog'));
-        console.log(`x${w}: bindlog / better-sqlite3 = ${(b.rate / q.rate).toFixed(2)}x the splits per second`);
+        for (const b of rows.filter((r) => r.writers === w && r.name.startsWith('bindlog')))
+            console.log(`x${w}: ${b.name} / better-sqlite3 = ${(b.rate / q.rate).toFixed(2)}x the splits per second`);
     }
 }
 

@@ -8,12 +8,14 @@
  *   NativeStore   one open bindlog handle.  Writes return promises and run
  *                 on the store's own writer threads (writer.c), so that the
  *                 event loop never waits for a flush and concurrent writes
- *                 share the library's group commits; reads (get, session,
- *                 iterators, stats, digest) are synchronous (store.c).
+ *                 share the library's group commits; their *Sync twins run
+ *                 on the JavaScript thread and block it, as better-sqlite3
+ *                 does; reads (get, session, iterators, stats, digest) are
+ *                 synchronous (store.c).
  *   NativeIter    a history or log iterator over one snapshot (store.c).
  *
- * Threads.  Every napi_* call and every read happens on the JavaScript
- * thread.  Writer threads call only the bindlog write functions and
+ * Threads.  Every napi_* call, every read and every *Sync write happens on
+ * the JavaScript thread.  Writer threads call only the bindlog write functions and
  * bindlog_last_error(); the waiter thread only bindlog_wait().  They hand
  * finished jobs back through one napi_threadsafe_function per store, whose
  * callback settles the job's promise on the JavaScript thread.
@@ -161,6 +163,12 @@ int bn_writer_init(napi_env env, bn_store *st);
 /* Stop and join the writer and waiter threads after they finish the queued
  * writes and answer the waits; then release the threadsafe function. */
 void bn_writer_stop(bn_store *st);
+
+/* The write functions below serve both the promise-returning methods and
+ * their *Sync twins, which run the write on the JavaScript thread and
+ * return its value (or throw); the twins are defined with this address as
+ * their callback data. */
+extern const int bn_sync_marker;
 
 napi_value bn_write_bind(napi_env env, napi_callback_info info);
 napi_value bn_write_new_session(napi_env env, napi_callback_info info);

@@ -537,6 +537,13 @@ static napi_value iter_ctor(napi_env env, napi_callback_info info)
         name, NULL, fn, NULL, NULL, NULL, napi_default, NULL                                       \
     }
 
+/* The *Sync writes: the same functions as the promise-returning ones, told
+ * apart by their data (writer.c, is_sync). */
+#define METHOD_SYNC(name, fn)                                                                      \
+    {                                                                                              \
+        name, NULL, fn, NULL, NULL, NULL, napi_default, (void *)&bn_sync_marker                    \
+    }
+
 int bn_store_define(napi_env env, napi_value exports, bn_module *m)
 {
     napi_value store_cls, iter_cls;
@@ -550,6 +557,13 @@ int bn_store_define(napi_env env, napi_value exports, bn_module *m)
         METHOD("unbind", bn_write_unbind),
         METHOD("applyBatch", bn_write_batch),
         METHOD("importEntries", bn_write_import),
+        METHOD_SYNC("bindSync", bn_write_bind),
+        METHOD_SYNC("newSessionSync", bn_write_new_session),
+        METHOD_SYNC("splitSync", bn_write_split),
+        METHOD_SYNC("invalidateSync", bn_write_invalidate),
+        METHOD_SYNC("unbindSync", bn_write_unbind),
+        METHOD_SYNC("applyBatchSync", bn_write_batch),
+        METHOD_SYNC("importEntriesSync", bn_write_import),
         METHOD("wait", bn_wait),
         METHOD("cancelWait", bn_wait_cancel),
         METHOD("get", store_get),

@@ -423,23 +423,78 @@ static napi_value submit(napi_env env, bn_store *st, bn_job *job)
     return promise;
 }
 
+/* A synchronous write (the *Sync methods): the job runs here, on the
+ * JavaScript thread, and its value is returned or its error thrown.  The
+ * library is thread-safe, so it may run while writer threads make other
+ * writes of the same store; they share group commits as usual. */
+static napi_value run_sync(napi_env env, bn_store *st, bn_job *job)
+{
+    napi_value v = NULL;
+    run_write(st, job);
+    if (job->rc < 0) {
+        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
+        napi_value err = bn_error_value(env, job->rc, job->msg, index);
+        if (err != NULL)
+            napi_throw(env, err);
+        else
+            bn_throw_napi(env, "creating a BindlogError");
+    } else if ((v = job_value(env, job)) == NULL) {
+        bn_throw(env, BINDLOG_ENOMEM, "making the result");
+    }
+    job_free(job);
+    return v;
+}
+
+/* Is this call one of the *Sync methods?  They are the same functions,
+ * defined with bn_sync_marker as their data (store.c). */
+const int bn_sync_marker = 1;
+
+static int is_sync(napi_env env, napi_callback_info info)
+{
+    void *data = NULL;
+    size_t argc = 0;
+    if (napi_get_cb_info(env, info, &argc, NULL, NULL, &data) != napi_ok)
+        return 0;
+    return data == &bn_sync_marker;
+}
+
+/* A refused call: a rejected promise, or for a *Sync call the error thrown. */
+static napi_value refuse(napi_env env, int sync, int rc, const char *msg, long index)
+{
+    if (!sync)
+        return rejected(env, rc, msg, index);
+    napi_value err = bn_error_value(env, rc, msg, index);
+    if (err != NULL)
+        napi_throw(env, err);
+    else
+        bn_throw_napi(env, "creating a BindlogError");
+    return NULL;
+}
+
 /* The end of a write call's parsing: a TypeError already thrown, a
- * rejected promise for a closed store or a bad value, or the job queued. */
-static napi_value finish(napi_env env, bn_store *st, bn_args *a, bn_job *job)
+ * refusal for a closed store or a bad value, or the job queued (a *Sync
+ * call: the job made at once). */
+static napi_value finish(napi_env env, napi_callback_info info, bn_store *st, bn_args *a,
+                         bn_job *job)
 {
     napi_value out;
+    int sync = is_sync(env, info);
     if (a->status == BN_ARG_THROWN) {
         out = NULL;
     } else if (st->db == NULL) {
         char msg[96];
         snprintf(msg, sizeof msg, "%s: the store is closed", a->call);
-        out = rejected(env, BINDLOG_EINVAL, msg, -1);
+        out = refuse(env, sync, BINDLOG_EINVAL, msg, -1);
     } else if (a->status == BN_ARG_BAD) {
-        out = rejected(env, BINDLOG_EINVAL, a->bad, a->bad_index);
+        out = refuse(env, sync, BINDLOG_EINVAL, a->bad, a->bad_index);
     } else if (job == NULL) {
-        out = rejected(env, BINDLOG_ENOMEM, "out of memory", -1);
+        out = refuse(env, sync, BINDLOG_ENOMEM, "out of memory", -1);
     } else {
         bn_args_release(a, &job->allocs, &job->nallocs);
+        if (sync) {
+            job->st = st;
+            return run_sync(env, st, job);
+        }
         return submit(env, st, job);
     }
     free(job);
@@ -448,6 +503,8 @@ static napi_value finish(napi_env env, bn_store *st, bn_args *a, bn_job *job)
 }
 
 #define ARG(i) (argc > (i) ? argv[i] : NULL)
+/* The name a message gives the call: "split", or "splitSync" for the twin. */
+#define CALL(name) (is_sync(env, info) ? name "Sync" : name)
 
 static bn_job *event_job(int type)
 {
@@ -472,13 +529,13 @@ napi_value bn_write_bind(napi_env env, napi_callback_info info)
         return NULL;
     bn_job *job = event_job(BINDLOG_EVENT_BIND);
     bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
-    bn_args_init(&a, env, "bind");
+    bn_args_init(&a, env, CALL("bind"));
     e->key = bn_arg_str(&a, ARG(0), "key", 0);
     e->session_id = bn_arg_str(&a, ARG(1), "sessionId", 0);
     e->expect = bn_arg_str(&a, ARG(2), "expect", 1);
     e->reason = bn_arg_str(&a, ARG(3), "reason", 1);
     bn_arg_bytes(&a, ARG(4), "origin", &e->origin, &e->origin_len, &present);
-    return finish(env, st, &a, job);
+    return finish(env, info, st, &a, job);
 }
 
 /* newSession(key, sessionId, reason?, origin?) */
@@ -493,12 +550,12 @@ napi_value bn_write_new_session(napi_env env, napi_callback_info info)
         return NULL;
     bn_job *job = event_job(BINDLOG_EVENT_NEW_SESSION);
     bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
-    bn_args_init(&a, env, "newSession");
+    bn_args_init(&a, env, CALL("newSession"));
     e->key = bn_arg_str(&a, ARG(0), "key", 0);
     e->session_id = bn_arg_str(&a, ARG(1), "sessionId", 0);
     e->reason = bn_arg_str(&a, ARG(2), "reason", 1);
     bn_arg_bytes(&a, ARG(3), "origin", &e->origin, &e->origin_len, &present);
-    return finish(env, st, &a, job);
+    return finish(env, info, st, &a, job);
 }
 
 /* split(key, parentId, childId, runGeneration, origin?) */
@@ -513,17 +570,18 @@ napi_value bn_write_split(napi_env env, napi_callback_info info)
         return NULL;
     bn_job *job = event_job(BINDLOG_EVENT_SPLIT);
     bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
-    bn_args_init(&a, env, "split");
+    bn_args_init(&a, env, CALL("split"));
     e->key = bn_arg_str(&a, ARG(0), "key", 0);
     e->expect = bn_arg_str(&a, ARG(1), "parentId", 0);
     e->session_id = bn_arg_str(&a, ARG(2), "childId", 0);
     e->generation = bn_arg_u64(&a, ARG(3), "runGeneration");
     bn_arg_bytes(&a, ARG(4), "origin", &e->origin, &e->origin_len, &present);
-    return finish(env, st, &a, job);
+    return finish(env, info, st, &a, job);
 }
 
 /* invalidate(key, reason?) and unbind(key, reason?) */
-static napi_value key_reason(napi_env env, napi_callback_info info, int type, const char *call)
+static napi_value key_reason(napi_env env, napi_callback_info info, int type, const char *call,
+                             const char *sync_call)
 {
     size_t argc = 2;
     napi_value argv[2];
@@ -533,20 +591,20 @@ static napi_value key_reason(napi_env env, napi_callback_info info, int type, co
         return NULL;
     bn_job *job = event_job(type);
     bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
-    bn_args_init(&a, env, call);
+    bn_args_init(&a, env, is_sync(env, info) ? sync_call : call);
     e->key = bn_arg_str(&a, ARG(0), "key", 0);
     e->reason = bn_arg_str(&a, ARG(1), "reason", 1);
-    return finish(env, st, &a, job);
+    return finish(env, info, st, &a, job);
 }
 
 napi_value bn_write_invalidate(napi_env env, napi_callback_info info)
 {
-    return key_reason(env, info, BINDLOG_EVENT_INVALIDATE, "invalidate");
+    return key_reason(env, info, BINDLOG_EVENT_INVALIDATE, "invalidate", "invalidateSync");
 }
 
 napi_value bn_write_unbind(napi_env env, napi_callback_info info)
 {
-    return key_reason(env, info, BINDLOG_EVENT_UNBIND, "unbind");
+    return key_reason(env, info, BINDLOG_EVENT_UNBIND, "unbind", "unbindSync");
 }
 
 /* applyBatch(events): each event is the array index.js makes of it:
@@ -561,7 +619,7 @@ napi_value bn_write_batch(napi_env env, napi_callback_info info)
     bn_store *st = bn_store_this(env, info, &argc, argv);
     if (st == NULL)
         return NULL;
-    bn_args_init(&a, env, "applyBatch");
+    bn_args_init(&a, env, CALL("applyBatch"));
     if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
         napi_get_array_length(env, argv[0], &n) != napi_ok) {
         bn_throw_type(env, "applyBatch: events must be an array");
@@ -612,7 +670,7 @@ napi_value bn_write_batch(napi_env env, napi_callback_info info)
         if (a.status == BN_ARG_BAD)
             a.bad_index = (long)i;
     }
-    return finish(env, st, &a, job);
+    return finish(env, info, st, &a, job);
 }
 
 /* importEntries(entries): each entry is the array index.js makes of it:
@@ -627,7 +685,7 @@ napi_value bn_write_import(napi_env env, napi_callback_info info)
     bn_store *st = bn_store_this(env, info, &argc, argv);
     if (st == NULL)
         return NULL;
-    bn_args_init(&a, env, "importEntries");
+    bn_args_init(&a, env, CALL("importEntries"));
     if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
         napi_get_array_length(env, argv[0], &n) != napi_ok) {
         bn_throw_type(env, "importEntries: entries must be an array");
@@ -672,7 +730,7 @@ napi_value bn_write_import(napi_env env, napi_callback_info info)
         if (a.status == BN_ARG_BAD)
             a.bad_index = (long)i;
     }
-    return finish(env, st, &a, job);
+    return finish(env, info, st, &a, job);
 }
 
 /* wait(afterLsn, id) -> a promise of the head LSN once it passes afterLsn,
@@ -699,7 +757,7 @@ napi_value bn_wait(napi_env env, napi_callback_info info)
         job->id = id;
         atomic_init(&job->cancel, 0);
     }
-    return finish(env, st, &a, job);
+    return finish(env, info, st, &a, job);
 }
 
 /* cancelWait(id): the wait resolves -1 within one slice. */

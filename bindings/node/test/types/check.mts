@@ -30,6 +30,15 @@ async function gateway(dir: string): Promise<void> {
     const results: Result[] = await store.applyBatch(batch);
     console.log(results.length, outcome, version);
 
+    const now: Result = store.splitSync(key, 'H', 'H1', 2n, { origin: { via: 'sync' } });
+    const batchNow: Result[] = store.applyBatchSync([{ type: 'unbind', key, reason: 'idle' }]);
+    store.bindSync(key, 'H2', { expect: '' });
+    store.newSessionSync(key, 'H3');
+    store.invalidateSync(key, { reason: 'stop' });
+    store.unbindSync(key);
+    const imported: Array<Result | BindlogError> = store.importEntriesSync([{ key: 'j', sessionId: 'J' }]);
+    console.log(now.generation, batchNow.length, imported.length);
+
     const parsed = parseSessionsJson('{}', 'openclaw');
     const entries: ImportEntry[] = [...parsed.entries, { key, sessionId: 'I', timeMs: new Date() }];
     for (const item of await store.importEntries(entries)) {
@@ -60,6 +69,9 @@ async function gateway(dir: string): Promise<void> {
     store.bind(1, 'A');
     // @ts-expect-error split needs the run's generation
     store.split(key, 'A', 'B');
+    // @ts-expect-error a sync write returns its Result, not a promise
+    const notAPromise: Promise<Result> = store.bindSync(key, 'A');
+    console.log(notAPromise);
     // @ts-expect-error no such durability
     Store.open(dir, { durability: 'fast' });
     // @ts-expect-error unknown option
