@@ -477,6 +477,62 @@ static void wal__a_full_log_is_checkpointed_by_its_writer(void **state)
     free(dir);
 }
 
+/* A checkpoint writes each key's newest value, whatever its keys share:
+ * short keys, keys that are prefixes of others, keys alike in their first
+ * 8 bytes (what the fold sorts by before it compares whole keys), each
+ * written several times, in several batches and groups, before one
+ * checkpoint. */
+static void wal__a_checkpoint_writes_the_newest_value_of_every_key(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walfold");
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 4 << 20, 0);
+    static const char *const fixed[] = {"a", "ab", "abcdefg", "abcdefgh", "abcdefgh0",
+                                        "abcdefgha", "abcdefghab", "b", "abcdefg0"};
+    enum { NFIX = sizeof fixed / sizeof fixed[0], NGEN = 300, NKEY = NFIX + NGEN, ROUNDS = 4 };
+    static char keys[NKEY][48], sids[NKEY][48];
+    bindlog_event ev[NKEY];
+    bindlog_result r[NKEY];
+    size_t bad;
+    uint64_t lsn;
+
+    for (int i = 0; i < NFIX; i++)
+        snprintf(keys[i], sizeof keys[i], "%s", fixed[i]);
+    for (int i = 0; i < NGEN; i++) /* same first 8 bytes; decimal, not zero padded */
+        snprintf(keys[NFIX + i], sizeof keys[0], "agent:main:dm:%d", (i * 7919) % 1000);
+    for (int round = 0; round < ROUNDS; round++) {
+        /* each round binds every key to a new session, in reverse order in
+         * the odd rounds, half of it in one batch and the rest one event
+         * a group */
+        for (int i = 0; i < NKEY; i++) {
+            int k = round % 2 ? NKEY - 1 - i : i;
+            snprintf(sids[k], sizeof sids[k], "fold-%d-%d", round, k);
+            ev[i] = (bindlog_event){BINDLOG_EVENT_BIND, keys[k], sids[k], NULL, 0, NULL, "o", 1};
+        }
+        assert_int_equal(bindlog_apply_batch(s, ev, NKEY / 2, r, &bad), 0);
+        for (int i = NKEY / 2; i < NKEY; i++)
+            assert_int_equal(bindlog_apply_batch(s, &ev[i], 1, r, &bad), 0);
+    }
+    assert_int_equal(bindlog_checkpoint(s, &lsn), 0);
+    assert_int_equal(lsn, (uint64_t)NKEY * ROUNDS);
+    bindlog_close(s);
+    /* closed: the log is empty, every value comes from data.mdb */
+    s = open_opts(dir, BINDLOG_DURABILITY_NONE, 0, 1);
+    for (int k = 0; k < NKEY; k++) {
+        bindlog_binding b;
+        char want[48];
+        snprintf(want, sizeof want, "fold-%d-%d", ROUNDS - 1, k);
+        assert_int_equal(bindlog_get(s, keys[k], &b), 0);
+        assert_string_equal(b.session_id, want);
+    }
+    assert_clean(s);
+    bindlog_close(s);
+    unsetenv("BINDLOG_CHECKPOINT");
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static void wal__a_group_larger_than_half_the_log_is_enospc(void **state)
 {
     (void)state;
@@ -797,6 +853,7 @@ int main(void)
         cmocka_unit_test(wal__reads_see_the_tail_before_any_checkpoint),
         cmocka_unit_test(wal__recovery_at_open_replays_the_log),
         cmocka_unit_test(wal__a_full_log_is_checkpointed_by_its_writer),
+        cmocka_unit_test(wal__a_checkpoint_writes_the_newest_value_of_every_key),
         cmocka_unit_test(wal__a_group_larger_than_half_the_log_is_enospc),
         cmocka_unit_test(wal__a_torn_batch_is_all_or_nothing),
         cmocka_unit_test(wal__a_format_1_store_names_bindlog_upgrade),

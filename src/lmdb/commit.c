@@ -470,8 +470,11 @@ static int room(const bl_walenv *w, const bl_wal_at *end, uint64_t size)
     return fpos + size + BL_WAL_FRAME_HDR <= ckpt + w->cap;
 }
 
-/* Make room for the frame: checkpoint in this thread (the log is full).
- * 0, or ENOSPC with a detail. */
+/* Make room for the frame (the log is full): first wait for the
+ * checkpoint in progress, if any (the background thread's, as a rule: it
+ * is folding the log's older part, and once it commits the frame fits and
+ * the thread goes on with the rest while this leader writes); only if that
+ * left no room, checkpoint in this thread.  0, or ENOSPC with a detail. */
 static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
 {
     bl_walenv *w = e->wal;
@@ -485,6 +488,9 @@ static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
     for (int tries = 0; !room(w, end, size); tries++) {
         if (tries >= 3)
             return bl_err_set(BINDLOG_ENOSPC, "the log is full and could not be checkpointed");
+        bl_err_clear();
+        if (tries == 0 && bl_ckpt_settle(e) == 0 && room(w, end, size))
+            break;
         bl_err_clear();
         if ((rc = bl_ckpt_run(e, 1)) != 0) {
             char why[BL_ERRMSG_MAX];

@@ -426,6 +426,7 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
     pthread_cond_init(&w->wcv, NULL);
     bl_tail_init(&w->tail, &(bl_wal_at){0, 0, 0});
     w->manual = cm != NULL && strcmp(cm, "manual") == 0;
+    w->debug = getenv("BINDLOG_CKPT_DEBUG") != NULL;
     w->ckpt_mode = o->durability;
     w->log_rdonly = e->env_rdonly || o->read_only;
     e->wal = w;

@@ -77,6 +77,7 @@ typedef struct bl_walenv {
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
     int ckpt_mode;            /* durability of this process's checkpoints */
     uint64_t trigger;         /* tail bytes that start a checkpoint */
+    int debug;                /* BINDLOG_CKPT_DEBUG: each checkpoint's costs to stderr */
     _Atomic uint64_t checkpoints, ckpt_failures;
 } bl_walenv;
 
@@ -134,6 +135,14 @@ void bl_commit_free(struct bl_wbuild *b);
  * published first.  0 (also when there was nothing to do) or BINDLOG_E*;
  * ENOSPC leaves everything as it was. */
 int bl_ckpt_run(bl_env *e, int wlock_held);
+
+/* Wait for a checkpoint that another thread or process is running (the
+ * background checkpointer, say) to end; returns at once if none is.  A
+ * leader out of log space calls it before folding in its own thread: the
+ * checkpoint in progress usually makes the room, and the leader can go on
+ * writing while the background thread folds the rest.  0 or BINDLOG_E*
+ * (the checkpointers' lock). */
+int bl_ckpt_settle(bl_env *e);
 
 /* Wake the background checkpointer (a leader saw the tail grow). */
 void bl_ckpt_kick(bl_env *e);
