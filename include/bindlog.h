@@ -741,8 +741,10 @@ typedef struct bindlog_check_report {
  * key, each partition in memory with the same state machine as the write
  * path, and the result is compared with the stored tables in one ordered
  * pass.  Memory stays bounded whatever the store's size (a few partitions
- * of 8 MiB of log at a time); temporary files under $TMPDIR (or /tmp) take
- * about as much disk as the state, and are unlinked at once.  While the
+ * of 8 MiB of log at a time, and 24 bytes for each of the log's first
+ * million records, which are decided where they lie in the map: at most
+ * 24 MiB); temporary files under $TMPDIR (or /tmp) take about as much
+ * disk as the state, and are unlinked at once.  While the
  * log is read and the partitions decided, this process's writers cannot
  * grow the map (they wait for it, other processes do not).  When anything
  * is wrong, or a session moved between keys of two partitions, the check
@@ -874,8 +876,9 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  * directory, import into a temporary one beside it and rename it into
  * place on success (what `bindlog import` does).  A
  * full stream is re-derived by the bulk replay described at
- * bindlog_check() (its records are copied to temporary files, about the
- * stream's size); an incremental one record by record.  `records` (if not
+ * bindlog_check() (the records of its first 64 MiB are decided where the
+ * import's transaction holds them, 24 bytes each; the rest are copied to
+ * temporary files, about their size); an incremental one record by record.  `records` (if not
  * NULL) receives the number of records applied.  Thread-safe.
  */
 BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,

@@ -198,6 +198,37 @@ static void bulk__replay_equals_sequential_for_any_partitioning(void **state)
     }
 }
 
+/* Records fed by reference are decided in place up to a limit, then
+ * spilled in order with the rest: every turn gives the same tables, and a
+ * check that finds nothing. */
+static void bulk__records_by_reference_or_spilled(void **state)
+{
+    fx *f = *state;
+    char seq[1200], out[1200];
+    static const char *const limits[] = {"0", "1", "100", "1499", "2999", "3000", "100000"};
+
+    replay_to(f, f->s, "seq", 0, 0, UINT64_MAX, INT64_MAX);
+    path_of(f, seq, sizeof seq, "seq");
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        uint64_t done0, fell0, done1, fell1;
+        bindlog_check_report rep;
+        setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
+        bl_bulk_tally(&done0, &fell0);
+        replay_to(f, f->s, "bulk", 1, 3, UINT64_MAX, INT64_MAX);
+        set_parts(3);
+        assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+        set_parts(0);
+        bl_bulk_tally(&done1, &fell1);
+        unsetenv("BINDLOG_BULK_REF_MAX");
+        assert_int_equal(done1, done0 + 2); /* replay and check took the bulk path */
+        assert_int_equal(fell1, fell0);
+        assert_int_equal(rep.problems, 0);
+        assert_int_equal(rep.records, NEVENTS);
+        path_of(f, out, sizeof out, "bulk");
+        assert_same_tables(seq, out);
+    }
+}
+
 static void bulk__replay_points_equal_sequential(void **state)
 {
     fx *f = *state;
@@ -234,6 +265,18 @@ static void bulk__compacted_store(void **state)
     set_parts(0);
     assert_int_equal(rep.problems, 0);
     assert_memory_equal(rep.state_digest, rep.replay_digest, BINDLOG_DIGEST_SIZE);
+    /* the image spilled, then the records held by reference, spilled after
+     * it from some point on, or copied: the same tables */
+    static const char *const limits[] = {"", "0", "100"};
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        if (limits[i][0] != '\0')
+            setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
+        replay_to(f, f->s, "bulk", 1, 4, UINT64_MAX, INT64_MAX);
+        assert_same_tables(a, b);
+        uint64_t fell = import_both_ways(f, 4);
+        unsetenv("BINDLOG_BULK_REF_MAX");
+        assert_int_equal(fell, 0);
+    }
 }
 
 /* A BIND moves a session to a key of another partition: the bulk path
@@ -326,6 +369,29 @@ static uint64_t import_both_ways(fx *f, int parts)
 static void bulk__import_equals_sequential(void **state)
 {
     assert_int_equal(import_both_ways(*state, 3), 0);
+    /* the records decided where they lie in the import's transaction, then
+     * spilled from there at some point, or copied from the start */
+    static const char *const limits[] = {"0", "1", "1700"};
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
+        uint64_t fell = import_both_ways(*state, 3);
+        unsetenv("BINDLOG_BULK_REF_MAX");
+        assert_int_equal(fell, 0);
+    }
+    /* and past a number of bytes staged, the records are copied: after
+     * references held, or after references the copier had taken */
+    static const char *const bytes[] = {"0", "50000", "400000"};
+    for (size_t i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++) {
+        for (int copier = 0; copier < 2; copier++) {
+            setenv("BINDLOG_IMPORT_REF_BYTES", bytes[i], 1);
+            if (copier)
+                setenv("BINDLOG_BULK_REF_MAX", "1", 1);
+            uint64_t fell = import_both_ways(*state, 3);
+            unsetenv("BINDLOG_IMPORT_REF_BYTES");
+            unsetenv("BINDLOG_BULK_REF_MAX");
+            assert_int_equal(fell, 0);
+        }
+    }
 }
 
 /* A damaged record: the bulk scan or decide notices, the sequential path
@@ -463,6 +529,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bulk__replay_equals_sequential_for_any_partitioning,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__replay_points_equal_sequential, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__records_by_reference_or_spilled, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__compacted_store, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__session_moved_across_partitions_falls_back, setup,
                                         teardown),

@@ -32,8 +32,9 @@
  *
  * Memory: a partition is sized (BL_BULK_PART_BYTES of input) so that its
  * state fits comfortably; two are in memory at a time, plus a block buffer
- * per partition during the scan and a read buffer per run during the merge.
- * It does not grow with the log.  Disk: about the size of the log, then of
+ * per partition during the scan, a read buffer per run during the merge,
+ * and 24 bytes per record held by reference (at most a million).  It does
+ * not grow with the log.  Disk: about the size of the log, then of
  * the state, in unlinked temporary files under the given directory.
  *
  * No LMDB here: the inputs are bytes and the output goes through callbacks.
@@ -105,9 +106,13 @@ int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 
 /* The same, for bytes the caller keeps where they are, unchanged, until
  * bl_bulk_run() has returned (an LMDB read transaction whose map is not
- * moved: replay and check hold the map lock meanwhile).  A second thread
- * copies them into the spill in the order they come, so that the caller's
- * thread goes on reading; without a second CPU the caller copies them. */
+ * moved: replay and check hold the map lock meanwhile; or the dirty pages
+ * of import's own write transaction).  They are decided from there: the
+ * partition keeps a reference (24 bytes) and nothing goes to the spill,
+ * for up to a million records.  Past that the references so far are spilled in order
+ * and a second thread copies the rest into the spill as they come (without
+ * a second CPU the caller copies them).  bl_bulk_record() after this spills
+ * the references first, so that each partition stays in LSN order. */
 int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 
 /*

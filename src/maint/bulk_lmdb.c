@@ -8,9 +8,14 @@
  * empty store for import), so every write is an append: LMDB fills its pages
  * left to right and never searches or splits in the middle.
  */
+#define _GNU_SOURCE /* sync_file_range */
 #include "maint/maint.h"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Data written per transaction of our own (replay): large enough that
  * commits cost little (the target syncs only at the end), small enough to
@@ -21,6 +26,93 @@
  * 17,300 page faults against 5,400 for the bench's 100k-record replay
  * with 64 MiB chunks). */
 #define APPEND_CHUNK ((size_t)8 << 20)
+
+/* Start writing back what the transaction just committed wrote, without
+ * waiting for it (Linux; elsewhere nothing): the target's one sync at the
+ * end then finds most of its pages on the disk already, where it would
+ * otherwise write the whole store then (about 25 ms for the bench's
+ * 100k-record replay, against 4 ms).  The CPU spent is the same: it is
+ * the writeback the sync would start.  A failure here is no failure: the
+ * sync at the end reports what did not reach the disk. */
+static void app_writeback(bl_env *e)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    int fd;
+    if (mdb_env_get_fd(e->env, &fd) == 0)
+        (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)e;
+#endif
+}
+
+/* ---- writeback while one long commit writes ------------------------------------ */
+
+struct bl_writeback {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    bl_env *e;
+};
+
+static void *writeback_thread(void *arg)
+{
+    struct bl_writeback *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 1000000; /* every millisecond: ~2 MB written by then */
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &until);
+        if (w->stop)
+            break;
+        pthread_mutex_unlock(&w->mu);
+        app_writeback(w->e);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+bl_writeback *bl_writeback_start(bl_env *e)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    struct bl_writeback *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->e = e;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->th, NULL, writeback_thread, w) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return NULL;
+    }
+    return w;
+#else
+    (void)e;
+    return NULL;
+#endif
+}
+
+void bl_writeback_stop(bl_writeback *w)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}
 
 int bl_reserve_map(bl_env *e, uint64_t want)
 {
@@ -77,6 +169,12 @@ int bl_appender_init(bl_appender *a, bl_env *e, MDB_txn *txn)
 
 int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void *v, size_t vn)
 {
+    return bl_appender_put_at(a, db, k, kn, v, vn, NULL);
+}
+
+int bl_appender_put_at(bl_appender *a, int db, const void *k, size_t kn, const void *v,
+                       size_t vn, const void **at)
+{
     MDB_val key = {kn, (void *)k}, val = {vn, (void *)v};
     int rc, map_full = 0;
 
@@ -86,17 +184,26 @@ int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void
         app_close_cursors(a);
         rc = bl_wtxn_commit(a->e, a->txn, &map_full);
         a->txn = NULL;
-        if (rc != 0 || (rc = app_begin(a)) != 0)
+        if (rc != 0)
+            return rc;
+        app_writeback(a->e);
+        if ((rc = app_begin(a)) != 0)
             return rc;
     }
     if (a->cur[db] == NULL && (rc = mdb_cursor_open(a->txn, a->e->dbi[db], &a->cur[db])) != 0)
         return bl_mdb_error(rc);
-    rc = mdb_cursor_put(a->cur[db], &key, &val, MDB_APPEND);
+    rc = mdb_cursor_put(a->cur[db], &key, &val, MDB_APPEND | (at != NULL ? MDB_RESERVE : 0));
     if (rc == MDB_MAP_FULL)
         a->map_full = 1;
     if (rc != 0)
         /* MDB_KEYEXIST: a key out of order or twice (a damaged input) */
         return rc == MDB_KEYEXIST ? BINDLOG_ECORRUPT : bl_mdb_error(rc);
+    if (at != NULL) {
+        /* the room LMDB made for the value, in a dirty page of this
+         * transaction: an appended node is never moved by a later append */
+        memcpy(val.mv_data, v, vn);
+        *at = val.mv_data;
+    }
     a->bytes += kn + vn + 16;
     return 0;
 }
@@ -105,8 +212,8 @@ int bl_appender_finish(bl_appender *a)
 {
     int rc = 0, map_full = 0;
     app_close_cursors(a);
-    if (a->own && a->txn != NULL)
-        rc = bl_wtxn_commit(a->e, a->txn, &map_full);
+    if (a->own && a->txn != NULL && (rc = bl_wtxn_commit(a->e, a->txn, &map_full)) == 0)
+        app_writeback(a->e);
     a->txn = NULL;
     return rc;
 }

@@ -114,8 +114,10 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
  *
  * An appender writes entries in key order with MDB_APPEND: into the
  * caller's transaction (txn != NULL: import), or into transactions of its
- * own, committed every 64 MiB, with the map grown before each (replay and
- * check, whose targets nobody else writes).  Puts return 0 or BINDLOG_E*
+ * own, committed every 8 MiB, with the map grown before each (replay and
+ * check, whose targets nobody else writes), each commit's writeback started
+ * at once (sync_file_range) so that the target's one sync at the end has
+ * little left to write.  Puts return 0 or BINDLOG_E*
  * (BINDLOG_ECORRUPT for a key out of order or repeated). */
 typedef struct bl_appender {
     bl_env *e;
@@ -128,10 +130,28 @@ typedef struct bl_appender {
 
 int bl_appender_init(bl_appender *a, bl_env *e, MDB_txn *txn);
 int bl_appender_put(bl_appender *a, int db, const void *k, size_t kn, const void *v, size_t vn);
+/* The same, and *at receives where the value now lies: in a dirty page of
+ * the caller's transaction (txn != NULL), where it stays, unchanged, until
+ * that transaction ends, as long as LMDB does not spill dirty pages (it does
+ * past 128K of them, 512 MiB: the caller keeps well under that while it
+ * uses *at).  MDB_APPEND fills pages left to right and moves no node it
+ * has placed; MDB_RESERVE hands back the room. */
+int bl_appender_put_at(bl_appender *a, int db, const void *k, size_t kn, const void *v,
+                       size_t vn, const void **at);
 int bl_appender_finish(bl_appender *a); /* commits its own transaction */
 void bl_appender_abort(bl_appender *a);
 /* A bulk sink writing bindings, history, sessions and children through a. */
 void bl_appender_sink(bl_appender *a, bl_bulk_sink *s);
+
+/* Writeback while one long commit writes (import's single transaction): a
+ * thread that starts the writeback of e's data file every millisecond
+ * (sync_file_range, without waiting) until bl_writeback_stop(), so that the
+ * sync after the commit finds most pages on the disk already.  NULL when no
+ * thread could be started, or off Linux: then the sync writes everything,
+ * as before.  It never syncs and never fails the commit; stop joins it. */
+typedef struct bl_writeback bl_writeback;
+bl_writeback *bl_writeback_start(bl_env *e);
+void bl_writeback_stop(bl_writeback *w); /* NULL is a no-op */
 
 /* Grow e's map until `want` bytes are free past its last page (no
  * transaction of this thread may be open).  0 or BINDLOG_E*. */
