@@ -297,8 +297,17 @@ async function nodeOverhead() {
     const pipelined = ((performance.now() - t) * 1000) / n;
     const pipelinedCpu = (cpu() - c) / n;
     const s = store.stats();
+    const greats = Array.from({ length: n }, (_, i) => `e${i}`);
+    t = performance.now();
+    c = cpu();
+    for (let i = 0; i < n; i++)
+        if (store.splitSync(keys[i], grandkids[i], greats[i], 1).outcome !== 'applied')
+            throw new Error('splitSync');
+    const sync = ((performance.now() - t) * 1000) / n;
+    const syncCpu = (cpu() - c) / n;
     store.close();
-    return { get, serial, pipelined, getCpu, serialCpu, pipelinedCpu, perCommit: s.groupedEvents / s.commits };
+    return { get, serial, pipelined, sync, getCpu, serialCpu, pipelinedCpu, syncCpu,
+        perCommit: s.groupedEvents / s.commits };
 }
 
 async function overheadRounds() {
@@ -360,6 +369,7 @@ async function overheadRows() {
     row('get (synchronous)', c?.get_us, js.get, c?.get_cpu_us, js.getCpu);
     row('split, one at a time (awaited)', c?.split_us, js.serial, c?.split_cpu_us, js.serialCpu);
     row('split, 64 in flight (per call)', c?.split_us, js.pipelined, c?.split_cpu_us, js.pipelinedCpu);
+    row('splitSync, one at a time', c?.split_us, js.sync, c?.split_cpu_us, js.syncCpu);
     if (!c)
         console.log('(no C figures: build the repository with CMake for bindlog_node_overhead, or pass --c-bench)');
     console.log(`(64 in flight: ${js.perCommit.toFixed(1)} splits per commit)`);
