@@ -119,6 +119,10 @@ uint64_t bl_wal_head(bl_env *e);
 /* Trim the index to the shared checkpoint if it moved. */
 void bl_wal_trim(bl_env *e);
 
+/* A flush of the log that began when the written end was at `pos` has
+ * completed: raise the shared `durable` point to pos (never lowers it). */
+void bl_wal_flushed(bl_env *e, uint64_t pos);
+
 /* Log bytes not yet checkpointed (written end - checkpoint position). */
 uint64_t bl_wal_used(bl_env *e);
 
