@@ -345,6 +345,34 @@ static void wal_damage__another_stores_log_over_a_new_store(void **state)
     free(other);
 }
 
+/* A log damaged under an open handle: check reads bindlog.wal again and
+ * names the first bad frame; an undamaged one checks clean. */
+static void wal_damage__check_names_the_first_bad_frame(void **state)
+{
+    (void)state;
+    frames fr;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    bindlog_check_report rep;
+    char want[64];
+    char *dir = make_store("waldmg-check", &fr);
+    o.read_only = 1;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    if (rep.problems != 0)
+        fail_msg("an undamaged log: %s", rep.message);
+    wal_flip(dir, fr.off[50] + BL_WAL_FRAME_HDR + 20, 0x10);
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_int_equal(rep.problems, 1);
+    assert_int_equal(rep.first_bad_lsn, 50);
+    snprintf(want, sizeof want, "damaged at byte %llu ", (unsigned long long)fr.off[50]);
+    if (strstr(rep.message, want) == NULL || strstr(rep.message, "LSNs 50-100") == NULL)
+        fail_msg("the message misses '%s' or LSNs 50-100: %s", want, rep.message);
+    bindlog_close(s);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* ---- torn tails open ----------------------------------------------------------------- */
 
 static void wal_damage__a_torn_last_frame_is_dropped(void **state)
@@ -396,6 +424,7 @@ int main(void)
         cmocka_unit_test(wal_damage__one_bit_in_a_frame_header),
         cmocka_unit_test(wal_damage__a_frame_from_another_store),
         cmocka_unit_test(wal_damage__another_stores_log_over_a_new_store),
+        cmocka_unit_test(wal_damage__check_names_the_first_bad_frame),
         cmocka_unit_test(wal_damage__a_torn_last_frame_is_dropped),
         cmocka_unit_test(wal_damage__a_hole_in_unflushed_normal_frames_is_a_torn_tail),
     };
