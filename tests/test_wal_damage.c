@@ -373,6 +373,28 @@ static void wal_damage__check_names_the_first_bad_frame(void **state)
     free(dir);
 }
 
+/* Another store's frames under this store's own header: the frame where
+ * the log goes on is another log's, so the open refuses. */
+static void wal_damage__another_stores_frames_under_our_header(void **state)
+{
+    (void)state;
+    frames fr, fo;
+    static unsigned char ring[LOG_SIZE];
+    uint64_t head = 0;
+    char *dir = make_store("waldmg-fh", &fr), *other = make_store("waldmg-fo", &fo);
+    wal_read(other, BL_WAL_HDR, ring, sizeof ring);
+    wal_write(dir, BL_WAL_HDR, ring, sizeof ring);
+    for (int ro = 0; ro < 2; ro++) {
+        assert_int_equal(try_open(dir, ro, &head), BINDLOG_ECORRUPT);
+        assert_non_null(strstr(bindlog_last_error(), "a frame of another log"));
+        assert_non_null(strstr(bindlog_last_error(), "LSNs from 1 on"));
+    }
+    tu_rmtree(dir);
+    tu_rmtree(other);
+    free(dir);
+    free(other);
+}
+
 /* ---- torn tails open ----------------------------------------------------------------- */
 
 static void wal_damage__a_torn_last_frame_is_dropped(void **state)
@@ -424,6 +446,7 @@ int main(void)
         cmocka_unit_test(wal_damage__one_bit_in_a_frame_header),
         cmocka_unit_test(wal_damage__a_frame_from_another_store),
         cmocka_unit_test(wal_damage__another_stores_log_over_a_new_store),
+        cmocka_unit_test(wal_damage__another_stores_frames_under_our_header),
         cmocka_unit_test(wal_damage__check_names_the_first_bad_frame),
         cmocka_unit_test(wal_damage__a_torn_last_frame_is_dropped),
         cmocka_unit_test(wal_damage__a_hole_in_unflushed_normal_frames_is_a_torn_tail),

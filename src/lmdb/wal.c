@@ -594,38 +594,112 @@ int bl_wframe_loose(const unsigned char *buf, size_t avail, uint64_t cap, uint64
     return bl_wframe_body_ok(f);
 }
 
-int bl_wal_loose_scan(int fd, uint64_t cap, bl_wal_loose_fn fn, void *ctx)
+/* Read [off, off + n) of the ring (within one lap) into buf: the bytes
+ * read (fewer when the file ends early), or -1 on an I/O error. */
+static ssize_t ring_read(int fd, uint64_t off, unsigned char *buf, size_t n)
 {
-    bl_wreader r;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, buf + got, n - got, (off_t)(BL_WAL_HDR + off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return bl_err_set(BINDLOG_EIO, "%s: reading at ring byte %llu: %s", BL_WAL_FILE,
+                              (unsigned long long)(off + got), strerror(errno)),
+                   -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+#define SCAN_BLOCK ((size_t)1 << 20)
+
+/* The ring is read in blocks; a frame that runs past a block's end is read
+ * on its own.  Zeros and stale bytes cost a 4-byte compare per 8 bytes;
+ * each frame found is checked whole (its records' checksums) once, and
+ * the scan goes on after it. */
+int bl_wal_loose_scan(int fd, uint64_t cap, bl_wal_want_fn want, bl_wal_loose_fn fn, void *ctx)
+{
+    unsigned char *blk = malloc(SCAN_BLOCK), *one = NULL;
+    size_t onecap = 0;
     int rc = 0;
 
-    bl_wreader_init(&r, fd, cap);
-    for (uint64_t off = 0; off + BL_WAL_FRAME_HDR <= cap; off += 8) {
-        const unsigned char *p;
-        size_t avail;
-        bl_wframe f;
-        if ((rc = wr_fill(&r, off, BL_WAL_FRAME_HDR, &p, &avail)) != 0)
-            break;
-        if (avail < BL_WAL_FRAME_HDR)
-            break; /* the file ends early */
-        if (bl_get32(p) != FRAME_MAGIC)
+    if (blk == NULL)
+        return BINDLOG_ENOMEM;
+    uint64_t base = 0, off = 0;
+    size_t len = 0;
+    while (off + BL_WAL_FRAME_HDR <= cap) {
+        if (off < base || off + BL_WAL_FRAME_HDR > base + len) {
+            /* the next block, from off */
+            size_t n = cap - off < SCAN_BLOCK ? (size_t)(cap - off) : SCAN_BLOCK;
+            ssize_t got = ring_read(fd, off, blk, n);
+            if (got < 0) {
+                rc = BINDLOG_EIO;
+                break;
+            }
+            base = off;
+            len = (size_t)got;
+            if (len < BL_WAL_FRAME_HDR)
+                break; /* the file ends early */
+        }
+        const unsigned char *p = blk + (off - base);
+        size_t avail = len - (size_t)(off - base);
+        if (bl_get32(p) != FRAME_MAGIC) {
+            /* on to the next magic at an 8-byte boundary (memchr skips
+             * zeros at memory speed); blocks start 8-byte aligned */
+            const unsigned char *q = p + 1, *end = blk + len;
+            for (;;) {
+                q = memchr(q, 'B', (size_t)(end - q));
+                if (q == NULL || (end - q >= 4 && (size_t)(q - blk) % 8 == 0 &&
+                                  memcmp(q, "BLWF", 4) == 0))
+                    break;
+                q++;
+            }
+            /* none left in this block: read on from its last header's room */
+            off = q != NULL ? base + (uint64_t)(q - blk)
+                            : (base + len - BL_WAL_FRAME_HDR + 8) & ~(uint64_t)7;
+            if (off <= base + (uint64_t)(p - blk))
+                off = base + (uint64_t)(p - blk) + 8;
             continue;
+        }
+        bl_wframe f;
+        if (want != NULL && (!frame_decode(p, &f) || !want(ctx, &f, off))) {
+            off += 8;
+            continue;
+        }
         int v = bl_wframe_loose(p, avail, cap, off, &f);
         if (v < 0) {
-            /* the body runs past the buffer: read the frame whole */
-            r.len = 0;
-            if ((rc = wr_fill(&r, off, BL_WAL_FRAME_HDR + (size_t)f.body_len, &p, &avail)) != 0)
+            /* the body runs past the block: read the frame alone */
+            size_t whole = BL_WAL_FRAME_HDR + (size_t)f.body_len;
+            if (whole > onecap) {
+                unsigned char *nb = realloc(one, whole);
+                if (nb == NULL) {
+                    rc = BINDLOG_ENOMEM;
+                    break;
+                }
+                one = nb;
+                onecap = whole;
+            }
+            ssize_t got = ring_read(fd, off, one, whole);
+            if (got < 0) {
+                rc = BINDLOG_EIO;
                 break;
-            v = bl_wframe_loose(p, avail, cap, off, &f);
+            }
+            v = bl_wframe_loose(one, (size_t)got, cap, off, &f);
         }
-        if (v != 1)
+        if (v != 1) {
+            off += 8;
             continue;
+        }
         if ((rc = fn(ctx, &f, off)) != 0)
             break;
-        /* a valid frame holds no other frame's header: skip its bytes */
-        off += bl_wframe_size(f.body_len) - 8;
+        /* a valid frame holds no other frame's header: go on after it */
+        off += bl_wframe_size(f.body_len);
     }
-    bl_wreader_free(&r);
+    free(one);
+    free(blk);
     return rc;
 }
 
@@ -634,6 +708,17 @@ typedef struct past {
     const bl_wal_at *end;
     bl_wal_break *out;
 } past;
+
+/* Only frames that could matter: this log's beyond the end (within a
+ * lap), and whatever lies at the break. */
+static int past_want(void *ctx, const bl_wframe *f, uint64_t off)
+{
+    past *p = ctx;
+    if (off == p->end->pos % p->cap)
+        return 1;
+    return f->salt == p->salt && f->pos >= p->end->pos && f->pos < p->end->pos + p->cap &&
+           f->first_lsn > p->end->lsn;
+}
 
 static int past_frame(void *ctx, const bl_wframe *f, uint64_t off)
 {
@@ -663,5 +748,5 @@ int bl_wal_past_break(int fd, uint64_t cap, uint64_t salt, const bl_wal_at *end,
 {
     past p = {salt, cap, end, out};
     memset(out, 0, sizeof(*out));
-    return bl_wal_loose_scan(fd, cap, past_frame, &p);
+    return bl_wal_loose_scan(fd, cap, past_want, past_frame, &p);
 }

@@ -237,10 +237,14 @@ int bl_wframe_loose(const unsigned char *buf, size_t avail, uint64_t cap, uint64
  * ring order; `off` is its byte in the ring.  Non-zero stops the scan. */
 typedef int (*bl_wal_loose_fn)(void *ctx, const bl_wframe *f, uint64_t off);
 
+/* Asked about each frame header (magic, version, flags right; f->body not
+ * yet checked) before its body is: 0 skips it at no cost.  NULL: all. */
+typedef int (*bl_wal_want_fn)(void *ctx, const bl_wframe *f, uint64_t off);
+
 /* Scan the whole ring (every 8-byte boundary) for frames that stand on
- * their own, whatever their salt.  0, an I/O error, BINDLOG_ENOMEM or
- * fn's code. */
-int bl_wal_loose_scan(int fd, uint64_t cap, bl_wal_loose_fn fn, void *ctx);
+ * their own, whatever their salt; fn sees those `want` asked for.  0, an
+ * I/O error, BINDLOG_ENOMEM or fn's code. */
+int bl_wal_loose_scan(int fd, uint64_t cap, bl_wal_want_fn want, bl_wal_loose_fn fn, void *ctx);
 
 /* What lies past the end `end` of a log's valid prefix. */
 typedef struct bl_wal_break {

@@ -186,7 +186,7 @@ static int salvage_loose(scan *s, int fd, uint64_t cap, uint64_t salt, const bl_
     g.salt = salt;
     g.after_lsn = end != NULL ? end->lsn : 0;
     g.after_pos = end != NULL ? end->pos : 0;
-    if ((rc = bl_wal_loose_scan(fd, cap, ring_frame, &g)) != 0)
+    if ((rc = bl_wal_loose_scan(fd, cap, NULL, ring_frame, &g)) != 0)
         goto out;
     bl_rv_sort(g.frames.v, g.frames.n, sizeof(loose), cmp_loose);
     uint64_t last = g.after_lsn;
@@ -206,7 +206,7 @@ static int majority_salt(int fd, uint64_t cap, uint64_t *salt)
 {
     ring g;
     memset(&g, 0, sizeof g);
-    int rc = bl_wal_loose_scan(fd, cap, ring_frame, &g);
+    int rc = bl_wal_loose_scan(fd, cap, NULL, ring_frame, &g);
     *salt = 0;
     uint64_t best = 0;
     for (size_t i = 0; i < g.nsal; i++)
