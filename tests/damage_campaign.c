@@ -3,7 +3,8 @@
  *
  *   damage_campaign (--store DIR | --gateway-sim PATH) --cli PATH [--work DIR]
  *                   [--per-kind N | --full] [--seed S] [--timeout SEC] [--jobs J]
- *                   [--key KEY] [--kinds k1,k2,...] [--strict] [--allow-loss]
+ *                   [--key KEY] [--kinds k1,k2,...] [--strict]
+ *                   [--allow-loss | --allow-recover-loss] [--show-refusals]
  *
  * Two halves.  This file damages data.mdb (below); damage_campaign_log.c
  * damages bindlog.wal and bindlog.shm of stores it makes itself, whose
@@ -12,7 +13,9 @@
  * kinds of either half ("data" and "log" name all of one); --store and
  * --gateway-sim are needed only for the data.mdb half.  With --strict the
  * exit status is 1 if anything crashed, hung, answered wrong, failed to
- * recover or (unless --allow-loss) lost an acknowledged event silently.
+ * recover or lost an acknowledged event silently (--allow-loss: losses are
+ * counted, not failed on; --allow-recover-loss: only recover's).
+ * --show-refusals prints each refusal of a damaged copy with its message.
  *
  * DIR is a pristine store; with --gateway-sim the driver makes one itself
  * in its work directory by running examples/gateway_sim (5,154 events,
@@ -511,7 +514,7 @@ static void usage(void)
             "usage: damage_campaign (--store DIR | --gateway-sim PATH) --cli PATH [--work DIR]\n"
             "                       [--per-kind N | --full] [--seed S] [--timeout SEC]\n"
             "                       [--jobs J] [--key KEY] [--kinds k1,k2,...] [--strict]\n"
-            "                       [--allow-loss]\n"
+            "                       [--allow-loss | --allow-recover-loss] [--show-refusals]\n"
             "kinds: data (all of:) trunc flip1 flipN header randpage zeropage meta;\n"
             "       log (all of:) wtrunc wtorn whdr wbody wzero wswap wdup wfframe wflog\n"
             "       wring wfhdr sflip szero strunc sdel sforeign\n");
@@ -709,7 +712,7 @@ int main(int argc, char **argv)
     cfg.key = "agent:main:telegram:dm:100000000";
     cfg.kinds_mask = (1 << NKINDS) - 1;
     unsigned log_mask = (1u << DC_LOG_NKINDS) - 1;
-    int allow_loss = 0;
+    int allow_loss = 0, show_refusals = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--full") == 0) {
@@ -717,7 +720,11 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--strict") == 0) {
             cfg.strict = 1;
         } else if (strcmp(a, "--allow-loss") == 0) {
-            allow_loss = 1;
+            allow_loss = DC_ALLOW_OPEN_LOSS | DC_ALLOW_RECOVER_LOSS;
+        } else if (strcmp(a, "--allow-recover-loss") == 0) {
+            allow_loss |= DC_ALLOW_RECOVER_LOSS;
+        } else if (strcmp(a, "--show-refusals") == 0) {
+            show_refusals = 1;
         } else if (v == NULL) {
             usage();
         } else if (strcmp(a, "--store") == 0) {
@@ -769,7 +776,7 @@ int main(int argc, char **argv)
     if (log_mask) {
         char *lwork = dc_path2(cfg.work, "log");
         failures += dc_log_campaign(lwork, cfg.seed, cfg.per_kind, cfg.full, cfg.jobs, log_mask,
-                                    allow_loss);
+                                    allow_loss, show_refusals);
         free(lwork);
     }
     if (cfg.work == tmpl || strcmp(cfg.work, tmpl) == 0)

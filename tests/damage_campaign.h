@@ -58,11 +58,14 @@ int dc_run_cmd(int c, const char *dir, const char *scratch, const char *key, con
  * makes itself under `work`, with `jobs` processes; prints its tables to
  * stdout.  kinds_mask selects dc_log_kind_names; `full` the full counts,
  * else per_kind copies of each.  Returns the number of failures under the
- * oracle: crashes, hangs, failed recoveries, and silent losses unless
- * allow_loss. */
-#define DC_LOG_NKINDS 16
+ * oracle: crashes, hangs, failed probes, and the silent losses allow_loss
+ * (DC_ALLOW_*) does not let pass.  show_refusals: a line per refusal, with
+ * its message. */
+#define DC_LOG_NKINDS         16
+#define DC_ALLOW_OPEN_LOSS    1 /* losses by an open, get or check */
+#define DC_ALLOW_RECOVER_LOSS 2 /* losses by recover */
 extern const char *const dc_log_kind_names[DC_LOG_NKINDS];
 unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int full,
-                         unsigned jobs, unsigned kinds_mask, int allow_loss);
+                         unsigned jobs, unsigned kinds_mask, int allow_loss, int show_refusals);
 
 #endif

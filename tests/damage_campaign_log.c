@@ -550,7 +550,6 @@ static int probe_recover(void *arg)
             }
         any = 1;
     }
-    bindlog_recover_report_free(&rep);
     if (answer == A_OK) {
         bindlog_options o = BINDLOG_OPTIONS_INIT;
         bindlog *h = NULL;
@@ -558,6 +557,7 @@ static int probe_recover(void *arg)
         if (bindlog_open(&h, p->out, &o) != 0) {
             fprintf(p->note, "failed: the recovered store does not open: %s\n",
                     bindlog_last_error());
+            bindlog_recover_report_free(&rep);
             return A_FAILED;
         }
         /* every key whose last event it kept (or whose frame is intact) */
@@ -576,14 +576,19 @@ static int probe_recover(void *arg)
                 any = 1; /* a damaged frame's event, lost without being named */
                 continue;
             }
+            int named = 0;
+            for (size_t g = 0; g < rep.nkeys; g++)
+                named |= strcmp(rep.keys[g], key) == 0;
             answer = A_LOSS;
             fprintf(p->note,
-                    "the recovered store misses LSN %u (intact, not named lost): "
-                    "%s is %s, want %s\n",
-                    last, key, grc == 0 ? bd.session_id : bindlog_code_name(grc), want);
+                    "the recovered store misses LSN %u (intact, not named lost): %s is %s, want "
+                    "%s%s\n",
+                    last, key, grc == 0 ? bd.session_id : bindlog_code_name(grc), want,
+                    named ? " (the key is among the report's keys with a gap)" : "");
         }
         bindlog_close(h);
     }
+    bindlog_recover_report_free(&rep);
     return answer == A_OK && any ? A_TAIL : answer;
 }
 
@@ -682,7 +687,7 @@ static unsigned copies(int k, unsigned kinds_mask, int full, unsigned per_kind)
 }
 
 unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int full,
-                         unsigned jobs, unsigned kinds_mask, int allow_loss)
+                         unsigned jobs, unsigned kinds_mask, int allow_loss, int show_refusals)
 {
     char *stores = dc_path2(work, "log-stores");
     mkdir(work, 0700);
@@ -741,7 +746,7 @@ unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int
     /* the tables */
     static unsigned crash[NLKINDS][NALL], hang[NLKINDS][NALL], ans[NLKINDS][NORACLE][NANSWERS],
         ckpt_only[NLKINDS], frames_hit[NLKINDS];
-    unsigned tot_crash = 0, tot_hang = 0, tot_loss = 0, tot_fail = 0;
+    unsigned tot_crash = 0, tot_hang = 0, tot_loss = 0, tot_fail = 0, tot_rloss = 0;
     char line[1200];
     for (unsigned j = 0; j < jobs; j++) {
         char *resp;
@@ -779,8 +784,11 @@ unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int
                     code = A_FAILED; /* the probe itself could not run */
                 ans[k][cmd][code]++;
                 if (code == A_LOSS) {
-                    tot_loss++;
+                    tot_loss += cmd != O_RECOVER;
+                    tot_rloss += cmd == O_RECOVER;
                     printf("LOSS   %-8s #%-3u %-8s %s\n", dc_log_kind_names[k], idx, name, rest);
+                } else if (code == A_REFUSED && show_refusals && cmd != O_GET) {
+                    printf("REFUSED %-8s #%-3u %-8s %s\n", dc_log_kind_names[k], idx, name, rest);
                 } else if (code == A_FAILED) {
                     tot_fail++;
                     printf("FAILED %-8s #%-3u %-8s %s\n", dc_log_kind_names[k], idx, name, rest);
@@ -838,12 +846,14 @@ unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int
         }
         printf("\n");
     }
-    printf("log total: %u crashes, %u hangs, %u silent losses, %u failed probes\n", tot_crash,
-           tot_hang, tot_loss, tot_fail);
+    printf("log total: %u crashes, %u hangs, %u silent losses (open, get, check), %u by recover, "
+           "%u failed probes\n",
+           tot_crash, tot_hang, tot_loss, tot_rloss, tot_fail);
     printf("kinds:\n");
     for (int k = 0; k < NLKINDS; k++)
         if (copies(k, kinds_mask, full, per_kind))
             printf("  %-9s %s\n", dc_log_kind_names[k], kind_what[k]);
     free(stores);
-    return tot_crash + tot_hang + tot_fail + (allow_loss ? 0 : tot_loss);
+    return tot_crash + tot_hang + tot_fail + (allow_loss & DC_ALLOW_OPEN_LOSS ? 0 : tot_loss) +
+           (allow_loss & DC_ALLOW_RECOVER_LOSS ? 0 : tot_rloss);
 }
