@@ -798,6 +798,10 @@ unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int
         fclose(res);
         free(resp);
     }
+    printf("\nlog and shm damage kinds:\n");
+    for (int k = 0; k < NLKINDS; k++)
+        if (copies(k, kinds_mask, full, per_kind))
+            printf("  %-9s %s\n", dc_log_kind_names[k], kind_what[k]);
     printf("\nlog and shm damage, %u copies, seed %llu: silent losses (LOSS) / refused (ref) / "
            "tail dropped (tail) per command;\n'ckpt' copies damaged only frames already "
            "checkpointed; recover 'tail' = lost only damaged frames' LSNs, 'fail' = failed\n",
@@ -849,10 +853,6 @@ unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int
     printf("log total: %u crashes, %u hangs, %u silent losses (open, get, check), %u by recover, "
            "%u failed probes\n",
            tot_crash, tot_hang, tot_loss, tot_rloss, tot_fail);
-    printf("kinds:\n");
-    for (int k = 0; k < NLKINDS; k++)
-        if (copies(k, kinds_mask, full, per_kind))
-            printf("  %-9s %s\n", dc_log_kind_names[k], kind_what[k]);
     free(stores);
     return tot_crash + tot_hang + tot_fail + (allow_loss & DC_ALLOW_OPEN_LOSS ? 0 : tot_loss) +
            (allow_loss & DC_ALLOW_RECOVER_LOSS ? 0 : tot_rloss);
