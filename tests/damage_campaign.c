@@ -764,6 +764,9 @@ int main(int argc, char **argv)
     }
     if (dc_cli == NULL || cfg.jobs == 0 || dc_timeout == 0)
         usage();
+    /* a sanitizer's report in a command or probe counts as a crash, not as
+     * an exit status that could pass for an answer */
+    setenv("ASAN_OPTIONS", "abort_on_error=1", 0);
     if (cfg.work == NULL && (cfg.work = mkdtemp(tmpl)) == NULL)
         dc_die("mkdtemp: %s", strerror(errno));
     mkdir(cfg.work, 0700);

@@ -116,8 +116,11 @@ enum { O_OPENRW, O_OPENRO, O_GET, O_CHECK, O_RECOVER, NORACLE };
 static const char *const oracle_names[NORACLE] = {"openrw", "openro", "get", "check", "recover"};
 #define NALL (NORACLE + NCMDS)
 
-/* Answers (a probe's exit status). */
+/* Answers.  A probe exits with PROBE_BASE + its answer(s), so that a
+ * child that died another way (a sanitizer's exit 1, exec's 127) is never
+ * taken for one. */
 enum { A_OK, A_REFUSED, A_TAIL, A_LOSS, A_FAILED, NANSWERS };
+#define PROBE_BASE 64
 
 enum { FL_DATA, FL_LOCKMDB, FL_LOCK, FL_WAL, FL_SHM, NFILES };
 static const char *const file_names[NFILES] = {"data.mdb", "lock.mdb", "bindlog.lock",
@@ -500,19 +503,19 @@ static int probe_open(void *arg)
     int rc = bindlog_open(&h, p->dir, &o);
     if (rc != 0) {
         fprintf(p->note, "refused: %s\n", bindlog_last_error());
-        return A_REFUSED * 8 + A_REFUSED;
+        return PROBE_BASE + A_REFUSED * 8 + A_REFUSED;
     }
     if (bindlog_stats_get(h, &stats) != 0) {
         fprintf(p->note, "refused: stats: %s\n", bindlog_last_error());
         bindlog_close(h);
-        return A_REFUSED * 8 + A_REFUSED;
+        return PROBE_BASE + A_REFUSED * 8 + A_REFUSED;
     }
     int a_open = head_answer(p->c, stats.head_lsn);
     int a_get = judge_keys(h, p->c, stats.head_lsn, why, sizeof why);
     fprintf(p->note, "head %llu of %u; %s\n", (unsigned long long)stats.head_lsn, p->c->base->nev,
             why);
     bindlog_close(h);
-    return a_open * 8 + a_get;
+    return PROBE_BASE + a_open * 8 + a_get;
 }
 
 /* bindlog_recover into p->out, judged. */
@@ -527,7 +530,7 @@ static int probe_recover(void *arg)
     if (rc != 0) {
         fprintf(p->note, "failed: %s\n", bindlog_last_error());
         bindlog_recover_report_free(&rep);
-        return A_FAILED;
+        return PROBE_BASE + A_FAILED;
     }
     for (size_t r = 0; r < rep.nranges; r++)
         for (uint64_t l = rep.ranges[r].first; l <= rep.ranges[r].last && l <= MAX_EVENTS; l++) {
@@ -558,7 +561,7 @@ static int probe_recover(void *arg)
             fprintf(p->note, "failed: the recovered store does not open: %s\n",
                     bindlog_last_error());
             bindlog_recover_report_free(&rep);
-            return A_FAILED;
+            return PROBE_BASE + A_FAILED;
         }
         /* every key whose last event it kept (or whose frame is intact) */
         for (unsigned k = 0; k < NKEYS && answer == A_OK; k++) {
@@ -589,7 +592,7 @@ static int probe_recover(void *arg)
         bindlog_close(h);
     }
     bindlog_recover_report_free(&rep);
-    return answer == A_OK && any ? A_TAIL : answer;
+    return PROBE_BASE + (answer == A_OK && any ? A_TAIL : answer);
 }
 
 /* ---- one copy ------------------------------------------------------------------ */
@@ -598,6 +601,15 @@ static int probe_recover(void *arg)
 static void put(FILE *res, const lcopy *c, int cmd, int o, int code, const char *note)
 {
     fprintf(res, "L %d %u %d %d %d\t%s\t%s\n", c->kind, c->idx, cmd, o, code, c->what, note);
+}
+
+/* probe_open's exit status: its open answer (which 0) or its get answer. */
+static int open_answer(int o, int code, int which)
+{
+    code -= PROBE_BASE;
+    if (o != R_EXIT || code < 0 || code >= NANSWERS * 8)
+        return A_FAILED;
+    return which ? code % 8 : code / 8;
 }
 
 /* Run probe fn on p under the timeout; the first line it noted into *note. */
@@ -632,10 +644,11 @@ static void do_lcopy(const lcopy *c, FILE *res, const char *wdir)
     /* read-only open and get, on the copy every read-only command shares */
     probe p = {c, dir, rec, 1, NULL};
     o = run_probe(probe_open, &p, notep, note, sizeof note, &code);
-    put(res, c, O_OPENRO, o, o == R_EXIT ? code / 8 : code, note);
-    put(res, c, O_GET, o, o == R_EXIT ? code % 8 : code, note);
-    if (o == R_EXIT && code / 8 != A_REFUSED)
-        ro_state = code / 8 > code % 8 ? code / 8 : code % 8;
+    int a_open = open_answer(o, code, 0), a_get = open_answer(o, code, 1);
+    put(res, c, O_OPENRO, o, o == R_EXIT ? a_open : code, note);
+    put(res, c, O_GET, o, o == R_EXIT ? a_get : code, note);
+    if (o == R_EXIT && a_open != A_REFUSED && a_open != A_FAILED)
+        ro_state = a_open > a_get ? a_open : a_get;
 
     /* check: passing is right only on a store that shows every event */
     o = dc_run_cmd(C_CHECK, dir, scratch, key, sid, &code);
@@ -647,7 +660,11 @@ static void do_lcopy(const lcopy *c, FILE *res, const char *wdir)
         "");
 
     o = run_probe(probe_recover, &p, notep, note, sizeof note, &code);
-    put(res, c, O_RECOVER, o, code, note);
+    put(res, c, O_RECOVER, o,
+        o != R_EXIT                                          ? code
+        : code >= PROBE_BASE && code < PROBE_BASE + NANSWERS ? code - PROBE_BASE
+                                                             : A_FAILED,
+        note);
     dc_rm_rf(rec);
 
     for (int cli = 0; cli < NCMDS; cli++) {
@@ -667,8 +684,9 @@ static void do_lcopy(const lcopy *c, FILE *res, const char *wdir)
     p.dir = wcopy;
     p.read_only = 0;
     o = run_probe(probe_open, &p, notep, note, sizeof note, &code);
-    put(res, c, O_OPENRW, o, o == R_EXIT ? (code / 8 > code % 8 ? code / 8 : code % 8) : code,
-        note);
+    a_open = open_answer(o, code, 0);
+    a_get = open_answer(o, code, 1);
+    put(res, c, O_OPENRW, o, o == R_EXIT ? (a_open > a_get ? a_open : a_get) : code, note);
     fflush(res);
     free(dir);
     free(wcopy);
