@@ -117,10 +117,10 @@ static const char *const oracle_names[NORACLE] = {"openrw", "openro", "get", "ch
 #define NALL (NORACLE + NCMDS)
 
 /* Answers.  A probe exits with PROBE_BASE + its answer(s), so that a
- * child that died another way (a sanitizer's exit 1, exec's 127) is never
+ * child that died another way (a sanitizer's exit 1 or 66, exec's 127) is never
  * taken for one. */
 enum { A_OK, A_REFUSED, A_TAIL, A_LOSS, A_FAILED, NANSWERS };
-#define PROBE_BASE 64
+#define PROBE_BASE 100
 
 enum { FL_DATA, FL_LOCKMDB, FL_LOCK, FL_WAL, FL_SHM, NFILES };
 static const char *const file_names[NFILES] = {"data.mdb", "lock.mdb", "bindlog.lock",
