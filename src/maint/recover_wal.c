@@ -4,20 +4,26 @@
  *
  * In format 2 the records of the last group commits may exist only in
  * bindlog.wal: the checkpoint folds them into data.mdb later.  This source
- * reads the log exactly as recovery at open does (bl_wal_scan, lmdb/wal.h):
- * from the point data.mdb's meta records name (meta "head" and meta "wal":
- * the LSN, the position and the checksum chain right after the last
- * checkpoint), frame after frame, each one valid only with the log's salt,
- * its own position, the next LSN, a checksum seeded with the previous
- * frame's, a body that parses exactly and records that decode with their
- * LSNs; the first frame that is not valid ends the log.  The records of
- * the valid frames are handed over with the highest trust (a copy in the
- * log is the one the writer last wrote).
+ * reads the log in two passes:
  *
- * The log never decides alone where it starts: without data.mdb's meta
- * records (a damaged meta table on both trees) there is no chain to verify
- * the first frame with, and the log is reported as not read.  The file is
- * opened read-only, never followed as a link, never written.
+ *   1. the chain, exactly as recovery at open reads it (bl_wal_scan,
+ *      lmdb/wal.h): from the point data.mdb's meta records name (meta
+ *      "head" and meta "wal": the LSN, the position and the checksum chain
+ *      right after the last checkpoint; a store never checkpointed has meta
+ *      "wal" at position 0 and no "head" yet), frame after frame until the
+ *      first one that is not valid;
+ *   2. the ring, for frames of the same log past where the chain broke that
+ *      stand on their own (bl_wal_loose_scan: salt, position, a body that
+ *      parses, records that decode with their own checksums and
+ *      consecutive LSNs), so that a damaged frame loses its own LSNs and
+ *      nothing more; leftovers of an older history are told apart by the
+ *      point each frame says the log was flushed to (salvage_loose).
+ *
+ * Whose log it is: data.mdb's meta "wal", else the log's header, else the
+ * salt most frames carry.  A header naming another salt than meta "wal" is
+ * another store's log, reported as not read.  Records are handed over with
+ * the highest trust (a copy in the log is the one the writer last wrote).
+ * The file is opened read-only, never followed as a link, never written.
  */
 #define _GNU_SOURCE
 #include "maint/recover.h"
