@@ -398,6 +398,36 @@ static void wal_damage__another_stores_frames_under_our_header(void **state)
     free(other);
 }
 
+/* A log cut short after frame 60: the open refuses (writes would extend
+ * it), and recover reads it as far as it goes, saying it is incomplete. */
+static void wal_damage__a_cut_log_is_read_up_to_the_cut(void **state)
+{
+    (void)state;
+    frames fr;
+    uint64_t head = 0;
+    char path[4200];
+    char *dir = make_store("waldmg-cut", &fr), *out = tu_mkdtemp("waldmg-cut-out");
+    wal_path(path, sizeof path, dir);
+    assert_int_equal(truncate(path, (off_t)fr.off[61]), 0);
+    assert_int_equal(try_open(dir, 1, &head), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bindlog_last_error(), "the log was cut"));
+
+    bindlog_recover_report rep;
+    int rc = bindlog_recover(dir, out, &rep, NULL, NULL);
+    if (rc != 0)
+        fail_msg("recover: %s: %s", bindlog_code_name(rc), bindlog_last_error());
+    assert_int_equal(rep.log_state, 1);
+    assert_non_null(strstr(rep.log_why, "cut short"));
+    assert_int_equal(rep.log_records, 60);
+    assert_int_equal(rep.log_last_lsn, 60);
+    assert_int_equal(rep.new_head_lsn, 60);
+    bindlog_recover_report_free(&rep);
+    tu_rmtree(out);
+    tu_rmtree(dir);
+    free(out);
+    free(dir);
+}
+
 /* ---- torn tails open ----------------------------------------------------------------- */
 
 static void wal_damage__a_torn_last_frame_is_dropped(void **state)
@@ -491,6 +521,7 @@ int main(void)
         cmocka_unit_test(wal_damage__another_stores_log_over_a_new_store),
         cmocka_unit_test(wal_damage__another_stores_frames_under_our_header),
         cmocka_unit_test(wal_damage__check_names_the_first_bad_frame),
+        cmocka_unit_test(wal_damage__a_cut_log_is_read_up_to_the_cut),
         cmocka_unit_test(wal_damage__a_torn_last_frame_is_dropped),
         cmocka_unit_test(wal_damage__a_hole_in_unflushed_normal_frames_is_a_torn_tail),
         cmocka_unit_test(wal_damage__leftovers_of_a_torn_tail_stay_dropped),
