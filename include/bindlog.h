@@ -190,7 +190,7 @@ BINDLOG_API const char *bindlog_event_name(int type);
 #define BINDLOG_DURABILITY_NORMAL 1 /**< survives a process crash, no flush on the commit path; power loss may drop the last commits, never corrupts */
 #define BINDLOG_DURABILITY_NONE 2   /**< no flushes at all: tests and bulk loads; power loss may lose or corrupt */
 
-#define BINDLOG_OPTIONS_VERSION 3
+#define BINDLOG_OPTIONS_VERSION 4
 
 /**
  * Options of bindlog_open().  Always initialise with BINDLOG_OPTIONS_INIT so
@@ -254,11 +254,23 @@ typedef struct bindlog_options {
      * group commit (a batch, with whatever joined it) must fit in half of
      * it.  docs/design.md, "The write-ahead log". */
     uint64_t log_size;
+
+    /* ---- version 4: processes that share a store ---- */
+    /** The bound, in milliseconds, of every wait for another process of
+     * the same store: for the writers' lock, the checkpointers' lock (a
+     * writer whose log is full waits for the checkpoint in progress), and
+     * an open waiting for the process that rebuilds bindlog.shm.  Past it
+     * the call returns BINDLOG_EBUSY and bindlog_last_error() names the
+     * holder's pid and what it holds (a process stopped by a signal or a
+     * debugger, as a rule); nothing was written.  0 = default (10000);
+     * negative = wait without bound.  The holder of a lock that dies never
+     * blocks anyone: its lock is taken over at once. */
+    int lock_timeout_ms;
 } bindlog_options;
 
 #define BINDLOG_OPTIONS_INIT \
     { BINDLOG_OPTIONS_VERSION, BINDLOG_DURABILITY_FULL, 0, 0, 0, NULL, NULL, \
-      NULL, NULL, NULL, NULL, NULL, 0, 0 }
+      NULL, NULL, NULL, NULL, NULL, 0, 0, 0 }
 
 /** An open store.  Opaque; thread-safe. */
 typedef struct bindlog bindlog;
