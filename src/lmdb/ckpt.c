@@ -443,6 +443,16 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
     if ((rc = bl_wal_clock(e)) != 0)
         return rc;
     uint64_t target = atomic_load(&m->vis_lsn);
+    bl_wal_at end;
+    if ((rc = bl_shm_get_end(m, &end)) != 0) {
+        bl_wal_cunlock(e);
+        if (wlock_held || (rc = bl_wal_end(e, &end)) != 0)
+            return rc;
+        if ((rc = bl_wal_clock(e)) != 0)
+            return rc;
+    }
+    if (target > end.lsn)
+        target = end.lsn; /* a stray write: never fold past the written end */
     rc = bl_wal_catch_up(e, target);
     if (rc == 0)
         rc = fold_once(e, target, &done);
