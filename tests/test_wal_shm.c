@@ -113,8 +113,7 @@ static void live_writer(const char *dir, char tag, int ack, int stop)
             continue;
         }
         if (rc != BINDLOG_EIO || strstr(bindlog_last_error(), BL_SHM_FILE) == NULL) {
-            fprintf(stderr, "%c: bind: %s (%s)\n", tag, bindlog_strerror(rc),
-                    bindlog_last_error());
+            fprintf(stderr, "%c: bind: %s (%s)\n", tag, bindlog_strerror(rc), bindlog_last_error());
             _exit(4);
         }
         noticed = 1;
@@ -195,8 +194,12 @@ static void wal_shm__a_removed_or_replaced_shm_never_makes_two_writer_worlds(voi
             close(ack[k][1]);
             fcntl(ack[k][0], F_SETFL, O_NONBLOCK);
         }
-        struct timespec ts = {0, 100000000};
-        nanosleep(&ts, NULL); /* both write */
+        for (int k = 0; k < 2; k++) { /* both write */
+            struct pollfd p = {ack[k][0], POLLIN, 0};
+            assert_int_equal(poll(&p, 1, 30000), 1);
+        }
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
         replace_shm(dir, phase);
         nanosleep(&ts, NULL);
 
@@ -226,6 +229,7 @@ static void wal_shm__a_removed_or_replaced_shm_never_makes_two_writer_worlds(voi
         assert_store(dir, 'b', have[1]);
         printf("%s: refused, writers stopped at %u and %u acknowledged binds, check clean\n",
                phase_name[phase], have[0], have[1]);
+        fflush(stdout); /* before the next fork */
         tu_rmtree(dir);
         free(dir);
     }
@@ -249,8 +253,7 @@ static void wal_shm__a_stray_write_into_a_point_is_rebuilt(void **state)
             char key[32], sid[32];
             snprintf(key, sizeof key, "a-%u", n);
             snprintf(sid, sizeof sid, "a-s%u", n);
-            assert_int_equal(bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL),
-                             BINDLOG_APPLIED);
+            assert_int_equal(bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
         }
         bl_shm_rec *r = round == 1 ? &m->ckpt : &m->end;
         uint32_t c = atomic_load(&r->cur);
@@ -352,6 +355,7 @@ static void wal_shm__opens_race_with_map_growth(void **state)
     close(stop[1]);
     wait_ok(g, "the grower");
     printf("%d racing opens against map growth: %d errors\n", opens, errors);
+    fflush(stdout);
     assert_int_equal(errors, 0);
     tu_rmtree(dir);
     free(dir);

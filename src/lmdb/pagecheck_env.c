@@ -785,11 +785,23 @@ static int open_check(bl_pc *pc, uint64_t t)
     int ok[2], cur, rc;
 
     pc_file(pc, &f);
-    for (unsigned s = 0; s < 2; s++)
-        ok[s] = bl_pc_meta_read(pc->map + (size_t)s * pc->psize, f.npages > s ? f.psize : 0, s,
-                                &m[s], why[s], sizeof why[s]);
-    if (bl_pc_meta_pick(m, ok, why[0], sizeof why[0]) < 0)
-        return fail_why(pc, ok[0] != -1 && ok[1] == -1 ? why[1] : why[0]);
+    /* a writer of another process may commit while the two pages are
+     * read: a pair that fails is read again, and only a pair that fails
+     * the same way twice is damage */
+    uint64_t seen[2] = {0, 0};
+    for (int look = 0;; look++) {
+        for (unsigned s = 0; s < 2; s++)
+            ok[s] = bl_pc_meta_read(pc->map + (size_t)s * pc->psize, f.npages > s ? f.psize : 0,
+                                    s, &m[s], why[s], sizeof why[s]);
+        if (bl_pc_meta_pick(m, ok, why[0], sizeof why[0]) >= 0)
+            break;
+        if (look >= 8 || (look > 0 && m[0].txnid == seen[0] && m[1].txnid == seen[1]))
+            return fail_why(pc, ok[0] != -1 && ok[1] == -1 ? why[1] : why[0]);
+        seen[0] = m[0].txnid;
+        seen[1] = m[1].txnid;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     /* the meta page our transaction started from: LMDB read its roots */
     cur = (int)(t & 1);
     if (m[cur].txnid != t)

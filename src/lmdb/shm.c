@@ -50,7 +50,7 @@
 #include "core/error.h"
 #include "core/failpoint.h"
 
-#define SHM_MAGIC "BLSHMEM"
+#define SHM_MAGIC      "BLSHMEM"
 #define SLEEP_SLICE_MS 100
 
 _Static_assert(sizeof(bl_shm) <= BL_SHM_SIZE, "bl_shm must fit its file");
@@ -248,8 +248,8 @@ int bl_shm_open(const char *dir, int read_only, int64_t timeout_ms, bl_shmh *h, 
         }
         if (err != 0) {
             bl_shm_discard(h);
-            return bl_err_set(err == ENOSPC ? BINDLOG_ENOSPC : BINDLOG_EIO, "%s: %s",
-                              BL_SHM_FILE, strerror(err));
+            return bl_err_set(err == ENOSPC ? BINDLOG_ENOSPC : BINDLOG_EIO, "%s: %s", BL_SHM_FILE,
+                              strerror(err));
         }
     } else if ((uint64_t)st.st_size < BL_SHM_SIZE) {
         bl_shm_close(h);
@@ -265,8 +265,8 @@ int bl_shm_open(const char *dir, int read_only, int64_t timeout_ms, bl_shmh *h, 
             bl_shm_discard(h);
         else
             bl_shm_close(h);
-        return bl_err_set(err == ENOMEM ? BINDLOG_ENOMEM : BINDLOG_EIO, "%s: mmap: %s",
-                          BL_SHM_FILE, strerror(err));
+        return bl_err_set(err == ENOMEM ? BINDLOG_ENOMEM : BINDLOG_EIO, "%s: mmap: %s", BL_SHM_FILE,
+                          strerror(err));
     }
     h->m = p;
     return 0;
@@ -357,8 +357,7 @@ int bl_shm_get_end(bl_shm *m, bl_wal_at *at)
 {
     if (rec_get(&m->end, at) == 0)
         return 0;
-    return bl_err_set(BINDLOG_ECORRUPT, "%s: the log's written end fails its check",
-                      BL_SHM_FILE);
+    return bl_err_set(BINDLOG_ECORRUPT, "%s: the log's written end fails its check", BL_SHM_FILE);
 }
 
 int bl_shm_get_ckpt(bl_shm *m, bl_wal_at *at)
@@ -422,8 +421,7 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
         rc = pthread_mutex_init(&m->clock, &a);
     pthread_mutexattr_destroy(&a);
     if (rc != 0)
-        return bl_err_set(BINDLOG_EIO, "%s: cannot make its locks: %s", BL_SHM_FILE,
-                          strerror(rc));
+        return bl_err_set(BINDLOG_EIO, "%s: cannot make its locks: %s", BL_SHM_FILE, strerror(rc));
     rec_init(&m->end, end);
     atomic_store(&m->vis_lsn, end->lsn);
     rec_init(&m->ckpt, ckpt);
@@ -446,10 +444,9 @@ int bl_shm_valid(const bl_shmh *h, uint64_t salt, uint64_t cap)
     const bl_shm *m = h->m;
     struct stat st;
     atomic_thread_fence(memory_order_seq_cst);
-    return memcmp(m->magic, SHM_MAGIC, sizeof(SHM_MAGIC)) == 0 &&
-           m->version == BL_SHM_VERSION && m->size == sizeof(*m) && m->salt == salt &&
-           m->cap == cap && fstat(h->fd, &st) == 0 && m->dev == (uint64_t)st.st_dev &&
-           m->ino == (uint64_t)st.st_ino;
+    return memcmp(m->magic, SHM_MAGIC, sizeof(SHM_MAGIC)) == 0 && m->version == BL_SHM_VERSION &&
+           m->size == sizeof(*m) && m->salt == salt && m->cap == cap && fstat(h->fd, &st) == 0 &&
+           m->dev == (uint64_t)st.st_dev && m->ino == (uint64_t)st.st_ino;
 }
 
 int bl_shm_linked(const bl_shmh *h)
@@ -493,11 +490,10 @@ int bl_shm_lock(bl_shm *m, pthread_mutex_t *mu, int *owner_died, int64_t timeout
         rc = 0;
     }
     if (rc == ETIMEDOUT || rc == EBUSY)
-        return bl_err_set(BINDLOG_EBUSY,
-                          "process %d holds the store's %s for more than %lld ms (stopped?)",
-                          (int)atomic_load(holder_of(m, mu)),
-                          mu == &m->wlock ? "writers' lock" : "checkpointers' lock",
-                          (long long)timeout_ms);
+        return bl_err_set(
+            BINDLOG_EBUSY, "process %d holds the store's %s for more than %lld ms (stopped?)",
+            (int)atomic_load(holder_of(m, mu)),
+            mu == &m->wlock ? "writers' lock" : "checkpointers' lock", (long long)timeout_ms);
     if (rc != 0)
         return bl_err_set(BINDLOG_EIO, "%s: a lock is unusable: %s", BL_SHM_FILE, strerror(rc));
     FP("shm.owner.before");

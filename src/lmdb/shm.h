@@ -42,8 +42,8 @@
 
 #include "lmdb/wal.h"
 
-#define BL_SHM_FILE "bindlog.shm"
-#define BL_SHM_SIZE 4096u
+#define BL_SHM_FILE    "bindlog.shm"
+#define BL_SHM_SIZE    4096u
 #define BL_SHM_VERSION 2u
 
 /* The world lock's byte in data.mdb (LMDB's map never reaches 2^62). */
@@ -63,17 +63,17 @@ typedef struct bl_shm_rec {
 } bl_shm_rec;
 
 typedef struct bl_shm {
-    char magic[8];              /* "BLSHMEM\0" */
-    uint32_t version;           /* BL_SHM_VERSION */
-    uint32_t size;              /* sizeof(bl_shm) */
-    uint64_t salt, cap;         /* the log this describes (from LMDB meta "wal") */
-    uint64_t dev, ino;          /* the file this content was built in (a copy is refused) */
-    _Atomic int32_t init_pid;   /* the process that built it (or is building it) */
-    _Atomic int32_t wlock_pid;  /* the holder of wlock, 0 when free */
-    _Atomic int32_t clock_pid;  /* the holder of clock, 0 when free */
+    char magic[8];             /* "BLSHMEM\0" */
+    uint32_t version;          /* BL_SHM_VERSION */
+    uint32_t size;             /* sizeof(bl_shm) */
+    uint64_t salt, cap;        /* the log this describes (from LMDB meta "wal") */
+    uint64_t dev, ino;         /* the file this content was built in (a copy is refused) */
+    _Atomic int32_t init_pid;  /* the process that built it (or is building it) */
+    _Atomic int32_t wlock_pid; /* the holder of wlock, 0 when free */
+    _Atomic int32_t clock_pid; /* the holder of clock, 0 when free */
     uint32_t pad;
-    pthread_mutex_t wlock;      /* writers: decide + append, across processes */
-    pthread_mutex_t clock;      /* checkpointers */
+    pthread_mutex_t wlock; /* writers: decide + append, across processes */
+    pthread_mutex_t clock; /* checkpointers */
     /* The written end: the point after the last frame appended.  Written
      * only under wlock. */
     bl_shm_rec end;

@@ -1168,8 +1168,15 @@ int bl_txn_begin(bl_env *e, unsigned flags, MDB_txn **txn)
             return 0;
         if (rc != MDB_MAP_RESIZED || tries >= 16)
             return bl_mdb_error(rc);
-        if ((rc = bl_env_resize(e, 1)) != 0)
+        if (e->id == 0) {
+            /* still being opened (under registry_mu): no other thread can
+             * see this environment, so its map is adopted without map_lock */
+            if ((rc = mdb_env_set_mapsize(e->env, 0)) != 0)
+                return bl_mdb_error(rc);
+            bl_pc_remap(e);
+        } else if ((rc = bl_env_resize(e, 1)) != 0) {
             return rc;
+        }
     }
 }
 

@@ -522,7 +522,10 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
 
     for (int attempt = 0;; attempt++) {
         bl_wal_at ck, end;
-        rc = bl_shm_open(e->path, o->read_only || e->env_rdonly, w->lock_ms, &w->shm, &alone);
+        int64_t left = w->lock_ms < 0 ? -1 : deadline - mono_ms(); /* what is left of the bound */
+        if (w->lock_ms >= 0 && left < 0)
+            left = 0;
+        rc = bl_shm_open(e->path, o->read_only || e->env_rdonly, left, &w->shm, &alone);
         if (rc == BINDLOG_ENOTFOUND || (rc == BINDLOG_EACCES && o->read_only)) {
             /* a read-only handle without the shared file: private mode */
             bl_err_clear();

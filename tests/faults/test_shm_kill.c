@@ -42,9 +42,9 @@
 #include "testutil.h"
 
 static const char *const points[] = {
-    "shm.end.before",   "shm.end.mid",     "shm.end.after",  "shm.ckpt.before",
-    "shm.ckpt.mid",     "shm.ckpt.after",  "shm.vis.before", "shm.vis.after",
-    "shm.word.before",  "shm.word.after",  "shm.wake.before", "shm.wake.after",
+    "shm.end.before",   "shm.end.mid",     "shm.end.after",      "shm.ckpt.before",
+    "shm.ckpt.mid",     "shm.ckpt.after",  "shm.vis.before",     "shm.vis.after",
+    "shm.word.before",  "shm.word.after",  "shm.wake.before",    "shm.wake.after",
     "shm.owner.before", "shm.owner.after", "shm.waiters.before", "shm.waiters.after",
     "shm.init.before",  "shm.init.mid",    "shm.init.after",
 };
@@ -76,8 +76,7 @@ static bindlog *xopen(const char *dir, int durability)
 /* Bind "<tag>-<i>" for i = 0.. until stop_fd is readable (or n binds),
  * acknowledging each APPLIED i on ack_fd.  The victim also checkpoints
  * and waits.  Exits 0, or 2.. on an error (reported on stderr). */
-static void writer(const char *dir, char tag, int durability, int ack_fd, int stop_fd,
-                   int victim)
+static void writer(const char *dir, char tag, int durability, int ack_fd, int stop_fd, int victim)
 {
     bindlog *s = xopen(dir, durability);
     if (s == NULL)
@@ -247,8 +246,7 @@ static void shm_kill__every_store_to_the_shared_memory(void **state)
             one_round(points[p], k);
     printf("shm kill: %zu steps x %u rounds = %lu kills, %lu not reached, hangs %lu, lost %lu "
            "(%.1f s)\n",
-           NPOINTS, rounds, rounds_run, not_reached, hangs, lost,
-           (double)(now_ms() - t0) / 1000.0);
+           NPOINTS, rounds, rounds_run, not_reached, hangs, lost, (double)(now_ms() - t0) / 1000.0);
     assert_int_equal(hangs, 0);
     assert_int_equal(lost, 0);
     assert_int_equal(not_reached, 0);

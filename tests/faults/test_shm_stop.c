@@ -67,7 +67,10 @@ static void arm(const char *spec)
     bl_failpoint_reset();
 }
 
-static void say(int fd) { (void)!write(fd, "x", 1); }
+static void say(int fd)
+{
+    (void)!write(fd, "x", 1);
+}
 static void hear(int fd)
 {
     char c;
@@ -329,7 +332,7 @@ static void shm_stop__a_stopped_first_opener_rebuilding_the_shm(void **state)
         if (s == NULL || bindlog_bind(s, "n", "n1", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
             _exit(4);
         /* the rebuilder's write, once it went on, is there too */
-        for (int64_t t2 = now_ms(); bindlog_get(s, "r", &b) != 0; ) {
+        for (int64_t t2 = now_ms(); bindlog_get(s, "r", &b) != 0;) {
             if (now_ms() - t2 > 5000)
                 _exit(5);
             struct timespec ts = {0, 5000000};
