@@ -327,8 +327,12 @@ typedef struct bindlog bindlog;
  *   BINDLOG_ECORRUPT, BINDLOG_EIO (also: etcd unreachable, or TLS failed: a
  *   server certificate that no trusted CA signed or that names another
  *   host, a client certificate the server refuses), BINDLOG_ENOMEM,
- *   BINDLOG_ENOSPC.  bindlog_last_error() says which, and on etcd which
- *   endpoint.
+ *   BINDLOG_ENOSPC, BINDLOG_EBUSY (a local store: another process has been
+ *   rebuilding bindlog.shm for longer than opts->lock_timeout_ms, or
+ *   bindlog.shm was removed or replaced while other processes have the store
+ *   open -- it must never be deleted under them; once they have all closed
+ *   it, the store opens again).  bindlog_last_error() says which, and on
+ *   etcd which endpoint.
  * Thread-safe.
  */
 BINDLOG_API int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts);
@@ -415,7 +419,13 @@ typedef struct bindlog_session {
  * one write transaction and one sync (group commit).  Thread-safe.
  *
  * Common errors: BINDLOG_EINVAL, BINDLOG_EREADONLY, BINDLOG_EPANIC,
- * BINDLOG_EIO, BINDLOG_ENOSPC, BINDLOG_ENOMEM, BINDLOG_EBUSY.
+ * BINDLOG_EIO, BINDLOG_ENOSPC, BINDLOG_ENOMEM, BINDLOG_EBUSY.  On a local
+ * store, BINDLOG_EBUSY (nothing written) also means that another process
+ * held the writers' lock, or the checkpointers' lock while this write
+ * needed log space, for longer than the open's lock_timeout_ms (the last
+ * error names its pid); BINDLOG_EIO naming bindlog.shm means that file was
+ * removed or replaced under this process: nothing more is written until
+ * every process has closed the store.
  */
 /**@{*/
 
