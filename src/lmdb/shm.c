@@ -451,9 +451,12 @@ int bl_shm_valid(const bl_shmh *h, uint64_t salt, uint64_t cap)
 
 int bl_shm_linked(const bl_shmh *h)
 {
+    /* fstat, not stat of the path: a system call without a path lookup on
+     * every commit.  Removal and rename-over both leave the mapped file
+     * without a link; a file linked elsewhere first and then replaced
+     * stays this process's (newcomers refuse the new one: one world). */
     struct stat st;
-    if (stat(h->path, &st) == 0 && (uint64_t)st.st_dev == h->m->dev &&
-        (uint64_t)st.st_ino == h->m->ino)
+    if (fstat(h->fd, &st) != 0 || st.st_nlink > 0)
         return 0;
     return bl_err_set(BINDLOG_EIO,
                       "%s was removed or replaced while this process had the store open: "

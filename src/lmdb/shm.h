@@ -140,8 +140,8 @@ int bl_shm_share(bl_shmh *h);
 /* 1 if the content describes the log (salt, cap) in this layout, and was
  * built in this very file. */
 int bl_shm_valid(const bl_shmh *h, uint64_t salt, uint64_t cap);
-/* 0 while the file is still the store's bindlog.shm; BINDLOG_EIO with a
- * last-error message once it was removed or replaced. */
+/* 0 while the mapped file still has a name; BINDLOG_EIO with a last-error
+ * message once it was removed or replaced (renamed over). */
 int bl_shm_linked(const bl_shmh *h);
 
 /* Lock a robust mutex of the file (wlock or clock), waiting at most
