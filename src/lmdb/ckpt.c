@@ -64,7 +64,6 @@ int bl_wal_lock(bl_env *e)
          * The log says what was written: scan from the recorded end (from
          * the checkpoint when the record is unusable) and adopt every
          * valid frame. */
-        bl_err_clear();
         if (bad && (rc = bl_wal_ckpt(e, &from)) != 0)
             goto fail;
         rc = bl_wal_scan(w->fd, w->cap, w->salt, &from, UINT64_MAX, NULL, NULL, &end);
@@ -81,7 +80,6 @@ int bl_wal_lock(bl_env *e)
         bl_shm_set_vis(m, from.lsn);
     else if (bl_shm_get_ckpt(m, &ck) == 0 && vis < ck.lsn && ck.lsn <= from.lsn)
         bl_shm_publish(m, ck.lsn);
-    bl_err_clear();
     if ((rc = bl_shm_linked(&w->shm)) != 0) {
         bl_shm_unlock(m, &m->wlock);
         return rc;
@@ -277,7 +275,6 @@ static void publish_ckpt(bl_walenv *w, const bl_wal_at *at, int synced)
     bl_shm *m = w->shm.m;
     bl_wal_at cur;
     if (bl_shm_get_ckpt(m, &cur) != 0) {
-        bl_err_clear();
         cur.lsn = 0; /* damaged: this checkpoint, just read from LMDB, replaces it */
         cur.pos = UINT64_MAX;
     }
@@ -432,11 +429,14 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
          * died before it could): flush and publish them, so they can be
          * folded */
         bl_wal_at end;
-        if ((rc = bl_shm_get_end(m, &end)) != 0)
-            return rc;
+        if ((rc = bl_shm_get_end(m, &end)) != 0) /* checked by bl_wal_lock */
+            return bl_err_set(rc, "%s: the log's written end fails its check", BL_SHM_FILE);
         if (atomic_load(&m->vis_lsn) < end.lsn) {
-            if (w->ckpt_mode != BINDLOG_DURABILITY_NONE && (rc = bl_wal_sync(w->fd)) != 0)
-                return bl_group_panic(&e->g);
+            if (w->ckpt_mode != BINDLOG_DURABILITY_NONE) {
+                if ((rc = bl_wal_sync(w->fd)) != 0)
+                    return bl_group_panic(&e->g);
+                bl_wal_flushed(e, end.pos);
+            }
             bl_shm_publish(m, end.lsn);
         }
     }
@@ -533,8 +533,9 @@ static int fill_step(bl_env *e)
      * but this), and the blocks' allocation is made durable before a
      * frame's flush would have to */
     bl_wal_set_filled(w->fd, w->cap, w->salt, atomic_load(&m->filled));
-    if (w->ckpt_mode != BINDLOG_DURABILITY_NONE)
-        bl_wal_sync(w->fd);
+    if (bl_wal_end(e, &end) == 0 && w->ckpt_mode != BINDLOG_DURABILITY_NONE &&
+        bl_wal_sync(w->fd) == 0)
+        bl_wal_flushed(e, end.pos);
     bl_err_clear();
     return more;
 }
@@ -826,7 +827,6 @@ void bl_wal_resume(bl_env *e)
     }
     if (clocked)
         bl_wal_cunlock(e);
-    bl_err_clear();
     bl_wal_unlock(e);
     bl_wal_trim(e);
 }

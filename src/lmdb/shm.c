@@ -353,20 +353,9 @@ static int rec_get(bl_shm_rec *r, bl_wal_at *at)
     return BINDLOG_ECORRUPT;
 }
 
-int bl_shm_get_end(bl_shm *m, bl_wal_at *at)
-{
-    if (rec_get(&m->end, at) == 0)
-        return 0;
-    return bl_err_set(BINDLOG_ECORRUPT, "%s: the log's written end fails its check", BL_SHM_FILE);
-}
+int bl_shm_get_end(bl_shm *m, bl_wal_at *at) { return rec_get(&m->end, at); }
 
-int bl_shm_get_ckpt(bl_shm *m, bl_wal_at *at)
-{
-    if (rec_get(&m->ckpt, at) == 0)
-        return 0;
-    return bl_err_set(BINDLOG_ECORRUPT, "%s: the checkpoint's position fails its check",
-                      BL_SHM_FILE);
-}
+int bl_shm_get_ckpt(bl_shm *m, bl_wal_at *at) { return rec_get(&m->ckpt, at); }
 
 void bl_shm_set_end(bl_shm *m, const bl_wal_at *at)
 {

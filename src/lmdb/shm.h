@@ -100,6 +100,11 @@ typedef struct bl_shm {
      * under wlock: the background zero-fill works beyond it and beyond the
      * written end (ckpt.c). */
     _Atomic uint64_t filled;
+    /* How far the log is known flushed: the written end at the start of
+     * the last fdatasync of the log that completed (a FULL group's, the
+     * zero-fill's, a checkpoint's, recovery's).  Only grows; every frame
+     * carries it (wal.h, "Torn tail or damage").  bl_wal_flushed raises it. */
+    _Atomic uint64_t durable;
 } bl_shm;
 
 /* A process's mapping of the file. */
@@ -152,8 +157,9 @@ int bl_shm_linked(const bl_shmh *h);
 int bl_shm_lock(bl_shm *m, pthread_mutex_t *mu, int *owner_died, int64_t timeout_ms);
 void bl_shm_unlock(bl_shm *m, pthread_mutex_t *mu);
 
-/* The double-buffered points.  Getters: 0, or BINDLOG_ECORRUPT when the
- * current copy fails its check (a stray write: the caller rebuilds it).
+/* The double-buffered points.  Getters: 0, or BINDLOG_ECORRUPT (no
+ * last-error message: the caller rebuilds it, or says so) when the current
+ * copy fails its check (a stray write).
  * Setters: the record's lock held (wlock for end, clock for ckpt). */
 int bl_shm_get_end(bl_shm *m, bl_wal_at *at);
 void bl_shm_set_end(bl_shm *m, const bl_wal_at *at);

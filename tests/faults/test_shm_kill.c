@@ -11,7 +11,8 @@
  *     (else the round counts as a hang);
  *   - after the survivor closed, every acknowledged bind of both is
  *     readable and bindlog_check finds nothing.
- * The shm.init.* points are hit only by a process that rebuilds the file:
+ * The shm.durable.* points are hit by flushes: there the victim runs in
+ * FULL.  The shm.init.* points are hit only by a process that rebuilds the file:
  * there the victim opens first and dies while building it, and the
  * survivor must open and write within a second.
  *
@@ -42,11 +43,12 @@
 #include "testutil.h"
 
 static const char *const points[] = {
-    "shm.end.before",   "shm.end.mid",     "shm.end.after",      "shm.ckpt.before",
-    "shm.ckpt.mid",     "shm.ckpt.after",  "shm.vis.before",     "shm.vis.after",
-    "shm.word.before",  "shm.word.after",  "shm.wake.before",    "shm.wake.after",
-    "shm.owner.before", "shm.owner.after", "shm.waiters.before", "shm.waiters.after",
-    "shm.init.before",  "shm.init.mid",    "shm.init.after",
+    "shm.end.before",     "shm.end.mid",       "shm.end.after",      "shm.ckpt.before",
+    "shm.ckpt.mid",       "shm.ckpt.after",    "shm.vis.before",     "shm.vis.after",
+    "shm.word.before",    "shm.word.after",    "shm.wake.before",    "shm.wake.after",
+    "shm.owner.before",   "shm.owner.after",   "shm.waiters.before", "shm.waiters.after",
+    "shm.durable.before", "shm.durable.after", "shm.init.before",    "shm.init.mid",
+    "shm.init.after",
 };
 #define NPOINTS (sizeof points / sizeof points[0])
 
@@ -188,6 +190,8 @@ static void one_round(const char *point, unsigned round)
     int vdur = (int)((round + 2) % 3); /* NONE, FULL, NORMAL in turn */
     if (strncmp(point, "shm.word.", 9) == 0)
         vdur = BINDLOG_DURABILITY_NONE; /* its checkpoints set ckpt_unsynced */
+    if (strncmp(point, "shm.durable.", 12) == 0)
+        vdur = BINDLOG_DURABILITY_FULL; /* its flushes raise the durable point */
     int sack[2], vack[2], stop[2], status;
     pid_t sv = -1, vc;
     unsigned s_have = 0, v_have = 0;
