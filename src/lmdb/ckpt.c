@@ -446,7 +446,9 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
     bl_wal_at end;
     if ((rc = bl_shm_get_end(m, &end)) != 0) {
         bl_wal_cunlock(e);
-        if (wlock_held || (rc = bl_wal_end(e, &end)) != 0)
+        if (wlock_held) /* bl_wal_lock found it whole: damaged since */
+            return bl_err_set(rc, "%s: the log's written end fails its check", BL_SHM_FILE);
+        if ((rc = bl_wal_end(e, &end)) != 0) /* repairs it under the writers' lock */
             return rc;
         if ((rc = bl_wal_clock(e)) != 0)
             return rc;

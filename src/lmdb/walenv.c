@@ -232,12 +232,12 @@ static int catch_up_locked(bl_env *e, uint64_t lsn)
          * this is the end of the log. */
         bl_wal_at ck;
         bl_wal_meta wm;
-        if (w->shm.m != NULL) {
-            if ((rc = bl_wal_ckpt(e, &ck)) != 0)
-                return rc;
-        } else if ((rc = lmdb_point(e, &ck, &wm)) != 0) {
+        /* (a shared point that fails its check is read from LMDB here,
+         * not repaired: the checkpointers' lock is taken before ingest,
+         * never after) */
+        if ((w->shm.m == NULL || bl_shm_get_ckpt(w->shm.m, &ck) != 0) &&
+            (rc = lmdb_point(e, &ck, &wm)) != 0)
             return rc;
-        }
         if (ck.lsn >= at.lsn && (ck.lsn > at.lsn || ck.pos != at.pos) && resyncs < 64) {
             resyncs++;
             if (!bl_tail_trim(t, &ck)) {
