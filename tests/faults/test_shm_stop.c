@@ -8,6 +8,8 @@
  *     the checkpointers' lock held) while a writer fills the log;
  *   - a first opener stopped while it rebuilds bindlog.shm (failpoint
  *     shm.init.mid): writable and read-only opens.
+ * And bindlog.shm removed while its first opener rebuilds it: the opener's
+ * first commit fails with EIO, a newcomer refuses with EBUSY.
  * Linked with bindlog_faults (the failpoints' sleep action).
  */
 #define _GNU_SOURCE
@@ -349,12 +351,89 @@ static void shm_stop__a_stopped_first_opener_rebuilding_the_shm(void **state)
     free(dir);
 }
 
+/* ---- bindlog.shm removed while its first opener rebuilds it ------------------ */
+
+/* The rebuilder finishes its open on the removed file and its first
+ * commit fails with EIO naming bindlog.shm; a newcomer meanwhile refuses
+ * (EBUSY) rather than build a second file; once the rebuilder closed, the
+ * store opens and checks. */
+static void shm_stop__shm_removed_during_its_rebuild(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("stopgone");
+    char path[4200];
+    int rgo[2], up[2];
+    bindlog_close(xopen(dir, BINDLOG_DURABILITY_FULL, 0, NULL));
+    snprintf(path, sizeof path, "%s/%s", dir, BL_SHM_FILE);
+    assert_int_equal(pipe(rgo), 0);
+    assert_int_equal(pipe(up), 0);
+    pid_t r = fork();
+    assert_true(r >= 0);
+    if (r == 0) {
+        arm("shm.init.mid:sleep=500");
+        bindlog *s = xopen(dir, BINDLOG_DURABILITY_FULL, 0, NULL);
+        bindlog_binding b;
+        if (s == NULL)
+            _exit(2);
+        say(up[1]); /* open, on a file that was removed meanwhile */
+        hear(rgo[0]);
+        int rc = bindlog_bind(s, "r", "r1", NULL, NULL, NULL, 0, NULL);
+        if (rc != BINDLOG_EIO || strstr(bindlog_last_error(), BL_SHM_FILE) == NULL) {
+            fprintf(stderr, "rebuilder's commit: %d (%s)\n", rc, bindlog_last_error());
+            _exit(3);
+        }
+        if (bindlog_get(s, "r", &b) != BINDLOG_ENOTFOUND)
+            _exit(4); /* reads go on; nothing was written */
+        hear(rgo[0]);
+        bindlog_close(s);
+        _exit(0);
+    }
+    int64_t t0 = now_ms();
+    for (;;) { /* inside the rebuild */
+        int32_t pid = 0;
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+            if (pread(fd, &pid, sizeof pid, offsetof(bl_shm, init_pid)) != (ssize_t)sizeof pid)
+                pid = 0;
+            close(fd);
+        }
+        if (pid == r)
+            break;
+        assert_true(now_ms() - t0 < 5000);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(unlink(path), 0);
+    char c;
+    assert_int_equal(read(up[0], &c, 1), 1); /* its open is done */
+    pid_t n = fork();
+    assert_true(n >= 0);
+    if (n == 0) {
+        arm(NULL);
+        int rc;
+        bindlog *s = xopen(dir, BINDLOG_DURABILITY_FULL, 0, &rc);
+        if (s != NULL || rc != BINDLOG_EBUSY || strstr(bindlog_last_error(), "missing") == NULL) {
+            fprintf(stderr, "newcomer: %d (%s)\n", rc, bindlog_last_error());
+            _exit(3);
+        }
+        _exit(0);
+    }
+    wait_ok(n, "the newcomer");
+    say(rgo[1]);
+    say(rgo[1]);
+    wait_ok(r, "the rebuilder");
+    assert_clean(dir);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shm_stop__a_stopped_writer_holding_the_writers_lock),
         cmocka_unit_test(shm_stop__a_stopped_checkpointer_while_the_log_fills),
         cmocka_unit_test(shm_stop__a_stopped_first_opener_rebuilding_the_shm),
+        cmocka_unit_test(shm_stop__shm_removed_during_its_rebuild),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
