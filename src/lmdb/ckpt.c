@@ -473,12 +473,35 @@ int bl_lmdb_checkpoint(bindlog *h, uint64_t *lsn)
 
 #define FILL_STEP ((size_t)256 << 10)
 
+/* This process's account of its zero-fill (bl_walenv.fill), for tests and
+ * the docs' figures: what a step wrote, whether it began below the highest
+ * byte this process had already zeroed (zeroed again) or below the
+ * written end (from the tail).  Under the writers' lock. */
+static void fill_count(bl_walenv *w, uint64_t from, uint64_t to, uint64_t end)
+{
+    bl_fill_stats *f = &w->fill;
+    atomic_fetch_add(&f->steps, 1);
+    atomic_fetch_add(&f->bytes, to - from);
+    uint64_t hi = atomic_load(&f->hi);
+    if (from < hi)
+        atomic_fetch_add(&f->again, (to < hi ? to : hi) - from);
+    if (from < end)
+        atomic_fetch_add(&f->behind, 1);
+    if (to > hi)
+        atomic_store(&f->hi, to);
+}
+
 /* Write zeros over the next part of the ring's first lap that neither a
- * frame nor an earlier step wrote, beyond the written end (free space:
- * nothing there is read), under the writers' lock so that no frame lands
- * there meanwhile.  Returns 1 while there is more to fill, 0 when the ring
- * is filled (or cannot be: a write failed), and records the progress in
- * the log's header once done. */
+ * frame nor an earlier step wrote: from the fill frontier `filled`, which
+ * only grows (commits raise it past their frames, never lower it), or from
+ * the written end if the writers overtook it (a step that failed, say).
+ * So each byte of the ring is zeroed at most once in the store's life, and
+ * never behind the written end (nothing there is read); under the writers'
+ * lock so that no frame lands there meanwhile.  Returns 1 while there is
+ * more to fill, 0 when the ring is filled (or cannot be: a write failed).
+ * The frontier goes to the log's header under the same lock (so that the
+ * header never moves backwards either) and survives a restart; the flush
+ * after a step is this thread's, never a commit's. */
 static int fill_step(bl_env *e)
 {
     static const unsigned char zero[FILL_STEP];
@@ -504,14 +527,15 @@ static int fill_step(bl_env *e)
             bl_err_clear();
             return 0; /* a full disk, say: the writers fill it as they go */
         }
+        if (to > from)
+            fill_count(w, from, to, end.pos);
         atomic_store(&m->filled, to);
         more = to < w->cap;
     }
-    bl_wal_unlock(e);
-    /* the progress survives a restart (in the header: nothing trusts it
-     * but this), and the blocks' allocation is made durable before a
-     * frame's flush would have to */
     bl_wal_set_filled(w->fd, w->cap, w->salt, atomic_load(&m->filled));
+    bl_wal_unlock(e);
+    /* the blocks' allocation is made durable here, before a frame's flush
+     * would have to journal it */
     if (w->ckpt_mode != BINDLOG_DURABILITY_NONE)
         bl_wal_sync(w->fd);
     bl_err_clear();

@@ -711,9 +711,14 @@ static int run_group(void *ctx, bl_greq *group)
         goto unlock;
     }
     bl_shm_set_end(w->shm.m, &after);
-    /* the frame's blocks are written now: the zero-fill need not go there */
-    if (atomic_load(&w->shm.m->filled) < w->cap)
-        atomic_store(&w->shm.m->filled, after.pos < w->cap ? after.pos : w->cap);
+    /* the frame's blocks are written now: the zero-fill need not go there.
+     * `filled` only ever grows: the filler works ahead of the writers, and
+     * a frame that lands behind its frontier must not pull it back (it
+     * would then zero the same bytes again, from the tail, with a flush
+     * each time).  Every change is under the writers' lock. */
+    uint64_t reach = after.pos < w->cap ? after.pos : w->cap;
+    if (atomic_load(&w->shm.m->filled) < reach)
+        atomic_store(&w->shm.m->filled, reach);
     if (BL_FAILPOINT("commit.after") != 0) {
         /* eio here stands for a write that reported failure after it was
          * all done: the frame may or may not be there */

@@ -47,6 +47,13 @@ typedef struct bl_wal_meta {
 
 struct bl_wbuild;
 
+/* What this process's zero-fill of the ring did (ckpt.c, fill_step): steps
+ * and bytes written, bytes it zeroed a second time, steps that began below
+ * the written end, and the highest byte it zeroed.  Never reset. */
+typedef struct bl_fill_stats {
+    _Atomic uint64_t steps, bytes, again, behind, hi;
+} bl_fill_stats;
+
 typedef struct bl_walenv {
     int fd;                   /* bindlog.wal */
     int log_rdonly;           /* opened O_RDONLY: this process never writes it */
@@ -79,6 +86,7 @@ typedef struct bl_walenv {
     uint64_t trigger;         /* tail bytes that start a checkpoint */
     int debug;                /* BINDLOG_CKPT_DEBUG: each checkpoint's costs to stderr */
     _Atomic uint64_t checkpoints, ckpt_failures;
+    bl_fill_stats fill;       /* this process's zero-fill (tests, figures) */
 } bl_walenv;
 
 /* ---- walenv.c ------------------------------------------------------------------ */
