@@ -425,6 +425,19 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
             bl_shm_publish(m, end.lsn);
         }
     }
+    /* The checkpoint is what writes data.mdb: a file with a damaged page
+     * takes nothing, lest LMDB's copy-on-write hand out a page the damage
+     * still uses (docs/design.md, "Damaged files").  So the whole-store
+     * walk's verdict is needed here -- and only here: the commits that
+     * wrote the frames touched nothing but the log.  Waits for what is
+     * left of the background walk, or walks in this thread when there is
+     * none; then the damage, if any, refuses every checkpoint and the
+     * frames stay in the log. */
+    if (atomic_load(&m->vis_lsn) > atomic_load(&m->ckpt_lsn) &&
+        (rc = bl_ckpt_walk_wait(e, 1)) != 0) {
+        atomic_fetch_add(&w->ckpt_failures, 1);
+        return rc;
+    }
     if ((rc = bl_shm_lock(&m->clock, &died)) != 0)
         return rc;
     if (died)
@@ -767,7 +780,7 @@ void bl_ckpt_walk_settle(bl_env *e)
     pthread_mutex_unlock(&w->cmu);
 }
 
-int bl_ckpt_walk_wait(bl_env *e)
+int bl_ckpt_walk_wait(bl_env *e, int wait)
 {
     bl_walenv *w = e->wal;
     int rc;
@@ -775,7 +788,7 @@ int bl_ckpt_walk_wait(bl_env *e)
     if (atomic_load_explicit(&w->store_checked, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&w->cmu);
-    while (w->walk == BL_WALK_RUNNING)
+    while (wait && w->walk == BL_WALK_RUNNING)
         pthread_cond_wait(&w->wcv, &w->cmu);
     int state = w->walk;
     if (state == BL_WALK_BAD)
@@ -783,6 +796,8 @@ int bl_ckpt_walk_wait(bl_env *e)
     pthread_mutex_unlock(&w->cmu);
     if (state == BL_WALK_BAD)
         return rc;
+    if (state == BL_WALK_RUNNING)
+        return 0; /* no verdict yet, and the caller does not need one */
     if (state != BL_WALK_DONE && (rc = bl_pc_guard_all(e, BL_PC_EVERYTHING)) != 0)
         return rc;
     atomic_store_explicit(&w->store_checked, 1, memory_order_release);

@@ -273,10 +273,18 @@ static int lookup(gstate *g, unsigned table, const void *k, size_t kn, const voi
         *vn = len;
         return 0;
     }
+    /* Until the whole-store walk has passed the file (a process's first
+     * groups may run before its verdict), LMDB is read the way readers
+     * read it: our own bounds-checked search, which names a damaged page
+     * instead of following it.  After, every page is known good. */
     MDB_val key = {kn, (void *)k}, val;
-    rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
-    if (rc != 0)
-        return bl_mdb_error(rc);
+    if (atomic_load_explicit(&g->e->wal->store_checked, memory_order_acquire)) {
+        rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
+        if (rc != 0)
+            return bl_mdb_error(rc);
+    } else if ((rc = bl_pc_get(g->e, g->txn, (int)table, &key, &val)) != 0) {
+        return rc;
+    }
     *v = val.mv_data;
     *vn = val.mv_size;
     return 0;
@@ -627,13 +635,15 @@ static int run_group(void *ctx, bl_greq *group)
         rc = BINDLOG_EPANIC;
         goto fail;
     }
-    /* a damaged LMDB file takes no write, not even to the log: the next
-     * checkpoint could not fold it, and LMDB's own writes could spread the
-     * damage (docs/design.md, "Damaged files").  The whole file is
-     * walked once per process, in the background from open; the first
-     * group waits for what is left of that walk (ckpt.c). */
+    /* a damaged LMDB file takes no write once the whole-store walk has
+     * found the damage (docs/design.md, "Damaged files").  The walk runs
+     * once per process, in the background from open, and a group does not
+     * wait for it: a commit writes only the log, and the checkpoint, the
+     * one writer of data.mdb, waits for the verdict and refuses a damaged
+     * file (ckpt.c).  Without a background walk (manual checkpoints, or a
+     * walk stopped short) the first group walks itself, as before. */
     if (!atomic_load_explicit(&w->store_checked, memory_order_acquire) &&
-        (rc = bl_ckpt_walk_wait(e)) != 0)
+        (rc = bl_ckpt_walk_wait(e, 0)) != 0)
         goto fail;
     if (g.b == NULL) {
         if ((g.b = w->build = calloc(1, sizeof(*g.b))) == NULL) {

@@ -492,6 +492,12 @@ void bl_walenv_finish(bl_env *e)
     bl_walenv *w = e->wal;
     if (w == NULL)
         return;
+    /* the checkpoint below needs the whole-store walk's verdict: when
+     * there is something to fold, let a walk under way finish rather than
+     * stop it and walk again from the start in this thread */
+    if (!w->log_rdonly && w->shm.m != NULL && !bl_group_panicked(&e->g) &&
+        atomic_load(&w->shm.m->vis_lsn) > atomic_load(&w->shm.m->ckpt_lsn))
+        bl_ckpt_walk_settle(e);
     bl_ckpt_stop(e);
     /* the last handle of a writing process folds what it can, so that a
      * store at rest has an empty log (and opens in a few milliseconds) */

@@ -175,14 +175,16 @@ void bl_ckpt_stop(bl_env *e);
 enum { BL_WALK_TODO, BL_WALK_RUNNING, BL_WALK_DONE, BL_WALK_BAD };
 
 /*
- * Before a process's first write (commit.c): the whole store must have
- * passed the page validator.  Waits for the background walk while it runs
- * (for what is left of it), then: 0 when it passed, its BINDLOG_ECORRUPT
- * and message when it found damage, and when there was no walk or it was
- * stopped short, the walk itself, in the calling thread.  0 or BINDLOG_E*
- * with a last-error detail.  Sets store_checked on 0.
+ * The whole-store page walk's verdict.  With `wait` (the checkpoint, the
+ * only writer of data.mdb: ckpt.c), waits for the background walk while it
+ * runs (for what is left of it).  Without (a commit, which writes only the
+ * log: commit.c), a walk still running is no answer yet and returns 0 at
+ * once.  Then: 0 when it passed, its BINDLOG_ECORRUPT and message when it
+ * found damage, and when there was no walk or it was stopped short, the
+ * walk itself, in the calling thread.  0 or BINDLOG_E* with a last-error
+ * detail.  Sets store_checked once the store passed.
  */
-int bl_ckpt_walk_wait(bl_env *e);
+int bl_ckpt_walk_wait(bl_env *e, int wait);
 /* Wait while the background walk runs (its result is then in the page
  * validator's memory): bl_pc_guard_all, so that compaction, vacuum and
  * import do not walk the store a second time beside it.  Never fails. */
