@@ -780,6 +780,28 @@ void bl_ckpt_walk_settle(bl_env *e)
     pthread_mutex_unlock(&w->cmu);
 }
 
+int bl_ckpt_walk_settle_for(bl_env *e, int64_t ms)
+{
+    bl_walenv *w = e->wal;
+    struct timespec ts;
+    if (w == NULL || atomic_load_explicit(&w->store_checked, memory_order_acquire))
+        return 1;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->cmu);
+    while (w->walk == BL_WALK_RUNNING)
+        if (pthread_cond_timedwait(&w->wcv, &w->cmu, &ts) == ETIMEDOUT)
+            break;
+    int settled = w->walk != BL_WALK_RUNNING;
+    pthread_mutex_unlock(&w->cmu);
+    return settled;
+}
+
 int bl_ckpt_walk_wait(bl_env *e, int wait)
 {
     bl_walenv *w = e->wal;

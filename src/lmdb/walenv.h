@@ -189,6 +189,9 @@ int bl_ckpt_walk_wait(bl_env *e, int wait);
  * validator's memory): bl_pc_guard_all, so that compaction, vacuum and
  * import do not walk the store a second time beside it.  Never fails. */
 void bl_ckpt_walk_settle(bl_env *e);
+/* The same for at most `ms` milliseconds: 1 when no walk runs any more
+ * (its verdict is in, or there was none), 0 when it still runs. */
+int bl_ckpt_walk_settle_for(bl_env *e, int64_t ms);
 
 /* Direct LMDB writes (import, the targets of replay and check, the etcd
  * mirror) bypass the log.  bl_wal_quiesce takes the writers' lock and

@@ -589,6 +589,57 @@ static void failpoints__a_write_before_the_walks_verdict_reaches_the_log_only(vo
     free(dir);
 }
 
+/*
+ * Close folds the log only with the whole-store walk's verdict.  With each
+ * walk step slowed to 300 ms (a walk of ~3 s: a large store), a process
+ * that writes once and closes does not wait for the walk: close stops it
+ * after a short wait, flushes the log and leaves the frame there.  Nothing
+ * is lost: the next open reads the event from the log, and the next
+ * writer, whose walk ends, folds it at its close.
+ */
+static void failpoints__close_leaves_the_log_to_the_next_writer_when_the_walk_is_slow(
+    void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("fpwalkslow");
+    bindlog *s = NULL;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_result r;
+    bindlog_binding b;
+    bindlog_stats st;
+
+    unsetenv("BINDLOG_CHECKPOINT");
+    walk_store_of(dir, 3000); /* ~11 walk steps */
+    set_failpoint("walk.step:sleep=300");
+    o.durability = BINDLOG_DURABILITY_FULL;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:cli", "c1", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    bindlog_close(s);
+    unsigned long steps = bl_failpoint_hits("walk.step");
+    print_message("  close after one write: the walk stopped after %lu of ~11 steps\n", steps);
+    assert_true(steps <= 2);
+    set_failpoint(NULL);
+
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 3001);
+    assert_int_equal(st.checkpoint_lsn, 3000); /* the frame waits in the log */
+    assert_int_equal(bindlog_get(s, "agent:main:walk:cli", &b), 0);
+    assert_string_equal(b.session_id, "c1");
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:next", "n1", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    bindlog_close(s); /* a walk of a few milliseconds: its verdict is in, close folds */
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 3002);
+    assert_int_equal(st.checkpoint_lsn, 3002);
+    bindlog_close(s);
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static void failpoints__spec_parsing(void **state)
 {
     (void)state;
@@ -618,6 +669,7 @@ int main(void)
         cmocka_unit_test(failpoints__eio_in_a_checkpoint_is_retried),
         cmocka_unit_test(failpoints__close_stops_the_walk),
         cmocka_unit_test(failpoints__a_write_before_the_walks_verdict_reaches_the_log_only),
+        cmocka_unit_test(failpoints__close_leaves_the_log_to_the_next_writer_when_the_walk_is_slow),
         cmocka_unit_test(failpoints__kill_at_every_point),
         cmocka_unit_test(failpoints__kill_inside_group_commit),
         cmocka_unit_test(failpoints__abort_is_a_crash_too),
