@@ -1848,7 +1848,7 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
             continue;
         if (!r->have)
             snprintf(v, sizeof v, "n/a");
-        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG)
+        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG || r->num == M_FIRST_WRITE)
             snprintf(v, sizeof v, "%.2f ms", r->value);
         else if (r->num == M_WAKE)
             snprintf(v, sizeof v, "%.0f us", r->value);
@@ -1860,7 +1860,7 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
             snprintf(v, sizeof v, "%.2fx", r->value);
         if (r->target == 0)
             snprintf(t, sizeof t, "-");
-        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG)
+        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG || r->num == M_FIRST_WRITE)
             snprintf(t, sizeof t, "<= %g ms", r->target);
         else if (r->num == M_WAKE)
             snprintf(t, sizeof t, "<= %g ms", r->target / 1000);
@@ -1942,6 +1942,8 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
     json_num("open_first_ms", S.open_first_ms, M[M_OPEN].ran, 0);
     json_num("open_median_ms", S.open_median_ms, M[M_OPEN].ran, 0);
     json_num("open_max_ms", S.open_max_ms, M[M_OPEN].ran, 0);
+    json_num("first_write_median_ms", S.first_write_median_ms, M[M_FIRST_WRITE].ran, 0);
+    json_num("second_write_median_ms", S.second_write_median_ms, M[M_FIRST_WRITE].ran, 0);
     json_num("file_bytes", (double)S.file_before, 1, 0);
     double lb = (double)S.live_bindings, ml = (double)S.m_live;
     json_num("bytes_per_live_binding", (double)S.file_before / lb, lb > 0, 0);
