@@ -16,6 +16,8 @@
  * recover or lost an acknowledged event silently (--allow-loss: losses are
  * counted, not failed on; --allow-recover-loss: only recover's).
  * --show-refusals prints each refusal of a damaged copy with its message.
+ * --write-copy LOGKIND:INDEX DIR writes one log/shm copy (as a LOSS line
+ * names it: "whdr #12" is whdr:12) into DIR, to reproduce a finding.
  *
  * DIR is a pristine store; with --gateway-sim the driver makes one itself
  * in its work directory by running examples/gateway_sim (5,154 events,
@@ -515,6 +517,7 @@ static void usage(void)
             "                       [--per-kind N | --full] [--seed S] [--timeout SEC]\n"
             "                       [--jobs J] [--key KEY] [--kinds k1,k2,...] [--strict]\n"
             "                       [--allow-loss | --allow-recover-loss] [--show-refusals]\n"
+            "       damage_campaign --cli PATH --write-copy LOGKIND:INDEX DIR [--seed S]\n"
             "kinds: data (all of:) trunc flip1 flipN header randpage zeropage meta;\n"
             "       log (all of:) wtrunc wtorn whdr wbody wzero wswap wdup wfframe wflog\n"
             "       wring wfhdr sflip szero strunc sdel sforeign\n");
@@ -713,6 +716,7 @@ int main(int argc, char **argv)
     cfg.kinds_mask = (1 << NKINDS) - 1;
     unsigned log_mask = (1u << DC_LOG_NKINDS) - 1;
     int allow_loss = 0, show_refusals = 0;
+    const char *write_copy_of = NULL, *write_copy_to = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--full") == 0) {
@@ -725,6 +729,9 @@ int main(int argc, char **argv)
             allow_loss |= DC_ALLOW_RECOVER_LOSS;
         } else if (strcmp(a, "--show-refusals") == 0) {
             show_refusals = 1;
+        } else if (strcmp(a, "--write-copy") == 0 && i + 2 < argc) {
+            write_copy_of = argv[++i];
+            write_copy_to = argv[++i];
         } else if (v == NULL) {
             usage();
         } else if (strcmp(a, "--store") == 0) {
@@ -770,6 +777,22 @@ int main(int argc, char **argv)
     if (cfg.work == NULL && (cfg.work = mkdtemp(tmpl)) == NULL)
         dc_die("mkdtemp: %s", strerror(errno));
     mkdir(cfg.work, 0700);
+    if (write_copy_of != NULL) {
+        const char *colon = strchr(write_copy_of, ':');
+        char kind[32];
+        char *lwork = dc_path2(cfg.work, "log");
+        if (colon == NULL || (size_t)(colon - write_copy_of) >= sizeof kind)
+            usage();
+        memcpy(kind, write_copy_of, (size_t)(colon - write_copy_of));
+        kind[colon - write_copy_of] = '\0';
+        if (dc_log_write_copy(lwork, cfg.seed, kind, (unsigned)strtoul(colon + 1, NULL, 10),
+                              write_copy_to) != 0)
+            usage();
+        free(lwork);
+        if (strcmp(cfg.work, tmpl) == 0)
+            dc_rm_rf(cfg.work);
+        return 0;
+    }
     unsigned failures = 0;
     if (cfg.kinds_mask) {
         if ((cfg.store == NULL) == (cfg.sim == NULL))

@@ -67,5 +67,11 @@ int dc_run_cmd(int c, const char *dir, const char *scratch, const char *key, con
 extern const char *const dc_log_kind_names[DC_LOG_NKINDS];
 unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int full,
                          unsigned jobs, unsigned kinds_mask, int allow_loss, int show_refusals);
+/* Write copy idx of log/shm kind `kind` (as the campaign makes it from
+ * stores made anew under `work`: their salts and times differ from run to
+ * run, the damage does not) into dir, and print which frames it damaged.
+ * 0, or -1 for an unknown kind. */
+int dc_log_write_copy(const char *work, uint64_t seed, const char *kind, unsigned idx,
+                      const char *dir);
 
 #endif

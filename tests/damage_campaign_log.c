@@ -117,10 +117,10 @@ static const char *const oracle_names[NORACLE] = {"openrw", "openro", "get", "ch
 #define NALL (NORACLE + NCMDS)
 
 /* Answers.  A probe exits with PROBE_BASE + its answer(s), so that a
- * child that died another way (a sanitizer's exit 1, exec's 127) is never
+ * child that died another way (a sanitizer's exit 1 or 66, exec's 127) is never
  * taken for one. */
 enum { A_OK, A_REFUSED, A_TAIL, A_LOSS, A_FAILED, NANSWERS };
-#define PROBE_BASE 64
+#define PROBE_BASE 100
 
 enum { FL_DATA, FL_LOCKMDB, FL_LOCK, FL_WAL, FL_SHM, NFILES };
 static const char *const file_names[NFILES] = {"data.mdb", "lock.mdb", "bindlog.lock",
@@ -704,8 +704,8 @@ static unsigned copies(int k, unsigned kinds_mask, int full, unsigned per_kind)
     return full ? full_counts[k] : per_kind;
 }
 
-unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int full,
-                         unsigned jobs, unsigned kinds_mask, int allow_loss, int show_refusals)
+/* The four stores, under work/log-stores. */
+static char *make_stores(const char *work)
 {
     char *stores = dc_path2(work, "log-stores");
     mkdir(work, 0700);
@@ -714,6 +714,34 @@ unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int
     make_store(&st_b, stores, "B", "", 120, 40);
     make_store(&st_c, stores, "C", "C", 110, 0);
     make_store(&st_d, stores, "D", "D", 120, 40);
+    return stores;
+}
+
+int dc_log_write_copy(const char *work, uint64_t seed, const char *kind, unsigned idx,
+                      const char *dir)
+{
+    int k = 0;
+    while (k < NLKINDS && strcmp(dc_log_kind_names[k], kind) != 0)
+        k++;
+    if (k == NLKINDS)
+        return -1;
+    free(make_stores(work));
+    lcopy c;
+    make_lcopy(k, idx, seed, &c);
+    write_lcopy(dir, &c);
+    printf("%s #%u: %s\n", kind, idx, c.what);
+    for (unsigned j = 1; j <= c.base->nev; j++)
+        if (c.damaged[j])
+            printf("  frame of LSN %u damaged%s\n", j,
+                   j <= c.base->ckpt ? " (already checkpointed)" : "");
+    free_lcopy(&c);
+    return 0;
+}
+
+unsigned dc_log_campaign(const char *work, uint64_t seed, unsigned per_kind, int full,
+                         unsigned jobs, unsigned kinds_mask, int allow_loss, int show_refusals)
+{
+    char *stores = make_stores(work);
 
     unsigned total = 0;
     for (int k = 0; k < NLKINDS; k++)
