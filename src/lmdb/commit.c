@@ -273,10 +273,18 @@ static int lookup(gstate *g, unsigned table, const void *k, size_t kn, const voi
         *vn = len;
         return 0;
     }
+    /* Until the whole-store walk has passed the file (a process's first
+     * groups may run before its verdict), LMDB is read the way readers
+     * read it: our own bounds-checked search, which names a damaged page
+     * instead of following it.  After, every page is known good. */
     MDB_val key = {kn, (void *)k}, val;
-    rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
-    if (rc != 0)
-        return bl_mdb_error(rc);
+    if (atomic_load_explicit(&g->e->wal->store_checked, memory_order_acquire)) {
+        rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
+        if (rc != 0)
+            return bl_mdb_error(rc);
+    } else if ((rc = bl_pc_get(g->e, g->txn, (int)table, &key, &val)) != 0) {
+        return rc;
+    }
     *v = val.mv_data;
     *vn = val.mv_size;
     return 0;
@@ -464,17 +472,21 @@ static void place(const bl_walenv *w, const bl_wal_at *end, uint64_t size, uint6
  * position one lap on. */
 static int room(const bl_walenv *w, const bl_wal_at *end, uint64_t size)
 {
-    uint64_t fpos, ckpt = atomic_load(&w->shm.m->ckpt_pos);
+    uint64_t fpos;
+    bl_wal_at ck;
     int wrap;
+    if (bl_shm_get_ckpt(w->shm.m, &ck) != 0)
+        return 0; /* damaged: make_room's checkpoint rebuilds it */
     place(w, end, size, &fpos, &wrap);
-    return fpos + size + BL_WAL_FRAME_HDR <= ckpt + w->cap;
+    return fpos + size + BL_WAL_FRAME_HDR <= ck.pos + w->cap;
 }
 
 /* Make room for the frame (the log is full): first wait for the
  * checkpoint in progress, if any (the background thread's, as a rule: it
  * is folding the log's older part, and once it commits the frame fits and
  * the thread goes on with the rest while this leader writes); only if that
- * left no room, checkpoint in this thread.  0, or ENOSPC with a detail. */
+ * left no room, checkpoint in this thread.  0, ENOSPC with a detail, or
+ * EBUSY when a stopped checkpointer holds its lock past the bound. */
 static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
 {
     bl_walenv *w = e->wal;
@@ -489,12 +501,18 @@ static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
         if (tries >= 3)
             return bl_err_set(BINDLOG_ENOSPC, "the log is full and could not be checkpointed");
         bl_err_clear();
-        if (tries == 0 && bl_ckpt_settle(e) == 0 && room(w, end, size))
-            break;
+        if (tries == 0) {
+            /* a checkpointer that stays inside its fold (stopped) past the
+             * bound: BINDLOG_EBUSY naming it, not a wait for ever */
+            if ((rc = bl_ckpt_settle(e)) == BINDLOG_EBUSY)
+                return rc;
+            if (rc == 0 && room(w, end, size))
+                break;
+        }
         bl_err_clear();
         if ((rc = bl_ckpt_run(e, 1)) != 0) {
             char why[BL_ERRMSG_MAX];
-            if (rc == BINDLOG_EPANIC)
+            if (rc == BINDLOG_EPANIC || rc == BINDLOG_EBUSY)
                 return rc;
             snprintf(why, sizeof why, "%s", bl_err_isset() ? bl_err_get() : bindlog_strerror(rc));
             return bl_err_set(BINDLOG_ENOSPC,
@@ -523,6 +541,8 @@ static int write_frame(bl_env *e, struct bl_wbuild *b, const bl_wal_at *end, int
     /* how far the log is known flushed: a frame after a break that says
      * more than the break's position proves the break is damage */
     uint64_t durable_pos = atomic_load(&w->shm.m->durable);
+    if (durable_pos > end->pos)
+        durable_pos = end->pos; /* a stray write: never claim more than was written */
     if (wrap) {
         unsigned char hw[BL_WAL_FRAME_HDR];
         if ((rc = BL_FAILPOINT("wal.recycle")) != 0)
@@ -630,13 +650,15 @@ static int run_group(void *ctx, bl_greq *group)
         rc = BINDLOG_EPANIC;
         goto fail;
     }
-    /* a damaged LMDB file takes no write, not even to the log: the next
-     * checkpoint could not fold it, and LMDB's own writes could spread the
-     * damage (docs/design.md, "Damaged files").  The whole file is
-     * walked once per process, in the background from open; the first
-     * group waits for what is left of that walk (ckpt.c). */
+    /* a damaged LMDB file takes no write once the whole-store walk has
+     * found the damage (docs/design.md, "Damaged files").  The walk runs
+     * once per process, in the background from open, and a group does not
+     * wait for it: a commit writes only the log, and the checkpoint, the
+     * one writer of data.mdb, waits for the verdict and refuses a damaged
+     * file (ckpt.c).  Without a background walk (manual checkpoints, or a
+     * walk stopped short) the first group walks itself, as before. */
     if (!atomic_load_explicit(&w->store_checked, memory_order_acquire) &&
-        (rc = bl_ckpt_walk_wait(e)) != 0)
+        (rc = bl_ckpt_walk_wait(e, 0)) != 0)
         goto fail;
     if (g.b == NULL) {
         if ((g.b = w->build = calloc(1, sizeof(*g.b))) == NULL) {
@@ -646,7 +668,7 @@ static int run_group(void *ctx, bl_greq *group)
     }
     if ((rc = bl_wal_lock(e)) != 0)
         goto fail;
-    bl_shm_get_end(w->shm.m, &end);
+    bl_shm_get_end(w->shm.m, &end); /* checked by bl_wal_lock */
     if ((rc = bl_wal_catch_up(e, end.lsn)) != 0)
         goto unlock;
     pthread_rwlock_rdlock(&w->tail.lock);
@@ -697,7 +719,7 @@ static int run_group(void *ctx, bl_greq *group)
             rc = bl_err_set(BINDLOG_EIO, "data.mdb: sync before reusing log space failed");
             goto unlock;
         }
-        atomic_store(&w->shm.m->ckpt_unsynced, 0);
+        bl_shm_store32(&w->shm.m->ckpt_unsynced, 0);
     }
     if ((rc = write_frame(e, g.b, &end, g.head.time_ms, end.lsn + 1, durability, &after,
                           &f)) != 0)
@@ -714,9 +736,14 @@ static int run_group(void *ctx, bl_greq *group)
         goto unlock;
     }
     bl_shm_set_end(w->shm.m, &after);
-    /* the frame's blocks are written now: the zero-fill need not go there */
-    if (atomic_load(&w->shm.m->filled) < w->cap)
-        atomic_store(&w->shm.m->filled, after.pos < w->cap ? after.pos : w->cap);
+    /* the frame's blocks are written now: the zero-fill need not go there.
+     * `filled` only ever grows: the filler works ahead of the writers, and
+     * a frame that lands behind its frontier must not pull it back (it
+     * would then zero the same bytes again, from the tail, with a flush
+     * each time).  Every change is under the writers' lock. */
+    uint64_t reach = after.pos < w->cap ? after.pos : w->cap;
+    if (atomic_load(&w->shm.m->filled) < reach)
+        bl_shm_store64(&w->shm.m->filled, reach);
     if (BL_FAILPOINT("commit.after") != 0) {
         /* eio here stands for a write that reported failure after it was
          * all done: the frame may or may not be there */
@@ -731,7 +758,7 @@ static int run_group(void *ctx, bl_greq *group)
     if (atomic_load_explicit(&w->want_thread, memory_order_relaxed) &&
         atomic_exchange(&w->want_thread, 0) && bl_ckpt_start(e) != 0)
         atomic_store(&w->want_thread, 1); /* no thread: the next group tries again */
-    if (after.pos - atomic_load(&w->shm.m->ckpt_pos) >= w->trigger)
+    if (bl_wal_used(e) >= w->trigger)
         bl_ckpt_kick(e);
     return durability == BINDLOG_DURABILITY_FULL;
 
@@ -751,8 +778,10 @@ static int finish_group(void *ctx, bl_greq *group)
     bl_walenv *w = e->wal;
     bl_wal_at end;
     (void)group;
-    bl_shm_get_end(w->shm.m, &end);
-    int rc = BL_FAILPOINT("wal.flush");
+    int rc = bl_wal_end(e, &end);
+    if (rc != 0)
+        return rc;
+    rc = BL_FAILPOINT("wal.flush");
     if (rc == 0)
         rc = bl_wal_sync(w->fd);
     if (rc == 0 && BL_FAILPOINT("commit.synced") != 0)

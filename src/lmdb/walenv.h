@@ -37,6 +37,9 @@
 #include "lmdb/tail.h"
 #include "lmdb/wal.h"
 
+/* The default bound of cross-process waits (bindlog_options.lock_timeout_ms). */
+#define BL_LOCK_TIMEOUT_MS 10000
+
 /* meta "wal": salt u64, cap u64, pos u64, chain u64 (docs/format.md) */
 #define BL_META_WAL_SIZE 32
 
@@ -46,6 +49,13 @@ typedef struct bl_wal_meta {
 } bl_wal_meta;
 
 struct bl_wbuild;
+
+/* What this process's zero-fill of the ring did (ckpt.c, fill_step): steps
+ * and bytes written, bytes it zeroed a second time, steps that began below
+ * the written end, and the highest byte it zeroed.  Never reset. */
+typedef struct bl_fill_stats {
+    _Atomic uint64_t steps, bytes, again, behind, hi;
+} bl_fill_stats;
 
 typedef struct bl_walenv {
     int fd;                   /* bindlog.wal */
@@ -76,9 +86,11 @@ typedef struct bl_walenv {
     unsigned gen;             /* bumped to stop the running thread */
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
     int ckpt_mode;            /* durability of this process's checkpoints */
+    int64_t lock_ms;          /* bound of every cross-process wait (-1: none) */
     uint64_t trigger;         /* tail bytes that start a checkpoint */
     int debug;                /* BINDLOG_CKPT_DEBUG: each checkpoint's costs to stderr */
     _Atomic uint64_t checkpoints, ckpt_failures;
+    bl_fill_stats fill;       /* this process's zero-fill (tests, figures) */
 } bl_walenv;
 
 /* ---- walenv.c ------------------------------------------------------------------ */
@@ -112,6 +124,18 @@ int bl_wal_read_bound(bl_env *e, uint64_t *bound);
  * in the tail. */
 int bl_wal_tail_get(bl_env *e, unsigned table, const void *key, size_t klen, uint64_t bound,
                     unsigned char **buf, size_t *cap, size_t *len);
+
+/* The checkpointers' lock, waiting at most lock_ms (BINDLOG_EBUSY naming
+ * the holder).  0 or BINDLOG_E*. */
+int bl_wal_clock(bl_env *e);
+void bl_wal_cunlock(bl_env *e);
+
+/* The shared checkpoint; a copy that fails its check is rebuilt from
+ * LMDB (under the checkpointers' lock unless this thread holds it). */
+int bl_wal_ckpt(bl_env *e, bl_wal_at *at);
+/* The shared written end, outside the writers' lock; a copy that fails
+ * its check is rebuilt from the log under the writers' lock. */
+int bl_wal_end(bl_env *e, bl_wal_at *at);
 
 /* The visible head LSN (what bindlog_wait compares), without catching up. */
 uint64_t bl_wal_head(bl_env *e);
@@ -188,18 +212,23 @@ void bl_ckpt_stop(bl_env *e);
 enum { BL_WALK_TODO, BL_WALK_RUNNING, BL_WALK_DONE, BL_WALK_BAD };
 
 /*
- * Before a process's first write (commit.c): the whole store must have
- * passed the page validator.  Waits for the background walk while it runs
- * (for what is left of it), then: 0 when it passed, its BINDLOG_ECORRUPT
- * and message when it found damage, and when there was no walk or it was
- * stopped short, the walk itself, in the calling thread.  0 or BINDLOG_E*
- * with a last-error detail.  Sets store_checked on 0.
+ * The whole-store page walk's verdict.  With `wait` (the checkpoint, the
+ * only writer of data.mdb: ckpt.c), waits for the background walk while it
+ * runs (for what is left of it).  Without (a commit, which writes only the
+ * log: commit.c), a walk still running is no answer yet and returns 0 at
+ * once.  Then: 0 when it passed, its BINDLOG_ECORRUPT and message when it
+ * found damage, and when there was no walk or it was stopped short, the
+ * walk itself, in the calling thread.  0 or BINDLOG_E* with a last-error
+ * detail.  Sets store_checked once the store passed.
  */
-int bl_ckpt_walk_wait(bl_env *e);
+int bl_ckpt_walk_wait(bl_env *e, int wait);
 /* Wait while the background walk runs (its result is then in the page
  * validator's memory): bl_pc_guard_all, so that compaction, vacuum and
  * import do not walk the store a second time beside it.  Never fails. */
 void bl_ckpt_walk_settle(bl_env *e);
+/* The same for at most `ms` milliseconds: 1 when no walk runs any more
+ * (its verdict is in, or there was none), 0 when it still runs. */
+int bl_ckpt_walk_settle_for(bl_env *e, int64_t ms);
 
 /* Direct LMDB writes (import, the targets of replay and check, the etcd
  * mirror) bypass the log.  bl_wal_quiesce takes the writers' lock and
@@ -211,7 +240,10 @@ int bl_wal_quiesce(bl_env *e);
 void bl_wal_resume(bl_env *e);
 
 /* Lock / unlock the writers' lock (robust: a dead holder's state is
- * repaired from the log).  0 or BINDLOG_E*. */
+ * repaired from the log; so is a written end that fails its check, and a
+ * visible end beyond it).  Waits at most lock_ms: BINDLOG_EBUSY naming the
+ * holder.  BINDLOG_EIO when bindlog.shm was removed or replaced under this
+ * process.  0 or BINDLOG_E*. */
 int bl_wal_lock(bl_env *e);
 void bl_wal_unlock(bl_env *e);
 
