@@ -3,7 +3,8 @@
  * LSNs on a scratch state (recover.c explains the rules and the cut).
  *
  * For each LSN: an intact record is re-derived exactly (bl_replay_one); an
- * intact record that does not re-derive is applied by its effect
+ * intact record that does not re-derive is applied by the after-images its
+ * log frame carries (by_image), or, without them, by its effect
  * (by_effect: the state before it is made what the record says it was,
  * then the record is decided and must give its own bytes); a lost LSN
  * takes what the stored state says happened there (lost_lsn).  The state
