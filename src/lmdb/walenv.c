@@ -657,7 +657,10 @@ void bl_walenv_finish(bl_env *e)
      * in the log, flushed, for the next writer's checkpoint to fold, and
      * a short-lived process (a CLI write) does not pay for a walk of a
      * large store after all. */
-    if (writes && atomic_load(&w->shm.m->vis_lsn) > atomic_load(&w->shm.m->ckpt_lsn))
+    bl_wal_at ck0;
+    if (writes && bl_shm_get_ckpt(w->shm.m, &ck0) != 0)
+        ck0.lsn = 0; /* a damaged record: as if nothing were folded */
+    if (writes && atomic_load(&w->shm.m->vis_lsn) > ck0.lsn)
         fold = bl_ckpt_walk_settle_for(e, CLOSE_WALK_WAIT_MS);
     bl_ckpt_stop(e);
     if (!writes)
