@@ -17,7 +17,7 @@
  *   --seconds S time budget of each timed measurement (default 1.5; --quick 0.3)
  *   --seed N    workload seed (default 42)
  *   --only G,.. run only these groups (for profiling): fsync lmdb full1
- *               sqlite1 full16 sqlite16 full64 sqlite64 normal1 sqlnormal1
+ *               fresh1 sqlite1 full16 sqlite16 full64 sqlite64 normal1 sqlnormal1
  *               none1 off1 batchfull json bulk wake etcd, and maint (the
  *               check/replay/export/import rows alone, on their own store:
  *               bulk runs them too)
@@ -91,6 +91,7 @@ enum {
     M_FSYNC,
     M_LMDB,
     M_BL1,
+    M_BLFRESH1,
     M_SQ1,
     M_BL16,
     M_SQ16,
@@ -108,6 +109,7 @@ enum {
     M_GET2,
     M_OPEN,
     M_OPEN_FULL_LOG,
+    M_FIRST_WRITE,
     M_WAKE,
     M_CHECK,
     M_REPLAY,
@@ -143,6 +145,8 @@ static meas M[M_COUNT] = {
     [M_FSYNC] = {.id = "fsync_limit", .label = "fdatasync of 128-byte overwrites", .unit = "syncs"},
     [M_LMDB] = {.id = "lmdb_raw_1", .label = "raw LMDB, 1 put/txn, default sync", .unit = "txns"},
     [M_BL1] = {.id = "bindlog_full_1", .label = "bindlog FULL, 1 writer", .unit = "events"},
+    [M_BLFRESH1] = {.id = "bindlog_full_1_fresh", .label = "bindlog FULL x1, fresh store, 5k events",
+                    .unit = "events"},
     [M_SQ1] = {.id = "sqlite_full_1", .label = "SQLite WAL FULL, 1 writer", .unit = "events"},
     [M_BL16] = {.id = "bindlog_full_16", .label = "bindlog FULL, 16 writers", .unit = "events"},
     [M_SQ16] = {.id = "sqlite_full_16", .label = "SQLite WAL FULL, 16 writers", .unit = "events"},
@@ -160,6 +164,8 @@ static meas M[M_COUNT] = {
     [M_GET2] = {.id = "get_2_threads", .label = "bindlog_get, 2 threads (per thread)", .unit = "gets"},
     [M_OPEN] = {.id = "open", .label = "bindlog_open of the bulk store", .unit = "opens"},
     [M_OPEN_FULL_LOG] = {.id = "open_full_log", .label = "bindlog_open, log full (recovery)", .unit = "opens"},
+    [M_FIRST_WRITE] = {.id = "first_write", .label = "first write after open, bulk store",
+                       .unit = "writes"},
     [M_WAKE] = {.id = "wake", .label = "bindlog_wait wake-up, other process", .unit = "wakes"},
     [M_CHECK] = {.id = "check", .label = "bindlog_check", .unit = "records"},
     [M_REPLAY] = {.id = "replay", .label = "bindlog_replay", .unit = "records"},
@@ -182,6 +188,7 @@ static struct {
     const char *vacuum_na, *compact_na;
     double open_first_ms, open_median_ms, open_max_ms;
     double open_full_median_ms;
+    double first_write_median_ms, second_write_median_ms;
     uint64_t open_full_records;
     /* the bulk store's data.mdb right after its build (closed: the log
      * folded), per table: pages x page size (TS_*), as mdb_stat -a counts */
@@ -199,7 +206,7 @@ static const char *const ts_name[] = {"log", "sessions", "bindings", "history", 
 static int g_failed; /* a store error or an outcome mismatch happened */
 uint64_t bench_deadline_ns;
 
-/* --only: is group `g` selected?  Groups: fsync lmdb full1 sqlite1 full16
+/* --only: is group `g` selected?  Groups: fsync lmdb full1 fresh1 sqlite1 full16
  * sqlite16 full64 sqlite64 normal1 sqlnormal1 none1 off1 batchfull json bulk
  * wake; and maint: the maintenance rows alone (bulk runs them too). */
 static int want(const cfg *c, const char *g)
@@ -510,6 +517,64 @@ static void measure_bindlog(const cfg *c, meas *m, const workload *w, int durabi
     if (durability == BINDLOG_DURABILITY_NONE && m->note[0] != '\0' && !m->errors)
         snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "; %.1fk/CPU-s",
                  per_cpu(m) / 1e3);
+    bindlog_close(h);
+    if (!c->keep)
+        rm_tree(dir);
+}
+
+/* A store made by this open, FULL, one writer: its first FRESH_EVENTS
+ * events (the setup's first contacts, one call each), timed from the
+ * first.  The steady rows run on a store whose log has gone round; this
+ * one measures the log's first lap, whose ring is still being zero-filled
+ * (docs/design.md, "The files"). */
+#define FRESH_EVENTS 5000u
+static void measure_fresh(const cfg *c, meas *m, const workload *w, const char *name)
+{
+    char dir[4096];
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *h = NULL;
+    int rc;
+
+    sub(dir, sizeof dir, c, name);
+    rm_tree(dir);
+    o.durability = BINDLOG_DURABILITY_FULL;
+    if ((rc = bindlog_open(&h, dir, &o)) != 0) {
+        fprintf(stderr, "bindlog-bench: creating %s: %s\n", dir, bindlog_strerror(rc));
+        m->na = "setup failed";
+        g_failed = 1;
+        return;
+    }
+    size_t n = w->nkeys < FRESH_EVENTS ? w->nkeys : FRESH_EVENTS, done = 0;
+    uint64_t *lat = malloc(n * sizeof(uint64_t));
+    double cpu0 = thread_cpu();
+    uint64_t t0 = now_ns(), t = t0;
+    for (; done < n; done++) {
+        rc = wl_apply_bindlog(h, w, &w->setup[done]);
+        uint64_t t2 = now_ns();
+        lat[done] = t2 - t;
+        t = t2;
+        if (rc < 0) {
+            m->errors++;
+            g_failed = 1;
+            snprintf(m->note, sizeof m->note, "error: %s", bindlog_code_name(rc));
+            break;
+        }
+        if (rc != w->setup[done].outcome)
+            m->mismatches++;
+    }
+    m->cpu_secs = thread_cpu() - cpu0;
+    m->events = done;
+    m->secs = (double)(t - t0) / 1e9;
+    m->rate = m->secs > 0 ? (double)done / m->secs : 0;
+    percentiles(lat, done, &m->p50_us, &m->p99_us);
+    m->ran = 1;
+    if (m->mismatches) {
+        g_failed = 1;
+        snprintf(m->note, sizeof m->note, "%" PRIu64 " mismatches", m->mismatches);
+    } else if (!m->errors) {
+        snprintf(m->note, sizeof m->note, "a new store's first events, 1 call each");
+    }
+    free(lat);
     bindlog_close(h);
     if (!c->keep)
         rm_tree(dir);
@@ -1247,6 +1312,70 @@ out:
     mdb_env_close(env);
 }
 
+/* What a restarted writer pays for its first write on the bulk store: a
+ * new environment (no other handle open), a FULL bind right after open,
+ * then a second (the steady cost); median of a few.  The whole-store page
+ * walk the open starts is off this path (docs/design.md, "Damaged
+ * files"); scripts/first-write.sh measures the same with more detail. */
+static void first_write(const cfg *c, const char *dir)
+{
+    meas *m = &M[M_FIRST_WRITE];
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *h;
+    bindlog_result res;
+    double first[8], second[8];
+    int n = c->quick ? 3 : 5, rc = 0, i;
+    char key[64], sid[64];
+
+    progress(c, "the first write after open");
+    o.durability = BINDLOG_DURABILITY_FULL;
+    for (i = 0; i < n; i++) {
+        if ((rc = bindlog_open(&h, dir, &o)) != 0)
+            break;
+        double *slot[2] = {&first[i], &second[i]};
+        for (int j = 0; j < 2 && rc >= 0; j++) {
+            snprintf(key, sizeof key, "bench:first-write:%d:%d", i, j);
+            snprintf(sid, sizeof sid, "bench-fw-%d-%d", i, j);
+            uint64_t t0 = now_ns();
+            rc = bindlog_bind(h, key, sid, NULL, NULL, NULL, 0, &res);
+            *slot[j] = (double)(now_ns() - t0) / 1e6;
+        }
+        bindlog_close(h);
+        if (rc != BINDLOG_APPLIED)
+            break;
+        rc = 0;
+    }
+    if (rc != 0) {
+        m->errors++;
+        g_failed = 1;
+        snprintf(m->note, sizeof m->note, "failed: %s", bindlog_code_name(rc));
+        return;
+    }
+    for (int a = 1; a < n; a++) /* insertion sort, a handful of values */
+        for (int b = a; b > 0 && first[b - 1] > first[b]; b--) {
+            double x = first[b];
+            first[b] = first[b - 1];
+            first[b - 1] = x;
+        }
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && second[b - 1] > second[b]; b--) {
+            double x = second[b];
+            second[b] = second[b - 1];
+            second[b - 1] = x;
+        }
+    S.first_write_median_ms = first[n / 2];
+    S.second_write_median_ms = second[n / 2];
+    m->ran = 1;
+    m->events = (uint64_t)n;
+    m->secs = 0;
+    m->rate = 1000.0 / S.first_write_median_ms;
+    m->p50_us = S.first_write_median_ms * 1000.0;
+    m->p99_us = first[n - 1] * 1000.0;
+    snprintf(m->note, sizeof m->note,
+             "%" PRIu64 " events; FULL, at once after open; median 1st %.2f ms, 2nd %.2f ms",
+             S.events, S.first_write_median_ms, S.second_write_median_ms);
+}
+
 static void bulk_store(const cfg *c, const workload *w)
 {
     char dir[4096];
@@ -1331,6 +1460,7 @@ static void bulk_store(const cfg *c, const workload *w)
                  S.open_first_ms, S.open_median_ms);
     }
 
+    first_write(c, dir);
     open_full_log(c, dir);
 
     /* maintenance rates and sizes, where the library has them, on a store
@@ -1538,6 +1668,10 @@ static ratio R[] = {
     /* issue 11: the write-ahead log */
     {"full1_over_sqlite1", "FULL x1 / SQLite FULL x1", M_BL1, M_SQ1, 1.1, 0, 0, 0, 0},
     {"full1_over_fsync", "FULL x1 / fdatasync limit", M_BL1, M_FSYNC, 0.7, 0, 0, 0, 0},
+    /* issue 22: a new store from its first event, a restarted writer's first write */
+    {"fresh1_over_fsync", "FULL x1 fresh store / fdatasync", M_BLFRESH1, M_FSYNC, 0.8, 0, 0, 0,
+     0},
+    {"first_write_ms", "first write ms, bulk store (median)", M_FIRST_WRITE, -1, 2, 1, 0, 0, 0},
     {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0, 0},
     {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 20, 0, 0, 0, 0},
     {"normal1_over_sqlitenormal1", "NORMAL x1 / SQLite NORMAL x1", M_BLNORMAL1, M_SQNORMAL1,
@@ -1589,6 +1723,8 @@ static void compute_ratios(void)
             r->value = S.open_median_ms;
         } else if (r->num == M_OPEN_FULL_LOG) {
             r->value = S.open_full_median_ms;
+        } else if (r->num == M_FIRST_WRITE) {
+            r->value = S.first_write_median_ms;
         } else if (r->num == M_WAKE) {
             r->value = M[M_WAKE].p99_us;
         } else if (r->den == -2) {
@@ -1662,8 +1798,8 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("dir: %s\n\n", c->root);
     printf("%-3s %-40s %10s %10s %10s  %s\n", "#", "measurement", "per second", "p50", "p99",
            "notes");
-    static const int item[M_COUNT] = {1, 2, 3, 4, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
-                                      8, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9};
+    static const int item[M_COUNT] = {1, 2, 3, 3, 4, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
+                                      8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9};
     for (int i = 0; i < M_COUNT; i++) {
         const meas *m = &M[i];
         if (i >= M_EX_1 && !c->etcd)
@@ -1712,7 +1848,7 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
             continue;
         if (!r->have)
             snprintf(v, sizeof v, "n/a");
-        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG)
+        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG || r->num == M_FIRST_WRITE)
             snprintf(v, sizeof v, "%.2f ms", r->value);
         else if (r->num == M_WAKE)
             snprintf(v, sizeof v, "%.0f us", r->value);
@@ -1724,7 +1860,7 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
             snprintf(v, sizeof v, "%.2fx", r->value);
         if (r->target == 0)
             snprintf(t, sizeof t, "-");
-        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG)
+        else if (r->num == M_OPEN || r->num == M_OPEN_FULL_LOG || r->num == M_FIRST_WRITE)
             snprintf(t, sizeof t, "<= %g ms", r->target);
         else if (r->num == M_WAKE)
             snprintf(t, sizeof t, "<= %g ms", r->target / 1000);
@@ -1806,6 +1942,8 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
     json_num("open_first_ms", S.open_first_ms, M[M_OPEN].ran, 0);
     json_num("open_median_ms", S.open_median_ms, M[M_OPEN].ran, 0);
     json_num("open_max_ms", S.open_max_ms, M[M_OPEN].ran, 0);
+    json_num("first_write_median_ms", S.first_write_median_ms, M[M_FIRST_WRITE].ran, 0);
+    json_num("second_write_median_ms", S.second_write_median_ms, M[M_FIRST_WRITE].ran, 0);
     json_num("file_bytes", (double)S.file_before, 1, 0);
     double lb = (double)S.live_bindings, ml = (double)S.m_live;
     json_num("bytes_per_live_binding", (double)S.file_before / lb, lb > 0, 0);
@@ -1929,6 +2067,10 @@ int main(int argc, char **argv)
     if (want(&c, "full1")) {
         progress(&c, "3. bindlog FULL, 1 writer");
         measure_bindlog(&c, &M[M_BL1], &w, BINDLOG_DURABILITY_FULL, 1, t, "bl-full-1");
+    }
+    if (want(&c, "fresh1")) {
+        progress(&c, "3. bindlog FULL, 1 writer, a fresh store's first events");
+        measure_fresh(&c, &M[M_BLFRESH1], &w, "bl-full-1-fresh");
     }
     if (want(&c, "sqlite1")) {
         progress(&c, "4. SQLite FULL, 1 writer");

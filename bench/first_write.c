@@ -11,11 +11,13 @@
  * (0: the write comes at once, as a request that arrives with the
  * restart), binds a new key, binds a second one, and closes.  It prints
  * one row per run -- open, the first write, the second write and close, in
- * milliseconds -- and then the median of each column.  The first write
- * pays what is left of the whole-store page walk; the second is the
- * steady state.  --no-write: open, wait, close (what close costs while the
- * walk a writable open started is still under way).  Public API only, so
- * the same source measures any build.
+ * milliseconds -- and then the median of each column.  The whole-store
+ * page walk a writable open starts runs beside the writes (the checkpoint
+ * takes its verdict, not the first write); the second write is the steady
+ * state; close folds the log once the walk is over, or after a short wait
+ * leaves it to the next writer.  --no-write: open, wait, close (what close
+ * costs while the walk a writable open started is still under way).
+ * Public API only, so the same source measures any build.
  */
 #define _GNU_SOURCE
 #include <stdint.h>

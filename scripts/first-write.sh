@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# first-write.sh -- what a restarted writer pays for its first write: the
-# whole-store page walk (docs/design.md, "Damaged files: where pages are
-# validated").
+# first-write.sh -- what a restarted writer pays for its first write, with
+# the whole-store page walk running beside it (docs/design.md, "Damaged
+# files: where pages are validated").
 #
 #   scripts/first-write.sh FIRST_WRITE STORE [RUNS]
 #

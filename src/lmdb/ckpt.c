@@ -440,6 +440,20 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
             bl_shm_publish(m, end.lsn);
         }
     }
+    /* The checkpoint is what writes data.mdb: a file with a damaged page
+     * takes nothing, lest LMDB's copy-on-write hand out a page the damage
+     * still uses (docs/design.md, "Damaged files").  So the whole-store
+     * walk's verdict is needed here -- and only here: the commits that
+     * wrote the frames touched nothing but the log.  Waits for what is
+     * left of the background walk, or walks in this thread when there is
+     * none; then the damage, if any, refuses every checkpoint and the
+     * frames stay in the log. */
+    bl_wal_at folded;
+    int nothing = bl_shm_get_ckpt(m, &folded) == 0 && atomic_load(&m->vis_lsn) <= folded.lsn;
+    if (!nothing && (rc = bl_ckpt_walk_wait(e, 1)) != 0) {
+        atomic_fetch_add(&w->ckpt_failures, 1);
+        return rc;
+    }
     if ((rc = bl_wal_clock(e)) != 0)
         return rc;
     uint64_t target = atomic_load(&m->vis_lsn);
@@ -496,12 +510,35 @@ int bl_lmdb_checkpoint(bindlog *h, uint64_t *lsn)
 
 #define FILL_STEP ((size_t)256 << 10)
 
+/* This process's account of its zero-fill (bl_walenv.fill), for tests and
+ * the docs' figures: what a step wrote, whether it began below the highest
+ * byte this process had already zeroed (zeroed again) or below the
+ * written end (from the tail).  Under the writers' lock. */
+static void fill_count(bl_walenv *w, uint64_t from, uint64_t to, uint64_t end)
+{
+    bl_fill_stats *f = &w->fill;
+    atomic_fetch_add(&f->steps, 1);
+    atomic_fetch_add(&f->bytes, to - from);
+    uint64_t hi = atomic_load(&f->hi);
+    if (from < hi)
+        atomic_fetch_add(&f->again, (to < hi ? to : hi) - from);
+    if (from < end)
+        atomic_fetch_add(&f->behind, 1);
+    if (to > hi)
+        atomic_store(&f->hi, to);
+}
+
 /* Write zeros over the next part of the ring's first lap that neither a
- * frame nor an earlier step wrote, beyond the written end (free space:
- * nothing there is read), under the writers' lock so that no frame lands
- * there meanwhile.  Returns 1 while there is more to fill, 0 when the ring
- * is filled (or cannot be: a write failed), and records the progress in
- * the log's header once done. */
+ * frame nor an earlier step wrote: from the fill frontier `filled`, which
+ * only grows (commits raise it past their frames, never lower it), or from
+ * the written end if the writers overtook it (a step that failed, say).
+ * So each byte of the ring is zeroed at most once in the store's life, and
+ * never behind the written end (nothing there is read); under the writers'
+ * lock so that no frame lands there meanwhile.  Returns 1 while there is
+ * more to fill, 0 when the ring is filled (or cannot be: a write failed).
+ * The frontier goes to the log's header under the same lock (so that the
+ * header never moves backwards either) and survives a restart; the flush
+ * after a step is this thread's, never a commit's. */
 static int fill_step(bl_env *e)
 {
     static const unsigned char zero[FILL_STEP];
@@ -527,16 +564,17 @@ static int fill_step(bl_env *e)
             bl_err_clear();
             return 0; /* a full disk, say: the writers fill it as they go */
         }
+        if (to > from)
+            fill_count(w, from, to, end.pos);
         bl_shm_store64(&m->filled, to);
         more = to < w->cap;
     }
-    bl_wal_unlock(e);
-    /* the progress survives a restart (in the header: nothing trusts it
-     * but this), and the blocks' allocation is made durable before a
-     * frame's flush would have to */
     bl_wal_set_filled(w->fd, w->cap, w->salt, atomic_load(&m->filled));
-    if (bl_wal_end(e, &end) == 0 && w->ckpt_mode != BINDLOG_DURABILITY_NONE &&
-        bl_wal_sync(w->fd) == 0)
+    bl_wal_unlock(e);
+    /* the blocks' allocation is made durable here, before a frame's flush
+     * would have to journal it; the flush covers the frames written
+     * before it too */
+    if (w->ckpt_mode != BINDLOG_DURABILITY_NONE && bl_wal_sync(w->fd) == 0)
         bl_wal_flushed(e, end.pos);
     bl_err_clear();
     return more;
@@ -770,7 +808,29 @@ void bl_ckpt_walk_settle(bl_env *e)
     pthread_mutex_unlock(&w->cmu);
 }
 
-int bl_ckpt_walk_wait(bl_env *e)
+int bl_ckpt_walk_settle_for(bl_env *e, int64_t ms)
+{
+    bl_walenv *w = e->wal;
+    struct timespec ts;
+    if (w == NULL || atomic_load_explicit(&w->store_checked, memory_order_acquire))
+        return 1;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->cmu);
+    while (w->walk == BL_WALK_RUNNING)
+        if (pthread_cond_timedwait(&w->wcv, &w->cmu, &ts) == ETIMEDOUT)
+            break;
+    int settled = w->walk != BL_WALK_RUNNING;
+    pthread_mutex_unlock(&w->cmu);
+    return settled;
+}
+
+int bl_ckpt_walk_wait(bl_env *e, int wait)
 {
     bl_walenv *w = e->wal;
     int rc;
@@ -778,7 +838,7 @@ int bl_ckpt_walk_wait(bl_env *e)
     if (atomic_load_explicit(&w->store_checked, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&w->cmu);
-    while (w->walk == BL_WALK_RUNNING)
+    while (wait && w->walk == BL_WALK_RUNNING)
         pthread_cond_wait(&w->wcv, &w->cmu);
     int state = w->walk;
     if (state == BL_WALK_BAD)
@@ -786,6 +846,8 @@ int bl_ckpt_walk_wait(bl_env *e)
     pthread_mutex_unlock(&w->cmu);
     if (state == BL_WALK_BAD)
         return rc;
+    if (state == BL_WALK_RUNNING)
+        return 0; /* no verdict yet, and the caller does not need one */
     if (state != BL_WALK_DONE && (rc = bl_pc_guard_all(e, BL_PC_EVERYTHING)) != 0)
         return rc;
     atomic_store_explicit(&w->store_checked, 1, memory_order_release);

@@ -273,10 +273,18 @@ static int lookup(gstate *g, unsigned table, const void *k, size_t kn, const voi
         *vn = len;
         return 0;
     }
+    /* Until the whole-store walk has passed the file (a process's first
+     * groups may run before its verdict), LMDB is read the way readers
+     * read it: our own bounds-checked search, which names a damaged page
+     * instead of following it.  After, every page is known good. */
     MDB_val key = {kn, (void *)k}, val;
-    rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
-    if (rc != 0)
-        return bl_mdb_error(rc);
+    if (atomic_load_explicit(&g->e->wal->store_checked, memory_order_acquire)) {
+        rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
+        if (rc != 0)
+            return bl_mdb_error(rc);
+    } else if ((rc = bl_pc_get(g->e, g->txn, (int)table, &key, &val)) != 0) {
+        return rc;
+    }
     *v = val.mv_data;
     *vn = val.mv_size;
     return 0;
@@ -642,13 +650,15 @@ static int run_group(void *ctx, bl_greq *group)
         rc = BINDLOG_EPANIC;
         goto fail;
     }
-    /* a damaged LMDB file takes no write, not even to the log: the next
-     * checkpoint could not fold it, and LMDB's own writes could spread the
-     * damage (docs/design.md, "Damaged files").  The whole file is
-     * walked once per process, in the background from open; the first
-     * group waits for what is left of that walk (ckpt.c). */
+    /* a damaged LMDB file takes no write once the whole-store walk has
+     * found the damage (docs/design.md, "Damaged files").  The walk runs
+     * once per process, in the background from open, and a group does not
+     * wait for it: a commit writes only the log, and the checkpoint, the
+     * one writer of data.mdb, waits for the verdict and refuses a damaged
+     * file (ckpt.c).  Without a background walk (manual checkpoints, or a
+     * walk stopped short) the first group walks itself, as before. */
     if (!atomic_load_explicit(&w->store_checked, memory_order_acquire) &&
-        (rc = bl_ckpt_walk_wait(e)) != 0)
+        (rc = bl_ckpt_walk_wait(e, 0)) != 0)
         goto fail;
     if (g.b == NULL) {
         if ((g.b = w->build = calloc(1, sizeof(*g.b))) == NULL) {
@@ -726,9 +736,14 @@ static int run_group(void *ctx, bl_greq *group)
         goto unlock;
     }
     bl_shm_set_end(w->shm.m, &after);
-    /* the frame's blocks are written now: the zero-fill need not go there */
-    if (atomic_load(&w->shm.m->filled) < w->cap)
-        bl_shm_store64(&w->shm.m->filled, after.pos < w->cap ? after.pos : w->cap);
+    /* the frame's blocks are written now: the zero-fill need not go there.
+     * `filled` only ever grows: the filler works ahead of the writers, and
+     * a frame that lands behind its frontier must not pull it back (it
+     * would then zero the same bytes again, from the tail, with a flush
+     * each time).  Every change is under the writers' lock. */
+    uint64_t reach = after.pos < w->cap ? after.pos : w->cap;
+    if (atomic_load(&w->shm.m->filled) < reach)
+        bl_shm_store64(&w->shm.m->filled, reach);
     if (BL_FAILPOINT("commit.after") != 0) {
         /* eio here stands for a write that reported failure after it was
          * all done: the frame may or may not be there */

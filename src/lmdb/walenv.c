@@ -636,16 +636,43 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
     return 0;
 }
 
+/* How long close waits for the whole-store walk before it leaves the log
+ * unfolded (docs/design.md, "Damaged files"): enough for the walk of a
+ * store of a few hundred thousand entries, little against a CLI call's
+ * cost on a store whose walk takes a second. */
+#define CLOSE_WALK_WAIT_MS 100
+
 void bl_walenv_finish(bl_env *e)
 {
     bl_walenv *w = e->wal;
     if (w == NULL)
         return;
-    bl_ckpt_stop(e);
+    int writes = !w->log_rdonly && w->shm.m != NULL && !bl_group_panicked(&e->g);
+    int fold = 1;
     /* the last handle of a writing process folds what it can, so that a
-     * store at rest has an empty log (and opens in a few milliseconds) */
-    if (!w->log_rdonly && w->shm.m != NULL && !bl_group_panicked(&e->g))
+     * store at rest has an empty log (and opens in a few milliseconds).
+     * That checkpoint needs the whole-store walk's verdict: a walk under
+     * way is given a moment to finish (rather than stopped and done again
+     * from the start in this thread); if it needs longer, the frames stay
+     * in the log, flushed, for the next writer's checkpoint to fold, and
+     * a short-lived process (a CLI write) does not pay for a walk of a
+     * large store after all. */
+    bl_wal_at folded;
+    if (writes && (bl_shm_get_ckpt(w->shm.m, &folded) != 0 ||
+                   atomic_load(&w->shm.m->vis_lsn) > folded.lsn))
+        fold = bl_ckpt_walk_settle_for(e, CLOSE_WALK_WAIT_MS);
+    bl_ckpt_stop(e);
+    if (!writes)
+        return;
+    if (fold)
         bl_ckpt_run(e, 0);
+    else if (w->ckpt_mode != BINDLOG_DURABILITY_NONE) {
+        /* as durable as the checkpoint would have made them */
+        bl_wal_at end;
+        int known = bl_shm_get_end(w->shm.m, &end) == 0; /* a damaged end: flush all the same */
+        if (bl_wal_sync(w->fd) == 0 && known)
+            bl_wal_flushed(e, end.pos);
+    }
 }
 
 void bl_walenv_close(bl_env *e)

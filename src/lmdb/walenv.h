@@ -50,6 +50,13 @@ typedef struct bl_wal_meta {
 
 struct bl_wbuild;
 
+/* What this process's zero-fill of the ring did (ckpt.c, fill_step): steps
+ * and bytes written, bytes it zeroed a second time, steps that began below
+ * the written end, and the highest byte it zeroed.  Never reset. */
+typedef struct bl_fill_stats {
+    _Atomic uint64_t steps, bytes, again, behind, hi;
+} bl_fill_stats;
+
 typedef struct bl_walenv {
     int fd;                   /* bindlog.wal */
     int log_rdonly;           /* opened O_RDONLY: this process never writes it */
@@ -83,6 +90,7 @@ typedef struct bl_walenv {
     uint64_t trigger;         /* tail bytes that start a checkpoint */
     int debug;                /* BINDLOG_CKPT_DEBUG: each checkpoint's costs to stderr */
     _Atomic uint64_t checkpoints, ckpt_failures;
+    bl_fill_stats fill;       /* this process's zero-fill (tests, figures) */
 } bl_walenv;
 
 /* ---- walenv.c ------------------------------------------------------------------ */
@@ -204,18 +212,23 @@ void bl_ckpt_stop(bl_env *e);
 enum { BL_WALK_TODO, BL_WALK_RUNNING, BL_WALK_DONE, BL_WALK_BAD };
 
 /*
- * Before a process's first write (commit.c): the whole store must have
- * passed the page validator.  Waits for the background walk while it runs
- * (for what is left of it), then: 0 when it passed, its BINDLOG_ECORRUPT
- * and message when it found damage, and when there was no walk or it was
- * stopped short, the walk itself, in the calling thread.  0 or BINDLOG_E*
- * with a last-error detail.  Sets store_checked on 0.
+ * The whole-store page walk's verdict.  With `wait` (the checkpoint, the
+ * only writer of data.mdb: ckpt.c), waits for the background walk while it
+ * runs (for what is left of it).  Without (a commit, which writes only the
+ * log: commit.c), a walk still running is no answer yet and returns 0 at
+ * once.  Then: 0 when it passed, its BINDLOG_ECORRUPT and message when it
+ * found damage, and when there was no walk or it was stopped short, the
+ * walk itself, in the calling thread.  0 or BINDLOG_E* with a last-error
+ * detail.  Sets store_checked once the store passed.
  */
-int bl_ckpt_walk_wait(bl_env *e);
+int bl_ckpt_walk_wait(bl_env *e, int wait);
 /* Wait while the background walk runs (its result is then in the page
  * validator's memory): bl_pc_guard_all, so that compaction, vacuum and
  * import do not walk the store a second time beside it.  Never fails. */
 void bl_ckpt_walk_settle(bl_env *e);
+/* The same for at most `ms` milliseconds: 1 when no walk runs any more
+ * (its verdict is in, or there was none), 0 when it still runs. */
+int bl_ckpt_walk_settle_for(bl_env *e, int64_t ms);
 
 /* Direct LMDB writes (import, the targets of replay and check, the etcd
  * mirror) bypass the log.  bl_wal_quiesce takes the writers' lock and

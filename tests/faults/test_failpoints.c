@@ -24,7 +24,8 @@
  *
  * walk.step (ckpt.c): a step of the whole-store page walk that a writable
  * open runs in the background; the close-during-the-walk case slows it
- * down (sleep) and stops it short (eio).
+ * down (sleep) and stops it short (eio), and the damaged-store case slows
+ * it so that a write surely comes before its verdict.
  *
  * Eio: in process, with the background checkpointer off.  The contract:
  *   - eio before the frame is written (commit.begin, commit.append,
@@ -49,15 +50,20 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bindlog.h"
 #include "core/failpoint.h"
+#include "core/record.h"
+#include "lmdb/pagecheck.h"
 #include "faultutil.h"
 #include "testutil.h"
 
@@ -375,6 +381,16 @@ static void failpoints__eio_in_a_checkpoint_is_retried(void **state)
     }
 }
 
+/* bl_pc_search's page callback: keep the last page of the path (the leaf). */
+static int last_page(void *ctx, uint64_t pgno, unsigned want, char *why, size_t cap)
+{
+    (void)want;
+    (void)why;
+    (void)cap;
+    *(uint64_t *)ctx = pgno;
+    return 0;
+}
+
 /* A store of `n` bound keys at dir, closed, written without failpoints. */
 static void walk_store_of(const char *dir, unsigned n)
 {
@@ -405,7 +421,8 @@ static void walk_store_of(const char *dir, unsigned n)
  * entries of it.  sleep: each step takes 300 ms, so a close right after the
  * first step is inside the walk, and must stop it there instead of waiting
  * for the other steps (a 1 GB store's walk takes seconds).  eio: the walk
- * stops short, so the first write walks the store itself and goes ahead.
+ * stops short, so the first write (if it comes after) or the checkpoint
+ * of close walks the store itself and goes ahead.
  * Either way the store then opens, writes and checks as before.
  */
 static void failpoints__close_stops_the_walk(void **state)
@@ -434,8 +451,8 @@ static void failpoints__close_stops_the_walk(void **state)
     assert_int_equal(bindlog_open(&s, dir, &o), 0);
     assert_int_equal(bindlog_bind(s, "agent:main:walk:x", "x", NULL, NULL, NULL, 0, &r),
                      BINDLOG_APPLIED);
+    bindlog_close(s); /* its checkpoint needs the verdict: the walk's, or its own */
     assert_int_equal(bl_failpoint_hits("walk.step"), 1);
-    bindlog_close(s);
 
     set_failpoint(NULL);
     assert_int_equal(bindlog_open(&s, dir, &o), 0);
@@ -443,6 +460,180 @@ static void failpoints__close_stops_the_walk(void **state)
                      BINDLOG_APPLIED);
     assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
     assert_int_equal(rep.problems, 0);
+    bindlog_close(s);
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* Send every node offset of the bindings leaf holding `key` past the end of
+ * its page (as tests/test_wal_pagewalk.c does); returns the page number. */
+static uint64_t damage_leaf_of(const char *dir, const char *key)
+{
+    char path[1100], why[240];
+    struct stat st;
+    bl_pc_meta m[2];
+    int ok[2];
+    const unsigned char *v;
+    size_t vn;
+    bl_pc_db db;
+    uint64_t leaf = 0;
+
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    unsigned char *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(map != MAP_FAILED);
+    for (unsigned i = 0; i < 2; i++)
+        ok[i] = bl_pc_meta_read(map + i * 4096, 4096, i, &m[i], why, sizeof why);
+    int cur = bl_pc_meta_pick(m, ok, why, sizeof why);
+    assert_true(cur >= 0);
+    bl_pc_file f = {map, (uint64_t)st.st_size / m[cur].psize, m[cur].psize, m[cur].last_pg};
+    const char *name = bl_pc_tree_name(BL_DB_BINDINGS);
+    assert_int_equal(bl_pc_search(&f, &m[cur].dbs[1], BL_PC_MAIN, name, strlen(name), 0, NULL,
+                                  NULL, &v, &vn, NULL),
+                     0);
+    bl_pc_db_decode(v, &db);
+    assert_int_equal(bl_pc_search(&f, &db, BL_DB_BINDINGS, key, strlen(key), 0, last_page,
+                                  &leaf, &v, &vn, NULL),
+                     0);
+    unsigned n = (bl_get16(map + leaf * f.psize + 12) - 16) / 2;
+    for (unsigned j = 0; j < n; j++) {
+        unsigned char b[2] = {0xfe, 0xff};
+        assert_int_equal(pwrite(fd, b, 2, (off_t)(leaf * f.psize + 16 + 2 * j)), 2);
+    }
+    munmap(map, (size_t)st.st_size);
+    close(fd);
+    return leaf;
+}
+
+/* The bytes of dir/data.mdb (malloc'd), *n their count. */
+static unsigned char *read_mdb(const char *dir, size_t *n)
+{
+    char path[1100];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    unsigned char *p = malloc((size_t)st.st_size);
+    assert_non_null(p);
+    assert_int_equal(pread(fd, p, (size_t)st.st_size, 0), st.st_size);
+    close(fd);
+    *n = (size_t)st.st_size;
+    return p;
+}
+
+/*
+ * A process's first write does not wait for the whole-store walk
+ * (docs/design.md, "Damaged files"): with each walk step slowed to 200 ms,
+ * a FULL write right after open is acknowledged from the log at once
+ * while the walk goes on.  The walk then finds a damaged leaf far from
+ * that key: the checkpoint, the only writer of data.mdb, refuses with the
+ * damage named, writes after the verdict are refused, close folds
+ * nothing, and data.mdb is byte for byte what it was.  The acknowledged
+ * event is not lost: a reopened handle reads it from the log.
+ */
+static void failpoints__a_write_before_the_walks_verdict_reaches_the_log_only(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("fpwalkbad");
+    bindlog *s = NULL;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_result r;
+    bindlog_binding b;
+    char want[64];
+    size_t n0, n1;
+
+    unsetenv("BINDLOG_CHECKPOINT"); /* the walk runs on the checkpointer's thread */
+    walk_store_of(dir, 3000);
+    uint64_t leaf = damage_leaf_of(dir, "agent:main:walk:001234");
+    snprintf(want, sizeof want, "page %llu of table bindings", (unsigned long long)leaf);
+    unsigned char *mdb0 = read_mdb(dir, &n0);
+
+    set_failpoint("walk.step:sleep=200");
+    o.durability = BINDLOG_DURABILITY_FULL;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:early", "e1", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    unsigned long steps = bl_failpoint_hits("walk.step");
+    print_message("  write before the verdict: after %lu of ~11 walk steps\n", steps);
+    assert_true(steps <= 2); /* the walk had barely begun */
+    assert_int_equal(bindlog_get(s, "agent:main:walk:early", &b), 0);
+    assert_string_equal(b.session_id, "e1");
+    /* the checkpoint waits for the verdict and refuses the damaged file */
+    assert_int_equal(bindlog_checkpoint(s, NULL), BINDLOG_ECORRUPT);
+    if (strstr(bindlog_last_error(), want) == NULL)
+        fail_msg("'%s' does not name '%s'", bindlog_last_error(), want);
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:late", "l1", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_ECORRUPT);
+    if (strstr(bindlog_last_error(), want) == NULL)
+        fail_msg("'%s' does not name '%s'", bindlog_last_error(), want);
+    bindlog_close(s);
+    set_failpoint(NULL);
+
+    unsigned char *mdb1 = read_mdb(dir, &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(mdb0, mdb1, n0); /* nothing was written into it */
+    free(mdb0);
+    free(mdb1);
+    o.read_only = 1;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_get(s, "agent:main:walk:early", &b), 0);
+    assert_string_equal(b.session_id, "e1");
+    assert_int_equal(bindlog_get(s, "agent:main:walk:late", &b), BINDLOG_ENOTFOUND);
+    bindlog_close(s);
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/*
+ * Close folds the log only with the whole-store walk's verdict.  With each
+ * walk step slowed to 300 ms (a walk of ~3 s: a large store), a process
+ * that writes once and closes does not wait for the walk: close stops it
+ * after a short wait, flushes the log and leaves the frame there.  Nothing
+ * is lost: the next open reads the event from the log, and the next
+ * writer, whose walk ends, folds it at its close.
+ */
+static void failpoints__close_leaves_the_log_to_the_next_writer_when_the_walk_is_slow(
+    void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("fpwalkslow");
+    bindlog *s = NULL;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_result r;
+    bindlog_binding b;
+    bindlog_stats st;
+
+    unsetenv("BINDLOG_CHECKPOINT");
+    walk_store_of(dir, 3000); /* ~11 walk steps */
+    set_failpoint("walk.step:sleep=300");
+    o.durability = BINDLOG_DURABILITY_FULL;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:cli", "c1", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    bindlog_close(s);
+    unsigned long steps = bl_failpoint_hits("walk.step");
+    print_message("  close after one write: the walk stopped after %lu of ~11 steps\n", steps);
+    assert_true(steps <= 2);
+    set_failpoint(NULL);
+
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 3001);
+    assert_int_equal(st.checkpoint_lsn, 3000); /* the frame waits in the log */
+    assert_int_equal(bindlog_get(s, "agent:main:walk:cli", &b), 0);
+    assert_string_equal(b.session_id, "c1");
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:next", "n1", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    bindlog_close(s); /* a walk of a few milliseconds: its verdict is in, close folds */
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, 3002);
+    assert_int_equal(st.checkpoint_lsn, 3002);
     bindlog_close(s);
     setenv("BINDLOG_CHECKPOINT", "manual", 1);
     tu_rmtree(dir);
@@ -477,6 +668,8 @@ int main(void)
         cmocka_unit_test(failpoints__eio_after_the_write_panics_sticky),
         cmocka_unit_test(failpoints__eio_in_a_checkpoint_is_retried),
         cmocka_unit_test(failpoints__close_stops_the_walk),
+        cmocka_unit_test(failpoints__a_write_before_the_walks_verdict_reaches_the_log_only),
+        cmocka_unit_test(failpoints__close_leaves_the_log_to_the_next_writer_when_the_walk_is_slow),
         cmocka_unit_test(failpoints__kill_at_every_point),
         cmocka_unit_test(failpoints__kill_inside_group_commit),
         cmocka_unit_test(failpoints__abort_is_a_crash_too),
