@@ -448,8 +448,9 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
      * left of the background walk, or walks in this thread when there is
      * none; then the damage, if any, refuses every checkpoint and the
      * frames stay in the log. */
-    if (atomic_load(&m->vis_lsn) > atomic_load(&m->ckpt_lsn) &&
-        (rc = bl_ckpt_walk_wait(e, 1)) != 0) {
+    bl_wal_at folded;
+    int nothing = bl_shm_get_ckpt(m, &folded) == 0 && atomic_load(&m->vis_lsn) <= folded.lsn;
+    if (!nothing && (rc = bl_ckpt_walk_wait(e, 1)) != 0) {
         atomic_fetch_add(&w->ckpt_failures, 1);
         return rc;
     }

@@ -657,7 +657,9 @@ void bl_walenv_finish(bl_env *e)
      * in the log, flushed, for the next writer's checkpoint to fold, and
      * a short-lived process (a CLI write) does not pay for a walk of a
      * large store after all. */
-    if (writes && atomic_load(&w->shm.m->vis_lsn) > atomic_load(&w->shm.m->ckpt_lsn))
+    bl_wal_at folded;
+    if (writes && (bl_shm_get_ckpt(w->shm.m, &folded) != 0 ||
+                   atomic_load(&w->shm.m->vis_lsn) > folded.lsn))
         fold = bl_ckpt_walk_settle_for(e, CLOSE_WALK_WAIT_MS);
     bl_ckpt_stop(e);
     if (!writes)
@@ -667,8 +669,8 @@ void bl_walenv_finish(bl_env *e)
     else if (w->ckpt_mode != BINDLOG_DURABILITY_NONE) {
         /* as durable as the checkpoint would have made them */
         bl_wal_at end;
-        bl_shm_get_end(w->shm.m, &end);
-        if (bl_wal_sync(w->fd) == 0)
+        int known = bl_shm_get_end(w->shm.m, &end) == 0; /* a damaged end: flush all the same */
+        if (bl_wal_sync(w->fd) == 0 && known)
             bl_wal_flushed(e, end.pos);
     }
 }
