@@ -33,7 +33,35 @@ class BindlogError extends Error {
         this.errno = errno;
     }
 }
-native.init(BindlogError);
+
+/** A call on a closed store (Python: bindlog.StoreClosed): code
+ * 'BINDLOG_ECLOSED', no C error value (the library never saw the call). */
+class StoreClosedError extends BindlogError {
+    constructor(message = 'the store is closed') {
+        super(message, 'BINDLOG_ECLOSED', undefined);
+        this.name = 'StoreClosedError';
+    }
+}
+/**
+ * result.isCurrent(runGeneration): is the run that made this write still
+ * the key's current run?  True when the outcome is 'applied' or 'already'
+ * AND the key's generation is still `runGeneration` (the generation the
+ * run started under).  A split retried after /stop comes back 'already'
+ * (the split did go in) with a higher generation: the run was stopped, and
+ * this says false.  The same rule as Python's Result.is_current and the C
+ * comparison next to BINDLOG_ALREADY in bindlog.h.  Every write's result
+ * carries it as a non-enumerable method.
+ */
+function isCurrent(runGeneration) {
+    if (typeof runGeneration !== 'number' && typeof runGeneration !== 'bigint')
+        throw new TypeError(`isCurrent: runGeneration must be a number or a bigint, not ${describe(runGeneration)}`);
+    if (typeof runGeneration === 'number' && !Number.isSafeInteger(runGeneration))
+        throw new RangeError('isCurrent: runGeneration must be a safe integer or a bigint');
+    if (this.outcome !== 'applied' && this.outcome !== 'already')
+        return false;
+    return BigInt(this.generation) === BigInt(runGeneration);
+}
+native.init(BindlogError, StoreClosedError, isCurrent);
 
 /** Pass as runGeneration to skip a split's generation check. */
 const ANY_GENERATION = 0xFFFFFFFFFFFFFFFFn;
@@ -486,6 +514,7 @@ class Store {
 module.exports = {
     Store,
     BindlogError,
+    StoreClosedError,
     ANY_GENERATION,
     parseSessionsJson,
     version: native.version(),

@@ -90,6 +90,20 @@ class Result:
         """True when the call changed the state (outcome APPLIED)."""
         return self.outcome is Outcome.APPLIED
 
+    def is_current(self, run_generation: int) -> bool:
+        """Is the run that made this call still the key's current run?
+
+        True when the outcome is APPLIED or ALREADY *and* the key's
+        generation is still `run_generation` (the generation the run
+        started under).  Use it instead of testing the outcome alone: a
+        split retried after ``/stop`` comes back ALREADY (the split did go
+        in) with a higher generation -- the run was stopped, and this says
+        False.  The same rule as Node's ``result.isCurrent()`` and the C
+        comparison next to ``BINDLOG_ALREADY`` in bindlog.h."""
+        if isinstance(run_generation, bool) or not isinstance(run_generation, int):
+            raise TypeError(f"run_generation must be an int, not {type(run_generation).__name__}")
+        return self.outcome in (Outcome.APPLIED, Outcome.ALREADY) and self.generation == run_generation
+
     @classmethod
     def _from_c(cls, outcome: int, r: "_ffi.bindlog_result") -> "Result":
         return cls(Outcome(outcome), r.lsn, r.generation, _s(r.session_id))
