@@ -32,6 +32,7 @@ import functools
 import threading
 from typing import (
     Any,
+    Literal,
     Dict,
     AsyncIterator,
     BinaryIO,
@@ -64,6 +65,7 @@ from .types import (
     ReplayResult,
     Result,
     Session,
+    Durability,
     Stats,
     Text,
 )
@@ -202,7 +204,7 @@ class AsyncStore:
     """A bindlog store for asyncio: :class:`Store`'s methods and keywords,
     with the writes as coroutines that never block the event loop.
 
-    ``AsyncStore(path, durability="full", read_only=False, *, map_size=0,
+    ``AsyncStore(path, *, durability="full", read_only=False, map_size=0,
     max_readers=0, clock=None, writers=16)`` opens the store at once, as
     :class:`Store` does (``await AsyncStore.open(...)`` opens it in a thread
     instead); use it with ``async with`` or ``await store.close()``.
@@ -232,9 +234,9 @@ class AsyncStore:
     def __init__(
         self,
         path: PathLike,
-        durability: str = "full",
-        read_only: bool = False,
         *,
+        durability: Durability = "full",
+        read_only: bool = False,
         map_size: int = 0,
         max_readers: int = 0,
         clock: Optional[Clock] = None,
@@ -248,7 +250,8 @@ class AsyncStore:
                 "open", _args.fspath(path)
             )
         self._store = Store(
-            path, durability, read_only, map_size=map_size, max_readers=max_readers, clock=clock
+            path, durability=durability, read_only=read_only, map_size=map_size,
+            max_readers=max_readers, clock=clock
         )
         self._writers = writers
         self._pool = WriterPool(writers, "bindlog-writer")
@@ -263,9 +266,9 @@ class AsyncStore:
     async def open(
         cls,
         path: PathLike,
-        durability: str = "full",
-        read_only: bool = False,
         *,
+        durability: Durability = "full",
+        read_only: bool = False,
         map_size: int = 0,
         max_readers: int = 0,
         clock: Optional[Clock] = None,
@@ -276,8 +279,8 @@ class AsyncStore:
         make = functools.partial(
             cls,
             path,
-            durability,
-            read_only,
+            durability=durability,
+            read_only=read_only,
             map_size=map_size,
             max_readers=max_readers,
             clock=clock,
@@ -301,7 +304,8 @@ class AsyncStore:
         return self.store.path
 
     @property
-    def durability(self) -> str:
+    def durability(self) -> Durability:
+        """The durability this handle was opened with."""
         return self.store.durability
 
     @property
@@ -491,6 +495,22 @@ class AsyncStore:
         """See :meth:`Store.generation`."""
         return self.store.generation(key)
 
+    def __getitem__(self, key: Text) -> Binding:
+        """``store[key]``: the key's binding; KeyError when it routes nowhere."""
+        return self._check()[key]
+
+    def __len__(self) -> int:
+        """``len(store)``: the number of keys bound to a session."""
+        return len(self._check())
+
+    def __bool__(self) -> bool:
+        """An AsyncStore is true, even when empty."""
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        """``for key in store``: the bound keys, in key byte order."""
+        return iter(self._check())
+
     def __contains__(self, key: object) -> bool:
         return key in self.store
 
@@ -579,7 +599,8 @@ class AsyncStore:
         except asyncio.TimeoutError:
             return store._wait_slice(after, 0)
 
-    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None) -> AsyncIterator[Record]:
+    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None,
+               until: Union[None, int, Literal["head"]] = None) -> AsyncIterator[Record]:
         """The change feed as an async iterator (see :meth:`Store.follow`)::
 
             async for rec in store.follow(from_lsn=store.stats().head_lsn + 1):
@@ -588,23 +609,30 @@ class AsyncStore:
         Records are read on the loop's thread, 64 per snapshot; the waits in
         between are :meth:`wait`'s, so cancelling the consuming task stops
         it at once.  Ends after `timeout` seconds without a new record (None:
-        never); raises StoreClosed when the store closes, NotFound if
-        records it has not yielded yet were compacted away."""
+        never), or at `until`: ``"head"`` (the head when follow() is called)
+        or an LSN, the last one yielded.  Raises StoreClosed when the store
+        closes, NotFound if records it has not yielded yet were compacted
+        away."""
         try:
             lsn = max(_args.u64(from_lsn, "from_lsn"), 1)
             limit = _args.seconds(timeout, "timeout")
         except InvalidArgument as exc:
             raise exc._in_call("follow") from None
-        self._check()
-        return self._follow(lsn, limit)
+        stop = self._check()._until(until)
+        return self._follow(lsn, limit, stop)
 
-    async def _follow(self, next_lsn: int, limit: Optional[float]) -> AsyncIterator[Record]:
+    async def _follow(self, next_lsn: int, limit: Optional[float],
+                      stop: Optional[int] = None) -> AsyncIterator[Record]:
         head = 0
         while True:
+            if stop is not None and next_lsn > stop:
+                return
             store = self._check()
             recs = store._read_after(next_lsn, ASYNC_FOLLOW_BATCH)
             if recs:
                 for rec in recs:
+                    if stop is not None and rec.lsn > stop:
+                        return
                     next_lsn = rec.lsn + 1
                     yield rec
                 continue

@@ -16,7 +16,9 @@ import os
 import threading
 import time
 from ctypes import byref, c_size_t, c_ubyte, c_uint64, c_void_p
-from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar, Union
+
+from typing import Literal
 
 from . import _args, _ffi, _fork
 from ._args import Clock, PathLike
@@ -41,6 +43,8 @@ from .types import (
     Record,
     Result,
     Session,
+    Durability,
+    EventCounts,
     Stats,
     Text,
 )
@@ -107,7 +111,7 @@ class _CIter:
 class Store(Maintenance):
     """An open bindlog store.
 
-    ``Store(path, durability="full", read_only=False)`` opens (and unless
+    ``Store(path, *, durability="full", read_only=False)`` opens (and unless
     read-only creates) the store in directory `path`.  Use it as a context
     manager or call :meth:`close`.  One Store may be shared by any number of
     threads: the library is thread-safe and the GIL is released during every
@@ -145,9 +149,9 @@ class Store(Maintenance):
     def __init__(
         self,
         path: PathLike,
-        durability: str = "full",
-        read_only: bool = False,
         *,
+        durability: Durability = "full",
+        read_only: bool = False,
         map_size: int = 0,
         max_readers: int = 0,
         clock: Optional[Clock] = None,
@@ -204,7 +208,8 @@ class Store(Maintenance):
         return self._path
 
     @property
-    def durability(self) -> str:
+    def durability(self) -> Durability:
+        """The durability this handle was opened with."""
         return self._durability
 
     @property
@@ -579,6 +584,30 @@ class Store(Maintenance):
             return False
         return self.get(key) is not None
 
+    def __getitem__(self, key: Text) -> Binding:
+        """``store[key]``: the key's binding; KeyError when it routes nowhere."""
+        b = self.get(key)
+        if b is None:
+            raise KeyError(key)
+        return b
+
+    def __len__(self) -> int:
+        """``len(store)``: the number of keys bound to a session."""
+        return int(self.stats().live_bindings)
+
+    def __bool__(self) -> bool:
+        """A Store is true, even when empty (``len`` counts its bindings)."""
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        """``for key in store``: the bound keys, in key byte order, from one
+        snapshot (:meth:`bindings` without the tombstones)."""
+        return (b.key for b in self.bindings() if b.bound)
+
+    def keys(self) -> Iterator[str]:
+        """The bound keys (as iterating the store)."""
+        return iter(self)
+
     def session(self, session_id: Text) -> Optional[Session]:
         """The session `session_id` with its origin, or None if unknown."""
         try:
@@ -804,7 +833,8 @@ class Store(Maintenance):
                     "(follow from stats().base_lsn + 1)",
                 )
 
-    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None) -> Iterator[Record]:
+    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None,
+               until: Union[None, int, Literal["head"]] = None) -> Iterator[Record]:
         """The change feed: every log record from `from_lsn` on, oldest
         first, then each new one as it is committed -- by this handle, other
         handles, other processes -- forever, or until no record came for
@@ -816,6 +846,12 @@ class Store(Maintenance):
         change made by another process is seen within the library's wait
         latency (50 ms at p99, SPEC section 8).
 
+        `until` stops it instead at an LSN: ``until="head"`` at the head as
+        it is when follow() is called (a first follower catching up, or a
+        batch job, ends there instead of waiting), an int at that LSN (the
+        record with it is the last yielded).  Nothing to read up to there:
+        the iterator is empty.
+
         Raises NotFound when records it has not yielded yet were compacted
         away (it never skips records silently); StoreClosed once the store
         is closed (a thread blocked in it wakes within 0.1 s)."""
@@ -824,15 +860,35 @@ class Store(Maintenance):
             limit = _args.seconds(timeout, "timeout")
         except InvalidArgument as exc:
             raise exc._in_call("follow") from None
-        self._check_open()
-        return self._follow(lsn, limit)
+        stop = self._until(until)
+        return self._follow(lsn, limit, stop)
 
-    def _follow(self, next_lsn: int, limit: Optional[float]) -> Iterator[Record]:
+    def _until(self, until: Any) -> Optional[int]:
+        """follow()'s `until` as an LSN (None: no end); checks the store is open."""
+        if until is None:
+            self._check_open()
+            return None
+        if until == "head":
+            return int(self.stats().head_lsn)
+        try:
+            stop = _args.u64(until, "until")
+        except InvalidArgument as exc:
+            raise exc._in_call("follow") from None
+        except TypeError:
+            raise TypeError(f'until must be "head", an LSN or None, not {type(until).__name__}') from None
+        self._check_open()
+        return stop
+
+    def _follow(self, next_lsn: int, limit: Optional[float], stop: Optional[int] = None) -> Iterator[Record]:
         head = 0
         while True:
+            if stop is not None and next_lsn > stop:
+                return
             recs = self._read_after(next_lsn)
             if recs:
                 for rec in recs:
+                    if stop is not None and rec.lsn > stop:
+                        return
                     next_lsn = rec.lsn + 1
                     yield rec
                 continue
@@ -853,8 +909,10 @@ class Store(Maintenance):
         if rc < 0:
             raise error_for(rc, "stats")
         applied = {name: int(out.applied[t]) for t, name in _EVENT_NAMES.items()}
-        events = {
-            name: {col: int(out.events[t][i]) for i, col in enumerate(_OUTCOME_COLUMNS)}
+        events: Dict[str, EventCounts] = {
+            name: EventCounts(applied=int(out.events[t][0]), already=int(out.events[t][1]),
+                              stale=int(out.events[t][2]), moved=int(out.events[t][3]),
+                              error=int(out.events[t][4]))
             for t, name in _EVENT_NAMES.items()
         }
         return Stats(
@@ -876,6 +934,9 @@ class Store(Maintenance):
             out.readers_max,
             _DURABILITY_NAMES.get(out.durability, str(out.durability)),
             out.format_version,
+            out.checkpoint_lsn,
+            out.log_size,
+            out.log_used,
         )
 
     def digest_at(self) -> Tuple[str, int]:
