@@ -33,6 +33,7 @@ from .errors import (
     quote,
 )
 from .maint import Maintenance, vacuum
+from .snapshot import Snapshot
 from .types import (
     ANY_GENERATION,
     Binding,
@@ -607,6 +608,16 @@ class Store(Maintenance):
     def keys(self) -> Iterator[str]:
         """The bound keys (as iterating the store)."""
         return iter(self)
+
+    def snapshot(self) -> "Snapshot":
+        """Reads that agree with each other: ``with store.snapshot() as
+        snap:`` then ``snap.get(key)``, ``snap[key]``, ``key in snap``,
+        ``snap.generation(key)``, ``snap.session(id)``, all as of the head
+        LSN when the snapshot was taken (``snap.head_lsn``), whatever is
+        written meanwhile.  The C API holds no read transaction across
+        calls, so it is built on the log: see :mod:`bindlog.snapshot`."""
+        self._check_open()
+        return Snapshot(self)
 
     def session(self, session_id: Text) -> Optional[Session]:
         """The session `session_id` with its origin, or None if unknown."""
