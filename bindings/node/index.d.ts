@@ -154,6 +154,23 @@ export interface LogOptions {
 export interface FollowOptions {
     /** First LSN to yield (default: the head at the call + 1, i.e. only new events). */
     from?: number | bigint;
+    /** Stop at this LSN (the last one yielded), or at 'head': the head when
+     * follow() is called (a first follower catching up ends there). */
+    until?: 'head' | number | bigint;
+}
+
+/**
+ * Reads as of one head LSN (store.snapshot()).  Built on the log: state
+ * changed since is rebuilt from the key's records up to headLsn; a read
+ * needing records compacted away since throws BINDLOG_ENOTFOUND.
+ */
+export declare class Snapshot {
+    private constructor();
+    readonly headLsn: number;
+    get(key: string): Binding | null;
+    has(key: string): boolean;
+    generation(key: string): number;
+    session(id: string): Session | null;
 }
 
 export type BatchEvent =
@@ -297,6 +314,8 @@ export declare class Store {
     /** The change feed: every record from `from` on, waiting for new ones;
      * ends when the store closes or the loop is left. */
     follow(options?: FollowOptions): AsyncIterableIterator<LogRecord>;
+    /** Reads that agree with each other, as of the head LSN now. */
+    snapshot(): Snapshot;
     stats(): Stats;
     /** The state digest, 32 hex digits (equal digests: equal states). */
     digest(): string;

@@ -36,3 +36,33 @@ test('StoreClosedError: its own class and code, a BindlogError', async (t) => {
         e instanceof bindlog.BindlogError && e.name === 'StoreClosedError' &&
         e.code === 'BINDLOG_ECLOSED' && e.message === 'get: the store is closed');
 });
+
+test('follow({ until: "head" }) stops at the head at the call; snapshot() reads as of one LSN', async (t) => {
+    const { store } = openStore(t);
+    const g = (await store.bind('k', 'A')).generation;
+    await store.bind('gone', 'G');
+    const feed = store.follow({ from: 1, until: 'head' });
+    const snap = store.snapshot();
+    await store.split('k', 'A', 'B', g);
+    await store.invalidate('k');
+    await store.unbind('gone');
+    await store.bind('new', 'N');
+    const lsns = [];
+    for await (const r of feed)
+        lsns.push(r.lsn);
+    assert.deepEqual(lsns, [1, 2]);
+    const two = [];
+    for await (const r of store.follow({ from: 3, until: 4 }))
+        two.push(r.lsn);
+    assert.deepEqual(two, [3, 4]);
+    assert.throws(() => store.follow({ until: 'tail' }), TypeError);
+
+    assert.equal(snap.headLsn, 2);
+    assert.equal(snap.get('k').sessionId, 'A');
+    assert.equal(snap.generation('k'), g);
+    assert.equal(snap.has('gone'), true);
+    assert.equal(snap.get('new'), null);
+    assert.equal(snap.session('A').endedLsn, 0, 'A ended after the snapshot');
+    assert.equal(snap.session('B'), null, 'B was created after it');
+    assert.equal(store.get('k').sessionId, 'B');
+});
