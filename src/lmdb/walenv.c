@@ -425,11 +425,14 @@ static int open_alone(bl_env *e, const bindlog_options *o, int may_create, int p
     /* Recovered frames may be only in the page cache (a process crash in
      * NORMAL, or before a FULL flush): make them durable before anyone
      * reads them, unless this store runs without flushes.  Only a flush
-     * that happened says how far the log is durable: without one, frames
-     * say nothing (0) until the next. */
+     * that happened says how far the log is durable (frames carry it), so
+     * the log is flushed even with nothing recovered: a writer without
+     * flushes (NONE) may have left frames before the checkpoint in the
+     * page cache only.  Without a flush, frames say nothing (0) until the
+     * next one. */
     *durable = 0;
     if (!w->log_rdonly && o->durability != BINDLOG_DURABILITY_NONE) {
-        if (end->lsn > ck->lsn && (rc = bl_wal_sync(w->fd)) != 0)
+        if ((rc = bl_wal_sync(w->fd)) != 0)
             return rc;
         *durable = end->pos;
     }
