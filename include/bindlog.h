@@ -966,14 +966,16 @@ typedef struct bindlog_recover_report {
      * checkpointed into data.mdb: 1 its valid frames were read (from the
      * checkpoint data.mdb's meta records name, as recovery at open reads
      * them); 0 there is none (a format-1 store, or the file is gone);
-     * -1 it is there but could not be read (log_why says why: e.g.
-     * data.mdb's meta records are lost, so where it starts is unknown). */
+     * -1 it is there but could not be read (log_why says why: e.g. it is
+     * another store's log).  With 1, a non-empty log_why says the log was
+     * read but is incomplete (cut short): events after what it holds may
+     * be lost without being counted. */
     int log_state;
     uint64_t log_records;      /**< records taken from the log (its copy is kept when
                                     data.mdb has one too) ... */
     uint64_t log_first_lsn;    /**< ... LSNs log_first_lsn..log_last_lsn (0 if none) */
     uint64_t log_last_lsn;
-    char log_why[160];         /**< log_state -1: why; else "" */
+    char log_why[160];         /**< log_state -1: why; 1: what is missing, or "" */
 } bindlog_recover_report;
 
 /**

@@ -398,6 +398,108 @@ static void wal_damage__another_stores_frames_under_our_header(void **state)
     free(other);
 }
 
+/* A log cut short after frame 60: the open refuses (writes would extend
+ * it), and recover reads it as far as it goes, saying it is incomplete. */
+static void wal_damage__a_cut_log_is_read_up_to_the_cut(void **state)
+{
+    (void)state;
+    frames fr;
+    uint64_t head = 0;
+    char path[4200];
+    char *dir = make_store("waldmg-cut", &fr), *out = tu_mkdtemp("waldmg-cut-out");
+    wal_path(path, sizeof path, dir);
+    assert_int_equal(truncate(path, (off_t)fr.off[61]), 0);
+    assert_int_equal(try_open(dir, 1, &head), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bindlog_last_error(), "the log was cut"));
+
+    bindlog_recover_report rep;
+    int rc = bindlog_recover(dir, out, &rep, NULL, NULL);
+    if (rc != 0)
+        fail_msg("recover: %s: %s", bindlog_code_name(rc), bindlog_last_error());
+    assert_int_equal(rep.log_state, 1);
+    assert_non_null(strstr(rep.log_why, "cut short"));
+    assert_int_equal(rep.log_records, 60);
+    assert_int_equal(rep.log_last_lsn, 60);
+    assert_int_equal(rep.new_head_lsn, 60);
+    bindlog_recover_report_free(&rep);
+    tu_rmtree(out);
+    tu_rmtree(dir);
+    free(out);
+    free(dir);
+}
+
+/* Keys bound again and again (event i binds k<7i mod 37>), frame 50 lost:
+ * the key's later event (87, which rebinds it from the lost 50's session)
+ * is applied by its effect, so every key ends where the writer left it. */
+static void wal_damage__a_keys_later_event_survives_its_lost_earlier_one(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("waldmg-rebind"), *out = tu_mkdtemp("waldmg-rebind-out");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        bindlog *s = NULL;
+        o.log_size = LOG_SIZE;
+        if (bindlog_open(&s, dir, &o) != 0)
+            _exit(2);
+        for (int i = 1; i <= EVENTS; i++) {
+            char key[32], sid[32];
+            snprintf(key, sizeof key, "k%d", 7 * i % 37);
+            snprintf(sid, sizeof sid, "s%d", i);
+            if (bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+                _exit(3);
+        }
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    frames fr;
+    memset(&fr, 0, sizeof fr);
+    char path[4200];
+    wal_path(path, sizeof path, dir);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(bl_wal_header(fd, &fr.salt, &fr.cap), 1);
+    bl_wal_at start = {0, 0, fr.salt}, end;
+    assert_int_equal(bl_wal_scan(fd, fr.cap, fr.salt, &start, UINT64_MAX, frame_cb, &fr, &end), 0);
+    close(fd);
+    assert_true(fr.n >= 50);
+    wal_flip(dir, fr.off[50] + BL_WAL_FRAME_HDR + 20, 0x10);
+
+    bindlog_recover_report rep;
+    int rc = bindlog_recover(dir, out, &rep, NULL, NULL);
+    if (rc != 0)
+        fail_msg("recover: %s: %s", bindlog_code_name(rc), bindlog_last_error());
+    assert_int_equal(rep.records_lost, 1);
+    assert_int_equal(rep.records_skipped, 0);
+    bindlog_recover_report_free(&rep);
+    bindlog *s = NULL;
+    assert_int_equal(bindlog_open(&s, out, NULL), 0);
+    for (int key = 0; key < 37; key++) {
+        int last = 0;
+        for (int i = 1; i <= EVENTS; i++)
+            if (7 * i % 37 == key)
+                last = i;
+        if (last == 50)
+            continue; /* its own event is the one lost */
+        char k[32], want[32];
+        bindlog_binding b;
+        snprintf(k, sizeof k, "k%d", key);
+        snprintf(want, sizeof want, "s%d", last);
+        assert_int_equal(bindlog_get(s, k, &b), 0);
+        if (strcmp(b.session_id, want) != 0)
+            fail_msg("%s is bound to '%s', the writer left it on %s", k, b.session_id, want);
+    }
+    bindlog_close(s);
+    tu_rmtree(out);
+    tu_rmtree(dir);
+    free(out);
+    free(dir);
+}
+
 /* ---- torn tails open ----------------------------------------------------------------- */
 
 static void wal_damage__a_torn_last_frame_is_dropped(void **state)
@@ -491,6 +593,8 @@ int main(void)
         cmocka_unit_test(wal_damage__another_stores_log_over_a_new_store),
         cmocka_unit_test(wal_damage__another_stores_frames_under_our_header),
         cmocka_unit_test(wal_damage__check_names_the_first_bad_frame),
+        cmocka_unit_test(wal_damage__a_cut_log_is_read_up_to_the_cut),
+        cmocka_unit_test(wal_damage__a_keys_later_event_survives_its_lost_earlier_one),
         cmocka_unit_test(wal_damage__a_torn_last_frame_is_dropped),
         cmocka_unit_test(wal_damage__a_hole_in_unflushed_normal_frames_is_a_torn_tail),
         cmocka_unit_test(wal_damage__leftovers_of_a_torn_tail_stay_dropped),

@@ -76,7 +76,7 @@ static int run_recover(cli *c)
     }
     /* a log that could not be read may have held events nobody can count */
     int lost = r.records_lost || r.records_by_effect || r.records_skipped || r.base_image < 0 ||
-               !r.head_known || r.log_state < 0;
+               !r.head_known || r.log_state < 0 || (r.log_state > 0 && r.log_why[0] != '\0');
     bindlog_digest_hex(r.digest, hex);
     ranges_text(&r, ranges, sizeof ranges);
     if (json) {
@@ -93,7 +93,7 @@ static int run_recover(cli *c)
         cli_json_u64(&j, "log_records", r.log_records);
         cli_json_u64(&j, "log_first_lsn", r.log_first_lsn);
         cli_json_u64(&j, "log_last_lsn", r.log_last_lsn);
-        if (r.log_state < 0)
+        if (r.log_why[0] != '\0')
             cli_json_str(&j, "log_why", r.log_why);
         cli_json_u64(&j, "base_lsn", r.base_lsn);
         cli_json_str(&j, "base_image",
@@ -135,6 +135,8 @@ static int run_recover(cli *c)
             cli_kv_line(&kv, "log", "bindlog.wal NOT READ: %s", r.log_why);
         else
             cli_kv_line(&kv, "log", "none (no bindlog.wal)");
+        if (r.log_state > 0 && r.log_why[0] != '\0')
+            cli_kv_line(&kv, "log", "bindlog.wal INCOMPLETE: %s", r.log_why);
         if (r.base_image > 0)
             cli_kv_line(&kv, "base image", "intact, LSN %llu", (unsigned long long)r.base_lsn);
         else if (r.base_image < 0)

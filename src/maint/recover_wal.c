@@ -304,10 +304,10 @@ int bl_salvage_wal(bl_salvage *sv, const char *dir)
         return not_read(sv, "neither data.mdb's meta \"wal\" nor its header is readable, and its "
                             "size is not a log's");
     }
-    if ((uint64_t)st.st_size < BL_WAL_HDR + cap) {
-        close(fd);
-        return not_read(sv, "it is shorter than its ring");
-    }
+    /* A file cut short is read as far as it goes: its frames are intact up
+     * to the cut, and what lay after is lost without anything to count it
+     * by (said in wal_why, with the log read). */
+    int cut = (uint64_t)st.st_size < BL_WAL_HDR + cap;
 
     scan s;
     memset(&s, 0, sizeof s);
@@ -335,5 +335,10 @@ int bl_salvage_wal(bl_salvage *sv, const char *dir)
     sv->wal_state = 1;
     sv->wal_first = s.first;
     sv->wal_last = s.last;
+    if (cut)
+        snprintf(sv->wal_why, sizeof sv->wal_why,
+                 "it is cut short (%llu of %llu bytes): frames past the cut are lost, and "
+                 "nothing tells how many events they held",
+                 (unsigned long long)st.st_size, (unsigned long long)(BL_WAL_HDR + cap));
     return 0;
 }

@@ -200,6 +200,10 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
         return 1;
     else
         fv.prior.generation = rec.generation - 1;
+    /* the key's previous event, as the record names it (version 2 on): the
+     * state may still show an older one, when the one it names is lost */
+    if (rec.version >= 2)
+        fv.prior.lsn = rec.prev_lsn;
     fv.known = fv.known || fv.prior.sid_len != 0;
     /* the session bound before: live on the record's key */
     const char *moved_bound = NULL;
