@@ -59,7 +59,9 @@ async function turn(key, chat, { compress = true, during = async () => {} } = {}
         return { outcome: 'none', sessionId: run.sessionId };
     const r = await store.split(key, run.sessionId, child, run.generation,
         { origin: { chat, compressedFrom: run.sessionId } });
-    if (r.outcome === 'applied' || r.outcome === 'already')
+    // isCurrent, not the outcome alone: a split retried after /stop is
+    // 'already' (it went in) with a higher generation, and the run must stop
+    if (r.isCurrent(run.generation))
         console.log(`  ${key}: turn compressed ${run.sessionId} -> ${r.sessionId} (lsn ${r.lsn})`);
     else
         console.log(`  ${key}: turn result dropped, ${r.outcome}: the key is on ${r.sessionId} ` +
@@ -74,6 +76,11 @@ async function chatA() {
     expect('split at the end of the turn', r.outcome, 'applied');
     const again = await store.split(key, store.session(r.sessionId).parentId, r.sessionId, r.generation);
     expect('the same split retried after a lost reply', again.outcome, 'already');
+    expect('the retried split: the run is still current', again.isCurrent(r.generation), true);
+    await store.invalidate(key, { reason: 'stop' }); // /stop after the reply was lost
+    const late = await store.split(key, store.session(r.sessionId).parentId, r.sessionId, r.generation);
+    expect('the split retried after /stop', late.outcome, 'already');
+    expect('... but the run is no longer current', late.isCurrent(r.generation), false);
 }
 
 async function chatB() {

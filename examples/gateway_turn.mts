@@ -51,7 +51,7 @@ function runStart(store: Store): Run {
 async function compress(store: Store, run: Run, child: string): Promise<Outcome> {
     const r = await store.split(KEY, run.session, child, run.generation,
         { origin: { peer: 'telegram', chat: 12345, via: 'compression' } });
-    if ((r.outcome === 'applied' || r.outcome === 'already') && r.generation === run.generation)
+    if (r.isCurrent(run.generation)) // applied or already, at the run's generation
         run.session = child;
     return r.outcome;
 }

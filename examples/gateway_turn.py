@@ -57,10 +57,11 @@ def run_start(store: bindlog.AsyncStore) -> Run:
 async def compress(store: bindlog.AsyncStore, run: Run, child: str) -> Outcome:
     """The turn compressed its context: publish the split.  The run goes on
     in the child only if the split is in AND nothing bumped the generation
-    since the run started (an ALREADY after a /stop is not the run's)."""
+    since the run started: Result.is_current (an ALREADY after a /stop
+    is not the run's)."""
     r = await store.split(KEY, run.session, child, run_generation=run.generation,
                           origin={"peer": "telegram", "chat": 12345, "via": "compression"})
-    if r.outcome in (Outcome.APPLIED, Outcome.ALREADY) and r.generation == run.generation:
+    if r.is_current(run.generation):
         run.session = child
     return r.outcome
 

@@ -112,6 +112,16 @@ BINDLOG_API const char *bindlog_version(void);
 /**@{*/
 #define BINDLOG_APPLIED 0 /**< state changed; one log record written */
 #define BINDLOG_ALREADY 1 /**< state already as requested; nothing written */
+/*
+ * ALREADY does not mean "still current".  A split retried after /stop (an
+ * INVALIDATE) comes back ALREADY -- the split did go in -- with the key's
+ * generation now higher than the run's.  A run goes on only when:
+ *
+ *     (rc == BINDLOG_APPLIED || rc == BINDLOG_ALREADY) &&
+ *         res.generation == run_generation
+ *
+ * (Python: Result.is_current(run_generation); Node: result.isCurrent()).
+ */
 #define BINDLOG_STALE 2   /**< run_generation is not the key's current one */
 #define BINDLOG_MOVED 3   /**< key not bound to the session the caller expected */
 #define BINDLOG_OUTCOME_COUNT 4

@@ -25,6 +25,18 @@
         "OTHER_CFLAGS": ["-std=c11", "-fvisibility=hidden"],
         "GCC_SYMBOLS_PRIVATE_EXTERN": "YES"
       }
+    },
+    # the `bindlog` CLI (tools/, a client of include/bindlog.h only) with the
+    # library compiled in, run by bin/bindlog.js (package.json "bin": npx bindlog)
+    {
+      "target_name": "bindlog_cli",
+      "type": "executable",
+      "sources": ["<!@(node scripts/sources.js cli)"],
+      "include_dirs": ["<!@(node scripts/sources.js include)"],
+      "defines": ["_POSIX_C_SOURCE=200809L", "BINDLOG_STATIC"],
+      "cflags_c": ["-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra"],
+      "libraries": ["-llmdb", "-lxxhash", "-lpthread"],
+      "ldflags": ["-s"]
     }
   ]
 }

@@ -24,14 +24,23 @@ export type Origin = string | Uint8Array | ArrayBuffer | object;
 export type RunGeneration = number | bigint;
 
 /** The result of one write: resolves every write's promise (errors reject). */
+/** What a write did. */
 export interface Result {
-    outcome: Outcome;
+    readonly outcome: Outcome;
     /** The record written; 0 when nothing was logged. */
-    lsn: number;
+    readonly lsn: number;
     /** The key's generation after the call. */
-    generation: number;
+    readonly generation: number;
     /** The key's binding after the call; '' if none. */
-    sessionId: string;
+    readonly sessionId: string;
+    /**
+     * Is the run still the key's current one?  True when the outcome is
+     * 'applied' or 'already' and `generation` equals `runGeneration` (the
+     * generation the run started under).  A split retried after /stop is
+     * 'already' (it did go in) with a higher generation: false, stop the run.
+     * (A non-enumerable method: results still deep-equal plain objects.)
+     */
+    isCurrent(runGeneration: number | bigint): boolean;
 }
 
 /** A key's binding (store.get). */
@@ -145,6 +154,23 @@ export interface LogOptions {
 export interface FollowOptions {
     /** First LSN to yield (default: the head at the call + 1, i.e. only new events). */
     from?: number | bigint;
+    /** Stop at this LSN (the last one yielded), or at 'head': the head when
+     * follow() is called (a first follower catching up ends there). */
+    until?: 'head' | number | bigint;
+}
+
+/**
+ * Reads as of one head LSN (store.snapshot()).  Built on the log: state
+ * changed since is rebuilt from the key's records up to headLsn; a read
+ * needing records compacted away since throws BINDLOG_ENOTFOUND.
+ */
+export declare class Snapshot {
+    private constructor();
+    readonly headLsn: number;
+    get(key: string): Binding | null;
+    has(key: string): boolean;
+    generation(key: string): number;
+    session(id: string): Session | null;
 }
 
 export type BatchEvent =
@@ -191,13 +217,23 @@ export declare const version: string;
 
 /** A failed bindlog call; a rejected write's promise carries one. */
 export declare class BindlogError extends Error {
-    constructor(message: string, code: string, errno: number);
-    /** The C error name: 'BINDLOG_EINVAL', 'BINDLOG_ENOTFOUND', ... */
+    constructor(message: string, code: string, errno?: number);
+    /** The C error name: 'BINDLOG_EINVAL', 'BINDLOG_ENOTFOUND', ...;
+     * 'BINDLOG_ECLOSED' for a closed store (StoreClosedError). */
     readonly code: string;
-    /** The C error value (negative). */
-    readonly errno: number;
+    /** The C error value (negative); undefined for StoreClosedError. */
+    readonly errno: number | undefined;
     /** applyBatch: the index of the event that failed. */
     readonly index?: number;
+}
+
+/**
+ * A call on a closed store (Python: bindlog.StoreClosed); code
+ * 'BINDLOG_ECLOSED'.  The library never saw the call: `errno` is undefined.
+ */
+export declare class StoreClosedError extends BindlogError {
+    constructor(message?: string);
+    readonly code: 'BINDLOG_ECLOSED';
 }
 
 /**
@@ -278,6 +314,8 @@ export declare class Store {
     /** The change feed: every record from `from` on, waiting for new ones;
      * ends when the store closes or the loop is left. */
     follow(options?: FollowOptions): AsyncIterableIterator<LogRecord>;
+    /** Reads that agree with each other, as of the head LSN now. */
+    snapshot(): Snapshot;
     stats(): Stats;
     /** The state digest, 32 hex digits (equal digests: equal states). */
     digest(): string;

@@ -33,7 +33,35 @@ class BindlogError extends Error {
         this.errno = errno;
     }
 }
-native.init(BindlogError);
+
+/** A call on a closed store (Python: bindlog.StoreClosed): code
+ * 'BINDLOG_ECLOSED', no C error value (the library never saw the call). */
+class StoreClosedError extends BindlogError {
+    constructor(message = 'the store is closed') {
+        super(message, 'BINDLOG_ECLOSED', undefined);
+        this.name = 'StoreClosedError';
+    }
+}
+/**
+ * result.isCurrent(runGeneration): is the run that made this write still
+ * the key's current run?  True when the outcome is 'applied' or 'already'
+ * AND the key's generation is still `runGeneration` (the generation the
+ * run started under).  A split retried after /stop comes back 'already'
+ * (the split did go in) with a higher generation: the run was stopped, and
+ * this says false.  The same rule as Python's Result.is_current and the C
+ * comparison next to BINDLOG_ALREADY in bindlog.h.  Every write's result
+ * carries it as a non-enumerable method.
+ */
+function isCurrent(runGeneration) {
+    if (typeof runGeneration !== 'number' && typeof runGeneration !== 'bigint')
+        throw new TypeError(`isCurrent: runGeneration must be a number or a bigint, not ${describe(runGeneration)}`);
+    if (typeof runGeneration === 'number' && !Number.isSafeInteger(runGeneration))
+        throw new RangeError('isCurrent: runGeneration must be a safe integer or a bigint');
+    if (this.outcome !== 'applied' && this.outcome !== 'already')
+        return false;
+    return BigInt(this.generation) === BigInt(runGeneration);
+}
+native.init(BindlogError, StoreClosedError, isCurrent);
 
 /** Pass as runGeneration to skip a split's generation check. */
 const ANY_GENERATION = 0xFFFFFFFFFFFFFFFFn;
@@ -113,9 +141,12 @@ class Follow {
     #waitId = 0;
     #chain = Promise.resolve();
 
-    constructor(n, from) {
+    #until;
+
+    constructor(n, from, until = Infinity) {
         this.#n = n;
         this.#next = from;
+        this.#until = until;
     }
 
     [Symbol.asyncIterator]() {
@@ -140,7 +171,7 @@ class Follow {
         for (;;) {
             if (this.#i < this.#buf.length)
                 return { value: this.#buf[this.#i++], done: false };
-            if (this.#done || this.#n.closed())
+            if (this.#done || this.#n.closed() || this.#next > this.#until)
                 return this.#finish();
             if (this.#fill())
                 continue;
@@ -175,7 +206,7 @@ class Follow {
         try {
             for (let k = 0; k < FOLLOW_BATCH; k++) {
                 const r = it.next();
-                if (r === null)
+                if (r === null || r.lsn > this.#until)
                     break;
                 if (r.lsn !== this.#next) {
                     this.#done = true;
@@ -318,6 +349,91 @@ function parseSessionsJson(data, format) {
 
 /** An open store.  Writes return promises (their *Sync twins block and
  * return); reads are synchronous. */
+/**
+ * store.snapshot(): get(), generation(), has() and session() as of one
+ * head LSN (`headLsn`), whatever is written meanwhile.  Untouched state is
+ * read as is; state changed since is rebuilt from the key's log records up
+ * to headLsn.  A read that would need records compacted away since throws
+ * BINDLOG_ENOTFOUND rather than answer with newer state.  Holds nothing
+ * open: it may live as long as needed.
+ */
+class Snapshot {
+    #store;
+
+    constructor(store, headLsn) {
+        this.#store = store;
+        this.headLsn = headLsn;
+    }
+
+    #compacted(what) {
+        return new BindlogError(`snapshot at LSN ${this.headLsn}: ${what} changed since, and the ` +
+            `records it would be rebuilt from were compacted away`, 'BINDLOG_ENOTFOUND', -1);
+    }
+
+    // the key's last record up to headLsn, or null when it had none
+    #lastUpTo(key) {
+        let last = null;
+        for (const r of this.#store.history(key)) {
+            if (r.lsn > this.headLsn)
+                break;
+            last = r;
+        }
+        if (last === null && this.#store.stats().baseLsn > 0)
+            throw this.#compacted(`'${key}'`);
+        return last;
+    }
+
+    /** The key's binding as of headLsn, or null. */
+    get(key) {
+        const cur = this.#store.get(key);
+        if (cur !== null && cur.lsn <= this.headLsn)
+            return cur;
+        const r = this.#lastUpTo(key);
+        if (r === null || r.type === 'unbind')
+            return null;
+        return { key: r.key, sessionId: r.sessionId, generation: r.generation, lsn: r.lsn, updatedMs: r.timeMs };
+    }
+
+    /** Whether the key was bound as of headLsn. */
+    has(key) {
+        return this.get(key) !== null;
+    }
+
+    /** The key's generation as of headLsn (0 if never seen). */
+    generation(key) {
+        const r = this.#lastUpTo(key);
+        return r === null ? 0 : r.generation;
+    }
+
+    /** The session as of headLsn, or null if it did not exist then. */
+    session(id) {
+        const s = this.#store.session(id);
+        if (s === null || s.createdLsn > this.headLsn)
+            return null;
+        const recs = [...this.#store.history(s.key)];
+        const touched = s.endedLsn > this.headLsn ||
+            recs.some((r) => r.lsn > this.headLsn && (r.sessionId === id || r.otherId === id));
+        if (!touched)
+            return s;
+        const base = this.#store.stats().baseLsn;
+        if (base > 0 && base >= s.createdLsn)
+            throw this.#compacted(`session '${id}'`);
+        let end = null;
+        for (const r of recs) {
+            if (r.lsn > this.headLsn)
+                break;
+            if (r.lsn < s.createdLsn)
+                continue;
+            if (r.sessionId === id && (r.type === 'bind' || r.type === 'newSession' || r.type === 'split'))
+                end = null;
+            else if (r.otherId === id || (r.type === 'unbind' && r.sessionId === id))
+                end = r;
+        }
+        return end === null ? { ...s, endedLsn: 0, endedMs: 0, endReason: '' }
+            : { ...s, endedLsn: end.lsn, endedMs: end.timeMs, endReason: end.reason };
+    }
+}
+
 class Store {
     #n;
 
@@ -452,7 +568,17 @@ class Store {
     }
 
     follow(opts) {
-        const o = options(opts, 'follow', ['from']);
+        const o = options(opts, 'follow', ['from', 'until']);
+        let until = Infinity;
+        if (o.until === 'head') {
+            until = this.#n.head();
+        } else if (typeof o.until === 'number' || typeof o.until === 'bigint') {
+            until = Number(o.until);
+            if (!Number.isSafeInteger(until) || until < 0)
+                throw new RangeError('follow: until must be an LSN from 0 to 2^53 - 1');
+        } else if (o.until !== undefined) {
+            throw new TypeError(`follow: until must be 'head' or an LSN, not ${describe(o.until)}`);
+        }
         let from = o.from;
         if (from === undefined) {
             from = this.#n.head() + 1;
@@ -466,7 +592,17 @@ class Store {
             throw new RangeError('follow: from must be an LSN from 1 to 2^53 - 1');
         }
         this.#n.head(); // a closed store throws now, not at the first next()
-        return new Follow(this.#n, from);
+        return new Follow(this.#n, from, until);
+    }
+
+    /**
+     * Reads that agree with each other, as of the head LSN now: see
+     * Snapshot.  The C API holds no read transaction across calls, so a
+     * snapshot is built on the log (a binding or session changed since is
+     * rebuilt from the key's records up to its LSN).
+     */
+    snapshot() {
+        return new Snapshot(this, this.#n.head());
     }
 
     stats() {
@@ -486,6 +622,8 @@ class Store {
 module.exports = {
     Store,
     BindlogError,
+    StoreClosedError,
+    Snapshot,
     ANY_GENERATION,
     parseSessionsJson,
     version: native.version(),

@@ -20,8 +20,9 @@ how many C files compile at once (default: the number of CPUs, at most 8).
 
 The library is not a Python extension module (no Python.h, no libpython),
 but it is declared as an ``Extension`` so that setuptools and wheel treat
-the package as platform-specific: ``pip wheel`` makes a
-``cp3XY-cp3XY-linux_<arch>`` wheel holding exactly one ``libbindlog.so``.
+the package as platform-specific; the wheel is tagged ``py3-none-<platform>``
+(one wheel for every CPython 3), holds exactly one ``libbindlog.so`` and the
+``bindlog`` CLI (tools/, in ``bindlog/bin/``), both without debug sections.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -47,6 +48,9 @@ LIB_EXT = "bindlog.libbindlog"  # -> bindlog/libbindlog.so
 #: an etcd:// open is BINDLOG_ENOTSUP without it; src/core/module.h)
 LAYERS = ("core", "lmdb", "maint")
 SDIST_CSRC = "csrc"
+#: the `bindlog` CLI (tools/, a client of include/bindlog.h only), built
+#: into bindlog/bin/bindlog against the package's libbindlog.so
+CLI_DIR = "tools"
 
 
 def c_tree() -> Optional[str]:
@@ -69,6 +73,26 @@ def c_files(root: str) -> List[str]:
                 os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "src", layer, pattern))
             )
     return out
+
+
+def cli_files(root: str) -> List[str]:
+    """The CLI's files (tools/*.c, tools/*.h), relative to root; none when
+    the tree has no tools/ (the package then ships without the CLI)."""
+    return sorted(
+        os.path.relpath(p, root)
+        for pattern in ("*.c", "*.h")
+        for p in glob.glob(os.path.join(root, CLI_DIR, pattern))
+    )
+
+
+def strip_debug(path: str) -> None:
+    """Drop the debug sections of a built file (BINDLOG_KEEP_DEBUG=1 keeps
+    them): the wheel ships the library and the CLI without their DWARF."""
+    if os.environ.get("BINDLOG_KEEP_DEBUG") == "1":
+        return
+    exe = shutil.which("strip")
+    if exe is not None:
+        subprocess.run([exe, "--strip-debug", path], check=True)
 
 
 def pkg_config(modules: Tuple[str, ...]) -> Tuple[List[str], List[str], List[str], List[str]]:
@@ -155,6 +179,27 @@ class BuildLibrary(build_ext):
             extra_postargs=["-Wl,--no-undefined", "-Wl,-z,nodelete", "-Wl,-soname,libbindlog.so"],
             target_lang="c",
         )
+        strip_debug(output)
+        self.build_cli(root, output, macros[1:], objdir)
+
+    def build_cli(self, root: str, library: str, macros: List[Tuple[str, Optional[str]]], objdir: str) -> None:
+        """bindlog/bin/bindlog: the CLI, linked with the library beside it
+        (run path $ORIGIN/..).  `bindlog` on PATH and `python -m bindlog`
+        run it (bindlog/__main__.py)."""
+        sources = [os.path.join(root, p) for p in cli_files(root) if p.endswith(".c")]
+        if not sources:
+            return
+        cc = self.compiler
+        objects = cc.compile(sources, output_dir=objdir, macros=macros,
+                             include_dirs=[os.path.join(root, "include")],
+                             extra_postargs=["-std=c11", "-Wall", "-Wextra"])
+        bindir = os.path.join(os.path.dirname(library), "bin")
+        os.makedirs(bindir, exist_ok=True)
+        cc.link_executable(objects, "bindlog", output_dir=bindir, libraries=["bindlog"],
+                           library_dirs=[os.path.dirname(library)],
+                           extra_postargs=["-Wl,-rpath,$ORIGIN/..", "-Wl,--as-needed"],
+                           target_lang="c")
+        strip_debug(os.path.join(bindir, "bindlog"))
 
 
 class SdistWithSources(sdist):
@@ -165,7 +210,7 @@ class SdistWithSources(sdist):
         root = c_tree()
         if root is None:
             sys.exit("bindlog: cannot make an sdist: the C sources are not there")
-        for rel in c_files(root):
+        for rel in c_files(root) + cli_files(root):
             dest = os.path.join(base_dir, SDIST_CSRC, rel)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             shutil.copy2(os.path.join(root, rel), dest)
@@ -210,12 +255,32 @@ def check_wheel_support() -> None:
 
 check_wheel_support()
 
+
+def wheel_command() -> Dict[str, Any]:
+    """bdist_wheel tagged py3-none-<platform>: the library links no
+    libpython (it is loaded with ctypes), so one wheel serves every CPython
+    3 of the platform."""
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel  # setuptools >= 70.1
+    except ImportError:
+        try:
+            from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
+        except ImportError:
+            return {}
+
+    class PlatformWheel(bdist_wheel):  # type: ignore[misc,valid-type]
+        def get_tag(self) -> Tuple[str, str, str]:
+            return ("py3", "none", super().get_tag()[2])
+
+    return {"bdist_wheel": PlatformWheel}
+
+
 setup(
     packages=["bindlog"],
     # libbindlog.so is not package data: build_ext puts the one copy there
     package_data={"bindlog": ["py.typed"]},
     include_package_data=False,
     ext_modules=[Extension(LIB_EXT, sources=[])],
-    cmdclass={"build_ext": BuildLibrary, "sdist": SdistWithSources},
+    cmdclass={"build_ext": BuildLibrary, "sdist": SdistWithSources, **wheel_command()},
     options=out_of_tree_options(),
 )

@@ -5,6 +5,8 @@
 //
 //   node scripts/sources.js sources   the addon's src/*.c, then the library's
 //   node scripts/sources.js include   the include directories
+//   node scripts/sources.js cli       the CLI's tools/*.c, then the library's
+//                                     (the `bindlog` executable, bin/bindlog.js)
 //
 // The library is looked for first in deps/bindlog (the copy `npm pack` puts
 // in the tarball), then in the repository around this package (../..).
@@ -42,11 +44,13 @@ function main(what) {
     const root = libraryRoot();
     if (what === 'sources')
         return [cFiles('src'), ...LAYERS.map((l) => cFiles(`${root}/src/${l}`))].flat();
+    if (what === 'cli')
+        return [cFiles(`${root}/tools`), ...LAYERS.map((l) => cFiles(`${root}/src/${l}`))].flat();
     if (what === 'include')
         return [`${root}/include`, `${root}/src`];
     if (what === 'root')
         return [root];
-    process.stderr.write('usage: node scripts/sources.js sources|include|root\n');
+    process.stderr.write('usage: node scripts/sources.js sources|include|cli|root\n');
     process.exit(2);
 }
 

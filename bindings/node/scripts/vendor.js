@@ -36,9 +36,10 @@ function vendorInto(dest) {
     fs.mkdirSync(path.join(dest, 'include'), { recursive: true });
     fs.copyFileSync(path.join(repo, 'include', 'bindlog.h'), path.join(dest, 'include', 'bindlog.h'));
     let n = 1;
-    for (const layer of LAYERS) {
-        const from = path.join(repo, 'src', layer);
-        const to = path.join(dest, 'src', layer);
+    // the library's layers, and the CLI's tools/ (the `bindlog` executable)
+    for (const dir of [...LAYERS.map((l) => path.join('src', l)), 'tools']) {
+        const from = path.join(repo, dir);
+        const to = path.join(dest, dir);
         fs.mkdirSync(to, { recursive: true });
         for (const f of fs.readdirSync(from).sort()) {
             if (!/\.[ch]$/.test(f))

@@ -39,15 +39,16 @@ napi_value bn_error_value(napi_env env, int rc, const char *message, long index)
 {
     bn_module *m = bn_module_get(env);
     napi_value ctor = NULL, err = NULL, argv[3];
+    int closed = rc == BN_ECLOSED;
+    napi_ref ref = m == NULL ? NULL : closed ? m->closed_ctor : m->error_ctor;
     if (message == NULL || message[0] == '\0')
-        message = bindlog_strerror(rc);
+        message = closed ? "the store is closed" : bindlog_strerror(rc);
     if (napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &argv[0]) != napi_ok ||
-        napi_create_string_utf8(env, bindlog_code_name(rc), NAPI_AUTO_LENGTH, &argv[1]) !=
-            napi_ok ||
+        napi_create_string_utf8(env, closed ? "BINDLOG_ECLOSED" : bindlog_code_name(rc),
+                                NAPI_AUTO_LENGTH, &argv[1]) != napi_ok ||
         napi_create_int32(env, rc, &argv[2]) != napi_ok)
         return NULL;
-    if (m != NULL && m->error_ctor != NULL &&
-        napi_get_reference_value(env, m->error_ctor, &ctor) == napi_ok && ctor != NULL) {
+    if (ref != NULL && napi_get_reference_value(env, ref, &ctor) == napi_ok && ctor != NULL) {
         if (napi_new_instance(env, ctor, 3, argv, &err) != napi_ok)
             return NULL;
     } else {
@@ -176,9 +177,13 @@ const char *bn_event_js_name(int type)
     }
 }
 
+/* A write's Result: a plain object (outcome, lsn, generation, sessionId)
+ * with isCurrent (index.js) as a non-enumerable method, so that results
+ * still compare deep-equal to plain objects. */
 napi_value bn_result_value(napi_env env, const bindlog_result *r)
 {
-    napi_value o;
+    bn_module *m = bn_module_get(env);
+    napi_value o, fn = NULL;
     if (napi_create_object(env, &o) != napi_ok)
         return NULL;
     if (bn_set(env, o, "outcome", bn_str(env, bn_outcome_name(r->outcome))) ||
@@ -186,6 +191,12 @@ napi_value bn_result_value(napi_env env, const bindlog_result *r)
         bn_set(env, o, "generation", bn_u64(env, r->generation)) ||
         bn_set(env, o, "sessionId", bn_str(env, r->session_id)))
         return NULL;
+    if (m != NULL && m->is_current != NULL &&
+        napi_get_reference_value(env, m->is_current, &fn) == napi_ok && fn != NULL) {
+        napi_property_descriptor d = {"isCurrent", NULL, NULL, NULL, NULL, fn, napi_default, NULL};
+        if (napi_define_properties(env, o, 1, &d) != napi_ok)
+            return NULL;
+    }
     return o;
 }
 
@@ -439,21 +450,30 @@ static void module_free(napi_env env, void *data, void *hint)
 /* init(BindlogError): the class every error is made from. */
 static napi_value js_init(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
-    napi_value argv[1];
-    napi_valuetype t;
+    size_t argc = 3;
+    napi_value argv[3];
+    napi_valuetype t, t2, t3;
     bn_module *m = bn_module_get(env);
     if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || m == NULL) {
         bn_throw_napi(env, "init");
         return NULL;
     }
-    if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_function) {
-        bn_throw_type(env, "init: the BindlogError class is required");
+    if (argc < 2 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_function ||
+        napi_typeof(env, argv[1], &t2) != napi_ok || t2 != napi_function || argc < 3 ||
+        napi_typeof(env, argv[2], &t3) != napi_ok || t3 != napi_function) {
+        bn_throw_type(env, "init: the BindlogError and StoreClosedError classes and isCurrent are required");
         return NULL;
     }
     if (m->error_ctor != NULL)
         napi_delete_reference(env, m->error_ctor);
-    if (napi_create_reference(env, argv[0], 1, &m->error_ctor) != napi_ok)
+    if (m->closed_ctor != NULL)
+        napi_delete_reference(env, m->closed_ctor);
+    if (m->is_current != NULL)
+        napi_delete_reference(env, m->is_current);
+    m->error_ctor = m->closed_ctor = m->is_current = NULL;
+    if (napi_create_reference(env, argv[0], 1, &m->error_ctor) != napi_ok ||
+        napi_create_reference(env, argv[1], 1, &m->closed_ctor) != napi_ok ||
+        napi_create_reference(env, argv[2], 1, &m->is_current) != napi_ok)
         bn_throw_napi(env, "napi_create_reference");
     return NULL;
 }

@@ -49,6 +49,8 @@ typedef struct bn_iter bn_iter;
 /* Per-environment data (napi_set_instance_data). */
 typedef struct bn_module {
     napi_ref error_ctor; /* BindlogError, given by index.js through init() */
+    napi_ref closed_ctor; /* StoreClosedError (BN_ECLOSED), given with it */
+    napi_ref is_current; /* isCurrent, every Result's non-enumerable method, given with it */
     napi_ref iter_ctor;  /* NativeIter */
 } bn_module;
 
@@ -85,6 +87,11 @@ typedef struct bn_store {
 
 /* Make a BindlogError (code name, errno, message); `index` >= 0 adds the
  * failing event's index of a batch.  NULL if even that failed. */
+/* The addon's own code for a call on a closed store: thrown as a
+ * StoreClosedError, code 'BINDLOG_ECLOSED' (Python: bindlog.StoreClosed).
+ * Not a library code: the library never sees a closed handle. */
+#define BN_ECLOSED (-1000)
+
 napi_value bn_error_value(napi_env env, int rc, const char *message, long index);
 /* Throw a BindlogError for rc with `message` ("" = bindlog_strerror(rc)). */
 void bn_throw(napi_env env, int rc, const char *message);

@@ -124,7 +124,7 @@ static bn_store *open_this(napi_env env, napi_callback_info info, size_t *argc, 
     if (st != NULL && st->db == NULL) {
         char msg[96];
         snprintf(msg, sizeof msg, "%s: the store is closed", call);
-        bn_throw(env, BINDLOG_EINVAL, msg);
+        bn_throw(env, BN_ECLOSED, msg);
         return NULL;
     }
     return st;
@@ -492,7 +492,7 @@ static napi_value iter_next(napi_env env, napi_callback_info info)
     if (it == NULL)
         return NULL;
     if (it->store_closed) {
-        bn_throw(env, BINDLOG_EINVAL, "iterator: the store was closed");
+        bn_throw(env, BN_ECLOSED, "iterator: the store was closed");
         return NULL;
     }
     if (it->it == NULL) {

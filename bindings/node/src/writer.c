@@ -484,7 +484,7 @@ static napi_value finish(napi_env env, napi_callback_info info, bn_store *st, bn
     } else if (st->db == NULL) {
         char msg[96];
         snprintf(msg, sizeof msg, "%s: the store is closed", a->call);
-        out = refuse(env, sync, BINDLOG_EINVAL, msg, -1);
+        out = refuse(env, sync, BN_ECLOSED, msg, -1);
     } else if (a->status == BN_ARG_BAD) {
         out = refuse(env, sync, BINDLOG_EINVAL, a->bad, a->bad_index);
     } else if (job == NULL) {

@@ -119,7 +119,7 @@ test('close() with writes pending: every accepted write completes and resolves',
     let store = Store.open(dir, { durability: 'full', writerThreads: 4 });
     const ps = Array.from({ length: 100 }, (_, i) => store.bind(`k${i}`, `s${i}`));
     store.close();
-    const late = assert.rejects(store.bind('late', 'x'), (e) => e.code === 'BINDLOG_EINVAL');
+    const late = assert.rejects(store.bind('late', 'x'), (e) => e instanceof bindlog.StoreClosedError && e.code === 'BINDLOG_ECLOSED');
     const rs = await Promise.all(ps);
     assert.ok(rs.every((r) => r.outcome === 'applied'));
     await late;

@@ -178,10 +178,10 @@ test('a closed store rejects writes and throws on reads; close is idempotent', a
     store.close();
     store.close();
     assert.equal(store.closed, true);
-    await rejectsWith(store.bind('k', 'B'), 'BINDLOG_EINVAL', /closed/);
-    await rejectsWith(store.split('k', 'A', 'B', 1), 'BINDLOG_EINVAL', /closed/);
+    await rejectsWith(store.bind('k', 'B'), 'BINDLOG_ECLOSED', /closed/);
+    await rejectsWith(store.split('k', 'A', 'B', 1), 'BINDLOG_ECLOSED', /closed/);
     assert.throws(() => store.split(1, 'A', 'B', 1), TypeError, 'types are still checked first');
-    assert.throws(() => store.get('k'), (e) => e.code === 'BINDLOG_EINVAL' && /closed/.test(e.message));
+    assert.throws(() => store.get('k'), (e) => e instanceof bindlog.StoreClosedError && e.code === 'BINDLOG_ECLOSED' && /closed/.test(e.message));
     assert.throws(() => store.stats(), BindlogError);
     assert.throws(() => store.follow(), BindlogError);
     assert.throws(() => it.next(), (e) => e instanceof BindlogError && /closed/.test(e.message),

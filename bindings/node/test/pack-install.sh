@@ -8,7 +8,10 @@
 #      addon compiles from the tarball against Node's installed headers;
 #   3. a seed scenario (SPEC section 2, stories 1 and 2) with require(), and
 #      examples/gateway.mjs with `import ... from 'bindlog'`, against the
-#      installed package.
+#      installed package;
+#   4. the CLI in the package: `npx bindlog --version` names the package's
+#      version, `npx bindlog --help` runs, `npx bindlog check` passes on the
+#      store the seed scenario wrote.
 #
 # Run by ctest (node_pack_install) and by .ci/run, whose log keeps the
 # transcript.  Needs node, npm, a C compiler, make, python3, liblmdb-dev,
@@ -40,7 +43,8 @@ grep -c '^package/deps/bindlog/src/' "$work/contents" | sed 's/^/  /'
 for need in package/package.json package/binding.gyp package/index.js package/index.mjs \
     package/index.d.ts package/src/addon.c package/scripts/build.js package/scripts/sources.js \
     package/deps/bindlog/include/bindlog.h package/deps/bindlog/src/core/api.c \
-    package/deps/bindlog/src/lmdb/store.c package/deps/bindlog/src/maint/replay.c; do
+    package/deps/bindlog/src/lmdb/store.c package/deps/bindlog/src/maint/replay.c \
+    package/bin/bindlog.js package/deps/bindlog/tools/bindlog.c; do
     grep -qx "$need" "$work/contents" || { echo "FAIL: $need is not in the tarball"; exit 1; }
 done
 if grep -E '^package/(test|bench|build|node_modules)/|^package/deps/bindlog/src/etcd/' "$work/contents"; then
@@ -91,5 +95,16 @@ JS
 step "examples/gateway.mjs with import { Store } from 'bindlog'"
 cp "$repo/examples/gateway.mjs" .
 node gateway.mjs
+
+step "npx bindlog: the CLI in the package"
+want=$(node -p "require('bindlog/package.json').version")
+got=$(npx --offline bindlog --version)
+echo "$got"
+case "$got" in
+    "bindlog $want "*) ;;
+    *) echo "FAIL: npx bindlog --version says '$got', the package is $want"; exit 1 ;;
+esac
+npx --offline bindlog --help | head -3
+npx --offline bindlog -d ./store check
 
 step "pack-install: the tarball installed offline and ran"

@@ -123,10 +123,11 @@ test('*Sync writes on a read-only or closed store throw', async (t) => {
     ro.close();
     w.close();
     assert.throws(() => w.splitSync('k', 'A', 'B', 1),
-        (e) => e instanceof BindlogError && e.code === 'BINDLOG_EINVAL' &&
+        (e) => e instanceof bindlog.StoreClosedError && e instanceof BindlogError &&
+            e.code === 'BINDLOG_ECLOSED' && e.errno === undefined &&
             e.message === 'splitSync: the store is closed');
     // the promise twin still rejects rather than throws
-    await rejectsWith(w.split('k', 'A', 'B', 1), 'BINDLOG_EINVAL', /^split: the store is closed$/);
+    await rejectsWith(w.split('k', 'A', 'B', 1), 'BINDLOG_ECLOSED', /^split: the store is closed$/);
 });
 
 test('a FULL *Sync write is on disk when it returns', async (t) => {

@@ -45,12 +45,15 @@ from .errors import (
     VersionMismatch,
 )
 from .maint import vacuum
+from .snapshot import Snapshot
 from .store import Store, library_version
 from .types import (
     ANY_GENERATION,
     Binding,
     CheckReport,
+    Durability,
     Event,
+    EventCounts,
     EventType,
     ImportEntry,
     ImportOutcome,
@@ -93,6 +96,9 @@ __all__ = [
     "ORIGIN_MAX",
     "Store",
     "AsyncStore",
+    "Snapshot",
+    "Durability",
+    "EventCounts",
     "Outcome",
     "EventType",
     "Event",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from typing import Any, Callable, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Set, Tuple, TypeVar
 
 R = TypeVar("R")
 
@@ -72,13 +72,30 @@ class _Doorbell:
             _settle(fut, result, exc)
 
 
-#: a job settles one future with fn's result, or (submit_each) a list of
-#: futures with the list of (result, exception) that fn returns for them
-_Job = Tuple[_Doorbell, Any, Callable[..., Any], Tuple[Any, ...]]
+class _Job:
+    """A job: settles one future with fn's result, or (submit_each) a
+    list of futures with the list of (result, exception) that fn returns
+    for them.  `done` is set by the thread that ran it."""
+
+    __slots__ = ("bell", "fut", "fn", "args", "done")
+
+    def __init__(self, bell: _Doorbell, fut: Any, fn: Callable[..., Any], args: Tuple[Any, ...]) -> None:
+        self.bell = bell
+        self.fut = fut
+        self.fn = fn
+        self.args = args
+        self.done = False
 
 
 class WriterPool:
-    """Up to `size` threads running blocking calls for asyncio tasks."""
+    """Up to `size` threads running blocking calls for asyncio tasks.
+
+    No count that the loop's thread changes: a KeyboardInterrupt there
+    (the only thread a signal handler interrupts) could leave one wrong and
+    drain() waiting forever.  Jobs are tracked in a set instead, each
+    marked done by the thread that ran it; a job the interrupt kept out of
+    the set is not waited for by drain(), and Store.close() still waits
+    for its call (Store._token)."""
 
     def __init__(self, size: int, name: str) -> None:
         self.size = size
@@ -86,8 +103,7 @@ class WriterPool:
         self._q: "queue.SimpleQueue[Optional[_Job]]" = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: List[threading.Thread] = []
-        self._busy = 0  # jobs queued or running
-        self._drained: List[Tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]] = []
+        self._jobs: "Set[_Job]" = set()  # queued or running (or done, not yet dropped)
         self._stopped = False
         self._bell: Optional[_Doorbell] = None
 
@@ -111,40 +127,39 @@ class WriterPool:
         bell = self._bell
         if bell is None or bell.loop is not loop:
             bell = self._bell = _Doorbell(loop)
+        job = _Job(bell, fut, fn, args)
         with self._lock:
             if self._stopped:
                 raise RuntimeError("the writer pool is shut down")
-            self._busy += 1
-            if self._busy > len(self._threads) and len(self._threads) < self.size:
+            # a thread first, then the job: a job is never queued with no
+            # thread to run it, whatever interrupts this block
+            if len(self._jobs) >= len(self._threads) and len(self._threads) < self.size:
                 t = threading.Thread(
                     target=self._run, name=f"{self.name}-{len(self._threads)}", daemon=True
                 )
                 self._threads.append(t)
                 t.start()
-        self._q.put((bell, fut, fn, args))
+            self._q.put(job)
+            self._jobs.add(job)
 
     def _run(self) -> None:
         while True:
             job = self._q.get()
             if job is None:
                 return
-            bell, fut, fn, args = job
+            fut = job.fut
             if isinstance(fut, list):
-                self._run_each(bell, fut, fn, args)
+                self._run_each(job.bell, fut, job.fn, job.args)
             elif not fut.cancelled():
                 try:
-                    result, exc = fn(*args), None
+                    result, exc = job.fn(*job.args), None
                 except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
                     result, exc = None, e
-                bell.ring(fut, result, exc)
+                job.bell.ring(fut, result, exc)
                 del result, exc
+            job.done = True
             with self._lock:
-                self._busy -= 1
-                drained = self._drained if self._busy == 0 else []
-                if drained:
-                    self._drained = []
-            for lp, f in drained:
-                _post(lp, _wake, f)
+                self._jobs.discard(job)
 
     @staticmethod
     def _run_each(bell: _Doorbell, futs: "List[asyncio.Future[Any]]", fn: Callable[..., Any],
@@ -159,16 +174,17 @@ class WriterPool:
         bell.ring_all([(futs[i], r, e) for i, (r, e) in zip(live, outs)])
 
     async def drain(self) -> None:
-        """Wait (without blocking the loop) until no job is queued or running,
-        and until the tasks awaiting their results have had them."""
+        """Wait (without blocking the loop) until every job submitted so far
+        has run, and until the tasks awaiting their results have had them."""
         loop = asyncio.get_running_loop()
-        fut: "Optional[asyncio.Future[None]]" = None
-        with self._lock:
-            if self._busy != 0:
-                fut = loop.create_future()
-                self._drained.append((loop, fut))
-        if fut is not None:
-            await fut
+        delay = 0.0005
+        while True:
+            with self._lock:
+                busy = any(not j.done for j in self._jobs)
+            if not busy:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.01)
         # Jobs that finished before this call (fast writes) may have left
         # their results at the doorbell, its settling not yet run by the
         # loop: settle them here, then yield once so that their tasks run.

@@ -32,6 +32,7 @@ import functools
 import threading
 from typing import (
     Any,
+    Literal,
     Dict,
     AsyncIterator,
     BinaryIO,
@@ -50,6 +51,7 @@ from . import _args, _ffi, _fork
 from ._pool import WriterPool
 from ._args import Clock, PathLike, Progress
 from .errors import InvalidArgument, StoreClosed, quote
+from .snapshot import Snapshot
 from .store import WAIT_SLICE_MS, Store
 from .types import (
     ANY_GENERATION,
@@ -64,6 +66,7 @@ from .types import (
     ReplayResult,
     Result,
     Session,
+    Durability,
     Stats,
     Text,
 )
@@ -202,7 +205,7 @@ class AsyncStore:
     """A bindlog store for asyncio: :class:`Store`'s methods and keywords,
     with the writes as coroutines that never block the event loop.
 
-    ``AsyncStore(path, durability="full", read_only=False, *, map_size=0,
+    ``AsyncStore(path, *, durability="full", read_only=False, map_size=0,
     max_readers=0, clock=None, writers=16)`` opens the store at once, as
     :class:`Store` does (``await AsyncStore.open(...)`` opens it in a thread
     instead); use it with ``async with`` or ``await store.close()``.
@@ -232,9 +235,9 @@ class AsyncStore:
     def __init__(
         self,
         path: PathLike,
-        durability: str = "full",
-        read_only: bool = False,
         *,
+        durability: Durability = "full",
+        read_only: bool = False,
         map_size: int = 0,
         max_readers: int = 0,
         clock: Optional[Clock] = None,
@@ -248,7 +251,8 @@ class AsyncStore:
                 "open", _args.fspath(path)
             )
         self._store = Store(
-            path, durability, read_only, map_size=map_size, max_readers=max_readers, clock=clock
+            path, durability=durability, read_only=read_only, map_size=map_size,
+            max_readers=max_readers, clock=clock
         )
         self._writers = writers
         self._pool = WriterPool(writers, "bindlog-writer")
@@ -263,9 +267,9 @@ class AsyncStore:
     async def open(
         cls,
         path: PathLike,
-        durability: str = "full",
-        read_only: bool = False,
         *,
+        durability: Durability = "full",
+        read_only: bool = False,
         map_size: int = 0,
         max_readers: int = 0,
         clock: Optional[Clock] = None,
@@ -276,8 +280,8 @@ class AsyncStore:
         make = functools.partial(
             cls,
             path,
-            durability,
-            read_only,
+            durability=durability,
+            read_only=read_only,
             map_size=map_size,
             max_readers=max_readers,
             clock=clock,
@@ -301,7 +305,8 @@ class AsyncStore:
         return self.store.path
 
     @property
-    def durability(self) -> str:
+    def durability(self) -> Durability:
+        """The durability this handle was opened with."""
         return self.store.durability
 
     @property
@@ -438,7 +443,24 @@ class AsyncStore:
         reason: Optional[Text] = None,
         origin: Optional[Origin] = None,
     ) -> Result:
-        """BIND, on a writer thread (see :meth:`Store.bind`)."""
+        """BIND: route `key` to `session_id` (first contact, ``/resume``, repair).
+
+        ALREADY if the key is already bound to `session_id`; MOVED if
+        `expect` is given and differs from the current binding (``""`` means
+        "only if the key is unbound").  Otherwise creates `session_id` as a
+        root session (or re-opens it; its origin is replaced only when
+        `origin` is given), ends the previous session with `reason` (default
+        ``"switch"``) and bumps the generation.
+
+        Raises:
+            Conflict: `session_id` is the live binding of another key.
+
+        A coroutine: the arguments are checked on the loop (a bad one raises
+        TypeError / InvalidArgument before anything is queued); the write
+        goes with the other writes of this turn of the loop to a writer
+        thread and shares the library's group commits.  Cancelling the
+        awaiting task after the write started does not undo it (a retry
+        returns ALREADY).  StoreClosed after :meth:`close`."""
         store = self._check()
         return await self._queue_write(store._prep_bind(key, session_id, expect, reason, origin))
 
@@ -449,7 +471,20 @@ class AsyncStore:
         reason: Optional[Text] = None,
         origin: Optional[Origin] = None,
     ) -> Result:
-        """NEW_SESSION, on a writer thread (see :meth:`Store.new_session`)."""
+        """NEW_SESSION: ``/new``, ``/reset``.  Creates `session_id` with the
+        current binding as its parent, ends the previous session with
+        `reason` (default ``"new_session"``), binds, bumps the generation.
+        ALREADY if the key is already bound to `session_id`.
+
+        Raises:
+            Exists: `session_id` already exists.
+
+        A coroutine: the arguments are checked on the loop (a bad one raises
+        TypeError / InvalidArgument before anything is queued); the write
+        goes with the other writes of this turn of the loop to a writer
+        thread and shares the library's group commits.  Cancelling the
+        awaiting task after the write started does not undo it (a retry
+        returns ALREADY).  StoreClosed after :meth:`close`."""
         store = self._check()
         return await self._queue_write(store._prep_new_session(key, session_id, reason, origin))
 
@@ -461,85 +496,171 @@ class AsyncStore:
         run_generation: int = ANY_GENERATION,
         origin: Optional[Origin] = None,
     ) -> Result:
-        """SPLIT, on a writer thread (see :meth:`Store.split`)."""
+        """SPLIT: publish a compression split ``parent_id -> child_id``, a
+        compare-and-swap.  In order: NotFound if the key is unbound; ALREADY
+        if it is bound to `child_id` (the split is in -- but check
+        ``result.is_current(run_generation)``: after a ``/stop`` the
+        generation is higher and the run must stop); STALE if
+        `run_generation` is not :data:`ANY_GENERATION` and differs from the
+        key's generation; MOVED if the key is not bound to `parent_id`.
+        Otherwise creates `child_id` (origin = `origin`, or a copy of the
+        parent's when None), ends the parent with ``"compression"`` and binds
+        the child; the generation is unchanged.
+
+        Raises:
+            NotFound: the key is unbound.
+            Exists: `child_id` already exists.
+            InvalidArgument: `parent_id` == `child_id`, or a bad value.
+
+        A coroutine: the arguments are checked on the loop (a bad one raises
+        TypeError / InvalidArgument before anything is queued); the write
+        goes with the other writes of this turn of the loop to a writer
+        thread and shares the library's group commits.  Cancelling the
+        awaiting task after the write started does not undo it (a retry
+        returns ALREADY).  StoreClosed after :meth:`close`."""
         store = self._check()
         return await self._queue_write(store._prep_split(key, parent_id, child_id, run_generation, origin))
 
     async def invalidate(self, key: Text, reason: Optional[Text] = None) -> Result:
-        """INVALIDATE, on a writer thread (see :meth:`Store.invalidate`)."""
+        """INVALIDATE: ``/stop``.  Bumps the key's generation without moving
+        it, so runs started before become STALE (and their retried splits
+        ALREADY but not :meth:`~bindlog.Result.is_current`).
+
+        Raises:
+            NotFound: the key is unbound.
+
+        A coroutine: the arguments are checked on the loop (a bad one raises
+        TypeError / InvalidArgument before anything is queued); the write
+        goes with the other writes of this turn of the loop to a writer
+        thread and shares the library's group commits.  Cancelling the
+        awaiting task after the write started does not undo it (a retry
+        returns ALREADY).  StoreClosed after :meth:`close`."""
         store = self._check()
         return await self._queue_write(store._prep_key_event("invalidate", key, reason))
 
     async def unbind(self, key: Text, reason: Optional[Text] = None) -> Result:
-        """UNBIND, on a writer thread (see :meth:`Store.unbind`)."""
+        """UNBIND: idle expiry.  Ends the bound session with `reason`
+        (default ``"unbind"``), leaves a tombstone, bumps the generation.
+        ALREADY on a tombstone.
+
+        Raises:
+            NotFound: the key was never bound.
+
+        A coroutine: the arguments are checked on the loop (a bad one raises
+        TypeError / InvalidArgument before anything is queued); the write
+        goes with the other writes of this turn of the loop to a writer
+        thread and shares the library's group commits.  Cancelling the
+        awaiting task after the write started does not undo it (a retry
+        returns ALREADY).  StoreClosed after :meth:`close`."""
         store = self._check()
         return await self._queue_write(store._prep_key_event("unbind", key, reason))
 
     async def apply_batch(self, events: Sequence[Event]) -> List[Result]:
-        """A batch in one transaction, on a writer thread (see
-        :meth:`Store.apply_batch`)."""
+        """Apply `events` in order in one write transaction, each seeing the
+        ones before it.  STALE, MOVED and ALREADY do not abort the batch; an
+        error in any event writes nothing and raises that error with
+        ``exc.index`` set to the failing event's index.
+
+        A coroutine: the events are checked on the loop, then the batch runs
+        on a writer thread (alone: it is never merged with other writes).
+        StoreClosed after :meth:`close`."""
         store = self._check()
         return await self._submit(store._batch, store._prep_batch(events))
 
     # ---- reads: synchronous ----
 
     def get(self, key: Text) -> Optional[Binding]:
-        """See :meth:`Store.get`."""
+        """The binding of `key`, or None when it routes nowhere (never bound,
+        or unbound).  Synchronous: a read takes microseconds and never waits
+        for a flush."""
         return self.store.get(key)
 
     def generation(self, key: Text) -> int:
-        """See :meth:`Store.generation`."""
+        """The key's current generation, bound or not (0 if never seen).
+        Synchronous."""
         return self.store.generation(key)
 
+    def __getitem__(self, key: Text) -> Binding:
+        """``store[key]``: the key's binding; KeyError when it routes nowhere."""
+        return self._check()[key]
+
+    def __len__(self) -> int:
+        """``len(store)``: the number of keys bound to a session."""
+        return len(self._check())
+
+    def __bool__(self) -> bool:
+        """An AsyncStore is true, even when empty."""
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        """``for key in store``: the bound keys, in key byte order."""
+        return iter(self._check())
+
     def __contains__(self, key: object) -> bool:
+        """``key in store``: the key is bound to a session."""
         return key in self.store
 
+    def snapshot(self) -> Snapshot:
+        """Reads as of one head LSN (see :meth:`Store.snapshot`); synchronous."""
+        return self._check().snapshot()
+
     def session(self, session_id: Text) -> Optional[Session]:
-        """See :meth:`Store.session`."""
+        """The session `session_id` with its origin, or None if unknown.
+        Synchronous."""
         return self.store.session(session_id)
 
     def lineage(self, session_id: Text) -> Optional[Lineage]:
-        """See :meth:`Store.lineage`."""
+        """`session_id` with its ancestors (parent first) and direct
+        children, or None if the session is unknown.  Synchronous."""
         return self.store.lineage(session_id)
 
     def ancestors(self, session_id: Text) -> Iterator[Session]:
-        """See :meth:`Store.ancestors`."""
+        """The parent of `session_id`, its parent, ... up to the root (a
+        generator; NotFound at the first ``next()`` for an unknown session)."""
         return self.store.ancestors(session_id)
 
     def children(self, session_id: Text) -> Iterator[Session]:
-        """See :meth:`Store.children`."""
+        """The direct children of `session_id`, in id order (a generator)."""
         return self.store.children(session_id)
 
     def history(self, key: Text) -> Iterator[Record]:
-        """See :meth:`Store.history`."""
+        """Every retained log record that touched `key`, oldest first (a
+        generator over one snapshot: close or exhaust it promptly)."""
         return self.store.history(key)
 
     def log(self, from_lsn: int = 1, to_lsn: Optional[int] = None) -> Iterator[Record]:
-        """See :meth:`Store.log`."""
+        """Log records with ``from_lsn <= lsn <= to_lsn`` (None: to the head),
+        oldest first, from one snapshot taken at the first ``next()`` (a
+        generator: close or exhaust it promptly).  Compacted records are not
+        there."""
         return self.store.log(from_lsn, to_lsn)
 
     def bindings(self) -> Iterator[Binding]:
-        """See :meth:`Store.bindings`."""
+        """Every binding, tombstones included (``binding.bound`` is False), in
+        key byte order (a generator over one snapshot)."""
         return self.store.bindings()
 
     def sessions(self) -> Iterator[Session]:
-        """See :meth:`Store.sessions`."""
+        """Every session, in id byte order (a generator over one snapshot)."""
         return self.store.sessions()
 
     def stats(self) -> Stats:
-        """See :meth:`Store.stats`."""
+        """Statistics from one snapshot (see :class:`~bindlog.Stats`: counts,
+        the map, the write-ahead log's checkpoint_lsn, log_size, log_used)."""
         return self.store.stats()
 
     def digest(self) -> str:
-        """See :meth:`Store.digest`."""
+        """The state digest, 32 lower-case hex digits: two stores with the
+        same digest hold the same bindings and sessions."""
         return self.store.digest()
 
     def digest_at(self) -> Tuple[str, int]:
-        """See :meth:`Store.digest_at`."""
+        """The state digest and the head LSN of its snapshot."""
         return self.store.digest_at()
 
     def lsn_at_time(self, time_ms: int) -> int:
-        """See :meth:`Store.lsn_at_time`."""
+        """The smallest LSN whose record's time is >= `time_ms` (head + 1 if
+        none)."""
         return self.store.lsn_at_time(time_ms)
 
     # ---- the change feed ----
@@ -579,7 +700,8 @@ class AsyncStore:
         except asyncio.TimeoutError:
             return store._wait_slice(after, 0)
 
-    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None) -> AsyncIterator[Record]:
+    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None,
+               until: Union[None, int, Literal["head"]] = None) -> AsyncIterator[Record]:
         """The change feed as an async iterator (see :meth:`Store.follow`)::
 
             async for rec in store.follow(from_lsn=store.stats().head_lsn + 1):
@@ -588,23 +710,30 @@ class AsyncStore:
         Records are read on the loop's thread, 64 per snapshot; the waits in
         between are :meth:`wait`'s, so cancelling the consuming task stops
         it at once.  Ends after `timeout` seconds without a new record (None:
-        never); raises StoreClosed when the store closes, NotFound if
-        records it has not yielded yet were compacted away."""
+        never), or at `until`: ``"head"`` (the head when follow() is called)
+        or an LSN, the last one yielded.  Raises StoreClosed when the store
+        closes, NotFound if records it has not yielded yet were compacted
+        away."""
         try:
             lsn = max(_args.u64(from_lsn, "from_lsn"), 1)
             limit = _args.seconds(timeout, "timeout")
         except InvalidArgument as exc:
             raise exc._in_call("follow") from None
-        self._check()
-        return self._follow(lsn, limit)
+        stop = self._check()._until(until)
+        return self._follow(lsn, limit, stop)
 
-    async def _follow(self, next_lsn: int, limit: Optional[float]) -> AsyncIterator[Record]:
+    async def _follow(self, next_lsn: int, limit: Optional[float],
+                      stop: Optional[int] = None) -> AsyncIterator[Record]:
         head = 0
         while True:
+            if stop is not None and next_lsn > stop:
+                return
             store = self._check()
             recs = store._read_after(next_lsn, ASYNC_FOLLOW_BATCH)
             if recs:
                 for rec in recs:
+                    if stop is not None and rec.lsn > stop:
+                        return
                     next_lsn = rec.lsn + 1
                     yield rec
                 continue

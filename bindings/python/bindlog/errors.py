@@ -11,6 +11,7 @@ The outcomes ALREADY, STALE and MOVED are *not* errors: they come back as
 """
 from __future__ import annotations
 
+import errno as _errno
 from typing import Any, Dict, Optional, Tuple, Type
 
 from . import _ffi
@@ -105,12 +106,34 @@ class VersionMismatch(BindlogError):
     """BINDLOG_EVERSION: written by a newer, unsupported format."""
 
 
-class BindlogIOError(BindlogError):
-    """BINDLOG_EIO: an I/O error; the operation did not happen."""
+class _OSErrorMixin(BindlogError, OSError):
+    """A BindlogError that is also an :class:`OSError` with a POSIX
+    ``errno`` (``strerror`` is the library's message, ``filename`` None),
+    so ``except OSError`` catches a full disk as it does for a file write."""
+
+    posix_errno: int = _errno.EIO
+
+    def __init__(self, code: Optional[int], message: str, index: Optional[int] = None) -> None:
+        BindlogError.__init__(self, code, message, index)
+        self.errno = self.posix_errno
+        self.strerror = message
+
+    def __str__(self) -> str:
+        return BindlogError.__str__(self)
 
 
-class NoSpace(BindlogError):
-    """BINDLOG_ENOSPC: no space left on the device or in the map."""
+class BindlogIOError(_OSErrorMixin):
+    """BINDLOG_EIO: an I/O error; the operation did not happen.  Also an
+    :class:`OSError` with ``errno`` EIO."""
+
+    posix_errno = _errno.EIO
+
+
+class NoSpace(_OSErrorMixin):
+    """BINDLOG_ENOSPC: no space left on the device or in the map.  Also an
+    :class:`OSError` with ``errno`` ENOSPC."""
+
+    posix_errno = _errno.ENOSPC
 
 
 class OutOfMemory(BindlogError):
@@ -129,8 +152,11 @@ class NotAStore(BindlogError):
     """BINDLOG_ENOTSTORE: the directory holds something that is not a store."""
 
 
-class PermissionDenied(BindlogError):
-    """BINDLOG_EACCES: permission denied."""
+class PermissionDenied(_OSErrorMixin, PermissionError):
+    """BINDLOG_EACCES: permission denied.  Also a :class:`PermissionError`
+    (an OSError) with ``errno`` EACCES."""
+
+    posix_errno = _errno.EACCES
 
 
 class Panic(BindlogError):
@@ -145,10 +171,12 @@ class NotSupported(BindlogError):
 
 
 class StoreClosed(BindlogError, ValueError):
-    """The :class:`bindlog.Store` was closed.  ``code`` is ``None``.  Also a
-    :class:`ValueError`, like I/O on a closed file."""
+    """The :class:`bindlog.Store` was closed.  ``code`` is ``None`` (the
+    library never saw the call); ``name`` is ``"BINDLOG_ECLOSED"``, the
+    code Node's StoreClosedError carries.  Also a :class:`ValueError`, like
+    I/O on a closed file."""
 
-    name = "STORE_CLOSED"
+    name = "BINDLOG_ECLOSED"
 
     def __init__(self, message: str = "store is closed") -> None:
         super().__init__(None, message)

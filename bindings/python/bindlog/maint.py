@@ -47,10 +47,10 @@ class Maintenance:
 
     _lib: ctypes.CDLL
 
-    def _enter(self) -> c_void_p:  # provided by Store
+    def _token(self) -> Any:  # provided by Store
         raise NotImplementedError
 
-    def _leave(self) -> None:  # provided by Store
+    def _handle(self) -> c_void_p:  # provided by Store
         raise NotImplementedError
 
     def session(self, session_id: Any) -> Optional[Session]:  # provided by Store
@@ -58,11 +58,8 @@ class Maintenance:
 
     def _maint(self, fn: Callable[..., int], *args: Any, progress: Optional[Progress] = None) -> int:
         cb = _args.Callback(progress)
-        h = self._enter()
-        try:
-            rc = int(fn(h, *args, cb.c, None))
-        finally:
-            self._leave()
+        with self._token():
+            rc = int(fn(self._handle(), *args, cb.c, None))
         cb.reraise()
         return rc
 
@@ -118,11 +115,8 @@ class Maintenance:
         except InvalidArgument as exc:
             raise exc._in_call("lsn_at_time") from None
         out = c_uint64()
-        h = self._enter()
-        try:
-            rc = int(fn(h, t, byref(out)))
-        finally:
-            self._leave()
+        with self._token():
+            rc = int(fn(self._handle(), t, byref(out)))
         if rc < 0:
             raise error_for(rc, "lsn_at_time")
         return out.value

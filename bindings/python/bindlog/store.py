@@ -16,7 +16,9 @@ import os
 import threading
 import time
 from ctypes import byref, c_size_t, c_ubyte, c_uint64, c_void_p
-from typing import Any, Callable, Generator, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar, Union
+
+from typing import Literal
 
 from . import _args, _ffi, _fork
 from ._args import Clock, PathLike
@@ -31,6 +33,7 @@ from .errors import (
     quote,
 )
 from .maint import Maintenance, vacuum
+from .snapshot import Snapshot
 from .types import (
     ANY_GENERATION,
     Binding,
@@ -41,6 +44,8 @@ from .types import (
     Record,
     Result,
     Session,
+    Durability,
+    EventCounts,
     Stats,
     Text,
 )
@@ -68,29 +73,37 @@ def library_version() -> str:
 
 
 class _CIter:
-    """One C iterator, closed exactly once (by its generator or by Store.close)."""
+    """One C iterator, closed exactly once (by its generator or by Store.close).
 
-    __slots__ = ("store", "ptr")
+    The library writes the iterator's pointer straight into ``cptr`` (it is
+    registered in the store's ``_iters`` before it is opened), so no signal
+    can fall between the open and the registration; closers of one iterator
+    go one at a time under ``lock`` (a C lock in a ``with``), and the
+    pointer is cleared before the close call with no call in between."""
 
-    def __init__(self, store: "Store", ptr: Optional[c_void_p]) -> None:
+    __slots__ = ("store", "cptr", "lock")
+
+    def __init__(self, store: "Store") -> None:
         self.store = store
-        self.ptr = ptr
+        self.cptr = c_void_p()
+        self.lock = threading.Lock()
+
+    @property
+    def ptr(self) -> Optional[int]:
+        return self.cptr.value
 
     def close(self) -> None:
         store = self.store
         if store._epoch != _fork.epoch:
-            self.ptr = None  # the parent's snapshot: never touched in a child
+            self.cptr.value = None  # the parent's snapshot: never touched in a child
             return
-        with store._cv:
-            ptr, self.ptr = self.ptr, None
-            store._iters.discard(self)
-            if not ptr:
-                return
-            store._active += 1  # Store.close must wait for this iter_close
-        try:
-            store._lib.bindlog_iter_close(ptr)
-        finally:
-            store._leave()
+        with store._token(), self.lock:
+            p = self.cptr.value
+            if p:
+                # (no call between these two lines: nothing a signal can split)
+                self.cptr.value = None
+                store._lib.bindlog_iter_close(p)
+        store._iters.discard(self)
 
 
 # ---- the store ----------------------------------------------------------------
@@ -99,7 +112,7 @@ class _CIter:
 class Store(Maintenance):
     """An open bindlog store.
 
-    ``Store(path, durability="full", read_only=False)`` opens (and unless
+    ``Store(path, *, durability="full", read_only=False)`` opens (and unless
     read-only creates) the store in directory `path`.  Use it as a context
     manager or call :meth:`close`.  One Store may be shared by any number of
     threads: the library is thread-safe and the GIL is released during every
@@ -137,16 +150,18 @@ class Store(Maintenance):
     def __init__(
         self,
         path: PathLike,
-        durability: str = "full",
-        read_only: bool = False,
         *,
+        durability: Durability = "full",
+        read_only: bool = False,
         map_size: int = 0,
         max_readers: int = 0,
         clock: Optional[Clock] = None,
     ) -> None:
         self._h: Optional[c_void_p] = None  # set first: __del__ may run on failure
-        self._cv = threading.Condition(threading.Lock())
-        self._active = 0
+        # Calls in progress are counted without any Python-level counter or
+        # condition a KeyboardInterrupt could leave behind (see _token)
+        self._tokens: Dict[int, Any] = {}
+        self._close_lock = threading.Lock()
         self._closing = False
         self._iters: Set[_CIter] = set()
         self._epoch = _fork.epoch
@@ -194,7 +209,8 @@ class Store(Maintenance):
         return self._path
 
     @property
-    def durability(self) -> str:
+    def durability(self) -> Durability:
+        """The durability this handle was opened with."""
         return self._durability
 
     @property
@@ -222,25 +238,38 @@ class Store(Maintenance):
             if h:
                 self._lib.bindlog_close(h)
             return
-        with self._cv:
-            if self._h is None or self._closing:
+        with self._close_lock:
+            if self._h is None:
                 return
+            # new calls raise StoreClosed from here on (each checks the flag
+            # while it holds its thread's token: _handle)
             self._closing = True
-            while self._active:
-                self._cv.wait()
-            iters = list(self._iters)
-        for it in iters:
+        me = threading.get_ident()
+        self._wait_calls(me)
+        for it in list(self._iters):
             it.close()
-        with self._cv:
-            # a generator may have been closing its iterator meanwhile
-            while self._active:
-                self._cv.wait()
-            h, self._h = self._h, None
-        self._lib.bindlog_close(h)
+        self._wait_calls(me)  # a generator may have been closing its iterator meanwhile
+        with self._close_lock:
+            h = self._h
+            if h is None:
+                return  # another thread's close got there first
+            # (no call between these two lines: nothing a signal can split)
+            self._h = None
+            self._lib.bindlog_close(h)
+
+    def _wait_calls(self, me: int) -> None:
+        """Wait until no other thread is inside a call on this store: take
+        and drop each thread's token.  The calling thread's own token is
+        skipped: it is in close(), not in a call (so a token the main
+        thread could have left held -- it is the only thread a signal
+        handler interrupts -- never blocks its own close)."""
+        for ident, tok in list(self._tokens.items()):
+            if ident != me:
+                with tok:
+                    pass
 
     def __enter__(self) -> "Store":
-        self._enter()
-        self._leave()
+        self._check_open()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -269,24 +298,38 @@ class Store(Maintenance):
             "the 'spawn' or 'forkserver' method)"
         )
 
-    def _enter(self) -> c_void_p:
+    def _token(self) -> Any:
+        """This thread's token: a re-entrant C lock (``threading.RLock``)
+        that the thread holds, in a ``with`` statement, for the length of
+        each call into the library.  :meth:`close` waits for the calls in
+        progress by taking every other thread's token in turn.
+
+        Why not a counter under a Condition: ``Condition.__enter__`` and
+        ``wait`` are Python code, and a KeyboardInterrupt landing between an
+        acquire and its ``try`` (or between a counter's increment and its
+        ``try``) left the lock held or the count up, and close() hung.  A
+        C lock's ``with`` releases whatever interrupts its body, nothing
+        here is counted, and a signal handler only ever interrupts the main
+        thread, whose own token close() skips.  Raises ForkError in a
+        child process, before any lock is touched."""
         if self._epoch != _fork.epoch:
             raise self._fork_error()  # before any lock: one may have been held at the fork
-        with self._cv:
-            if self._h is None or self._closing:
-                raise StoreClosed(f"store {quote(self._path)} is closed")
-            self._active += 1
-            return self._h
+        tok = self._tokens.get(threading.get_ident())
+        if tok is None:
+            tok = self._tokens.setdefault(threading.get_ident(), threading.RLock())
+        return tok
 
-    def _leave(self) -> None:
-        with self._cv:
-            self._active -= 1
-            if self._active == 0:
-                self._cv.notify_all()
+    def _handle(self) -> c_void_p:
+        """The C handle, for a call made while holding this thread's token;
+        StoreClosed once close() has begun."""
+        h = self._h
+        if h is None or self._closing:
+            raise StoreClosed(f"store {quote(self._path)} is closed")
+        return h
 
     def _check_open(self) -> None:
-        self._enter()
-        self._leave()
+        with self._token():
+            self._handle()
 
     # ---- events ----
 
@@ -298,11 +341,8 @@ class Store(Maintenance):
 
     def _event(self, name: str, fn: Callable[..., int], *args: Any) -> Result:
         out = _ffi.bindlog_result()
-        h = self._enter()
-        try:
-            rc = int(fn(h, *args, byref(out)))
-        finally:
-            self._leave()
+        with self._token():
+            rc = int(fn(self._handle(), *args, byref(out)))
         if rc < 0:
             raise error_for(rc, name)  # this thread's last error: read before any other call
         return Result._from_c(rc, out)
@@ -491,11 +531,8 @@ class Store(Maintenance):
         out = (_ffi.bindlog_result * n)()
         codes = (ctypes.c_int * n)()
         msgs = ctypes.create_string_buffer(n * _ffi.EACH_MESSAGE_MAX)
-        h = self._enter()
-        try:
-            self._lib.bindlog_apply_each(h, arr, n, out, codes, msgs)
-        finally:
-            self._leave()
+        with self._token():
+            self._lib.bindlog_apply_each(self._handle(), arr, n, out, codes, msgs)
         res: List[Tuple[Optional[Result], Optional[BindlogError]]] = []
         for i in range(n):
             rc = int(codes[i])
@@ -511,11 +548,8 @@ class Store(Maintenance):
         arr, n = batch.arr, batch.n
         out = (_ffi.bindlog_result * max(n, 1))()
         err = c_size_t()
-        h = self._enter()
-        try:
-            rc = int(self._lib.bindlog_apply_batch(h, arr, n, out, byref(err)))
-        finally:
-            self._leave()
+        with self._token():
+            rc = int(self._lib.bindlog_apply_batch(self._handle(), arr, n, out, byref(err)))
         if rc < 0:
             idx = err.value if err.value < n else None
             raise error_for(rc, "apply_batch", idx)
@@ -529,11 +563,8 @@ class Store(Maintenance):
         except InvalidArgument as exc:
             raise exc._in_call("get", key) from None
         out = _ffi.bindlog_binding()
-        h = self._enter()
-        try:
-            rc = int(self._lib.bindlog_get(h, k, byref(out)))
-        finally:
-            self._leave()
+        with self._token():
+            rc = int(self._lib.bindlog_get(self._handle(), k, byref(out)))
         if rc < 0 and rc != _ffi.ENOTFOUND:
             raise error_for(rc, "get")
         return rc, out
@@ -554,6 +585,40 @@ class Store(Maintenance):
             return False
         return self.get(key) is not None
 
+    def __getitem__(self, key: Text) -> Binding:
+        """``store[key]``: the key's binding; KeyError when it routes nowhere."""
+        b = self.get(key)
+        if b is None:
+            raise KeyError(key)
+        return b
+
+    def __len__(self) -> int:
+        """``len(store)``: the number of keys bound to a session."""
+        return int(self.stats().live_bindings)
+
+    def __bool__(self) -> bool:
+        """A Store is true, even when empty (``len`` counts its bindings)."""
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        """``for key in store``: the bound keys, in key byte order, from one
+        snapshot (:meth:`bindings` without the tombstones)."""
+        return (b.key for b in self.bindings() if b.bound)
+
+    def keys(self) -> Iterator[str]:
+        """The bound keys (as iterating the store)."""
+        return iter(self)
+
+    def snapshot(self) -> "Snapshot":
+        """Reads that agree with each other: ``with store.snapshot() as
+        snap:`` then ``snap.get(key)``, ``snap[key]``, ``key in snap``,
+        ``snap.generation(key)``, ``snap.session(id)``, all as of the head
+        LSN when the snapshot was taken (``snap.head_lsn``), whatever is
+        written meanwhile.  The C API holds no read transaction across
+        calls, so it is built on the log: see :mod:`bindlog.snapshot`."""
+        self._check_open()
+        return Snapshot(self)
+
     def session(self, session_id: Text) -> Optional[Session]:
         """The session `session_id` with its origin, or None if unknown."""
         try:
@@ -564,11 +629,8 @@ class Store(Maintenance):
         cap = 1024
         while True:
             buf = ctypes.create_string_buffer(cap)
-            h = self._enter()
-            try:
-                rc = int(self._lib.bindlog_session_get(h, sid, byref(out), buf, cap))
-            finally:
-                self._leave()
+            with self._token():
+                rc = int(self._lib.bindlog_session_get(self._handle(), sid, byref(out), buf, cap))
             if rc == _ffi.ENOTFOUND:
                 return None
             if rc < 0:
@@ -585,33 +647,24 @@ class Store(Maintenance):
         """A generator over a C iterator: opened on the first next(), closed
         when the generator finishes, is closed, is garbage-collected, or the
         Store closes."""
-        it: Optional[_CIter] = None
+        it = _CIter(self)
+        self._iters.add(it)  # before the open: the library writes the pointer into it
         try:
-            h = self._enter()
-            try:
-                ptr = c_void_p()
-                rc = int(opener(h, byref(ptr)))
-                if rc < 0:
-                    raise error_for(rc, "iterator")
-                it = _CIter(self, ptr)
-                with self._cv:
-                    self._iters.add(it)
-            finally:
-                self._leave()
+            with self._token():
+                rc = int(opener(self._handle(), byref(it.cptr)))
+            if rc < 0:
+                raise error_for(rc, "iterator")
             while True:
-                self._enter()
-                try:
-                    if it.ptr is None:
+                with self._token():
+                    self._handle()
+                    if not it.cptr.value:
                         raise StoreClosed(f"store {quote(self._path)} is closed")
-                    item = step(it.ptr)
-                finally:
-                    self._leave()
+                    item = step(it.cptr)
                 if item is None:
                     return
                 yield item
         finally:
-            if it is not None:
-                it.close()
+            it.close()
 
     def _records(self, opener: Callable[[c_void_p, Any], int]) -> Generator[Record, None, None]:
         rec = _ffi.bindlog_record()
@@ -734,11 +787,8 @@ class Store(Maintenance):
     def _wait_slice(self, after_lsn: int, timeout_ms: int) -> int:
         """One bindlog_wait of at most timeout_ms; returns the head seen."""
         head = c_uint64()
-        h = self._enter()
-        try:
-            rc = int(self._lib.bindlog_wait(h, after_lsn, timeout_ms, byref(head)))
-        finally:
-            self._leave()
+        with self._token():
+            rc = int(self._lib.bindlog_wait(self._handle(), after_lsn, timeout_ms, byref(head)))
         if rc < 0:
             raise error_for(rc, "wait")
         return head.value
@@ -794,7 +844,8 @@ class Store(Maintenance):
                     "(follow from stats().base_lsn + 1)",
                 )
 
-    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None) -> Iterator[Record]:
+    def follow(self, from_lsn: int = 1, *, timeout: Optional[float] = None,
+               until: Union[None, int, Literal["head"]] = None) -> Iterator[Record]:
         """The change feed: every log record from `from_lsn` on, oldest
         first, then each new one as it is committed -- by this handle, other
         handles, other processes -- forever, or until no record came for
@@ -806,6 +857,12 @@ class Store(Maintenance):
         change made by another process is seen within the library's wait
         latency (50 ms at p99, SPEC section 8).
 
+        `until` stops it instead at an LSN: ``until="head"`` at the head as
+        it is when follow() is called (a first follower catching up, or a
+        batch job, ends there instead of waiting), an int at that LSN (the
+        record with it is the last yielded).  Nothing to read up to there:
+        the iterator is empty.
+
         Raises NotFound when records it has not yielded yet were compacted
         away (it never skips records silently); StoreClosed once the store
         is closed (a thread blocked in it wakes within 0.1 s)."""
@@ -814,15 +871,35 @@ class Store(Maintenance):
             limit = _args.seconds(timeout, "timeout")
         except InvalidArgument as exc:
             raise exc._in_call("follow") from None
-        self._check_open()
-        return self._follow(lsn, limit)
+        stop = self._until(until)
+        return self._follow(lsn, limit, stop)
 
-    def _follow(self, next_lsn: int, limit: Optional[float]) -> Iterator[Record]:
+    def _until(self, until: Any) -> Optional[int]:
+        """follow()'s `until` as an LSN (None: no end); checks the store is open."""
+        if until is None:
+            self._check_open()
+            return None
+        if until == "head":
+            return int(self.stats().head_lsn)
+        try:
+            stop = _args.u64(until, "until")
+        except InvalidArgument as exc:
+            raise exc._in_call("follow") from None
+        except TypeError:
+            raise TypeError(f'until must be "head", an LSN or None, not {type(until).__name__}') from None
+        self._check_open()
+        return stop
+
+    def _follow(self, next_lsn: int, limit: Optional[float], stop: Optional[int] = None) -> Iterator[Record]:
         head = 0
         while True:
+            if stop is not None and next_lsn > stop:
+                return
             recs = self._read_after(next_lsn)
             if recs:
                 for rec in recs:
+                    if stop is not None and rec.lsn > stop:
+                        return
                     next_lsn = rec.lsn + 1
                     yield rec
                 continue
@@ -838,16 +915,15 @@ class Store(Maintenance):
     def stats(self) -> Stats:
         """Statistics from one snapshot (see :class:`~bindlog.Stats`)."""
         out = _ffi.bindlog_stats()
-        h = self._enter()
-        try:
-            rc = int(self._lib.bindlog_stats_get(h, byref(out)))
-        finally:
-            self._leave()
+        with self._token():
+            rc = int(self._lib.bindlog_stats_get(self._handle(), byref(out)))
         if rc < 0:
             raise error_for(rc, "stats")
         applied = {name: int(out.applied[t]) for t, name in _EVENT_NAMES.items()}
-        events = {
-            name: {col: int(out.events[t][i]) for i, col in enumerate(_OUTCOME_COLUMNS)}
+        events: Dict[str, EventCounts] = {
+            name: EventCounts(applied=int(out.events[t][0]), already=int(out.events[t][1]),
+                              stale=int(out.events[t][2]), moved=int(out.events[t][3]),
+                              error=int(out.events[t][4]))
             for t, name in _EVENT_NAMES.items()
         }
         return Stats(
@@ -869,17 +945,17 @@ class Store(Maintenance):
             out.readers_max,
             _DURABILITY_NAMES.get(out.durability, str(out.durability)),
             out.format_version,
+            out.checkpoint_lsn,
+            out.log_size,
+            out.log_used,
         )
 
     def digest_at(self) -> Tuple[str, int]:
         """The state digest (32 hex digits) and the head LSN of its snapshot."""
         d = (c_ubyte * _ffi.DIGEST_SIZE)()
         head = c_uint64()
-        h = self._enter()
-        try:
-            rc = int(self._lib.bindlog_digest(h, d, byref(head)))
-        finally:
-            self._leave()
+        with self._token():
+            rc = int(self._lib.bindlog_digest(self._handle(), d, byref(head)))
         if rc < 0:
             raise error_for(rc, "digest")
         return bytes(d).hex(), head.value

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Literal, Optional, Tuple, TypedDict, Union
 
 from . import _ffi
 
@@ -33,7 +33,24 @@ __all__ = [
     "ImportOutcome",
     "Origin",
     "Text",
+    "Durability",
+    "EventCounts",
 ]
+
+#: A durability mode: ``"full"`` (an APPLIED outcome survives power loss),
+#: ``"normal"`` (survives a process crash) or ``"none"`` (tests, bulk loads).
+Durability = Literal["full", "normal", "none"]
+
+
+class EventCounts(TypedDict):
+    """One event type's calls through a handle, by result (:attr:`Stats.events`)."""
+
+    applied: int
+    already: int
+    stale: int
+    moved: int
+    error: int
+
 
 #: Pass as ``run_generation`` to :meth:`Store.split` to skip the generation
 #: check (the identity check, parent == current binding, still applies).
@@ -89,6 +106,20 @@ class Result:
     def applied(self) -> bool:
         """True when the call changed the state (outcome APPLIED)."""
         return self.outcome is Outcome.APPLIED
+
+    def is_current(self, run_generation: int) -> bool:
+        """Is the run that made this call still the key's current run?
+
+        True when the outcome is APPLIED or ALREADY *and* the key's
+        generation is still `run_generation` (the generation the run
+        started under).  Use it instead of testing the outcome alone: a
+        split retried after ``/stop`` comes back ALREADY (the split did go
+        in) with a higher generation -- the run was stopped, and this says
+        False.  The same rule as Node's ``result.isCurrent()`` and the C
+        comparison next to ``BINDLOG_ALREADY`` in bindlog.h."""
+        if isinstance(run_generation, bool) or not isinstance(run_generation, int):
+            raise TypeError(f"run_generation must be an int, not {type(run_generation).__name__}")
+        return self.outcome in (Outcome.APPLIED, Outcome.ALREADY) and self.generation == run_generation
 
     @classmethod
     def _from_c(cls, outcome: int, r: "_ffi.bindlog_result") -> "Result":
@@ -234,6 +265,12 @@ class Stats:
     life (every process); ``events`` counts the calls made through this
     Store (this handle) by event name and result (``"applied"``,
     ``"already"``, ``"stale"``, ``"moved"``, ``"error"``).
+
+    The write-ahead log, as ``bindlog stat`` shows it: ``checkpoint_lsn`` is
+    the last LSN folded into the data file (records after it are in the log
+    only: ``head_lsn - checkpoint_lsn``), ``log_size`` the log's ring size
+    in bytes and ``log_used`` the bytes of it holding frames not yet
+    checkpointed.
     """
 
     head_lsn: int
@@ -244,7 +281,7 @@ class Stats:
     sessions: int
     live_sessions: int
     applied: Dict[str, int]
-    events: Dict[str, Dict[str, int]]
+    events: Dict[str, EventCounts]
     commits: int
     grouped_events: int
     map_size: int
@@ -254,6 +291,9 @@ class Stats:
     readers_max: int
     durability: str
     format_version: int
+    checkpoint_lsn: int = 0
+    log_size: int = 0
+    log_used: int = 0
 
     def __hash__(self) -> int:  # dict fields: hash the scalar part only
         return hash((self.head_lsn, self.base_lsn, self.log_records, self.commits))

@@ -22,7 +22,13 @@ exit 77).  In a temporary directory:
  5. v/bin/pip wheel gives one platform-tagged wheel holding exactly one
     libbindlog.so; an sdist built from the clone builds a wheel too;
  6. after each step, `git status --porcelain --ignored` in the clone is
-    empty: the builds left nothing in the checkout.
+    empty: the builds left nothing in the checkout;
+ 7. the CLI in the package: `v/bin/bindlog --version` names the package's
+    version, `bindlog --help` and `python -m bindlog --help` run, and
+    `bindlog check` passes on a store the package wrote;
+ 8. the wheel is tagged py3-none-<platform>, its library and CLI carry no
+    debug sections, and it installs and works in a venv of every other
+    CPython 3 found (/usr/bin, /usr/local/bin; a clear skip when none).
 
 Prints each command with its output's gist (the install transcript), then
 a closing "N passed, N failed" line; exits 1 if any check failed.
@@ -178,6 +184,8 @@ def main(argv: Sequence[str]) -> int:
                       and not any(FORBIDDEN_NEEDED.search(d) for d in deps),
                       "the library links liblmdb, libxxhash and libc only (no libcurl, no json-c)")
 
+        check_cli(run, venv, work)
+
         env = dict(run.env, BINDLOG_TEST_INSTALLED="1", TMPDIR=work)
         p = run.sh([py, os.path.join(clone, "bindings", "python", "tests", "run.py"), "-q"], cwd=work,
                    env=env, show=6)
@@ -191,6 +199,7 @@ def main(argv: Sequence[str]) -> int:
         run.check(p.returncode == 0, "v/bin/pip wheel")
         check_wheels(run, glob.glob(os.path.join(wheels, "*.whl")))
         clean(run, clone, "pip wheel")
+        other_pythons(run, a.base_python, glob.glob(os.path.join(wheels, "*.whl")), work)
 
         sdists = os.path.join(work, "sdist")
         p = run.sh([py, "setup.py", "-q", "sdist", "-d", sdists], cwd=os.path.join(clone, "bindings", "python"),
@@ -217,14 +226,83 @@ def check_wheels(run: Run, wheels: List[str]) -> None:
     name = os.path.basename(wheels[0])
     tag = "-".join(name[:-4].split("-")[-3:])
     print(f"    wheel tag: {tag}")
-    run.check(not tag.endswith("none-any") and ("linux" in tag or "macosx" in tag),
-              f"the wheel is platform-tagged ({tag})")
+    run.check(tag.startswith("py3-none-") and ("linux" in tag or "macosx" in tag),
+              f"the wheel is tagged py3-none-<platform>, for every CPython 3 ({tag})")
     with zipfile.ZipFile(wheels[0]) as z:
         names = z.namelist()
     libs = [n for n in names if os.path.basename(n).startswith("libbindlog")]
     run.check(libs == ["bindlog/libbindlog.so"], f"exactly one copy of the library in the wheel ({libs})")
     run.check(not any(n.startswith("csrc/") or n.endswith((".c", ".h")) for n in names),
               "no C sources in the wheel")
+    run.check("bindlog/bin/bindlog" in names, "the CLI is in the wheel (bindlog/bin/bindlog)")
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return
+    tmp = tempfile.mkdtemp()
+    try:
+        with zipfile.ZipFile(wheels[0]) as z:
+            for n in ("bindlog/libbindlog.so", "bindlog/bin/bindlog"):
+                if n not in names:
+                    continue
+                path = z.extract(n, tmp)
+                secs = subprocess.run([readelf, "-S", "-W", path], stdout=subprocess.PIPE,
+                                      universal_newlines=True).stdout
+                size = os.path.getsize(path)
+                run.check(".debug_info" not in secs, f"{n} carries no debug sections ({size} bytes)")
+    finally:
+        shutil.rmtree(tmp, True)
+
+
+def package_version(py: str) -> str:
+    return subprocess.run([py, "-c", "import importlib.metadata as m; print(m.version('bindlog'))"],
+                          stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+
+
+def check_cli(run: Run, venv: str, work: str) -> None:
+    """The CLI in the package: on PATH in the venv and as python -m bindlog."""
+    py, exe = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "bindlog")
+    version = package_version(py)
+    p = run.sh([exe, "--version"])
+    run.check(p.returncode == 0 and p.stdout.startswith(f"bindlog {version} "),
+              f"v/bin/bindlog --version names the package's version {version} ({p.stdout.strip()})")
+    p = run.sh([exe, "--help"], show=3)
+    run.check(p.returncode == 0 and "usage: bindlog" in p.stdout, "v/bin/bindlog --help")
+    p = run.sh([py, "-m", "bindlog", "--help"], show=3)
+    run.check(p.returncode == 0 and "usage: bindlog" in p.stdout, "v/bin/python -m bindlog --help")
+    store = os.path.join(work, "cli-store")
+    p = run.sh([py, "-c", "import bindlog, sys\nwith bindlog.Store(sys.argv[1]) as s:\n"
+                "    s.bind('k', 'A'); s.split('k', 'A', 'B', 1)", store])
+    p = run.sh([exe, "-d", store, "check"], show=4)
+    run.check(p.returncode == 0, "v/bin/bindlog -d STORE check passes on a store the package wrote")
+
+
+def other_pythons(run: Run, base: str, wheels: List[str], work: str) -> None:
+    """Install the wheel into a venv of each other CPython 3 found."""
+    if len(wheels) != 1:
+        return
+    base_ver = subprocess.run([base, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                              stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+    found: Dict[str, str] = {}
+    for d in ("/usr/bin", "/usr/local/bin"):
+        for exe in sorted(glob.glob(os.path.join(d, "python3.*"))):
+            m = re.match(r"^python(3\.\d+)$", os.path.basename(exe))
+            if m and m.group(1) != base_ver and m.group(1) not in found and os.access(exe, os.X_OK):
+                found[m.group(1)] = exe
+    if not found:
+        print(f"    SKIP: no CPython 3 other than {base_ver} in /usr/bin or /usr/local/bin: the wheel's "
+              "install under a second Python is not tested here")
+        return
+    for ver, exe in sorted(found.items()):
+        venv = os.path.join(work, f"v{ver}")
+        p = run.sh([exe, "-m", "venv", venv])
+        if not run.check(p.returncode == 0, f"{exe} -m venv"):
+            continue
+        py = os.path.join(venv, "bin", "python")
+        p = run.sh([py, "-m", "pip", "install", "--no-deps", wheels[0]], show=2)
+        run.check(p.returncode == 0, f"the wheel installs under Python {ver}")
+        p = run.sh([py, "-c", "import bindlog, sys, tempfile, os\nd = tempfile.mkdtemp()\n"
+                    "with bindlog.Store(os.path.join(d, 's')) as s:\n    print(s.bind('k', 'A').outcome.name)"])
+        run.check(p.returncode == 0 and "APPLIED" in p.stdout, f"the wheel works under Python {ver}")
 
 
 def report(run: Run) -> int:

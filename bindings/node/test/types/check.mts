@@ -2,7 +2,7 @@
 // README.md and docs/node.md type-checks against index.d.ts under --strict,
 // and each misuse marked @ts-expect-error is refused, so the declarations
 // are neither missing nor too loose.
-import { Store, ANY_GENERATION, BindlogError, parseSessionsJson, version } from 'bindlog';
+import { Store, ANY_GENERATION, BindlogError, StoreClosedError, parseSessionsJson, version } from 'bindlog';
 import type { Result, Binding, Session, LogRecord, Stats, Outcome, BatchEvent, ImportEntry } from 'bindlog';
 
 async function gateway(dir: string): Promise<void> {
@@ -17,6 +17,12 @@ async function gateway(dir: string): Promise<void> {
     const gen: number = b.generation;
     const r = await store.split(key, b.sessionId, 'C', gen, { origin: Buffer.from('x') });
     if (r.outcome === 'stale' || r.outcome === 'moved') console.log(r.sessionId, r.lsn + 1);
+    const goOn: boolean = r.isCurrent(gen) && r.isCurrent(BigInt(gen));
+    // @ts-expect-error a generation is a number or a bigint
+    r.isCurrent('1');
+    try { store.get(key); } catch (e) {
+        if (e instanceof StoreClosedError) { const c: 'BINDLOG_ECLOSED' = e.code; console.log(c, goOn); }
+    }
     await store.split(key, 'C', 'D', ANY_GENERATION, { origin: 'text' });
     await store.split(key, 'D', 'E', 7n);
     await store.newSession(key, 'F', { reason: 'new', origin: new Uint8Array([1]) });
