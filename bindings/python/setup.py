@@ -45,7 +45,7 @@ LIB_EXT = "bindlog.libbindlog"  # -> bindlog/libbindlog.so
 #: the library's layers compiled into the package (src/etcd is left out: it
 #: is the separate etcd module, loaded for etcd:// only when installed, and
 #: an etcd:// open is BINDLOG_ENOTSUP without it; src/core/module.h)
-LAYERS = ("core", "lmdb", "maint")
+LAYERS = ("core", "lmdb", "maint", "platform")
 SDIST_CSRC = "csrc"
 
 

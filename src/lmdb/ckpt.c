@@ -74,11 +74,11 @@ int bl_wal_lock(bl_env *e)
         bl_shm_set_end(m, &end);
         if (atomic_load(&m->vis_lsn) > end.lsn)
             bl_shm_set_vis(m, end.lsn);
-        pthread_mutex_consistent(&m->wlock);
+        bl_plat_xlock_consistent(&m->wlock);
         return 0;
     }
     /* could not read the log: leave the lock unrecovered for the next one */
-    pthread_mutex_unlock(&m->wlock);
+    bl_shm_unlock(&m->wlock);
     return rc;
 }
 
@@ -428,7 +428,7 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
     if ((rc = bl_shm_lock(&m->clock, &died)) != 0)
         return rc;
     if (died)
-        pthread_mutex_consistent(&m->clock); /* LMDB is the truth; nothing to repair */
+        bl_plat_xlock_consistent(&m->clock); /* LMDB is the truth; nothing to repair */
     uint64_t target = atomic_load(&m->vis_lsn);
     rc = bl_wal_catch_up(e, target);
     if (rc == 0)
@@ -454,7 +454,7 @@ int bl_ckpt_settle(bl_env *e)
     if ((rc = bl_shm_lock(&m->clock, &died)) != 0)
         return rc;
     if (died)
-        pthread_mutex_consistent(&m->clock); /* LMDB is the truth; nothing to repair */
+        bl_plat_xlock_consistent(&m->clock); /* LMDB is the truth; nothing to repair */
     bl_shm_unlock(&m->clock);
     return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * shm.c -- the shared-memory file of a store (shm.h).
  *
- * Attaching: every process holds an OFD lock on byte 0 of bindlog.shm for
+ * Attaching: every process holds an OFD lock (a process's fcntl lock where
+ * there are none, bl_plat_lock_range) on byte 0 of bindlog.shm for
  * as long as it has the store open: shared normally, exclusive while it
  * rebuilds the content.  OFD locks belong to the open file description, so
  * two environments of one process would each hold their own (bindlog keeps
@@ -18,9 +19,9 @@
  * A process that died while initialising leaves the magic cleared (it is
  * written last), so the next one sees an invalid file and retries.
  *
- * Wake-ups: futexes on words of the shared mapping (not FUTEX_PRIVATE, so
- * they work across processes).  A publisher only makes the wake system
- * call when a waiter counter says somebody sleeps.
+ * Wake-ups: waits on words of the shared mapping (bl_plat_wait: a futex on
+ * Linux).  A publisher only makes the wake system call when a waiter
+ * counter says somebody sleeps.
  */
 #define _GNU_SOURCE
 #include "lmdb/shm.h"
@@ -28,36 +29,24 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bindlog.h"
 #include "core/error.h"
+#include "platform/platform.h"
 
 #define SHM_MAGIC "BLSHMEM"
 
 _Static_assert(sizeof(bl_shm) <= BL_SHM_SIZE, "bl_shm must fit its file");
 
-static int ofd_lock(int fd, short type, int wait)
+static int ofd_lock(int fd, int type, int wait)
 {
-    struct flock fl;
-    memset(&fl, 0, sizeof(fl));
-    fl.l_type = type;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = 0;
-    fl.l_len = 1;
-    for (;;) {
-        if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
-            return 0;
-        if (errno != EINTR)
-            return errno;
-    }
+    return bl_plat_lock_range(fd, 0, 1, type, wait);
 }
 
 int bl_shm_open(const char *dir, int read_only, bl_shmh *h, int *alone)
@@ -98,10 +87,10 @@ int bl_shm_open(const char *dir, int read_only, bl_shmh *h, int *alone)
         bl_shm_close(h);
         return bl_err_set(BINDLOG_ENOTSTORE, "%s is not a regular file", BL_SHM_FILE);
     }
-    if ((err = ofd_lock(fd, F_WRLCK, 0)) == 0) {
+    if ((err = ofd_lock(fd, BL_PLAT_EXCLUSIVE, 0)) == 0) {
         *alone = 1;
     } else if (err == EAGAIN || err == EACCES) {
-        if ((err = ofd_lock(fd, F_RDLCK, 1)) == 0 && ofd_lock(fd, F_WRLCK, 0) == 0)
+        if ((err = ofd_lock(fd, BL_PLAT_SHARED, 1)) == 0 && ofd_lock(fd, BL_PLAT_EXCLUSIVE, 0) == 0)
             *alone = 1;
     }
     if (err != 0) {
@@ -120,9 +109,8 @@ int bl_shm_open(const char *dir, int read_only, bl_shmh *h, int *alone)
         err = 0;
         if ((uint64_t)st.st_size != BL_SHM_SIZE && ftruncate(fd, BL_SHM_SIZE) != 0)
             err = errno;
-        if (err == 0 && fallocate(fd, 0, 0, BL_SHM_SIZE) != 0) {
-            err = errno;
-            if (err == EOPNOTSUPP || err == ENOSYS) {
+        if (err == 0 && (err = bl_plat_reserve(fd, BL_SHM_SIZE, 0)) != 0) {
+            if (err == EOPNOTSUPP) {
                 /* no fallocate here: write the page (bl_shm_init rewrites it) */
                 static const unsigned char zero[BL_SHM_SIZE];
                 err = pwrite(fd, zero, sizeof zero, 0) == (ssize_t)sizeof zero ? 0 : errno;
@@ -149,13 +137,24 @@ int bl_shm_open(const char *dir, int read_only, bl_shmh *h, int *alone)
                           BL_SHM_FILE, strerror(err));
     }
     h->m = p;
+    if ((err = bl_plat_xlock_attach(&h->m->wlock, fd)) != 0 ||
+        (err = bl_plat_xlock_attach(&h->m->clock, fd)) != 0) {
+        if (*alone)
+            bl_shm_discard(h);
+        else
+            bl_shm_close(h);
+        return bl_err_set(BINDLOG_ENOMEM, "%s: %s", BL_SHM_FILE, strerror(err));
+    }
     return 0;
 }
 
 void bl_shm_close(bl_shmh *h)
 {
-    if (h->m != NULL)
+    if (h->m != NULL) {
+        bl_plat_xlock_detach(&h->m->wlock);
+        bl_plat_xlock_detach(&h->m->clock);
         munmap(h->m, BL_SHM_SIZE);
+    }
     if (h->fd >= 0)
         close(h->fd); /* drops the OFD lock */
     free(h->path);
@@ -177,7 +176,6 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
                 const bl_wal_at *ckpt)
 {
     bl_shm *m = h->m;
-    pthread_mutexattr_t a;
     int rc;
 
     /* cleared first, written last: a death in between leaves it invalid */
@@ -188,13 +186,11 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
     m->size = (uint32_t)sizeof(*m);
     m->salt = salt;
     m->cap = cap;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    rc = pthread_mutex_init(&m->wlock, &a);
+    /* bytes 1 and 2 of the file, where the lock is an fcntl one (byte 0
+     * is the attach lock) */
+    rc = bl_plat_xlock_init(&m->wlock, 1);
     if (rc == 0)
-        rc = pthread_mutex_init(&m->clock, &a);
-    pthread_mutexattr_destroy(&a);
+        rc = bl_plat_xlock_init(&m->clock, 2);
     if (rc != 0)
         return bl_err_set(BINDLOG_EIO, "%s: cannot make its locks: %s", BL_SHM_FILE,
                           strerror(rc));
@@ -213,7 +209,7 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
 
 int bl_shm_share(bl_shmh *h)
 {
-    int err = ofd_lock(h->fd, F_RDLCK, 1);
+    int err = ofd_lock(h->fd, BL_PLAT_SHARED, 1);
     h->made = 0; /* in use from now on: never removed */
     return err == 0 ? 0 : bl_err_set(BINDLOG_EIO, "%s: cannot lock: %s", BL_SHM_FILE,
                                      strerror(err));
@@ -228,20 +224,15 @@ int bl_shm_valid(const bl_shmh *h, uint64_t salt, uint64_t cap)
            m->cap == cap;
 }
 
-int bl_shm_lock(pthread_mutex_t *mu, int *owner_died)
+int bl_shm_lock(bl_plat_xlock *mu, int *owner_died)
 {
-    int rc = pthread_mutex_lock(mu);
-    *owner_died = 0;
-    if (rc == EOWNERDEAD) {
-        *owner_died = 1;
-        return 0;
-    }
+    int rc = bl_plat_xlock_lock(mu, owner_died);
     if (rc != 0)
         return bl_err_set(BINDLOG_EIO, "%s: a lock is unusable: %s", BL_SHM_FILE, strerror(rc));
     return 0;
 }
 
-void bl_shm_unlock(pthread_mutex_t *mu) { pthread_mutex_unlock(mu); }
+void bl_shm_unlock(bl_plat_xlock *mu) { bl_plat_xlock_unlock(mu); }
 
 /* ---- seqlocks ------------------------------------------------------------ */
 
@@ -301,15 +292,11 @@ void bl_shm_set_ckpt(bl_shm *m, const bl_wal_at *at)
 
 /* ---- the visible end and wake-ups -------------------------------------- */
 
-static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
-{
-    return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
-}
 
 void bl_shm_wake(_Atomic uint32_t *word)
 {
     atomic_fetch_add(word, 1);
-    futex(word, FUTEX_WAKE, INT_MAX, NULL);
+    bl_plat_wake_all(word);
 }
 
 void bl_shm_publish(bl_shm *m, uint64_t lsn)
@@ -330,11 +317,5 @@ void bl_shm_set_vis(bl_shm *m, uint64_t lsn) { atomic_store(&m->vis_lsn, lsn); }
 
 void bl_shm_sleep(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
 {
-    struct timespec ts, *tp = NULL;
-    if (timeout_ms >= 0) {
-        ts.tv_sec = (time_t)(timeout_ms / 1000);
-        ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
-        tp = &ts;
-    }
-    futex(word, FUTEX_WAIT, seen, tp); /* EAGAIN, EINTR, ETIMEDOUT: the caller re-checks */
+    bl_plat_wait(word, seen, timeout_ms); /* the caller re-checks */
 }

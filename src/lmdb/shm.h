@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "lmdb/wal.h"
+#include "platform/platform.h"
 
 #define BL_SHM_FILE "bindlog.shm"
 #define BL_SHM_SIZE 4096u
@@ -37,8 +38,8 @@ typedef struct bl_shm {
     uint32_t version;           /* BL_SHM_VERSION */
     uint32_t size;              /* sizeof(bl_shm) */
     uint64_t salt, cap;         /* the log this describes (from LMDB meta "wal") */
-    pthread_mutex_t wlock;      /* writers: decide + append, across processes */
-    pthread_mutex_t clock;      /* checkpointers */
+    bl_plat_xlock wlock;        /* writers: decide + append, across processes */
+    bl_plat_xlock clock;        /* checkpointers */
     /* The written end: the point after the last frame appended.  Changed
      * only under wlock, read without it through the seqlock end_seq (odd
      * while being changed). */
@@ -103,11 +104,12 @@ int bl_shm_share(bl_shmh *h);
 /* 1 if the content describes the log (salt, cap) in this layout. */
 int bl_shm_valid(const bl_shmh *h, uint64_t salt, uint64_t cap);
 
-/* Lock a robust mutex of the file.  0 (*owner_died 0), 0 with *owner_died 1
- * (its holder died: the caller repairs what it guards, then calls
- * pthread_mutex_consistent), or BINDLOG_EIO. */
-int bl_shm_lock(pthread_mutex_t *mu, int *owner_died);
-void bl_shm_unlock(pthread_mutex_t *mu);
+/* Lock a cross-process mutex of the file (platform.h: a robust mutex, or an
+ * fcntl lock).  0 (*owner_died 0), 0 with *owner_died 1 (its holder died:
+ * the caller repairs what it guards, then calls bl_plat_xlock_consistent),
+ * or BINDLOG_EIO. */
+int bl_shm_lock(bl_plat_xlock *mu, int *owner_died);
+void bl_shm_unlock(bl_plat_xlock *mu);
 
 void bl_shm_get_end(bl_shm *m, bl_wal_at *at);
 void bl_shm_set_end(bl_shm *m, const bl_wal_at *at);     /* wlock held */

@@ -33,12 +33,12 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/record.h"
+#include "platform/platform.h"
 
 /* ---- meta "wal" ------------------------------------------------------------ */
 
@@ -277,7 +277,7 @@ uint64_t bl_wal_used(bl_env *e)
 static uint64_t new_salt(void)
 {
     uint64_t s = 0;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s || s == 0) {
+    if (bl_plat_random(&s, sizeof s) != 0 || s == 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         s = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^

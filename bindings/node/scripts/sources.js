@@ -16,7 +16,7 @@ const fs = require('fs');
 const path = require('path');
 
 const pkg = path.resolve(__dirname, '..');
-const LAYERS = ['core', 'lmdb', 'maint'];
+const LAYERS = ['core', 'lmdb', 'maint', 'platform'];
 
 function libraryRoot() {
     for (const rel of ['deps/bindlog', '../..']) {
