@@ -883,7 +883,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     e->ino = st->st_ino;
     pthread_rwlockattr_init(&ra);
     /* growth must not starve behind a stream of readers */
-    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    bl_plat_rwlock_prefer_writers(&ra);
     pthread_rwlock_init(&e->map_lock, &ra);
     pthread_rwlockattr_destroy(&ra);
     bl_group_init(&e->g);

@@ -182,6 +182,11 @@ int bl_plat_flush_file(int fd) { return bl_plat_flush(fd); }
 
 int bl_plat_flush_weakened(void) { return atomic_load(&weakened) && !atomic_exchange(&told, 1); }
 
+void bl_plat_writeback(int fd) { (void)fd; }
+
+/* Darwin's rwlocks already block new readers while a writer waits. */
+void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
+
 /* ---- the process ------------------------------------------------------------------ */
 
 int bl_plat_random(void *buf, size_t n)

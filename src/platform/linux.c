@@ -132,6 +132,17 @@ int bl_plat_flush_file(int fd) { return bl_plat_fb_fsync(fd); }
 
 int bl_plat_flush_weakened(void) { return 0; }
 
+void bl_plat_writeback(int fd) { (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE); }
+
+void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a)
+{
+#ifdef __GLIBC__
+    pthread_rwlockattr_setkind_np(a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#else
+    (void)a; /* musl's rwlocks already let a waiting writer in first */
+#endif
+}
+
 /* ---- the process ------------------------------------------------------------ */
 
 int bl_plat_random(void *buf, size_t n)

@@ -21,6 +21,7 @@
 #ifndef BL_PLATFORM_H
 #define BL_PLATFORM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,6 +123,24 @@ int bl_plat_flush_file(int fd);
 /* 1 once per process, at the first call after a flush had to fall back to
  * a weaker one, else 0: the caller says it (once) in its last error. */
 int bl_plat_flush_weakened(void);
+
+/* Start writing fd's dirty pages back without waiting for them
+ * (sync_file_range on Linux), so that a later flush finds most of them on
+ * the disk already.  BL_PLAT_WRITEBACK is 0 where there is no such call
+ * (the function then does nothing): callers skip what would feed it. */
+#if defined(BL_PLATFORM_LINUX)
+#define BL_PLAT_WRITEBACK 1
+#else
+#define BL_PLAT_WRITEBACK 0
+#endif
+void bl_plat_writeback(int fd);
+
+/* ---- threads ---------------------------------------------------------------- */
+
+/* Make rwlocks made with `a` prefer writers (a stream of readers must not
+ * starve a writer): glibc needs to be told; macOS's already do; elsewhere
+ * the system's policy stands. */
+void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a);
 
 /* ---- the process ----------------------------------------------------------- */
 

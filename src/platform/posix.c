@@ -51,6 +51,8 @@ int bl_plat_tmpfile_at(int dirfd, const char *name) { return bl_plat_fb_tmpfile_
 int bl_plat_flush(int fd) { return bl_plat_fb_fsync(fd); }
 int bl_plat_flush_file(int fd) { return bl_plat_fb_fsync(fd); }
 int bl_plat_flush_weakened(void) { return 0; }
+void bl_plat_writeback(int fd) { (void)fd; }
+void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
 int bl_plat_random(void *buf, size_t n) { return bl_plat_fb_random(buf, n); }
 const char *bl_plat_secure_getenv(const char *name) { return bl_plat_fb_secure_getenv(name); }
 
