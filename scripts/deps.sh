@@ -9,7 +9,7 @@
 # lint of stat --prometheus), python3-wheel and mypy for the Python package
 # (its offline install, its type check), and for the Node binding node with
 # npm (whose bundled node-gyp builds the addon), Node's headers and g++
-# (node-gyp links with it).
+# (node-gyp links with it), and groff (the man pages' test formats them).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -29,7 +29,9 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     # promtool, which lints the output of bindlog stat --prometheus in the CLI tests
     prometheus
     # the Node binding: node-gyp compiles C with cc but links with g++
-    g++)
+    g++
+    # groff, which formats the man pages in the man_pages test
+    groff-base)
 
 have_pkg() {
     local pkg=$1
@@ -59,6 +61,7 @@ have_pkg() {
     clang) command -v clang >/dev/null 2>&1 ;;
     prometheus) command -v promtool >/dev/null 2>&1 ;;
     g++) command -v g++ >/dev/null 2>&1 ;;
+    groff-base) command -v groff >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
 }

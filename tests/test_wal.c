@@ -64,7 +64,7 @@ static size_t make_frame(unsigned char *buf, uint64_t pos, uint64_t first, uint3
     size_t size = bl_wframe_size(len - BL_WAL_FRAME_HDR);
     memset(buf + len, 0, size - len);
     *sum = bl_wframe_seal(buf, 0, SALT, pos, first, nrec, (uint32_t)(len - BL_WAL_FRAME_HDR),
-                          2000, chain);
+                          2000, 0, chain);
     return size;
 }
 
@@ -275,7 +275,7 @@ static void wal__a_stale_lap_is_not_applied(void **state)
         size_t size = make_frame(buf, at.pos, at.lsn + 1, 2, at.chain, (int)n, &sum);
         if (at.pos % CAP + size + BL_WAL_FRAME_HDR > CAP) {
             unsigned char w[BL_WAL_FRAME_HDR];
-            uint64_t ws = bl_wframe_seal(w, BL_WF_WRAP, SALT, at.pos, at.lsn + 1, 0, 0, 0,
+            uint64_t ws = bl_wframe_seal(w, BL_WF_WRAP, SALT, at.pos, at.lsn + 1, 0, 0, 0, 0,
                                          at.chain);
             put_frame(fd, at.pos, w, sizeof w);
             at = (bl_wal_at){at.lsn, (at.pos / CAP + 1) * CAP, ws};
@@ -782,6 +782,20 @@ static void wal__another_stores_log_is_never_applied(void **state)
     snprintf(pa, sizeof pa, "%s/%s", a, BL_WAL_FILE);
     snprintf(pb, sizeof pb, "%s/%s", b, BL_WAL_FILE);
     assert_int_equal(rename(pa, pb), 0);
+    /* its header names another salt: refused, read-write and read-only */
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    o.durability = BINDLOG_DURABILITY_NONE;
+    for (int ro = 0; ro < 2; ro++) {
+        o.read_only = ro;
+        s = NULL;
+        assert_int_equal(bindlog_open(&s, b, &o), BINDLOG_ECORRUPT);
+        assert_non_null(strstr(bindlog_last_error(), "bindlog.wal belongs to another log"));
+    }
+    /* with that header damaged, its frames still never count */
+    int fd = open(pb, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "\xff", 1, 60), 1);
+    close(fd);
     s = open_opts(b, BINDLOG_DURABILITY_NONE, 0, 0);
     assert_int_equal(bindlog_digest(s, d1, NULL), 0);
     assert_memory_equal(d0, d1, sizeof d0);

@@ -323,6 +323,9 @@ int cli_open(cli *c, int read_only, bindlog **out)
         o.clock_ctx = &c->clock_ms;
     }
     rc = bindlog_open(out, c->dir, &o);
+    c->open_rc = rc;
+    if (rc == BINDLOG_ECORRUPT && c->corrupt_is_finding)
+        return CLI_PROBLEM;
     if (rc != 0) {
         /* A missing store is not "not found, exit 1": the command could not
          * run at all, which is a store error.  The library's message names

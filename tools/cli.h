@@ -42,6 +42,11 @@ typedef struct cli {
     int have_clock;   /* BINDLOG_CLOCK_MS was set: every event gets that time */
     int64_t clock_ms;
     cli_etcd_settings etcd; /* --cacert, --cert, --key, --user, ... */
+    /* check: an open refused as damaged (BINDLOG_ECORRUPT) is the check's
+     * finding, not a failure to run: cli_open then stays quiet and leaves
+     * the library's code in open_rc */
+    int corrupt_is_finding;
+    int open_rc;
 } cli;
 
 /* A command: its name, a one-line summary for `bindlog --help`, its usage

@@ -90,15 +90,26 @@ static int run_check(cli *c)
 
     if ((rc = parse_opts(c, &cli_cmd_check, opts, check_opt, &json)) != 0)
         return rc < 0 ? CLI_OK : rc;
-    if ((rc = cli_open(c, 1, &s)) != 0)
-        return rc;
+    int opened;
     memset(&rep, 0, sizeof(rep));
-    cli_progress_begin(&p, "check", 1);
-    rc = bindlog_check(s, &rep, cli_progress_cb, &p);
-    cli_progress_end(&p);
-    bindlog_close(s);
-    if (rc != 0)
-        return cli_lib_error(c, rc, "the check could not run");
+    c->corrupt_is_finding = 1;
+    if ((rc = cli_open(c, 1, &s)) != 0 && c->open_rc != BINDLOG_ECORRUPT)
+        return rc;
+    opened = s != NULL;
+    if (!opened) {
+        /* the store refuses to open as damaged (a break in the log's
+         * acknowledged frames, another store's log, ...): that is what
+         * the check found, and the message names the first bad frame */
+        rep.problems = 1;
+        snprintf(rep.message, sizeof rep.message, "%s", bindlog_last_error());
+    } else {
+        cli_progress_begin(&p, "check", 1);
+        rc = bindlog_check(s, &rep, cli_progress_cb, &p);
+        cli_progress_end(&p);
+        bindlog_close(s);
+        if (rc != 0)
+            return cli_lib_error(c, rc, "the check could not run");
+    }
     hex_of(rep.state_digest, sh);
     hex_of(rep.replay_digest, rh);
     if (json) {
@@ -116,10 +127,14 @@ static int run_check(cli *c)
         cli_json_end(&j);
     } else {
         cli_kv kv = {stdout, 14};
-        cli_kv_line(&kv, "records", "%llu", (unsigned long long)rep.records);
-        cli_kv_line(&kv, "head_lsn", "%llu", (unsigned long long)rep.head_lsn);
-        cli_kv_line(&kv, "state_digest", "%s", sh);
-        cli_kv_line(&kv, "replay_digest", "%s", rh);
+        if (opened) {
+            cli_kv_line(&kv, "records", "%llu", (unsigned long long)rep.records);
+            cli_kv_line(&kv, "head_lsn", "%llu", (unsigned long long)rep.head_lsn);
+            cli_kv_line(&kv, "state_digest", "%s", sh);
+            cli_kv_line(&kv, "replay_digest", "%s", rh);
+        } else {
+            cli_kv_line(&kv, "open", "refused: the store is damaged");
+        }
         cli_kv_line(&kv, "problems", "%llu", (unsigned long long)rep.problems);
         if (rep.problems != 0) {
             if (rep.first_bad_lsn != 0)
@@ -146,7 +161,13 @@ const cli_command cli_cmd_check = {
     "\n"
     "Verify one snapshot of the store: every log record's checksum and LSN, the\n"
     "indexes, the counters, and that replaying the base image and the log gives\n"
-    "exactly the stored state (equal digests).  Names the first bad LSN or key.\n"
+    "exactly the stored state (equal digests); and bindlog.wal from the last\n"
+    "checkpoint to the head: every frame's checksum, salt, position and LSN, its\n"
+    "records equal to the store's, and no frame after the end that says the log\n"
+    "was flushed beyond it.  Names the first bad LSN, key or frame (its byte in\n"
+    "bindlog.wal).  A store that refuses to open as damaged (BINDLOG_ECORRUPT:\n"
+    "a break in the log's acknowledged frames, another store's log) is reported\n"
+    "as the problem found, with the refusal's message.\n"
     "Read-only: safe on a live store.  Exit 1 when a problem is found.\n",
     run_check};
 

@@ -74,8 +74,9 @@ static int run_recover(cli *c)
         cli_lib_error(c, rc, "cannot recover");
         return rc == BINDLOG_EINVAL || rc == BINDLOG_EEXIST ? CLI_USAGE : CLI_STORE;
     }
+    /* a log that could not be read may have held events nobody can count */
     int lost = r.records_lost || r.records_by_effect || r.records_skipped || r.base_image < 0 ||
-               !r.head_known;
+               !r.head_known || r.log_state < 0;
     bindlog_digest_hex(r.digest, hex);
     ranges_text(&r, ranges, sizeof ranges);
     if (json) {

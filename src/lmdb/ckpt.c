@@ -420,8 +420,11 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
         bl_wal_at end;
         bl_shm_get_end(m, &end);
         if (atomic_load(&m->vis_lsn) < end.lsn) {
-            if (w->ckpt_mode != BINDLOG_DURABILITY_NONE && (rc = bl_wal_sync(w->fd)) != 0)
-                return bl_group_panic(&e->g);
+            if (w->ckpt_mode != BINDLOG_DURABILITY_NONE) {
+                if ((rc = bl_wal_sync(w->fd)) != 0)
+                    return bl_group_panic(&e->g);
+                bl_wal_flushed(e, end.pos);
+            }
             bl_shm_publish(m, end.lsn);
         }
     }
@@ -512,8 +515,9 @@ static int fill_step(bl_env *e)
      * but this), and the blocks' allocation is made durable before a
      * frame's flush would have to */
     bl_wal_set_filled(w->fd, w->cap, w->salt, atomic_load(&m->filled));
-    if (w->ckpt_mode != BINDLOG_DURABILITY_NONE)
-        bl_wal_sync(w->fd);
+    bl_shm_get_end(m, &end);
+    if (w->ckpt_mode != BINDLOG_DURABILITY_NONE && bl_wal_sync(w->fd) == 0)
+        bl_wal_flushed(e, end.pos);
     bl_err_clear();
     return more;
 }

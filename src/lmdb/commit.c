@@ -520,17 +520,20 @@ static int write_frame(bl_env *e, struct bl_wbuild *b, const bl_wal_at *end, int
     memset(b->buf + b->len, 0, size - b->len); /* padding */
     place(w, end, size, &fpos, &wrap);
     chain = end->chain;
+    /* how far the log is known flushed: a frame after a break that says
+     * more than the break's position proves the break is damage */
+    uint64_t durable_pos = atomic_load(&w->shm.m->durable);
     if (wrap) {
         unsigned char hw[BL_WAL_FRAME_HDR];
         if ((rc = BL_FAILPOINT("wal.recycle")) != 0)
             return rc;
         chain = bl_wframe_seal(hw, BL_WF_WRAP, w->salt, end->pos, first_lsn, 0, 0, time_ms,
-                               chain);
+                               durable_pos, chain);
         if ((rc = bl_wal_pwrite(w->fd, w->cap, end->pos, hw, sizeof hw)) != 0)
             return rc;
     }
     chain = bl_wframe_seal(b->buf, 0, w->salt, fpos, first_lsn, b->nrec, (uint32_t)body,
-                           time_ms, chain);
+                           time_ms, durable_pos, chain);
     rc = BL_FAILPOINT("wal.append");
     if (rc == 0)
         rc = bl_wal_pwrite(w->fd, w->cap, fpos, b->buf, size);
@@ -756,6 +759,7 @@ static int finish_group(void *ctx, bl_greq *group)
         rc = BINDLOG_EIO;
     if (rc != 0)
         return bl_group_panic(&e->g);
+    bl_wal_flushed(e, end.pos);
     bl_shm_publish(w->shm.m, end.lsn);
     return 0;
 }

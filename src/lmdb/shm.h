@@ -68,6 +68,11 @@ typedef struct bl_shm {
      * under wlock: the background zero-fill works beyond it and beyond the
      * written end (ckpt.c). */
     _Atomic uint64_t filled;
+    /* How far the log is known flushed: the written end at the start of
+     * the last fdatasync of the log that completed (a FULL group's, the
+     * zero-fill's, a checkpoint's, recovery's).  Only grows; every frame
+     * carries it (wal.h, "Torn tail or damage").  bl_wal_flushed raises it. */
+    _Atomic uint64_t durable;
 } bl_shm;
 
 /* A process's mapping of the file. */

@@ -4,7 +4,7 @@
  *
  * Log file header (the first 64 bytes of a 4096-byte block):
  *   0  8  magic "BLWALOG\0"
- *   8  4  version (1)
+ *   8  4  version (2; 1 is still read: the same bytes)
  *   12 4  header size (4096)
  *   16 8  cap: bytes of the ring
  *   24 8  salt
@@ -12,21 +12,27 @@
  *         frames); the rest was only reserved (see bl_wal_create)
  *   40 16 reserved, zero
  *   56 8  XXH3-64 of bytes [0, 56)
- * The header only identifies the file: recovery takes the salt and cap from
- * LMDB's meta "wal" record, so a damaged header loses nothing (frames carry
- * the salt themselves; a damaged `filled` reads as 0 and costs a refill).
+ * Recovery takes the salt and cap from LMDB's meta "wal" record, written
+ * when the store is created: an intact header that names another salt or
+ * cap is another store's log and is refused; a damaged header loses
+ * nothing (frames carry the salt themselves; a damaged `filled` reads as 0
+ * and costs a refill).
  *
  * Frame header (64 bytes, then the body, then zero padding to 8 bytes):
  *   0  4  magic "BLWF"
  *   4  2  flags (bit 0 WRAP; others zero)
- *   6  2  version (1)
+ *   6  2  version (2; version 1 frames, with zeros at 48, are still read)
  *   8  8  salt
  *   16 8  pos: the frame's logical position
  *   24 8  first LSN (WRAP: the next LSN)
  *   32 4  number of records
  *   36 4  body length
  *   40 8  time_ms of the group's last record (i64)
- *   48 8  reserved, zero
+ *   48 8  durable: a logical position up to which the log was known
+ *         flushed when the frame was written (0: nothing known).  A frame
+ *         after a break in the log that says the log was flushed beyond
+ *         the break proves the break is damage, not a torn tail
+ *         (bl_wal_past_break)
  *   56 8  checksum: XXH3-64 of the body seeded with XXH3-64 of header bytes
  *         [0, 56) seeded with the previous frame's checksum (the chain)
  * Body entries (8-byte header, then bytes):
@@ -188,6 +194,17 @@ uint64_t bl_wal_filled(int fd, uint64_t cap)
     return f > cap ? cap : f;
 }
 
+int bl_wal_header(int fd, uint64_t *salt, uint64_t *cap)
+{
+    unsigned char h[64];
+    if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h, WAL_MAGIC, 8) != 0 ||
+        bl_get64(h + 56) != XXH3_64bits(h, 56))
+        return 0;
+    *salt = bl_get64(h + 24);
+    *cap = bl_get64(h + 16);
+    return 1;
+}
+
 int bl_wal_set_filled(int fd, uint64_t cap, uint64_t salt, uint64_t filled)
 {
     unsigned char h[64];
@@ -204,7 +221,6 @@ int bl_wal_open(const char *dir, int read_only, uint64_t cap, uint64_t salt, int
     struct stat st;
     int fd, err;
 
-    (void)salt; /* frames carry the salt; the header's is informational */
     *fdp = -1;
     if (path == NULL)
         return BINDLOG_ENOMEM;
@@ -228,6 +244,22 @@ int bl_wal_open(const char *dir, int read_only, uint64_t cap, uint64_t salt, int
         close(fd);
         return bl_err_set(BINDLOG_EVERSION, "%s: log version %u is newer than this library's %u",
                           BL_WAL_FILE, bl_get32(h + 8), BL_WAL_VERSION);
+    }
+    /* An intact header must name this store's log: a log copied in from
+     * another store (or a ring of another size) would otherwise open as an
+     * empty log, every event after the checkpoint silently gone. */
+    if (n == (ssize_t)sizeof h && memcmp(h, WAL_MAGIC, 8) == 0 &&
+        bl_get64(h + 56) == XXH3_64bits(h, 56) &&
+        (bl_get64(h + 24) != salt || bl_get64(h + 16) != cap)) {
+        close(fd);
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "%s belongs to another log: its header names salt %016llx and a "
+                          "%llu-byte ring, data.mdb's meta \"wal\" salt %016llx and %llu bytes; "
+                          "the events after the last checkpoint are not in it (run 'bindlog "
+                          "recover' to see what is left)",
+                          BL_WAL_FILE, (unsigned long long)bl_get64(h + 24),
+                          (unsigned long long)bl_get64(h + 16), (unsigned long long)salt,
+                          (unsigned long long)cap);
     }
     /* A damaged header is no reason to refuse: the frames are checked on
      * their own.  A short file is: writes would extend it. */
@@ -276,21 +308,42 @@ static uint64_t frame_sum(const unsigned char *hdr, const unsigned char *body, s
 
 uint64_t bl_wframe_seal(unsigned char *hdr, unsigned flags, uint64_t salt, uint64_t pos,
                         uint64_t first_lsn, uint32_t nrec, uint32_t body_len, int64_t time_ms,
-                        uint64_t prev_chain)
+                        uint64_t durable, uint64_t prev_chain)
 {
     bl_put32(hdr, FRAME_MAGIC);
     bl_put16(hdr + 4, (uint16_t)flags);
-    bl_put16(hdr + 6, BL_WAL_VERSION);
+    bl_put16(hdr + 6, BL_WAL_FRAME_VERSION);
     bl_put64(hdr + 8, salt);
     bl_put64(hdr + 16, pos);
     bl_put64(hdr + 24, first_lsn);
     bl_put32(hdr + 32, nrec);
     bl_put32(hdr + 36, body_len);
     bl_put64(hdr + 40, (uint64_t)time_ms);
-    bl_put64(hdr + 48, 0);
+    bl_put64(hdr + 48, durable);
     uint64_t sum = frame_sum(hdr, hdr + BL_WAL_FRAME_HDR, body_len, prev_chain);
     bl_put64(hdr + 56, sum);
     return sum;
+}
+
+/* Decode a frame header at buf (BL_WAL_FRAME_HDR bytes there) into *f: 1
+ * if its magic, version, flags and reserved bytes are right, else 0.  A
+ * version-1 frame has zeros where version 2 keeps `durable`. */
+static int frame_decode(const unsigned char *buf, bl_wframe *f)
+{
+    unsigned version = bl_get16(buf + 6);
+    if (bl_get32(buf) != FRAME_MAGIC || version < 1 || version > BL_WAL_FRAME_VERSION)
+        return 0;
+    f->flags = bl_get16(buf + 4);
+    f->salt = bl_get64(buf + 8);
+    f->pos = bl_get64(buf + 16);
+    f->first_lsn = bl_get64(buf + 24);
+    f->nrec = bl_get32(buf + 32);
+    f->body_len = bl_get32(buf + 36);
+    f->time_ms = (int64_t)bl_get64(buf + 40);
+    f->durable = bl_get64(buf + 48);
+    f->sum = bl_get64(buf + 56);
+    f->body = buf + BL_WAL_FRAME_HDR;
+    return (f->flags & ~BL_WF_KNOWN) == 0 && (version > 1 || f->durable == 0);
 }
 
 int bl_wframe_check(const unsigned char *buf, size_t avail, uint64_t salt, uint64_t cap,
@@ -300,19 +353,8 @@ int bl_wframe_check(const unsigned char *buf, size_t avail, uint64_t salt, uint6
 
     if (avail < BL_WAL_FRAME_HDR || off + BL_WAL_FRAME_HDR > cap)
         return 0;
-    if (bl_get32(buf) != FRAME_MAGIC || bl_get16(buf + 6) != BL_WAL_VERSION)
-        return 0;
-    f->flags = bl_get16(buf + 4);
-    f->salt = bl_get64(buf + 8);
-    f->pos = bl_get64(buf + 16);
-    f->first_lsn = bl_get64(buf + 24);
-    f->nrec = bl_get32(buf + 32);
-    f->body_len = bl_get32(buf + 36);
-    f->time_ms = (int64_t)bl_get64(buf + 40);
-    f->sum = bl_get64(buf + 56);
-    f->body = buf + BL_WAL_FRAME_HDR;
-    if ((f->flags & ~BL_WF_KNOWN) != 0 || bl_get64(buf + 48) != 0 || f->salt != salt ||
-        f->pos != at->pos || f->first_lsn != at->lsn + 1)
+    if (!frame_decode(buf, f) || f->salt != salt || f->pos != at->pos ||
+        f->first_lsn != at->lsn + 1)
         return 0;
     if (f->flags & BL_WF_WRAP) {
         if (f->nrec != 0 || f->body_len != 0)
@@ -528,4 +570,177 @@ int bl_wal_scan(int fd, uint64_t cap, uint64_t salt, const bl_wal_at *start, uin
     bl_wreader_free(&r);
     *end = at;
     return rc;
+}
+
+/* ---- frames on their own: looking past a break --------------------------- */
+
+int bl_wframe_loose(const unsigned char *buf, size_t avail, uint64_t cap, uint64_t off,
+                    bl_wframe *f)
+{
+    if (avail < BL_WAL_FRAME_HDR || off % 8 != 0 || off + BL_WAL_FRAME_HDR > cap)
+        return 0;
+    if (!frame_decode(buf, f) || (f->flags & BL_WF_WRAP) || f->nrec == 0 ||
+        f->pos % cap != off || f->durable > f->pos ||
+        off + bl_wframe_size(f->body_len) + BL_WAL_FRAME_HDR > cap)
+        return 0;
+    if (avail < BL_WAL_FRAME_HDR + (size_t)f->body_len)
+        return -(int)(BL_WAL_FRAME_HDR + f->body_len - avail);
+    return bl_wframe_body_ok(f);
+}
+
+/* Read [off, off + n) of the ring (within one lap) into buf: the bytes
+ * read (fewer when the file ends early), or -1 on an I/O error. */
+static ssize_t ring_read(int fd, uint64_t off, unsigned char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, buf + got, n - got, (off_t)(BL_WAL_HDR + off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return bl_err_set(BINDLOG_EIO, "%s: reading at ring byte %llu: %s", BL_WAL_FILE,
+                              (unsigned long long)(off + got), strerror(errno)),
+                   -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+#define SCAN_BLOCK ((size_t)1 << 20)
+
+/* The ring is read in blocks; a frame that runs past a block's end is read
+ * on its own.  Zeros and stale bytes cost a 4-byte compare per 8 bytes;
+ * each frame found is checked whole (its records' checksums) once, and
+ * the scan goes on after it. */
+int bl_wal_loose_scan(int fd, uint64_t cap, bl_wal_want_fn want, bl_wal_loose_fn fn, void *ctx)
+{
+    unsigned char *blk = malloc(SCAN_BLOCK), *one = NULL;
+    size_t onecap = 0;
+    int rc = 0;
+
+    if (blk == NULL)
+        return BINDLOG_ENOMEM;
+    uint64_t base = 0, off = 0;
+    size_t len = 0;
+    while (off + BL_WAL_FRAME_HDR <= cap) {
+        if (off < base || off + BL_WAL_FRAME_HDR > base + len) {
+            /* the next block, from off */
+            size_t n = cap - off < SCAN_BLOCK ? (size_t)(cap - off) : SCAN_BLOCK;
+            ssize_t got = ring_read(fd, off, blk, n);
+            if (got < 0) {
+                rc = BINDLOG_EIO;
+                break;
+            }
+            base = off;
+            len = (size_t)got;
+            if (len < BL_WAL_FRAME_HDR)
+                break; /* the file ends early */
+        }
+        const unsigned char *p = blk + (off - base);
+        size_t avail = len - (size_t)(off - base);
+        if (bl_get32(p) != FRAME_MAGIC) {
+            /* on to the next magic at an 8-byte boundary (memchr skips
+             * zeros at memory speed); blocks start 8-byte aligned */
+            const unsigned char *q = p + 1, *end = blk + len;
+            for (;;) {
+                q = memchr(q, 'B', (size_t)(end - q));
+                if (q == NULL || (end - q >= 4 && (size_t)(q - blk) % 8 == 0 &&
+                                  memcmp(q, "BLWF", 4) == 0))
+                    break;
+                q++;
+            }
+            /* none left in this block: read on from its last header's room */
+            off = q != NULL ? base + (uint64_t)(q - blk)
+                            : (base + len - BL_WAL_FRAME_HDR + 8) & ~(uint64_t)7;
+            if (off <= base + (uint64_t)(p - blk))
+                off = base + (uint64_t)(p - blk) + 8;
+            continue;
+        }
+        bl_wframe f;
+        if (want != NULL && (!frame_decode(p, &f) || !want(ctx, &f, off))) {
+            off += 8;
+            continue;
+        }
+        int v = bl_wframe_loose(p, avail, cap, off, &f);
+        if (v < 0) {
+            /* the body runs past the block: read the frame alone */
+            size_t whole = BL_WAL_FRAME_HDR + (size_t)f.body_len;
+            if (whole > onecap) {
+                unsigned char *nb = realloc(one, whole);
+                if (nb == NULL) {
+                    rc = BINDLOG_ENOMEM;
+                    break;
+                }
+                one = nb;
+                onecap = whole;
+            }
+            ssize_t got = ring_read(fd, off, one, whole);
+            if (got < 0) {
+                rc = BINDLOG_EIO;
+                break;
+            }
+            v = bl_wframe_loose(one, (size_t)got, cap, off, &f);
+        }
+        if (v != 1) {
+            off += 8;
+            continue;
+        }
+        if ((rc = fn(ctx, &f, off)) != 0)
+            break;
+        /* a valid frame holds no other frame's header: go on after it */
+        off += bl_wframe_size(f.body_len);
+    }
+    free(one);
+    free(blk);
+    return rc;
+}
+
+typedef struct past {
+    uint64_t salt, cap;
+    const bl_wal_at *end;
+    bl_wal_break *out;
+} past;
+
+/* Only frames that could matter: this log's beyond the end (within a
+ * lap), and whatever lies at the break. */
+static int past_want(void *ctx, const bl_wframe *f, uint64_t off)
+{
+    past *p = ctx;
+    if (off == p->end->pos % p->cap)
+        return 1;
+    return f->salt == p->salt && f->pos >= p->end->pos && f->pos < p->end->pos + p->cap &&
+           f->first_lsn > p->end->lsn;
+}
+
+static int past_frame(void *ctx, const bl_wframe *f, uint64_t off)
+{
+    past *p = ctx;
+    if (f->salt != p->salt) {
+        if (off == p->end->pos % p->cap) {
+            p->out->foreign = 1;
+            p->out->foreign_salt = f->salt;
+        }
+        return 0;
+    }
+    /* a frame of this log written after the break: where the ring lies
+     * ahead of the end (within one lap), with LSNs beyond the last one
+     * applied */
+    if (f->pos < p->end->pos || f->pos >= p->end->pos + p->cap || f->first_lsn <= p->end->lsn)
+        return 0;
+    p->out->frames++;
+    if (f->first_lsn + f->nrec - 1 > p->out->last_lsn)
+        p->out->last_lsn = f->first_lsn + f->nrec - 1;
+    if (f->durable > p->out->durable)
+        p->out->durable = f->durable;
+    return 0;
+}
+
+int bl_wal_past_break(int fd, uint64_t cap, uint64_t salt, const bl_wal_at *end,
+                      bl_wal_break *out)
+{
+    past p = {salt, cap, end, out};
+    memset(out, 0, sizeof(*out));
+    return bl_wal_loose_scan(fd, cap, past_want, past_frame, &p);
 }

@@ -34,9 +34,18 @@
  *   - its body parses exactly, and each record decodes (its own checksum)
  *     with the LSN it must have.
  * The scan stops at the first frame that is not valid: that is the end of
- * the log.  A torn write, a frame that never reached the disk, a stale lap
- * or a foreign file all end the log there, and nothing after is applied.
- * A frame is a whole group, so a batch is all or nothing across a crash.
+ * the log, and nothing after is applied.  A frame is a whole group, so a
+ * batch is all or nothing across a crash.
+ *
+ * Torn tail or damage.  Every frame also says how far the log was known
+ * flushed when it was written (`durable`, a logical position; 0 says
+ * nothing).  Where the valid prefix ends, bl_wal_past_break looks past the
+ * break for frames of the same log that stand on their own (salt, position,
+ * a body that parses and records that decode with consecutive LSNs: all
+ * but the chain).  If one of them says the log was flushed beyond the
+ * break, the break lies in what was made durable, and acknowledged, before
+ * it was written: damage, which recovery refuses (walenv.c).  Otherwise the
+ * break is the torn, never-flushed tail a crash may leave.
  *
  * docs/format.md gives every byte.
  */
@@ -49,7 +58,8 @@
 #define BL_WAL_FILE "bindlog.wal"
 #define BL_WAL_HDR 4096u              /* bytes before the ring */
 #define BL_WAL_FRAME_HDR 64u          /* bytes of a frame header */
-#define BL_WAL_VERSION 1u             /* log file and frame version */
+#define BL_WAL_VERSION 2u             /* log file version (1 is still read) */
+#define BL_WAL_FRAME_VERSION 2u       /* frame version written (1 is still read) */
 #define BL_WAL_MIN_CAP ((uint64_t)64 << 10)
 #define BL_WAL_MAX_CAP ((uint64_t)1 << 30)
 #define BL_WAL_DEFAULT_CAP ((uint64_t)8 << 20)
@@ -85,6 +95,7 @@ typedef struct bl_wframe {
     uint64_t salt, pos, first_lsn;
     uint32_t nrec, body_len;
     int64_t time_ms;          /* the group's last event time */
+    uint64_t durable;         /* the log was flushed up to here when written (0: unknown) */
     uint64_t sum;             /* its checksum: the chain after it */
     const unsigned char *body;
 } bl_wframe;
@@ -146,11 +157,13 @@ static inline uint64_t bl_wframe_size(size_t body_len)
 
 /* Fill the 64-byte header `hdr` of a frame whose body (body_len bytes)
  * follows it in memory, and its checksum seeded with `prev_chain`; returns
- * the checksum (the chain after the frame).  Padding after the body is the
- * caller's (zeros). */
+ * the checksum (the chain after the frame).  `durable`: the logical
+ * position up to which the log was flushed (a completed fdatasync that
+ * began when the written end was there), 0 if unknown.  Padding after the
+ * body is the caller's (zeros). */
 uint64_t bl_wframe_seal(unsigned char *hdr, unsigned flags, uint64_t salt, uint64_t pos,
                         uint64_t first_lsn, uint32_t nrec, uint32_t body_len, int64_t time_ms,
-                        uint64_t prev_chain);
+                        uint64_t durable, uint64_t prev_chain);
 
 /* Check the frame at buf (avail bytes there) as the frame expected at
  * `at` (position, next LSN at.lsn + 1, chain), in a ring of cap bytes.
@@ -209,5 +222,48 @@ typedef int (*bl_wal_frame_fn)(void *ctx, const bl_wframe *f, const bl_wal_at *a
  */
 int bl_wal_scan(int fd, uint64_t cap, uint64_t salt, const bl_wal_at *start, uint64_t last_lsn,
                 bl_wal_frame_fn fn, void *ctx, bl_wal_at *end);
+
+/* ---- frames on their own: looking past a break ------------------------ */
+
+/* Check the bytes at buf (avail of them) as a frame lying at byte `off` of
+ * a ring of cap bytes, on its own: everything bl_wframe_check does but the
+ * chain, the expected LSN and the salt (f->salt says whose it is).  WRAP
+ * frames carry nothing to verify and never pass.  1 (valid: *f filled), 0,
+ * or -n (n more bytes needed). */
+int bl_wframe_loose(const unsigned char *buf, size_t avail, uint64_t cap, uint64_t off,
+                    bl_wframe *f);
+
+/* Called for every frame of a ring scan that passes bl_wframe_loose, in
+ * ring order; `off` is its byte in the ring.  Non-zero stops the scan. */
+typedef int (*bl_wal_loose_fn)(void *ctx, const bl_wframe *f, uint64_t off);
+
+/* Asked about each frame header (magic, version, flags right; f->body not
+ * yet checked) before its body is: 0 skips it at no cost.  NULL: all. */
+typedef int (*bl_wal_want_fn)(void *ctx, const bl_wframe *f, uint64_t off);
+
+/* Scan the whole ring (every 8-byte boundary) for frames that stand on
+ * their own, whatever their salt; fn sees those `want` asked for.  0, an
+ * I/O error, BINDLOG_ENOMEM or fn's code. */
+int bl_wal_loose_scan(int fd, uint64_t cap, bl_wal_want_fn want, bl_wal_loose_fn fn, void *ctx);
+
+/* What lies past the end `end` of a log's valid prefix. */
+typedef struct bl_wal_break {
+    uint64_t frames;    /* frames of this log past the break (pos >= end, LSNs beyond) */
+    uint64_t last_lsn;  /* the highest LSN they hold (0: none) */
+    uint64_t durable;   /* the furthest flush point they claim (0: none) */
+    int foreign;        /* the bytes at the break are a frame of another log */
+    uint64_t foreign_salt;
+} bl_wal_break;
+
+/* Look past the break at `end` (the point after the last valid frame of
+ * the log with `salt`): *out says what was found.  The break is damage to
+ * flushed (acknowledged) frames when out->durable > end->pos, or when
+ * out->foreign.  0, an I/O error or BINDLOG_ENOMEM. */
+int bl_wal_past_break(int fd, uint64_t cap, uint64_t salt, const bl_wal_at *end,
+                      bl_wal_break *out);
+
+/* The header's salt and cap: 1 if the header is intact (magic, checksum),
+ * 0 if not (nothing then to compare). */
+int bl_wal_header(int fd, uint64_t *salt, uint64_t *cap);
 
 #endif /* BL_WAL_H */

@@ -10,8 +10,15 @@
  *     and meta records in one transaction), then *recovers*: LMDB's meta
  *     "head" and "wal" name the checkpoint and the log position right after
  *     it; the scan (wal.c) reads the valid prefix of the log from there,
- *     frame by frame, into the index.  The shared memory is rebuilt with
- *     that end as both the written and the visible end.  Nothing is written
+ *     frame by frame, into the index.  Where that valid prefix ends, it
+ *     looks past the break (bl_wal_past_break): a frame of this log after
+ *     it that says the log was flushed beyond it, or a frame of another
+ *     log at it, makes the break damage to acknowledged events, and the
+ *     open is refused (BINDLOG_ECORRUPT) before anything is written, so
+ *     nothing overwrites the frames after the break; otherwise the break
+ *     is the never-flushed tail a crash may tear, dropped from there on.
+ *     The shared memory is rebuilt with that end as both the written and
+ *     the visible end.  Nothing is written
  *     into LMDB: the next checkpoint folds the recovered frames like any
  *     others, so opening stays cheap whatever the tail holds.
  *   - not alone: the shared memory is live; the index starts at its
@@ -31,6 +38,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -297,14 +305,50 @@ static uint64_t cap_of(const bindlog_options *o)
     return c;
 }
 
+void bl_wal_flushed(bl_env *e, uint64_t pos)
+{
+    bl_shm *m = e->wal->shm.m;
+    uint64_t d = atomic_load(&m->durable);
+    while (d < pos && !atomic_compare_exchange_weak(&m->durable, &d, pos))
+        ;
+}
+
 /* Recover the log from LMDB's checkpoint into the index; *end gets the
- * point after the last valid frame. */
+ * point after the last valid frame.  A break in what was flushed (or a
+ * frame of another log at the break) is refused: BINDLOG_ECORRUPT naming
+ * the file, the byte, the LSNs at risk and the way out. */
 static int recover(bl_env *e, const bl_wal_at *start, bl_wal_at *end)
 {
     bl_walenv *w = e->wal;
+    bl_wal_break b;
     int rc = bl_wal_scan(w->fd, w->cap, w->salt, start, UINT64_MAX, scan_cb, &w->tail, end);
     if (rc != 0)
         return rc;
+    if ((rc = bl_wal_past_break(w->fd, w->cap, w->salt, end, &b)) != 0)
+        return rc;
+    unsigned long long at = BL_WAL_HDR + end->pos % w->cap, next = end->lsn + 1;
+    if (!b.foreign && b.durable <= end->pos)
+        return 0; /* a torn tail (or none): the log ends here */
+    char why[200], risk[80];
+    if (b.durable > end->pos)
+        snprintf(why, sizeof why,
+                 "the frame there is not the one expected (LSN %llu), yet %llu later frames of "
+                 "this log say it was flushed up to position %llu",
+                 next, (unsigned long long)b.frames, (unsigned long long)b.durable);
+    else
+        snprintf(why, sizeof why,
+                 "where LSN %llu was expected lies a frame of another log (salt %016llx, this "
+                 "store's is %016llx)",
+                 next, (unsigned long long)b.foreign_salt, (unsigned long long)w->salt);
+    if (b.last_lsn >= next)
+        snprintf(risk, sizeof risk, "LSNs %llu-%llu", next, (unsigned long long)b.last_lsn);
+    else
+        snprintf(risk, sizeof risk, "LSNs from %llu on", next);
+    return bl_err_set(BINDLOG_ECORRUPT,
+                      "%s is damaged at byte %llu (log position %llu): %s; %s were acknowledged "
+                      "and are at risk: nothing is written to this store until 'bindlog "
+                      "recover' has rebuilt it",
+                      BL_WAL_FILE, at, (unsigned long long)end->pos, why, risk);
     return 0;
 }
 
@@ -346,7 +390,7 @@ static int store_exists(bl_env *e)
 
 /* The steps of an open that found itself alone (or private). */
 static int open_alone(bl_env *e, const bindlog_options *o, int may_create, int private_mode,
-                      bl_wal_at *ck, bl_wal_at *end)
+                      bl_wal_at *ck, bl_wal_at *end, uint64_t *durable)
 {
     bl_walenv *w = e->wal;
     bl_wal_meta wm;
@@ -380,10 +424,15 @@ static int open_alone(bl_env *e, const bindlog_options *o, int may_create, int p
         return rc;
     /* Recovered frames may be only in the page cache (a process crash in
      * NORMAL, or before a FULL flush): make them durable before anyone
-     * reads them, unless this store runs without flushes. */
-    if (!w->log_rdonly && end->lsn > ck->lsn && o->durability != BINDLOG_DURABILITY_NONE &&
-        (rc = bl_wal_sync(w->fd)) != 0)
-        return rc;
+     * reads them, unless this store runs without flushes.  Only a flush
+     * that happened says how far the log is durable: without one, frames
+     * say nothing (0) until the next. */
+    *durable = 0;
+    if (!w->log_rdonly && o->durability != BINDLOG_DURABILITY_NONE) {
+        if (end->lsn > ck->lsn && (rc = bl_wal_sync(w->fd)) != 0)
+            return rc;
+        *durable = end->pos;
+    }
     return 0;
 }
 
@@ -433,21 +482,23 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
 
     for (int attempt = 0;; attempt++) {
         bl_wal_at ck, end;
+        uint64_t durable = 0;
         rc = bl_shm_open(e->path, o->read_only || e->env_rdonly, &w->shm, &alone);
         if (rc == BINDLOG_ENOTFOUND || (rc == BINDLOG_EACCES && o->read_only)) {
             /* a read-only handle without the shared file: private mode */
             bl_err_clear();
             w->shm.m = NULL;
-            rc = open_alone(e, o, 0, 1, &ck, &end);
+            rc = open_alone(e, o, 0, 1, &ck, &end, &durable);
             break;
         }
         if (rc != 0 && rc != BINDLOG_EBUSY)
             break;
         if (rc == 0 && alone) {
-            rc = open_alone(e, o, may_create, 0, &ck, &end);
+            rc = open_alone(e, o, may_create, 0, &ck, &end, &durable);
             if (rc == 0)
                 rc = bl_shm_init(&w->shm, w->salt, w->cap, &end, &ck);
             if (rc == 0) {
+                atomic_store(&w->shm.m->durable, durable);
                 uint64_t filled = bl_wal_filled(w->fd, w->cap);
                 /* a log that went round once was written all over */
                 atomic_store(&w->shm.m->filled, end.pos >= w->cap ? w->cap : filled);

@@ -119,8 +119,29 @@ uint64_t bl_wal_head(bl_env *e);
 /* Trim the index to the shared checkpoint if it moved. */
 void bl_wal_trim(bl_env *e);
 
+/* A flush of the log that began when the written end was at `pos` has
+ * completed: raise the shared `durable` point to pos (never lowers it). */
+void bl_wal_flushed(bl_env *e, uint64_t pos);
+
 /* Log bytes not yet checkpointed (written end - checkpoint position). */
 uint64_t bl_wal_used(bl_env *e);
+
+/* ---- walcheck.c --------------------------------------------------------------- */
+
+/* What bl_wal_verify found: the first bad frame, in words. */
+typedef struct bl_wal_finding {
+    int bad;
+    uint64_t lsn;     /* the first LSN the bad frame should hold */
+    uint64_t frames;  /* frames verified */
+    char msg[400];
+} bl_wal_finding;
+
+/* bindlog_check's part: read bindlog.wal from the snapshot's checkpoint to
+ * its head as recovery does (checksums, salt, positions, LSN continuity,
+ * records decoding), compare each record with the snapshot's, and look
+ * past the end for damage (wal.h).  0 with *out filled (out->bad), or an
+ * I/O error. */
+int bl_wal_verify(bl_snap *ss, bl_wal_finding *out);
 
 /* ---- commit.c ---------------------------------------------------------------- */
 

@@ -100,9 +100,131 @@ static int not_read(bl_salvage *sv, const char *why)
     return 0;
 }
 
+/* ---- frames found on their own ------------------------------------------ */
+
+/* A frame of the ring scan that stands on its own (bl_wframe_loose). */
+typedef struct loose {
+    uint64_t off, pos, first, last, durable;
+} loose;
+
+typedef struct ring {
+    uint64_t salt;            /* 0: count salts (sal, nsal) instead */
+    uint64_t after_lsn;       /* keep frames with LSNs beyond this ... */
+    uint64_t after_pos;       /* ... lying at or after this position */
+    VEC(loose) frames;
+    struct {
+        uint64_t salt, n;
+    } sal[16];
+    size_t nsal;
+} ring;
+
+static int ring_frame(void *ctx, const bl_wframe *f, uint64_t off)
+{
+    ring *g = ctx;
+    if (g->salt == 0) {
+        size_t i = 0;
+        while (i < g->nsal && g->sal[i].salt != f->salt)
+            i++;
+        if (i == g->nsal && g->nsal < sizeof g->sal / sizeof g->sal[0])
+            g->sal[g->nsal++].salt = f->salt;
+        if (i < g->nsal)
+            g->sal[i].n++;
+        return 0;
+    }
+    if (f->salt != g->salt || f->first_lsn + f->nrec - 1 <= g->after_lsn || f->pos < g->after_pos)
+        return 0;
+    loose l = {off, f->pos, f->first_lsn, f->first_lsn + f->nrec - 1, f->durable};
+    return PUSH(g->frames, l);
+}
+
+/* By first LSN; of two frames for the same LSNs (leftovers of a history a
+ * crash cut short, written over later), the one that knew the log flushed
+ * further is the newer. */
+static int cmp_loose(const void *a, const void *b)
+{
+    const loose *x = a, *y = b;
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    if (x->durable != y->durable)
+        return x->durable > y->durable ? -1 : 1;
+    return x->pos > y->pos ? -1 : x->pos < y->pos;
+}
+
+/* Read the frame found at `off` again and hand its records over. */
+static int take_loose(scan *s, int fd, uint64_t cap, const loose *l)
+{
+    bl_wframe f;
+    int rc = 0;
+    size_t want = BL_WAL_FRAME_HDR;
+    unsigned char *buf = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned char *nb = realloc(buf, want);
+        if (nb == NULL) {
+            free(buf);
+            return BINDLOG_ENOMEM;
+        }
+        buf = nb;
+        ssize_t n = pread(fd, buf, want, (off_t)(BL_WAL_HDR + l->off));
+        rc = bl_wframe_loose(buf, n < 0 ? 0 : (size_t)n, cap, l->off, &f);
+        if (rc >= 0)
+            break;
+        want = BL_WAL_FRAME_HDR + (size_t)f.body_len;
+    }
+    rc = rc == 1 ? on_frame(s, &f, NULL) : 0;
+    free(buf);
+    return rc;
+}
+
+/* The ring's frames of this log after the point the chain reached (`end`,
+ * or everything when the chain could not be followed): every one that
+ * stands on its own, by LSN, one per LSN. */
+static int salvage_loose(scan *s, int fd, uint64_t cap, uint64_t salt, const bl_wal_at *end)
+{
+    ring g;
+    int rc;
+    memset(&g, 0, sizeof g);
+    g.salt = salt;
+    g.after_lsn = end != NULL ? end->lsn : 0;
+    g.after_pos = end != NULL ? end->pos : 0;
+    if ((rc = bl_wal_loose_scan(fd, cap, NULL, ring_frame, &g)) != 0)
+        goto out;
+    bl_rv_sort(g.frames.v, g.frames.n, sizeof(loose), cmp_loose);
+    uint64_t last = g.after_lsn;
+    for (size_t i = 0; i < g.frames.n && rc == 0; i++) {
+        if (g.frames.v[i].first <= last)
+            continue; /* an older copy of LSNs already taken */
+        if ((rc = take_loose(s, fd, cap, &g.frames.v[i])) == 0)
+            last = g.frames.v[i].last;
+    }
+out:
+    free(g.frames.v);
+    return rc;
+}
+
+/* The salt most frames of the ring carry (0 when there are none). */
+static int majority_salt(int fd, uint64_t cap, uint64_t *salt)
+{
+    ring g;
+    memset(&g, 0, sizeof g);
+    int rc = bl_wal_loose_scan(fd, cap, NULL, ring_frame, &g);
+    *salt = 0;
+    uint64_t best = 0;
+    for (size_t i = 0; i < g.nsal; i++)
+        if (g.sal[i].n > best) {
+            best = g.sal[i].n;
+            *salt = g.sal[i].salt;
+        }
+    return rc;
+}
+
+static int cap_ok(uint64_t cap)
+{
+    return cap >= BL_WAL_MIN_CAP && cap <= BL_WAL_MAX_CAP && cap % 8 == 0;
+}
+
 int bl_salvage_wal(bl_salvage *sv, const char *dir)
 {
-    char path[4200];
+    char path[4200], why[160];
     struct stat st;
     int fd, rc;
 
@@ -119,27 +241,65 @@ int bl_salvage_wal(bl_salvage *sv, const char *dir)
         close(fd);
         return not_read(sv, "it is not a regular file");
     }
-    if (!sv->have_meta || !sv->meta.have_head || !sv->meta.have_wal) {
+
+    /* Whose log, and how big: data.mdb's meta "wal" (written when the
+     * store was made), else the log's own header, else the size of the
+     * file and the salt most of its frames carry. */
+    int have_wal = sv->have_meta && sv->meta.have_wal && cap_ok(sv->meta.wal_cap);
+    uint64_t hsalt = 0, hcap = 0, salt = 0, cap = 0;
+    int hdr = bl_wal_header(fd, &hsalt, &hcap);
+    if (have_wal) {
+        salt = sv->meta.wal_salt;
+        cap = sv->meta.wal_cap;
+        if (hdr && (hsalt != salt || hcap != cap)) {
+            close(fd);
+            snprintf(why, sizeof why,
+                     "it is another log (salt %016llx, data.mdb's is %016llx): the events "
+                     "after the last checkpoint are not in it",
+                     (unsigned long long)hsalt, (unsigned long long)salt);
+            return not_read(sv, why);
+        }
+    } else if (hdr && cap_ok(hcap)) {
+        salt = hsalt;
+        cap = hcap;
+    } else if (st.st_size > (off_t)BL_WAL_HDR && cap_ok((uint64_t)st.st_size - BL_WAL_HDR)) {
+        cap = (uint64_t)st.st_size - BL_WAL_HDR;
+        if ((rc = majority_salt(fd, cap, &salt)) != 0 || salt == 0) {
+            close(fd);
+            return rc == BINDLOG_ENOMEM ? rc : not_read(sv, "neither data.mdb nor its header says "
+                                                            "whose log it is, and no frame in it "
+                                                            "stands on its own");
+        }
+    } else {
         close(fd);
-        return not_read(sv, "data.mdb's meta records \"head\" and \"wal\" are lost, so where "
-                            "the log starts is unknown");
+        return not_read(sv, "neither data.mdb's meta \"wal\" nor its header is readable, and its "
+                            "size is not a log's");
     }
-    uint64_t cap = sv->meta.wal_cap;
-    if (cap < BL_WAL_MIN_CAP || cap > BL_WAL_MAX_CAP || cap % 8 != 0) {
+    if ((uint64_t)st.st_size < BL_WAL_HDR + cap) {
         close(fd);
-        return not_read(sv, "data.mdb's meta \"wal\" names a log size no store has");
+        return not_read(sv, "it is shorter than its ring");
     }
 
     scan s;
     memset(&s, 0, sizeof s);
     s.sv = sv;
-    bl_wal_at start = {sv->meta.head.lsn, sv->meta.wal_pos, sv->meta.wal_chain}, end;
-    rc = bl_wal_scan(fd, cap, sv->meta.wal_salt, &start, UINT64_MAX, on_frame, &s, &end);
+    /* The chain from the checkpoint, as recovery reads it: a store never
+     * checkpointed has meta "wal" (position 0) and no meta "head" yet. */
+    int chain = have_wal && (sv->meta.have_head || sv->meta.whole);
+    bl_wal_at start = {sv->meta.have_head ? sv->meta.head.lsn : 0, sv->meta.wal_pos,
+                       sv->meta.wal_chain},
+              end = start;
+    rc = 0;
+    if (chain)
+        rc = bl_wal_scan(fd, cap, salt, &start, UINT64_MAX, on_frame, &s, &end);
+    /* Then every frame of this log beyond where the chain broke: each
+     * stands on its own (its records carry their own checksums). */
+    if (rc == 0)
+        rc = salvage_loose(&s, fd, cap, salt, chain ? &end : NULL);
     close(fd);
     if (rc == BINDLOG_ENOMEM)
         return rc;
     if (rc != 0) {
-        char why[160];
         snprintf(why, sizeof why, "reading it failed: %s", bindlog_strerror(rc));
         return not_read(sv, why);
     }

@@ -24,6 +24,7 @@
 #include "lmdb/pagecheck.h"
 #include "maint/maint.h"
 #include "lmdb/tail.h"
+#include "lmdb/walenv.h"
 
 #include "core/error.h"
 #include "lmdb/limits.h"
@@ -1380,6 +1381,17 @@ char *bl_scratch_dir(const char *tag)
     return p;
 }
 
+/* The log file itself, from the checkpoint to the snapshot's head
+ * (lmdb/walcheck.c): its first bad frame is a problem. */
+static int check_wal(checker *ck, bl_snap *ss)
+{
+    bl_wal_finding f;
+    int rc = bl_wal_verify(ss, &f);
+    if (rc == 0 && f.bad)
+        problem(ck, f.lsn, NULL, 0, "%s", f.msg);
+    return rc;
+}
+
 int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn progress,
                   void *progress_ctx)
 {
@@ -1509,6 +1521,8 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
     if (!ck.damaged)
         rc = bl_digest_snap(&ss, 0, out->state_digest);
 out:
+    if (rc == 0 && have_ss)
+        rc = check_wal(&ck, &ss);
     if (dtxn != NULL)
         bl_read_end(scratch->e, dtxn);
     if (have_ss)

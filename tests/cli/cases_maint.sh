@@ -87,13 +87,14 @@ t compact_dump -d "$STORE" dump
 tsh compact_replay_digest '"$BL" -d "$STORE" replay --out rp-after --json'
 t vacuum -d "$STORE" compact --vacuum
 t vacuum_check -d "$STORE" check
-# A writer holding the store open (an import waiting on a FIFO) makes
-# vacuum refuse with EBUSY; once it is gone vacuum runs.
+# A writer holding the store open (an import waiting on a FIFO, past its
+# open: it holds bindlog.lock) makes vacuum refuse with EBUSY; once it is
+# gone vacuum runs.
 tsh vacuum_busy 'mkfifo fifo
 "$BL" -d "$STORE" import -i fifo >/dev/null 2>&1 &
 pid=$!
 exec 3>fifo
-for i in $(seq 100); do ls -l /proc/$pid/fd 2>/dev/null | grep -q data.mdb && break; sleep 0.05; done
+for i in $(seq 100); do ls -l /proc/$pid/fd 2>/dev/null | grep -q bindlog.lock && break; sleep 0.05; done
 "$BL" -d "$STORE" compact --vacuum; echo "exit $?"
 exec 3>&-
 wait $pid
