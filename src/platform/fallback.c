@@ -224,7 +224,16 @@ int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died)
     if (x == NULL)
         return EINVAL; /* not attached: a bug of the caller */
     pthread_mutex_lock(&x->mu);
-    if ((err = bl_plat_fb_lock_range(x->fd, (off_t)l->byte, 1, BL_PLAT_EXCLUSIVE, 1)) != 0) {
+    /* EDEADLK: the kernel sees a process, not its threads; one thread of
+     * this process holding the other lock while another waits for this one
+     * looks like a cycle when the holder here waits for that other lock.
+     * The thread holding it will let go: wait and ask again. */
+    while ((err = bl_plat_fb_lock_range(x->fd, (off_t)l->byte, 1, BL_PLAT_EXCLUSIVE, 1)) ==
+           EDEADLK) {
+        struct timespec nap = {0, 200000};
+        nanosleep(&nap, NULL);
+    }
+    if (err != 0) {
         pthread_mutex_unlock(&x->mu);
         return err;
     }

@@ -10,6 +10,7 @@
 #if defined(BL_PLATFORM_POSIX)
 
 #include <errno.h>
+#include <fcntl.h>
 
 const char *bl_plat_name(void) { return "posix"; }
 
@@ -36,14 +37,16 @@ int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died)
 void bl_plat_xlock_consistent(bl_plat_xlock *l) { bl_plat_fb_xlock_consistent(l); }
 void bl_plat_xlock_unlock(bl_plat_xlock *l) { bl_plat_fb_xlock_unlock(l); }
 
-/* No portable way to allocate without writing (posix_fallocate writes
- * zeros itself on some systems, racing with other writers of the file). */
+/* posix_fallocate, but only where the size may change: on a file system
+ * without fallocate some systems emulate it by writing into every block,
+ * which would race with the other users of a file that is in use (the
+ * case of keep_size).  EOPNOTSUPP there. */
 int bl_plat_reserve(int fd, off_t len, int keep_size)
 {
-    (void)fd;
-    (void)len;
-    (void)keep_size;
-    return EOPNOTSUPP;
+    if (keep_size)
+        return EOPNOTSUPP;
+    int err = posix_fallocate(fd, 0, len);
+    return err == EINVAL || err == ENOSYS ? EOPNOTSUPP : err;
 }
 
 int bl_plat_write_zeros(int fd, off_t off, off_t len) { return bl_plat_fb_write_zeros(fd, off, len); }
