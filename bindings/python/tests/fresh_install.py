@@ -20,7 +20,10 @@ exit 77).  In a temporary directory:
     (BINDLOG_TEST_INSTALLED=1: the seed scenarios through AsyncStore among
     them), with neither BINDLOG_LIBRARY nor PYTHONPATH;
  5. v/bin/pip wheel gives one platform-tagged wheel holding exactly one
-    libbindlog.so; an sdist built from the clone builds a wheel too;
+    libbindlog.so; an sdist built from the clone builds a wheel too; the
+    sdist carries LMDB's and xxHash's sources with their licences
+    (scripts/vendor-sources.sh, fetched outside the clone) and the library
+    built from it has no liblmdb or libxxhash in its NEEDED list;
  6. after each step, `git status --porcelain --ignored` in the clone is
     empty: the builds left nothing in the checkout.
 
@@ -193,8 +196,9 @@ def main(argv: Sequence[str]) -> int:
         clean(run, clone, "pip wheel")
 
         sdists = os.path.join(work, "sdist")
+        # LMDB's and xxHash's sources for the sdist, fetched outside the clone
         p = run.sh([py, "setup.py", "-q", "sdist", "-d", sdists], cwd=os.path.join(clone, "bindings", "python"),
-                   show=2)
+                   env=dict(run.env, BINDLOG_VENDOR_DIR=os.path.join(work, "vendor")), show=2)
         tars = glob.glob(os.path.join(sdists, "*.tar.gz"))
         run.check(p.returncode == 0 and len(tars) == 1, "an sdist")
         clean(run, clone, "the sdist")
@@ -202,7 +206,9 @@ def main(argv: Sequence[str]) -> int:
             p = run.sh([pip, "wheel", "--no-build-isolation", "--no-deps", "-w",
                         os.path.join(work, "wheels-from-sdist"), tars[0]], show=3)
             run.check(p.returncode == 0, "pip wheel builds the sdist (it carries the C sources)")
-            check_wheels(run, glob.glob(os.path.join(work, "wheels-from-sdist", "*.whl")))
+            from_sdist = glob.glob(os.path.join(work, "wheels-from-sdist", "*.whl"))
+            check_wheels(run, from_sdist)
+            check_bundled(run, tars[0], from_sdist, work)
         return report(run)
     finally:
         if a.keep:
@@ -225,6 +231,26 @@ def check_wheels(run: Run, wheels: List[str]) -> None:
     run.check(libs == ["bindlog/libbindlog.so"], f"exactly one copy of the library in the wheel ({libs})")
     run.check(not any(n.startswith("csrc/") or n.endswith((".c", ".h")) for n in names),
               "no C sources in the wheel")
+
+
+def check_bundled(run: Run, sdist: str, wheels: List[str], work: str) -> None:
+    """The sdist carries LMDB's and xxHash's sources with their licences, and
+    the library built from it needs only libc (no liblmdb, no libxxhash)."""
+    import tarfile
+    with tarfile.open(sdist) as t:
+        names = t.getnames()
+    for f in ("lmdb/mdb.c", "lmdb/midl.c", "lmdb/LICENSE", "lmdb/COPYRIGHT", "xxhash/xxhash.c",
+              "xxhash/xxhash.h", "xxhash/LICENSE"):
+        run.check(any(n.endswith("/csrc/deps/" + f) for n in names), f"the sdist carries csrc/deps/{f}")
+    if len(wheels) != 1:
+        return
+    with zipfile.ZipFile(wheels[0]) as z:
+        lib = z.extract("bindlog/libbindlog.so", os.path.join(work, "bundled"))
+    deps = needed(run, lib)
+    print(f"    NEEDED (built from the sdist, LMDB and xxHash bundled): {', '.join(deps)}")
+    run.check(bool(deps) and not any(re.search(r"lmdb|xxhash", d) for d in deps)
+              and all(ALLOWED_NEEDED.match(d) for d in deps),
+              "the library built from the sdist needs only libc (no liblmdb, no libxxhash)")
 
 
 def report(run: Run) -> int:
