@@ -5,6 +5,12 @@
 //
 //   node scripts/sources.js sources   the addon's src/*.c, then the library's
 //   node scripts/sources.js include   the include directories
+//   node scripts/sources.js deps      LMDB's and xxHash's .c files when the
+//                                     package carries them (deps/lmdb,
+//                                     deps/xxhash: the tarball always does)
+//   node scripts/sources.js libraries what to link: -lpthread alone with the
+//                                     bundled sources, else the system's
+//                                     -llmdb -lxxhash too
 //
 // The library is looked for first in deps/bindlog (the copy `npm pack` puts
 // in the tarball), then in the repository around this package (../..).
@@ -38,12 +44,25 @@ function cFiles(rel) {
         .map((f) => `${rel}/${f}`);
 }
 
+// deps/ (the tarball) holding LMDB's and xxHash's sources, or null.
+function bundledRoot() {
+    const d = 'deps';
+    return fs.existsSync(path.join(pkg, d, 'lmdb', 'mdb.c')) &&
+        fs.existsSync(path.join(pkg, d, 'xxhash', 'xxhash.c')) ? d : null;
+}
+
 function main(what) {
     const root = libraryRoot();
+    const deps = bundledRoot();
+    if (what === 'deps')
+        return deps ? [`${deps}/lmdb/mdb.c`, `${deps}/lmdb/midl.c`, `${deps}/xxhash/xxhash.c`] : [];
+    if (what === 'libraries')
+        return deps ? ['-lpthread'] : ['-llmdb', '-lxxhash', '-lpthread'];
     if (what === 'sources')
         return [cFiles('src'), ...LAYERS.map((l) => cFiles(`${root}/src/${l}`))].flat();
     if (what === 'include')
-        return [`${root}/include`, `${root}/src`];
+        return [`${root}/include`, `${root}/src`,
+            ...(deps ? [`${deps}/lmdb`, `${deps}/xxhash`] : [])];
     if (what === 'root')
         return [root];
     process.stderr.write('usage: node scripts/sources.js sources|include|root\n');
