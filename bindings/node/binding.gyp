@@ -15,7 +15,7 @@
       # point is visible), so another libbindlog in the process cannot clash
       "defines": ["_POSIX_C_SOURCE=200809L", "BINDLOG_STATIC"],
       "cflags_c": ["-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wshadow",
-                   "-Wstrict-prototypes"],
+                   "-Wstrict-prototypes", "<!@(node scripts/sources.js isystem)"],
       # LMDB and xxHash: built in from deps/ when the package carries them
       # (the npm tarball always does), else the system's
       "libraries": ["<!@(node scripts/sources.js libraries)"],
@@ -25,7 +25,8 @@
       # before that thread's destructors run
       "ldflags": ["-Wl,-z,nodelete"],
       "xcode_settings": {
-        "OTHER_CFLAGS": ["-std=c11", "-fvisibility=hidden", "-D_DARWIN_C_SOURCE=1"],
+        "OTHER_CFLAGS": ["-std=c11", "-fvisibility=hidden", "-D_DARWIN_C_SOURCE=1",
+                         "<!@(node scripts/sources.js isystem)"],
         "GCC_SYMBOLS_PRIVATE_EXTERN": "YES"
       }
     }

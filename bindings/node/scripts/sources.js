@@ -8,6 +8,8 @@
 //   node scripts/sources.js deps      LMDB's and xxHash's .c files when the
 //                                     package carries them (deps/lmdb,
 //                                     deps/xxhash: the tarball always does)
+//   node scripts/sources.js isystem   -isystem flags for them (their warnings
+//                                     are not the addon's)
 //   node scripts/sources.js libraries what to link: -lpthread alone with the
 //                                     bundled sources, else the system's
 //                                     -llmdb -lxxhash too
@@ -47,7 +49,8 @@ function cFiles(rel) {
 // deps/ (the tarball) holding LMDB's and xxHash's sources, or null.
 function bundledRoot() {
     const d = 'deps';
-    return fs.existsSync(path.join(pkg, d, 'lmdb', 'mdb.c')) &&
+    return fs.existsSync(path.join(pkg, d, 'bundled_mdb.c')) &&
+        fs.existsSync(path.join(pkg, d, 'lmdb', 'mdb.c')) &&
         fs.existsSync(path.join(pkg, d, 'xxhash', 'xxhash.c')) ? d : null;
 }
 
@@ -55,14 +58,17 @@ function main(what) {
     const root = libraryRoot();
     const deps = bundledRoot();
     if (what === 'deps')
-        return deps ? [`${deps}/lmdb/mdb.c`, `${deps}/lmdb/midl.c`, `${deps}/xxhash/xxhash.c`] : [];
+        return deps ? [`${deps}/bundled_mdb.c`, `${deps}/bundled_midl.c`, `${deps}/bundled_xxhash.c`] : [];
+    if (what === 'isystem')
+        // absolute: gyp rewrites include_dirs, not flags, and compiles from build/
+        return deps ? ['-isystem', path.join(pkg, deps, 'lmdb'), '-isystem',
+            path.join(pkg, deps, 'xxhash')] : [];
     if (what === 'libraries')
         return deps ? ['-lpthread'] : ['-llmdb', '-lxxhash', '-lpthread'];
     if (what === 'sources')
         return [cFiles('src'), ...LAYERS.map((l) => cFiles(`${root}/src/${l}`))].flat();
     if (what === 'include')
-        return [`${root}/include`, `${root}/src`,
-            ...(deps ? [`${deps}/lmdb`, `${deps}/xxhash`] : [])];
+        return [`${root}/include`, `${root}/src`];
     if (what === 'root')
         return [root];
     process.stderr.write('usage: node scripts/sources.js sources|include|root\n');

@@ -77,6 +77,16 @@ function vendorDeps(deps, needDeps) {
                 '(run scripts/vendor-sources.sh as root: it needs apt-get source)');
     }
     let n = 0;
+    // one wrapper a file, which includes it as a system header (-isystem,
+    // scripts/sources.js): the addon's own warnings stay errors, theirs are
+    // not ours to judge
+    for (const [lib, file] of [['lmdb', 'mdb.c'], ['lmdb', 'midl.c'], ['xxhash', 'xxhash.c']]) {
+        fs.mkdirSync(deps, { recursive: true });
+        fs.writeFileSync(path.join(deps, `bundled_${path.basename(file, '.c')}.c`),
+            `/* ${lib}'s ${file}, compiled into the addon (scripts/vendor.js) */\n` +
+            `#include <${file}>\n`);
+        n++;
+    }
     for (const [lib, files] of Object.entries(BUNDLED)) {
         fs.rmSync(path.join(deps, lib), { recursive: true, force: true });
         fs.mkdirSync(path.join(deps, lib), { recursive: true });
