@@ -100,7 +100,10 @@ static int run(bindlog *s, int kind)
     }
 }
 
-static void make_seed(int kind, const char *name, int with_shm)
+/* `durability` of the writer; `damage`: flip a byte in the body of the
+ * seed's second frame (a break in frames a FULL writer flushed: the fuzzer
+ * must see recovery refuse, and mutations around it). */
+static void make_seed(int kind, const char *name, int with_shm, int durability, int damage)
 {
     char dir[4200], path[4400];
     snprintf(dir, sizeof dir, "%s/.store-%d", outdir, kind);
@@ -114,7 +117,7 @@ static void make_seed(int kind, const char *name, int with_shm)
         bindlog_options o = BINDLOG_OPTIONS_INIT;
         bindlog *s = NULL;
         setenv("BINDLOG_CHECKPOINT", "manual", 1);
-        o.durability = BINDLOG_DURABILITY_NORMAL;
+        o.durability = durability;
         if (bindlog_open(&s, dir, &o) != 0)
             _exit(2);
         _exit(run(s, kind) == 0 ? 0 : 3); /* no close: the frames stay */
@@ -141,6 +144,11 @@ static void make_seed(int kind, const char *name, int with_shm)
     }
     if (n < 64)
         n = 64;
+    if (damage) {
+        size_t first = (64 + (size_t)(seed[36] | seed[37] << 8 | seed[38] << 16) + 7) & ~(size_t)7;
+        if (first + 64 + 4 < n)
+            seed[first + 64 + 4] ^= 0x10;
+    }
     n = (n + 7) & ~(size_t)7;
     if (with_shm)
         seed[n++] = 0; /* odd length: garbage shared memory too */
@@ -161,13 +169,18 @@ int main(int argc, char **argv)
     }
     outdir = argv[1];
     mkdir(outdir, 0700);
-    make_seed(0, "empty", 0);
-    make_seed(1, "one-event", 0);
-    make_seed(2, "every-type", 0);
-    make_seed(2, "every-type-garbage-shm", 1);
-    make_seed(3, "batches", 0);
-    make_seed(4, "across-the-ring-end", 0);
-    make_seed(4, "across-the-ring-end-garbage-shm", 1);
-    make_seed(5, "large-origins", 0);
+    const int normal = BINDLOG_DURABILITY_NORMAL, full = BINDLOG_DURABILITY_FULL;
+    make_seed(0, "empty", 0, normal, 0);
+    make_seed(1, "one-event", 0, normal, 0);
+    make_seed(2, "every-type", 0, normal, 0);
+    make_seed(2, "every-type-garbage-shm", 1, normal, 0);
+    make_seed(3, "batches", 0, normal, 0);
+    make_seed(4, "across-the-ring-end", 0, normal, 0);
+    make_seed(4, "across-the-ring-end-garbage-shm", 1, normal, 0);
+    make_seed(5, "large-origins", 0, normal, 0);
+    /* FULL: frames that say how far the log was flushed */
+    make_seed(2, "full-every-type", 0, full, 0);
+    make_seed(4, "full-across-the-ring-end", 0, full, 0);
+    make_seed(2, "full-every-type-second-frame-damaged", 0, full, 1);
     return 0;
 }

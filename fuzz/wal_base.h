@@ -12,7 +12,10 @@
 #define BINDLOG_FUZZ_WAL_BASE_H
 
 #include <stdint.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bindlog.h"
 #include "lmdb/walenv.h"
@@ -46,7 +49,17 @@ static inline int wb_make_template(const char *dir)
     /* the shared memory still describes the old salt: the next process to
      * open the store alone rebuilds it */
     bindlog_close(s);
-    return rc == 0 ? 0 : BINDLOG_EIO;
+    if (rc != 0)
+        return BINDLOG_EIO;
+    /* and the log's header names the store's salt, as data.mdb does */
+    char *path = bl_path_join(dir, BL_WAL_FILE);
+    int fd = path != NULL ? open(path, O_RDWR) : -1;
+    free(path);
+    if (fd < 0)
+        return BINDLOG_EIO;
+    rc = bl_wal_set_filled(fd, WB_CAP, WB_SALT, 0);
+    close(fd);
+    return rc;
 }
 
 #endif /* BINDLOG_FUZZ_WAL_BASE_H */

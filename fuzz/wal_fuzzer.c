@@ -15,7 +15,10 @@
  *      library's record decoder): how many records the valid prefix holds;
  *   2. bindlog_open (recovery), then the head LSN must be exactly that: more
  *      means an invalid frame was applied, fewer that a valid one was lost
- *      (abort either way);
+ *      (abort either way); and when a frame of this log past that prefix
+ *      says the log was flushed beyond it (or another log's frame lies at
+ *      its end), the break is damage to acknowledged frames: the open must
+ *      refuse with BINDLOG_ECORRUPT, never open the shorter log;
  *   3. every record read back in order with the right LSN, a get, the
  *      statistics, bindlog_check (which must not crash; a log of forged but
  *      well-checksummed frames may legitimately disagree with itself), a
@@ -125,8 +128,51 @@ static uint32_t rd32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Records in the valid prefix of `ring`, following docs/format.md. */
-static uint64_t reference_records(const unsigned char *ring)
+/* A frame header's version is 1 (zeros at 48) or 2 (`durable` at 48). */
+static int header_ok(const unsigned char *h)
+{
+    unsigned flags = h[4] | (unsigned)h[5] << 8;
+    return memcmp(h, "BLWF", 4) == 0 && (h[6] == 1 || h[6] == 2) && h[7] == 0 &&
+           (flags & ~1u) == 0 && (h[6] == 2 || rd64(h + 48) == 0);
+}
+
+/* The body at b (blen bytes) of a frame of nrec records from first_lsn:
+ * entries that tile it exactly, records in LSN order, puts after a record,
+ * into a table that takes puts. */
+static int body_ok(const unsigned char *b, uint32_t blen, uint64_t first_lsn, uint32_t nrec)
+{
+    size_t o = 0;
+    uint32_t seen = 0;
+    int ok = 1;
+    while (ok && o < blen) {
+        if (blen - o < 8)
+            return 0;
+        unsigned kind = b[o], table = b[o + 1];
+        size_t klen = (size_t)b[o + 2] | (size_t)b[o + 3] << 8;
+        size_t vlen = rd32(b + o + 4);
+        o += 8;
+        if (klen > blen - o || vlen > blen - o - klen)
+            return 0;
+        if (kind == 1) {
+            bl_record r;
+            ok = table == 0 && klen == 0 && vlen <= BL_RECORD_MAX &&
+                 bl_record_decode(b + o, vlen, &r) == 0 && r.lsn == first_lsn + seen;
+            seen++;
+        } else if (kind == 2) {
+            /* meta 0, bindings 2, sessions 3, children 4, history 5 */
+            ok = seen > 0 && (table == 0 || (table >= 2 && table <= 5)) && klen >= 1 &&
+                 klen <= 511 && vlen <= ((size_t)1 << 20);
+        } else {
+            ok = 0;
+        }
+        o += klen + vlen;
+    }
+    return ok && seen == nrec;
+}
+
+/* Records in the valid prefix of `ring`, following docs/format.md; *end_pos
+ * gets the position after it. */
+static uint64_t reference_records(const unsigned char *ring, uint64_t *end_pos)
 {
     uint64_t pos = WB_START, lsn = 0, chain = WB_SALT;
     for (int frames = 0; frames < 100000; frames++) {
@@ -135,9 +181,8 @@ static uint64_t reference_records(const unsigned char *ring)
             break;
         const unsigned char *h = ring + off;
         unsigned flags = h[4] | (unsigned)h[5] << 8;
-        if (memcmp(h, "BLWF", 4) != 0 || h[6] != 1 || h[7] != 0 || (flags & ~1u) != 0 ||
-            rd64(h + 8) != WB_SALT || rd64(h + 16) != pos || rd64(h + 24) != lsn + 1 ||
-            rd64(h + 48) != 0)
+        if (!header_ok(h) || rd64(h + 8) != WB_SALT || rd64(h + 16) != pos ||
+            rd64(h + 24) != lsn + 1)
             break;
         uint32_t nrec = rd32(h + 32), blen = rd32(h + 36);
         uint64_t size = (64 + (uint64_t)blen + 7) & ~(uint64_t)7;
@@ -151,46 +196,54 @@ static uint64_t reference_records(const unsigned char *ring)
                                             XXH3_64bits_withSeed(h, 56, chain));
         if (sum != rd64(h + 56))
             break;
-        /* the body: entries that tile it exactly, records in LSN order,
-         * puts after a record, into a table that takes puts */
-        const unsigned char *b = ring + off + 64;
-        size_t o = 0;
-        uint32_t seen = 0;
-        int ok = 1;
-        while (ok && o < blen) {
-            if (blen - o < 8) {
-                ok = 0;
-                break;
-            }
-            unsigned kind = b[o], table = b[o + 1];
-            size_t klen = (size_t)b[o + 2] | (size_t)b[o + 3] << 8;
-            size_t vlen = rd32(b + o + 4);
-            o += 8;
-            if (klen > blen - o || vlen > blen - o - klen) {
-                ok = 0;
-                break;
-            }
-            if (kind == 1) {
-                bl_record r;
-                ok = table == 0 && klen == 0 && vlen <= BL_RECORD_MAX &&
-                     bl_record_decode(b + o, vlen, &r) == 0 && r.lsn == lsn + 1 + seen;
-                seen++;
-            } else if (kind == 2) {
-                /* meta 0, bindings 2, sessions 3, children 4, history 5 */
-                ok = seen > 0 && (table == 0 || (table >= 2 && table <= 5)) && klen >= 1 &&
-                     klen <= 511 && vlen <= ((size_t)1 << 20);
-            } else {
-                ok = 0;
-            }
-            o += klen + vlen;
-        }
-        if (!ok || seen != nrec)
+        if (!(flags & 1) && !body_ok(ring + off + 64, blen, lsn + 1, nrec))
             break;
         lsn += nrec;
         chain = sum;
         pos = (flags & 1) ? (pos / WB_CAP + 1) * WB_CAP : pos + size;
     }
+    *end_pos = pos;
     return lsn;
+}
+
+/* The frame at ring byte off on its own (no chain): 1 with its salt, pos,
+ * LSNs and durable point, if it is one. */
+static int loose_frame(const unsigned char *ring, uint64_t off, uint64_t *salt, uint64_t *pos,
+                       uint64_t *first, uint64_t *nrec, uint64_t *durable)
+{
+    const unsigned char *h = ring + off;
+    if (off + 64 > WB_CAP || !header_ok(h) || (h[4] & 1))
+        return 0;
+    uint32_t n = rd32(h + 32), blen = rd32(h + 36);
+    uint64_t size = (64 + (uint64_t)blen + 7) & ~(uint64_t)7;
+    *salt = rd64(h + 8);
+    *pos = rd64(h + 16);
+    *first = rd64(h + 24);
+    *nrec = n;
+    *durable = rd64(h + 48);
+    return n != 0 && *pos % WB_CAP == off && *durable <= *pos && off + size + 64 <= WB_CAP &&
+           body_ok(ring + off + 64, blen, *first, n);
+}
+
+/* The oracle of a break (docs/format.md, "Torn tail or damage"): 1 if a
+ * frame of this log past the end at end_pos (LSNs beyond `lsn`, within a
+ * lap) says the log was flushed beyond the end, or a frame of another log
+ * lies at the end: recovery must refuse then. */
+static int reference_refuses(const unsigned char *ring, uint64_t end_pos, uint64_t lsn)
+{
+    for (uint64_t off = 0; off + 64 <= WB_CAP; off += 8) {
+        uint64_t salt, pos, first, nrec, durable;
+        if (!loose_frame(ring, off, &salt, &pos, &first, &nrec, &durable))
+            continue;
+        if (salt != WB_SALT) {
+            if (off == end_pos % WB_CAP)
+                return 1;
+            continue;
+        }
+        if (pos >= end_pos && pos < end_pos + WB_CAP && first > lsn && durable > end_pos)
+            return 1;
+    }
+    return 0;
 }
 
 /* ---- the target -------------------------------------------------------------- */
@@ -206,7 +259,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(ring, 0, sizeof ring);
     for (size_t i = 0; i < size && i < WB_CAP; i++)
         ring[(WB_START + i) % WB_CAP] = data[i];
-    uint64_t expect = reference_records(ring);
+    uint64_t end_pos;
+    uint64_t expect = reference_records(ring, &end_pos);
+    int refuse = reference_refuses(ring, end_pos, expect);
     if (getenv("BINDLOG_FUZZ_VERBOSE") != NULL)
         fprintf(stderr, "wal_fuzzer: the valid prefix holds %llu records\n",
                 (unsigned long long)expect);
@@ -236,6 +291,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.durability = BINDLOG_DURABILITY_NONE;
     bindlog *s = NULL;
     int rc = bindlog_open(&s, g_dir, &o);
+    if (refuse && rc != BINDLOG_ECORRUPT) {
+        /* a break in frames the log was flushed beyond: the events after it
+         * were acknowledged, so recovery must refuse, never open shorter */
+        fprintf(stderr, "wal_fuzzer: open gave %d (%s)\n", rc, bindlog_last_error());
+        die("a break in flushed frames was not refused");
+    }
     if (rc != 0) {
         /* refused is fine (a damaged shared file alone never is: it is
          * rebuilt), but only with a real error code */

@@ -190,7 +190,7 @@ BINDLOG_API const char *bindlog_event_name(int type);
 #define BINDLOG_DURABILITY_NORMAL 1 /**< survives a process crash, no flush on the commit path; power loss may drop the last commits, never corrupts */
 #define BINDLOG_DURABILITY_NONE 2   /**< no flushes at all: tests and bulk loads; power loss may lose or corrupt */
 
-#define BINDLOG_OPTIONS_VERSION 3
+#define BINDLOG_OPTIONS_VERSION 4
 
 /**
  * Options of bindlog_open().  Always initialise with BINDLOG_OPTIONS_INIT so
@@ -254,11 +254,23 @@ typedef struct bindlog_options {
      * group commit (a batch, with whatever joined it) must fit in half of
      * it.  docs/design.md, "The write-ahead log". */
     uint64_t log_size;
+
+    /* ---- version 4: processes that share a store ---- */
+    /** The bound, in milliseconds, of every wait for another process of
+     * the same store: for the writers' lock, the checkpointers' lock (a
+     * writer whose log is full waits for the checkpoint in progress), and
+     * an open waiting for the process that rebuilds bindlog.shm.  Past it
+     * the call returns BINDLOG_EBUSY and bindlog_last_error() names the
+     * holder's pid and what it holds (a process stopped by a signal or a
+     * debugger, as a rule); nothing was written.  0 = default (10000);
+     * negative = wait without bound.  The holder of a lock that dies never
+     * blocks anyone: its lock is taken over at once. */
+    int lock_timeout_ms;
 } bindlog_options;
 
 #define BINDLOG_OPTIONS_INIT \
     { BINDLOG_OPTIONS_VERSION, BINDLOG_DURABILITY_FULL, 0, 0, 0, NULL, NULL, \
-      NULL, NULL, NULL, NULL, NULL, 0, 0 }
+      NULL, NULL, NULL, NULL, NULL, 0, 0, 0 }
 
 /** An open store.  Opaque; thread-safe. */
 typedef struct bindlog bindlog;
@@ -315,8 +327,12 @@ typedef struct bindlog bindlog;
  *   BINDLOG_ECORRUPT, BINDLOG_EIO (also: etcd unreachable, or TLS failed: a
  *   server certificate that no trusted CA signed or that names another
  *   host, a client certificate the server refuses), BINDLOG_ENOMEM,
- *   BINDLOG_ENOSPC.  bindlog_last_error() says which, and on etcd which
- *   endpoint.
+ *   BINDLOG_ENOSPC, BINDLOG_EBUSY (a local store: another process has been
+ *   rebuilding bindlog.shm for longer than opts->lock_timeout_ms, or
+ *   bindlog.shm was removed or replaced while other processes have the store
+ *   open -- it must never be deleted under them; once they have all closed
+ *   it, the store opens again).  bindlog_last_error() says which, and on
+ *   etcd which endpoint.
  * Thread-safe.
  */
 BINDLOG_API int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts);
@@ -403,7 +419,13 @@ typedef struct bindlog_session {
  * one write transaction and one sync (group commit).  Thread-safe.
  *
  * Common errors: BINDLOG_EINVAL, BINDLOG_EREADONLY, BINDLOG_EPANIC,
- * BINDLOG_EIO, BINDLOG_ENOSPC, BINDLOG_ENOMEM, BINDLOG_EBUSY.
+ * BINDLOG_EIO, BINDLOG_ENOSPC, BINDLOG_ENOMEM, BINDLOG_EBUSY.  On a local
+ * store, BINDLOG_EBUSY (nothing written) also means that another process
+ * held the writers' lock, or the checkpointers' lock while this write
+ * needed log space, for longer than the open's lock_timeout_ms (the last
+ * error names its pid); BINDLOG_EIO naming bindlog.shm means that file was
+ * removed or replaced under this process: nothing more is written until
+ * every process has closed the store.
  */
 /**@{*/
 

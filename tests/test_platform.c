@@ -6,8 +6,9 @@
  *
  *  - a word in a shared mapping: a sleeper in another process wakes when
  *    the word moves and is woken, and a wait on an unmoved word times out;
- *  - the cross-process mutex: a holder killed with SIGKILL leaves it to the
- *    next locker with owner_died set, exclusion holds between processes,
+ *  - the cross-process mutex: a bounded lock of a held one times out, a
+ *    holder killed with SIGKILL leaves it to the next locker with
+ *    owner_died set, exclusion holds between processes,
  *    and a lock not made consistent is reported again;
  *  - reserving space, temporary files, random bytes, the flush.
  */
@@ -139,7 +140,7 @@ static void platform__a_killed_holder_leaves_the_lock_marked(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         int d;
-        if (bl_plat_xlock_lock(&s.m->lock, &d) != 0)
+        if (bl_plat_xlock_lock(&s.m->lock, &d, -1) != 0)
             _exit(1);
         if (write(pipefd[1], "L", 1) != 1)
             _exit(2);
@@ -149,23 +150,27 @@ static void platform__a_killed_holder_leaves_the_lock_marked(void **state)
     close(pipefd[1]);
     assert_int_equal(read(pipefd[0], &c, 1), 1);
     close(pipefd[0]);
+    /* held by a live process: a bounded lock gives up */
+    int64_t t0 = now_ms();
+    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died, 50), ETIMEDOUT);
+    assert_true(now_ms() - t0 >= 45);
     kill(pid, SIGKILL);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died), 0);
+    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died, -1), 0);
     assert_int_equal(died, 1);
     /* not made consistent: the next locker is told again */
     bl_plat_xlock_unlock(&s.m->lock);
 #if BL_PLAT_ROBUST
     /* a robust mutex unlocked without pthread_mutex_consistent is
      * unrecoverable (POSIX): the caller gets an error, never the lock */
-    assert_int_not_equal(bl_plat_xlock_lock(&s.m->lock, &died), 0);
+    assert_int_not_equal(bl_plat_xlock_lock(&s.m->lock, &died, -1), 0);
 #else
-    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died), 0);
+    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died, -1), 0);
     assert_int_equal(died, 1);
     bl_plat_xlock_consistent(&s.m->lock);
     bl_plat_xlock_unlock(&s.m->lock);
-    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died), 0);
+    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died, -1), 0);
     assert_int_equal(died, 0);
     bl_plat_xlock_unlock(&s.m->lock);
 #endif
@@ -184,7 +189,7 @@ static void platform__the_lock_excludes_other_processes(void **state)
         if (pid[p] == 0) {
             for (int i = 0; i < 200; i++) {
                 int d;
-                if (bl_plat_xlock_lock(&s.m->lock, &d) != 0)
+                if (bl_plat_xlock_lock(&s.m->lock, &d, -1) != 0)
                     _exit(1);
                 uint32_t in = atomic_fetch_add(&s.m->inside, 1) + 1;
                 uint32_t mx = atomic_load(&s.m->max_inside);

@@ -30,6 +30,8 @@
 #include "lmdb/wal.h"
 #include "lmdb/shm.h"
 #include "testutil.h"
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #define CAP ((uint64_t)64 << 10)
 #define SALT 0x5a17u
@@ -153,6 +155,45 @@ static void wal__salt_position_lsn_and_chain_each_count(void **state)
     assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &bad_pos, &f), 0); /* another lap */
     assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &bad_lsn, &f), 0);
     assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &bad_chain, &f), 0);
+}
+
+/* Re-version a sealed frame and checksum it again (docs/format.md). */
+static void reseal(unsigned char *buf, unsigned version, uint64_t durable, uint64_t chain)
+{
+    buf[6] = (unsigned char)version;
+    bl_put64(buf + 48, durable);
+    uint64_t h = XXH3_64bits_withSeed(buf, 56, chain);
+    bl_put64(buf + 56, XXH3_64bits_withSeed(buf + BL_WAL_FRAME_HDR, bl_get32(buf + 36), h));
+}
+
+/* A log of the previous release holds version-1 frames (zeros where
+ * version 2 keeps `durable`): they still count, and stand on their own;
+ * a version-1 frame with bytes at 48, or a version 3, does not. */
+static void wal__version_1_frames_are_still_read(void **state)
+{
+    (void)state;
+    unsigned char buf[4096];
+    uint64_t sum;
+    size_t size = make_frame(buf, 512, 10, 2, 42, 3, &sum);
+    bl_wal_at at = {9, 512, 42};
+    bl_wframe f;
+
+    reseal(buf, 1, 0, 42);
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &at, &f), 1);
+    assert_int_equal(f.durable, 0);
+    assert_int_equal(bl_wframe_loose(buf, size, CAP, 512, &f), 1);
+    reseal(buf, 1, 256, 42);
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &at, &f), 0);
+    reseal(buf, 3, 0, 42);
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &at, &f), 0);
+    reseal(buf, 2, 256, 42);
+    assert_int_equal(bl_wframe_check(buf, size, SALT, CAP, &at, &f), 1);
+    assert_int_equal(f.durable, 256);
+    /* standing on its own: the position where it lies, durable <= pos */
+    assert_int_equal(bl_wframe_loose(buf, size, CAP, 512, &f), 1);
+    assert_int_equal(bl_wframe_loose(buf, size, CAP, 520, &f), 0);
+    reseal(buf, 2, 513, 42);
+    assert_int_equal(bl_wframe_loose(buf, size, CAP, 512, &f), 0);
 }
 
 static void wal__body_parser_refuses_garbage(void **state)
@@ -860,6 +901,7 @@ int main(void)
         cmocka_unit_test(wal__frame_round_trip),
         cmocka_unit_test(wal__every_flipped_byte_is_refused),
         cmocka_unit_test(wal__salt_position_lsn_and_chain_each_count),
+        cmocka_unit_test(wal__version_1_frames_are_still_read),
         cmocka_unit_test(wal__body_parser_refuses_garbage),
         cmocka_unit_test(wal__scan_stops_at_a_torn_frame),
         cmocka_unit_test(wal__leftover_of_an_overwritten_chain_is_not_applied),

@@ -42,9 +42,10 @@ typedef struct frames {
 } frames;
 
 /* In a child: open `dir` (creating it), bind keys k<i> to <tag>s<i> for i
- * in [from, from + n), one acknowledged group each, and die without
- * closing. */
-static void write_and_die(const char *dir, int durability, int from, int n, const char *tag)
+ * in [from, from + n) (with an origin of origin_len bytes), one
+ * acknowledged group each, and die without closing. */
+static void write_and_die(const char *dir, int durability, int from, int n, const char *tag,
+                          size_t origin_len)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -60,7 +61,9 @@ static void write_and_die(const char *dir, int durability, int from, int n, cons
         for (int i = from; i < from + n; i++) {
             snprintf(key, sizeof key, "k%03d", i);
             snprintf(sid, sizeof sid, "%ss%03d", tag, i);
-            if (bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+            static const char origin[512];
+            if (bindlog_bind(s, key, sid, NULL, NULL, origin_len ? origin : NULL, origin_len,
+                             NULL) != BINDLOG_APPLIED)
                 _exit(3);
         }
         _exit(0); /* no close: no checkpoint, the log holds the events */
@@ -142,7 +145,7 @@ static void wal_flip(const char *dir, uint64_t off, unsigned char mask)
 static char *make_store(const char *tag, frames *fr)
 {
     char *dir = tu_mkdtemp(tag);
-    write_and_die(dir, BINDLOG_DURABILITY_FULL, 1, EVENTS, "");
+    write_and_die(dir, BINDLOG_DURABILITY_FULL, 1, EVENTS, "", 0);
     list_frames(dir, fr);
     assert_int_equal(fr->n, EVENTS);
     return dir;
@@ -423,8 +426,8 @@ static void wal_damage__a_hole_in_unflushed_normal_frames_is_a_torn_tail(void **
     frames fr;
     uint64_t head = 0;
     char *dir = tu_mkdtemp("waldmg-normal");
-    write_and_die(dir, BINDLOG_DURABILITY_NORMAL, 1, 40, "");
-    write_and_die(dir, BINDLOG_DURABILITY_NORMAL, 41, 60, "");
+    write_and_die(dir, BINDLOG_DURABILITY_NORMAL, 1, 40, "", 0);
+    write_and_die(dir, BINDLOG_DURABILITY_NORMAL, 41, 60, "", 0);
     list_frames(dir, &fr);
     assert_int_equal(fr.n, EVENTS);
     wal_zero(dir, fr.off[70], (size_t)fr.size[70]);
@@ -433,6 +436,46 @@ static void wal_damage__a_hole_in_unflushed_normal_frames_is_a_torn_tail(void **
     wal_zero(dir, fr.off[20], (size_t)fr.size[20]);
     assert_refused(dir, fr.off[20], "LSNs 20-100");
     tu_rmtree(dir);
+    free(dir);
+}
+
+/* A torn NORMAL tail (a hole at frame 50 of 60), dropped at the next open;
+ * that writer's 3 smaller frames write over part of it and it dies too.
+ * The old tail's frames beyond the new end were never acknowledged: the
+ * store opens at 52, and recover does not bring them back. */
+static void wal_damage__leftovers_of_a_torn_tail_stay_dropped(void **state)
+{
+    (void)state;
+    frames fr;
+    uint64_t head = 0;
+    char *dir = tu_mkdtemp("waldmg-left"), *out = tu_mkdtemp("waldmg-left-out");
+    write_and_die(dir, BINDLOG_DURABILITY_NORMAL, 1, 60, "", 300);
+    memset(&fr, 0, sizeof fr);
+    char path[4200];
+    wal_path(path, sizeof path, dir);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(bl_wal_header(fd, &fr.salt, &fr.cap), 1);
+    bl_wal_at start = {0, 0, fr.salt}, end;
+    assert_int_equal(bl_wal_scan(fd, fr.cap, fr.salt, &start, UINT64_MAX, frame_cb, &fr, &end), 0);
+    close(fd);
+    assert_int_equal(fr.n, 60);
+    wal_zero(dir, fr.off[50], (size_t)fr.size[50]);
+    write_and_die(dir, BINDLOG_DURABILITY_NORMAL, 50, 3, "", 0);
+    assert_int_equal(try_open(dir, 1, &head), 0);
+    assert_int_equal(head, 52);
+
+    bindlog_recover_report rep;
+    int rc = bindlog_recover(dir, out, &rep, NULL, NULL);
+    if (rc != 0)
+        fail_msg("recover: %s: %s", bindlog_code_name(rc), bindlog_last_error());
+    assert_int_equal(rep.head_lsn, 52);
+    assert_int_equal(rep.records_lost, 0);
+    assert_int_equal(rep.new_head_lsn, 52);
+    bindlog_recover_report_free(&rep);
+    tu_rmtree(out);
+    tu_rmtree(dir);
+    free(out);
     free(dir);
 }
 
@@ -450,6 +493,7 @@ int main(void)
         cmocka_unit_test(wal_damage__check_names_the_first_bad_frame),
         cmocka_unit_test(wal_damage__a_torn_last_frame_is_dropped),
         cmocka_unit_test(wal_damage__a_hole_in_unflushed_normal_frames_is_a_torn_tail),
+        cmocka_unit_test(wal_damage__leftovers_of_a_torn_tail_stay_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -191,7 +191,8 @@ int64_t bl_now_ms(const bindlog *h)
  * at the end). */
 static size_t options_size(unsigned version)
 {
-    return version >= 3   ? sizeof(bindlog_options)
+    return version >= 4   ? sizeof(bindlog_options)
+           : version == 3 ? offsetof(bindlog_options, lock_timeout_ms)
            : version == 2 ? offsetof(bindlog_options, log_size)
                           : offsetof(bindlog_options, etcd_cacert);
 }

@@ -49,40 +49,48 @@ int bl_wal_lock(bl_env *e)
 {
     bl_walenv *w = e->wal;
     bl_shm *m = w->shm.m;
-    int died, rc;
+    bl_wal_at from, end, ck;
+    int died, bad, rc;
 
     if (m == NULL)
         return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
-    if ((rc = bl_shm_lock(&m->wlock, &died)) != 0)
+    if ((rc = bl_shm_lock(m, &m->wlock, &died, w->lock_ms)) != 0)
         return rc;
-    if (!died)
-        return 0;
-    /* Its last holder died holding it, maybe between writing a frame and
-     * recording it, or while recording it.  The log says what was written:
-     * scan from the recorded end (from the checkpoint if the record was
-     * being changed) and adopt every valid frame. */
-    bl_wal_at from, end;
-    uint32_t seq = atomic_load(&m->end_seq);
-    if (seq & 1) {
-        bl_shm_get_ckpt(m, &from);
-        atomic_store(&m->end_seq, seq + 1);
-    } else {
-        bl_shm_get_end(m, &from);
-    }
-    rc = bl_wal_scan(w->fd, w->cap, w->salt, &from, UINT64_MAX, NULL, NULL, &end);
-    if (rc == 0) {
+    bad = bl_shm_get_end(m, &from) != 0;
+    if (died || bad) {
+        /* Its last holder died holding it, maybe between writing a frame
+         * and recording it (the record itself is double-buffered: its
+         * current copy is whole), or a stray write damaged the record.
+         * The log says what was written: scan from the recorded end (from
+         * the checkpoint when the record is unusable) and adopt every
+         * valid frame. */
+        if (bad && (rc = bl_wal_ckpt(e, &from)) != 0)
+            goto fail;
+        rc = bl_wal_scan(w->fd, w->cap, w->salt, &from, UINT64_MAX, NULL, NULL, &end);
+        if (rc != 0)
+            goto fail; /* could not read the log: leave it to the next one */
         bl_shm_set_end(m, &end);
-        if (atomic_load(&m->vis_lsn) > end.lsn)
-            bl_shm_set_vis(m, end.lsn);
-        bl_plat_xlock_consistent(&m->wlock);
-        return 0;
+        from = end;
+        if (died)
+            bl_plat_xlock_consistent(&m->wlock);
     }
-    /* could not read the log: leave the lock unrecovered for the next one */
-    bl_shm_unlock(&m->wlock);
+    /* the visible end lies between the checkpoint and the written end */
+    uint64_t vis = atomic_load(&m->vis_lsn);
+    if (vis > from.lsn)
+        bl_shm_set_vis(m, from.lsn);
+    else if (bl_shm_get_ckpt(m, &ck) == 0 && vis < ck.lsn && ck.lsn <= from.lsn)
+        bl_shm_publish(m, ck.lsn);
+    if ((rc = bl_shm_linked(&w->shm)) != 0) {
+        bl_shm_unlock(m, &m->wlock);
+        return rc;
+    }
+    return 0;
+fail:
+    bl_shm_unlock(m, &m->wlock);
     return rc;
 }
 
-void bl_wal_unlock(bl_env *e) { bl_shm_unlock(&e->wal->shm.m->wlock); }
+void bl_wal_unlock(bl_env *e) { bl_shm_unlock(e->wal->shm.m, &e->wal->shm.m->wlock); }
 
 /* ---- folding ------------------------------------------------------------------ */
 
@@ -266,11 +274,14 @@ static void publish_ckpt(bl_walenv *w, const bl_wal_at *at, int synced)
 {
     bl_shm *m = w->shm.m;
     bl_wal_at cur;
-    bl_shm_get_ckpt(m, &cur);
+    if (bl_shm_get_ckpt(m, &cur) != 0) {
+        cur.lsn = 0; /* damaged: this checkpoint, just read from LMDB, replaces it */
+        cur.pos = UINT64_MAX;
+    }
+    if (!synced)
+        bl_shm_store32(&m->ckpt_unsynced, 1);
     if (at->lsn > cur.lsn || (at->lsn == cur.lsn && at->pos != cur.pos))
         bl_shm_set_ckpt(m, at);
-    if (!synced)
-        atomic_store(&m->ckpt_unsynced, 1);
     if (atomic_load(&m->space_waiters) != 0)
         bl_shm_wake(&m->space_futex);
 }
@@ -406,7 +417,7 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
 {
     bl_walenv *w = e->wal;
     bl_shm *m = w->shm.m;
-    int died, rc;
+    int rc;
     uint64_t done = 0;
 
     if (m == NULL || w->log_rdonly)
@@ -418,7 +429,8 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
          * died before it could): flush and publish them, so they can be
          * folded */
         bl_wal_at end;
-        bl_shm_get_end(m, &end);
+        if ((rc = bl_shm_get_end(m, &end)) != 0) /* checked by bl_wal_lock */
+            return bl_err_set(rc, "%s: the log's written end fails its check", BL_SHM_FILE);
         if (atomic_load(&m->vis_lsn) < end.lsn) {
             if (w->ckpt_mode != BINDLOG_DURABILITY_NONE) {
                 if ((rc = bl_wal_sync(w->fd)) != 0)
@@ -428,15 +440,25 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
             bl_shm_publish(m, end.lsn);
         }
     }
-    if ((rc = bl_shm_lock(&m->clock, &died)) != 0)
+    if ((rc = bl_wal_clock(e)) != 0)
         return rc;
-    if (died)
-        bl_plat_xlock_consistent(&m->clock); /* LMDB is the truth; nothing to repair */
     uint64_t target = atomic_load(&m->vis_lsn);
+    bl_wal_at end;
+    if ((rc = bl_shm_get_end(m, &end)) != 0) {
+        bl_wal_cunlock(e);
+        if (wlock_held) /* bl_wal_lock found it whole: damaged since */
+            return bl_err_set(rc, "%s: the log's written end fails its check", BL_SHM_FILE);
+        if ((rc = bl_wal_end(e, &end)) != 0) /* repairs it under the writers' lock */
+            return rc;
+        if ((rc = bl_wal_clock(e)) != 0)
+            return rc;
+    }
+    if (target > end.lsn)
+        target = end.lsn; /* a stray write: never fold past the written end */
     rc = bl_wal_catch_up(e, target);
     if (rc == 0)
         rc = fold_once(e, target, &done);
-    bl_shm_unlock(&m->clock);
+    bl_wal_cunlock(e);
     if (rc == 0) {
         bl_wal_trim(e);
         if (done)
@@ -449,16 +471,12 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
 
 int bl_ckpt_settle(bl_env *e)
 {
-    bl_shm *m = e->wal->shm.m;
-    int died, rc;
-
-    if (m == NULL)
+    int rc;
+    if (e->wal->shm.m == NULL)
         return 0;
-    if ((rc = bl_shm_lock(&m->clock, &died)) != 0)
+    if ((rc = bl_wal_clock(e)) != 0)
         return rc;
-    if (died)
-        bl_plat_xlock_consistent(&m->clock); /* LMDB is the truth; nothing to repair */
-    bl_shm_unlock(&m->clock);
+    bl_wal_cunlock(e);
     return 0;
 }
 
@@ -468,8 +486,10 @@ int bl_lmdb_checkpoint(bindlog *h, uint64_t *lsn)
     if (e->wal->shm.m == NULL || e->wal->log_rdonly)
         return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
     int rc = bl_ckpt_run(e, 0);
-    *lsn = atomic_load(&e->wal->shm.m->ckpt_lsn);
-    return rc;
+    bl_wal_at at = {0, 0, 0};
+    int crc = bl_wal_ckpt(e, &at);
+    *lsn = at.lsn;
+    return rc != 0 ? rc : crc;
 }
 
 /* ---- zero-filling the ring ------------------------------------------------------ */
@@ -494,10 +514,10 @@ static int fill_step(bl_env *e)
         return 0;
     if (bl_wal_lock(e) != 0)
         return 0;
-    bl_shm_get_end(m, &end);
+    bl_shm_get_end(m, &end); /* checked by bl_wal_lock */
     uint64_t from = atomic_load(&m->filled);
     if (end.pos >= w->cap) {
-        atomic_store(&m->filled, w->cap); /* the writers went all the way round */
+        bl_shm_store64(&m->filled, w->cap); /* the writers went all the way round */
     } else {
         if (from < end.pos)
             from = end.pos;
@@ -507,7 +527,7 @@ static int fill_step(bl_env *e)
             bl_err_clear();
             return 0; /* a full disk, say: the writers fill it as they go */
         }
-        atomic_store(&m->filled, to);
+        bl_shm_store64(&m->filled, to);
         more = to < w->cap;
     }
     bl_wal_unlock(e);
@@ -515,8 +535,8 @@ static int fill_step(bl_env *e)
      * but this), and the blocks' allocation is made durable before a
      * frame's flush would have to */
     bl_wal_set_filled(w->fd, w->cap, w->salt, atomic_load(&m->filled));
-    bl_shm_get_end(m, &end);
-    if (w->ckpt_mode != BINDLOG_DURABILITY_NONE && bl_wal_sync(w->fd) == 0)
+    if (bl_wal_end(e, &end) == 0 && w->ckpt_mode != BINDLOG_DURABILITY_NONE &&
+        bl_wal_sync(w->fd) == 0)
         bl_wal_flushed(e, end.pos);
     bl_err_clear();
     return more;
@@ -614,7 +634,10 @@ static void *ckpt_main(void *p)
         pthread_mutex_unlock(&w->cmu);
         bl_shm *m = w->shm.m;
         int rc = 0;
-        if (atomic_load(&m->vis_lsn) > atomic_load(&m->ckpt_lsn) && !bl_group_panicked(&e->g))
+        bl_wal_at ck = {0, 0, 0};
+        if (bl_wal_ckpt(e, &ck) != 0)
+            bl_err_clear();
+        if (atomic_load(&m->vis_lsn) > ck.lsn && !bl_group_panicked(&e->g))
             rc = bl_ckpt_run(e, 0);
         /* the zero-fill, one step at a time while nobody asks to stop */
         while (!bl_group_panicked(&e->g) && fill_step(e)) {
@@ -791,11 +814,12 @@ void bl_wal_resume(bl_env *e)
     bl_head head;
     bl_wal_meta wm;
 
-    if (mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn) == 0) {
+    /* the checkpoint is the checkpointers' to write: their lock too */
+    int clocked = bl_wal_clock(e) == 0;
+    if (clocked && bl_txn_begin(e, MDB_RDONLY, &txn) == 0) {
         if (bl_meta_get_head(e, txn, &head) == 0 && bl_meta_get_wal(e, txn, &wm) == 0) {
             bl_wal_at at = {head.lsn, wm.pos, wm.chain}, end;
-            bl_shm_get_end(m, &end);
-            if (at.lsn >= end.lsn) {
+            if (bl_shm_get_end(m, &end) != 0 || at.lsn >= end.lsn) {
                 bl_shm_set_end(m, &at);
                 bl_shm_set_ckpt(m, &at);
                 bl_shm_publish(m, at.lsn);
@@ -803,6 +827,8 @@ void bl_wal_resume(bl_env *e)
         }
         mdb_txn_abort(txn);
     }
+    if (clocked)
+        bl_wal_cunlock(e);
     bl_wal_unlock(e);
     bl_wal_trim(e);
 }

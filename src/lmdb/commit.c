@@ -464,17 +464,21 @@ static void place(const bl_walenv *w, const bl_wal_at *end, uint64_t size, uint6
  * position one lap on. */
 static int room(const bl_walenv *w, const bl_wal_at *end, uint64_t size)
 {
-    uint64_t fpos, ckpt = atomic_load(&w->shm.m->ckpt_pos);
+    uint64_t fpos;
+    bl_wal_at ck;
     int wrap;
+    if (bl_shm_get_ckpt(w->shm.m, &ck) != 0)
+        return 0; /* damaged: make_room's checkpoint rebuilds it */
     place(w, end, size, &fpos, &wrap);
-    return fpos + size + BL_WAL_FRAME_HDR <= ckpt + w->cap;
+    return fpos + size + BL_WAL_FRAME_HDR <= ck.pos + w->cap;
 }
 
 /* Make room for the frame (the log is full): first wait for the
  * checkpoint in progress, if any (the background thread's, as a rule: it
  * is folding the log's older part, and once it commits the frame fits and
  * the thread goes on with the rest while this leader writes); only if that
- * left no room, checkpoint in this thread.  0, or ENOSPC with a detail. */
+ * left no room, checkpoint in this thread.  0, ENOSPC with a detail, or
+ * EBUSY when a stopped checkpointer holds its lock past the bound. */
 static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
 {
     bl_walenv *w = e->wal;
@@ -489,12 +493,18 @@ static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
         if (tries >= 3)
             return bl_err_set(BINDLOG_ENOSPC, "the log is full and could not be checkpointed");
         bl_err_clear();
-        if (tries == 0 && bl_ckpt_settle(e) == 0 && room(w, end, size))
-            break;
+        if (tries == 0) {
+            /* a checkpointer that stays inside its fold (stopped) past the
+             * bound: BINDLOG_EBUSY naming it, not a wait for ever */
+            if ((rc = bl_ckpt_settle(e)) == BINDLOG_EBUSY)
+                return rc;
+            if (rc == 0 && room(w, end, size))
+                break;
+        }
         bl_err_clear();
         if ((rc = bl_ckpt_run(e, 1)) != 0) {
             char why[BL_ERRMSG_MAX];
-            if (rc == BINDLOG_EPANIC)
+            if (rc == BINDLOG_EPANIC || rc == BINDLOG_EBUSY)
                 return rc;
             snprintf(why, sizeof why, "%s", bl_err_isset() ? bl_err_get() : bindlog_strerror(rc));
             return bl_err_set(BINDLOG_ENOSPC,
@@ -523,6 +533,8 @@ static int write_frame(bl_env *e, struct bl_wbuild *b, const bl_wal_at *end, int
     /* how far the log is known flushed: a frame after a break that says
      * more than the break's position proves the break is damage */
     uint64_t durable_pos = atomic_load(&w->shm.m->durable);
+    if (durable_pos > end->pos)
+        durable_pos = end->pos; /* a stray write: never claim more than was written */
     if (wrap) {
         unsigned char hw[BL_WAL_FRAME_HDR];
         if ((rc = BL_FAILPOINT("wal.recycle")) != 0)
@@ -646,7 +658,7 @@ static int run_group(void *ctx, bl_greq *group)
     }
     if ((rc = bl_wal_lock(e)) != 0)
         goto fail;
-    bl_shm_get_end(w->shm.m, &end);
+    bl_shm_get_end(w->shm.m, &end); /* checked by bl_wal_lock */
     if ((rc = bl_wal_catch_up(e, end.lsn)) != 0)
         goto unlock;
     pthread_rwlock_rdlock(&w->tail.lock);
@@ -697,7 +709,7 @@ static int run_group(void *ctx, bl_greq *group)
             rc = bl_err_set(BINDLOG_EIO, "data.mdb: sync before reusing log space failed");
             goto unlock;
         }
-        atomic_store(&w->shm.m->ckpt_unsynced, 0);
+        bl_shm_store32(&w->shm.m->ckpt_unsynced, 0);
     }
     if ((rc = write_frame(e, g.b, &end, g.head.time_ms, end.lsn + 1, durability, &after,
                           &f)) != 0)
@@ -716,7 +728,7 @@ static int run_group(void *ctx, bl_greq *group)
     bl_shm_set_end(w->shm.m, &after);
     /* the frame's blocks are written now: the zero-fill need not go there */
     if (atomic_load(&w->shm.m->filled) < w->cap)
-        atomic_store(&w->shm.m->filled, after.pos < w->cap ? after.pos : w->cap);
+        bl_shm_store64(&w->shm.m->filled, after.pos < w->cap ? after.pos : w->cap);
     if (BL_FAILPOINT("commit.after") != 0) {
         /* eio here stands for a write that reported failure after it was
          * all done: the frame may or may not be there */
@@ -731,7 +743,7 @@ static int run_group(void *ctx, bl_greq *group)
     if (atomic_load_explicit(&w->want_thread, memory_order_relaxed) &&
         atomic_exchange(&w->want_thread, 0) && bl_ckpt_start(e) != 0)
         atomic_store(&w->want_thread, 1); /* no thread: the next group tries again */
-    if (after.pos - atomic_load(&w->shm.m->ckpt_pos) >= w->trigger)
+    if (bl_wal_used(e) >= w->trigger)
         bl_ckpt_kick(e);
     return durability == BINDLOG_DURABILITY_FULL;
 
@@ -751,8 +763,10 @@ static int finish_group(void *ctx, bl_greq *group)
     bl_walenv *w = e->wal;
     bl_wal_at end;
     (void)group;
-    bl_shm_get_end(w->shm.m, &end);
-    int rc = BL_FAILPOINT("wal.flush");
+    int rc = bl_wal_end(e, &end);
+    if (rc != 0)
+        return rc;
+    rc = BL_FAILPOINT("wal.flush");
     if (rc == 0)
         rc = bl_wal_sync(w->fd);
     if (rc == 0 && BL_FAILPOINT("commit.synced") != 0)

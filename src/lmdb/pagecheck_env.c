@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -692,15 +693,30 @@ int bl_pc_preopen(const char *dir)
         return 0;
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return 0; /* LMDB reports it */
-    /* page 0 where LMDB reads it, page 1 at the page size page 0 gives */
-    ssize_t n0 = pread(fd, page[0], sizeof page[0], 0);
-    ok[0] = n0 == (ssize_t)sizeof page[0]
-                ? bl_pc_meta_read(page[0], sizeof page[0], 0, &m[0], why[0], sizeof why[0])
-                : -1;
-    ssize_t n1 = ok[0] != -1 ? pread(fd, page[1], sizeof page[1], (off_t)m[0].psize) : 0;
-    ok[1] = n1 == (ssize_t)sizeof page[1]
-                ? bl_pc_meta_read(page[1], sizeof page[1], 1, &m[1], why[1], sizeof why[1])
-                : -1;
+    /* Page 0 where LMDB reads it, page 1 at the page size page 0 gives.  A
+     * writer of another process may commit between the two reads (the
+     * pair then looks like transactions that are not consecutive): what
+     * fails is read again until two reads in a row give the same bytes. */
+    unsigned char prev[2][BL_PC_HDR + BL_PC_META];
+    ssize_t n0, n1;
+    for (int attempt = 0;; attempt++) {
+        memset(page, 0, sizeof page);
+        n0 = pread(fd, page[0], sizeof page[0], 0);
+        ok[0] = n0 == (ssize_t)sizeof page[0]
+                    ? bl_pc_meta_read(page[0], sizeof page[0], 0, &m[0], why[0], sizeof why[0])
+                    : -1;
+        n1 = ok[0] != -1 ? pread(fd, page[1], sizeof page[1], (off_t)m[0].psize) : 0;
+        ok[1] = n1 == (ssize_t)sizeof page[1]
+                    ? bl_pc_meta_read(page[1], sizeof page[1], 1, &m[1], why[1], sizeof why[1])
+                    : -1;
+        cur = bl_pc_meta_pick(m, ok, msg, sizeof msg);
+        if ((cur >= 0 && ok[cur] == 0) || attempt >= 50 ||
+            (attempt > 0 && memcmp(prev, page, sizeof page) == 0))
+            break;
+        memcpy(prev, page, sizeof page);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     close(fd);
     /* not LMDB at all (or too short to be): LMDB refuses it as such */
     if (n0 != (ssize_t)sizeof page[0] || (bl_get32(page[0] + BL_PC_HDR) != BL_PC_MAGIC &&
@@ -709,7 +725,6 @@ int bl_pc_preopen(const char *dir)
         return 0;
     if (ok[1] == -1 && n1 != (ssize_t)sizeof page[1])
         snprintf(why[1], sizeof why[1], "meta page 1 is cut short by the end of the file");
-    cur = bl_pc_meta_pick(m, ok, msg, sizeof msg);
     if (cur < 0 || ok[cur] != 0) {
         const char *w = cur >= 0 ? why[cur] : ok[0] == -1 ? why[0] : ok[1] == -1 ? why[1] : msg;
         return bl_err_set(BINDLOG_ECORRUPT,
@@ -770,11 +785,23 @@ static int open_check(bl_pc *pc, uint64_t t)
     int ok[2], cur, rc;
 
     pc_file(pc, &f);
-    for (unsigned s = 0; s < 2; s++)
-        ok[s] = bl_pc_meta_read(pc->map + (size_t)s * pc->psize, f.npages > s ? f.psize : 0, s,
-                                &m[s], why[s], sizeof why[s]);
-    if (bl_pc_meta_pick(m, ok, why[0], sizeof why[0]) < 0)
-        return fail_why(pc, ok[0] != -1 && ok[1] == -1 ? why[1] : why[0]);
+    /* a writer of another process may commit while the two pages are
+     * read: a pair that fails is read again, and only a pair that fails
+     * the same way twice is damage */
+    uint64_t seen[2] = {0, 0};
+    for (int look = 0;; look++) {
+        for (unsigned s = 0; s < 2; s++)
+            ok[s] = bl_pc_meta_read(pc->map + (size_t)s * pc->psize, f.npages > s ? f.psize : 0,
+                                    s, &m[s], why[s], sizeof why[s]);
+        if (bl_pc_meta_pick(m, ok, why[0], sizeof why[0]) >= 0)
+            break;
+        if (look >= 8 || (look > 0 && m[0].txnid == seen[0] && m[1].txnid == seen[1]))
+            return fail_why(pc, ok[0] != -1 && ok[1] == -1 ? why[1] : why[0]);
+        seen[0] = m[0].txnid;
+        seen[1] = m[1].txnid;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     /* the meta page our transaction started from: LMDB read its roots */
     cur = (int)(t & 1);
     if (m[cur].txnid != t)

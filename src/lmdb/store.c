@@ -739,9 +739,9 @@ int bl_env_init_tables(bl_env *e, int may_create, uint64_t salt, uint64_t cap)
     MDB_dbi meta;
     int rc;
 
-    rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
+    rc = bl_txn_begin(e, MDB_RDONLY, &txn);
     if (rc != 0)
-        return bl_mdb_error(rc);
+        return rc;
     rc = mdb_dbi_open(txn, "meta", 0, &meta);
     if (rc == 0) {
         e->dbi[BL_DB_META] = meta;
@@ -761,9 +761,9 @@ int bl_env_init_tables(bl_env *e, int may_create, uint64_t salt, uint64_t cap)
         return bl_err_set(BINDLOG_ENOTSTORE, "data.mdb is an LMDB file without bindlog's "
                                              "meta table");
 
-    rc = mdb_txn_begin(e->env, NULL, 0, &txn);
+    rc = bl_txn_begin(e, 0, &txn);
     if (rc != 0)
-        return bl_mdb_error(rc);
+        return rc;
     /* An LMDB file that already holds other named tables is someone else's. */
     MDB_dbi main_db;
     MDB_stat st;
@@ -1158,6 +1158,26 @@ int bl_env_resize(bl_env *e, int adopt_only)
     bl_pc_remap(e);
     pthread_rwlock_unlock(&e->map_lock);
     return rc == 0 ? 0 : (rc == ENOMEM ? BINDLOG_ENOSPC : bl_mdb_error(rc));
+}
+
+int bl_txn_begin(bl_env *e, unsigned flags, MDB_txn **txn)
+{
+    for (int tries = 0;; tries++) {
+        int rc = mdb_txn_begin(e->env, NULL, flags, txn);
+        if (rc == 0)
+            return 0;
+        if (rc != MDB_MAP_RESIZED || tries >= 16)
+            return bl_mdb_error(rc);
+        if (e->id == 0) {
+            /* still being opened (under registry_mu): no other thread can
+             * see this environment, so its map is adopted without map_lock */
+            if ((rc = mdb_env_set_mapsize(e->env, 0)) != 0)
+                return bl_mdb_error(rc);
+            bl_pc_remap(e);
+        } else if ((rc = bl_env_resize(e, 1)) != 0) {
+            return rc;
+        }
+    }
 }
 
 /* The calling thread's cached transaction for e, made on first use; NULL

@@ -123,6 +123,12 @@ int bl_env_fatal(bl_env *e);
  * Takes map_lock exclusive: the caller must not hold it. */
 int bl_env_resize(bl_env *e, int adopt_only);
 
+/* mdb_txn_begin for callers outside the read and write paths (open,
+ * recovery, maintenance), which do not hold map_lock: a map that another
+ * process grew (MDB_MAP_RESIZED) is adopted and the begin retried.  0 or
+ * BINDLOG_E*. */
+int bl_txn_begin(bl_env *e, unsigned flags, MDB_txn **txn);
+
 /*
  * Read transactions: begin under map_lock shared, which the caller keeps
  * while it touches map memory.  bl_read_begin returns with the lock held on

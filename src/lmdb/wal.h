@@ -134,10 +134,12 @@ uint64_t bl_wal_filled(int fd, uint64_t cap);
 int bl_wal_set_filled(int fd, uint64_t cap, uint64_t salt, uint64_t filled);
 
 /* Open dir/bindlog.wal (read-write unless read_only) and check it against
- * the store's cap: the file must hold the header and the whole ring.
- * *fd set on success.  BINDLOG_ENOTFOUND when it does not exist,
- * BINDLOG_ECORRUPT (with a last-error detail) when it is short or its
- * header is not a bindlog log, BINDLOG_EVERSION for a newer log version. */
+ * the store's cap and salt (data.mdb's meta "wal"): the file must hold the
+ * header and the whole ring, and an intact header must name that salt and
+ * cap (a damaged one is no reason to refuse).  *fd set on success.
+ * BINDLOG_ENOTFOUND when it does not exist, BINDLOG_ECORRUPT (with a
+ * last-error detail) when it is short or another store's log,
+ * BINDLOG_EVERSION for a newer log version. */
 int bl_wal_open(const char *dir, int read_only, uint64_t cap, uint64_t salt, int *fd);
 
 /* Write len bytes at logical position pos (the caller keeps them inside

@@ -99,7 +99,8 @@ int bl_wal_verify(bl_snap *ss, bl_wal_finding *out)
         /* a checkpoint after the snapshot may have let writers reuse the
          * space: then this is no finding */
         if (w->shm.m != NULL) {
-            bl_shm_get_ckpt(w->shm.m, &ck);
+            if ((rc = bl_wal_ckpt(e, &ck)) != 0)
+                return rc;
             if (ck.lsn > ss->lmdb_head)
                 return 0;
         }
@@ -116,14 +117,15 @@ int bl_wal_verify(bl_snap *ss, bl_wal_finding *out)
     /* Past the end: only when no writer moved it meanwhile (the frames a
      * live writer appends are no break). */
     bl_wal_at wend = end;
-    if (w->shm.m != NULL)
-        bl_shm_get_end(w->shm.m, &wend);
+    if (w->shm.m != NULL && (rc = bl_wal_end(e, &wend)) != 0)
+        return rc;
     if (wend.lsn != end.lsn)
         return 0;
     if ((rc = bl_wal_past_break(w->fd, w->cap, w->salt, &end, &b)) != 0)
         return rc;
     if (w->shm.m != NULL) {
-        bl_shm_get_end(w->shm.m, &wend);
+        if ((rc = bl_wal_end(e, &wend)) != 0)
+            return rc;
         if (wend.lsn != end.lsn)
             return 0;
     }

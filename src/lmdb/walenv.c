@@ -45,8 +45,16 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/failpoint.h"
 #include "core/record.h"
 #include "platform/platform.h"
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---- meta "wal" ------------------------------------------------------------ */
 
@@ -111,9 +119,9 @@ static int lmdb_point(bl_env *e, bl_wal_at *at, bl_wal_meta *wm)
 {
     MDB_txn *txn;
     bl_head head;
-    int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
+    int rc = bl_txn_begin(e, MDB_RDONLY, &txn);
     if (rc != 0)
-        return bl_mdb_error(rc);
+        return rc;
     rc = bl_meta_get_head(e, txn, &head);
     if (rc == 0)
         rc = bl_meta_get_wal(e, txn, wm);
@@ -127,6 +135,70 @@ static int lmdb_point(bl_env *e, bl_wal_at *at, bl_wal_meta *wm)
     at->pos = wm->pos;
     at->chain = wm->chain;
     return 0;
+}
+
+/* This thread holds the checkpointers' lock (bl_wal_clock). */
+static _Thread_local int holds_clock;
+
+int bl_wal_clock(bl_env *e)
+{
+    bl_shm *m = e->wal->shm.m;
+    int died, rc = bl_shm_lock(m, &m->clock, &died, e->wal->lock_ms);
+    if (rc != 0)
+        return rc;
+    if (died)
+        bl_plat_xlock_consistent(&m->clock); /* LMDB is the truth; the point is repaired
+                                               * from it when it fails its check */
+    holds_clock = 1;
+    return 0;
+}
+
+void bl_wal_cunlock(bl_env *e)
+{
+    holds_clock = 0;
+    bl_shm_unlock(e->wal->shm.m, &e->wal->shm.m->clock);
+}
+
+int bl_wal_ckpt(bl_env *e, bl_wal_at *at)
+{
+    bl_walenv *w = e->wal;
+    bl_shm *m = w->shm.m;
+    bl_wal_meta wm;
+    int rc, locked = 0;
+
+    if (bl_shm_get_ckpt(m, at) == 0)
+        return 0;
+    /* damaged (a stray write): rebuilt from LMDB under the checkpointers'
+     * lock; LMDB's checkpoint may be unsynced, so the next FULL or NORMAL
+     * writer syncs LMDB before it reuses log space */
+    if (!holds_clock) {
+        if ((rc = bl_wal_clock(e)) != 0)
+            return rc;
+        locked = 1;
+    }
+    rc = 0;
+    if (bl_shm_get_ckpt(m, at) != 0) {
+        if ((rc = lmdb_point(e, at, &wm)) == 0) {
+            bl_shm_store32(&m->ckpt_unsynced, 1);
+            bl_shm_set_ckpt(m, at);
+        }
+    }
+    if (locked)
+        bl_wal_cunlock(e);
+    return rc;
+}
+
+int bl_wal_end(bl_env *e, bl_wal_at *at)
+{
+    bl_shm *m = e->wal->shm.m;
+    if (bl_shm_get_end(m, at) == 0)
+        return 0;
+    int rc = bl_wal_lock(e); /* repairs it */
+    if (rc != 0)
+        return rc;
+    rc = bl_shm_get_end(m, at);
+    bl_wal_unlock(e);
+    return rc == 0 ? 0 : bl_err_set(rc, "%s: the log's written end fails its check", BL_SHM_FILE);
 }
 
 /* Catch up on frames after the index's end: up to `lsn` (UINT64_MAX: as
@@ -160,9 +232,11 @@ static int catch_up_locked(bl_env *e, uint64_t lsn)
          * this is the end of the log. */
         bl_wal_at ck;
         bl_wal_meta wm;
-        if (w->shm.m != NULL)
-            bl_shm_get_ckpt(w->shm.m, &ck);
-        else if ((rc = lmdb_point(e, &ck, &wm)) != 0)
+        /* (a shared point that fails its check is read from LMDB here,
+         * not repaired: the checkpointers' lock is taken before ingest,
+         * never after) */
+        if ((w->shm.m == NULL || bl_shm_get_ckpt(w->shm.m, &ck) != 0) &&
+            (rc = lmdb_point(e, &ck, &wm)) != 0)
             return rc;
         if (ck.lsn >= at.lsn && (ck.lsn > at.lsn || ck.pos != at.pos) && resyncs < 64) {
             resyncs++;
@@ -196,13 +270,11 @@ int bl_wal_catch_up(bl_env *e, uint64_t lsn)
 void bl_wal_trim(bl_env *e)
 {
     bl_walenv *w = e->wal;
-    if (w->shm.m == NULL)
-        return;
-    uint64_t ck = atomic_load_explicit(&w->shm.m->ckpt_lsn, memory_order_acquire);
-    if (ck <= atomic_load_explicit(&w->tail.base_lsn, memory_order_acquire))
-        return;
     bl_wal_at at;
-    bl_shm_get_ckpt(w->shm.m, &at);
+    if (w->shm.m == NULL || bl_wal_ckpt(e, &at) != 0)
+        return;
+    if (at.lsn <= atomic_load_explicit(&w->tail.base_lsn, memory_order_acquire))
+        return;
     /* trimming past the end restarts the index; that is catch-up's job,
      * under the ingest lock, so that no frame is linked on a stale end */
     pthread_mutex_lock(&w->ingest);
@@ -223,6 +295,11 @@ int bl_wal_read_bound(bl_env *e, uint64_t *bound)
         return 0;
     }
     uint64_t vis = atomic_load_explicit(&w->shm.m->vis_lsn, memory_order_acquire);
+    bl_wal_at end;
+    if ((rc = bl_wal_end(e, &end)) != 0)
+        return rc;
+    if (vis > end.lsn)
+        vis = end.lsn; /* a stray write: never read past the written end */
     bl_wal_trim(e);
     if (vis > atomic_load_explicit(&w->tail.end_lsn, memory_order_acquire) &&
         (rc = bl_wal_catch_up(e, vis)) != 0)
@@ -276,8 +353,10 @@ uint64_t bl_wal_used(bl_env *e)
     bl_walenv *w = e->wal;
     if (w->shm.m == NULL)
         return 0;
-    uint64_t end = atomic_load(&w->shm.m->end_pos), ck = atomic_load(&w->shm.m->ckpt_pos);
-    return end > ck ? end - ck : 0;
+    bl_wal_at end, ck;
+    if (bl_shm_get_end(w->shm.m, &end) != 0 || bl_shm_get_ckpt(w->shm.m, &ck) != 0)
+        return 0; /* damaged: repaired by the next commit or checkpoint */
+    return end.pos > ck.pos ? end.pos - ck.pos : 0;
 }
 
 /* ---- opening ------------------------------------------------------------------ */
@@ -309,8 +388,12 @@ void bl_wal_flushed(bl_env *e, uint64_t pos)
 {
     bl_shm *m = e->wal->shm.m;
     uint64_t d = atomic_load(&m->durable);
+    if (d >= pos)
+        return;
+    (void)BL_FAILPOINT("shm.durable.before");
     while (d < pos && !atomic_compare_exchange_weak(&m->durable, &d, pos))
         ;
+    (void)BL_FAILPOINT("shm.durable.after");
 }
 
 /* Recover the log from LMDB's checkpoint into the index; *end gets the
@@ -374,9 +457,9 @@ static int store_exists(bl_env *e)
 {
     MDB_txn *txn;
     MDB_dbi meta;
-    int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn);
+    int rc = bl_txn_begin(e, MDB_RDONLY, &txn);
     if (rc != 0)
-        return bl_mdb_error(rc);
+        return rc;
     rc = mdb_dbi_open(txn, "meta", 0, &meta);
     if (rc == 0) {
         MDB_val k = {5, (void *)"magic"}, v;
@@ -425,11 +508,14 @@ static int open_alone(bl_env *e, const bindlog_options *o, int may_create, int p
     /* Recovered frames may be only in the page cache (a process crash in
      * NORMAL, or before a FULL flush): make them durable before anyone
      * reads them, unless this store runs without flushes.  Only a flush
-     * that happened says how far the log is durable: without one, frames
-     * say nothing (0) until the next. */
+     * that happened says how far the log is durable (frames carry it), so
+     * the log is flushed even with nothing recovered: a writer without
+     * flushes (NONE) may have left frames before the checkpoint in the
+     * page cache only.  Without a flush, frames say nothing (0) until the
+     * next one. */
     *durable = 0;
     if (!w->log_rdonly && o->durability != BINDLOG_DURABILITY_NONE) {
-        if (end->lsn > ck->lsn && (rc = bl_wal_sync(w->fd)) != 0)
+        if ((rc = bl_wal_sync(w->fd)) != 0)
             return rc;
         *durable = end->pos;
     }
@@ -454,7 +540,8 @@ static int open_attached(bl_env *e)
     if ((rc = bl_wal_open(e->path, w->log_rdonly, w->cap, w->salt, &w->fd)) != 0)
         return rc;
     bl_wreader_init(&w->rd, w->fd, w->cap);
-    bl_shm_get_ckpt(w->shm.m, &ck);
+    if ((rc = bl_wal_ckpt(e, &ck)) != 0)
+        return rc;
     bl_tail_reset(&w->tail, &ck);
     return bl_wal_catch_up(e, atomic_load(&w->shm.m->vis_lsn));
 }
@@ -478,12 +565,19 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
     w->debug = getenv("BINDLOG_CKPT_DEBUG") != NULL;
     w->ckpt_mode = o->durability;
     w->log_rdonly = e->env_rdonly || o->read_only;
+    w->lock_ms = o->lock_timeout_ms == 0 ? BL_LOCK_TIMEOUT_MS
+                 : o->lock_timeout_ms < 0 ? -1
+                                          : (int64_t)o->lock_timeout_ms;
     e->wal = w;
+    int64_t deadline = w->lock_ms < 0 ? INT64_MAX : mono_ms() + w->lock_ms;
 
     for (int attempt = 0;; attempt++) {
         bl_wal_at ck, end;
         uint64_t durable = 0;
-        rc = bl_shm_open(e->path, o->read_only || e->env_rdonly, &w->shm, &alone);
+        int64_t left = w->lock_ms < 0 ? -1 : deadline - mono_ms(); /* what is left of the bound */
+        if (w->lock_ms >= 0 && left < 0)
+            left = 0;
+        rc = bl_shm_open(e->path, o->read_only || e->env_rdonly, left, &w->shm, &alone);
         if (rc == BINDLOG_ENOTFOUND || (rc == BINDLOG_EACCES && o->read_only)) {
             /* a read-only handle without the shared file: private mode */
             bl_err_clear();
@@ -501,7 +595,7 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
                 atomic_store(&w->shm.m->durable, durable);
                 uint64_t filled = bl_wal_filled(w->fd, w->cap);
                 /* a log that went round once was written all over */
-                atomic_store(&w->shm.m->filled, end.pos >= w->cap ? w->cap : filled);
+                bl_shm_store64(&w->shm.m->filled, end.pos >= w->cap ? w->cap : filled);
                 rc = bl_shm_share(&w->shm);
             }
             break;
@@ -516,11 +610,15 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
             w->fd = -1;
         }
         bl_wreader_free(&w->rd);
-        if (attempt >= 200) {
-            rc = bl_err_set(BINDLOG_EBUSY, "%s: the shared memory stays unusable",
-                            BL_SHM_FILE);
+        if (mono_ms() >= deadline) {
+            if (!bl_err_isset())
+                bl_err_set(BINDLOG_EBUSY, "%s does not describe this store's log, and other "
+                                          "processes have the store open",
+                           BL_SHM_FILE);
+            rc = BINDLOG_EBUSY;
             break;
         }
+        bl_err_clear();
         struct timespec ts = {0, (long)(1 + (attempt % 10)) * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -562,13 +660,6 @@ void bl_walenv_close(bl_env *e)
 
 /* ---- bindlog_wait --------------------------------------------------------- */
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int private_head(bindlog *h, uint64_t *head)
 {
     uint64_t b = 0;
@@ -592,7 +683,9 @@ int bl_lmdb_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head)
     bl_shm *m = w->shm.m;
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
     for (;;) {
+        (void)BL_FAILPOINT("shm.waiters.before");
         atomic_fetch_add(&m->head_waiters, 1);
+        (void)BL_FAILPOINT("shm.waiters.after");
         uint32_t seen = atomic_load(&m->head_futex);
         uint64_t vis = atomic_load(&m->vis_lsn);
         int64_t left = deadline - mono_ms();

@@ -37,6 +37,9 @@
 #include "lmdb/tail.h"
 #include "lmdb/wal.h"
 
+/* The default bound of cross-process waits (bindlog_options.lock_timeout_ms). */
+#define BL_LOCK_TIMEOUT_MS 10000
+
 /* meta "wal": salt u64, cap u64, pos u64, chain u64 (docs/format.md) */
 #define BL_META_WAL_SIZE 32
 
@@ -76,6 +79,7 @@ typedef struct bl_walenv {
     unsigned gen;             /* bumped to stop the running thread */
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
     int ckpt_mode;            /* durability of this process's checkpoints */
+    int64_t lock_ms;          /* bound of every cross-process wait (-1: none) */
     uint64_t trigger;         /* tail bytes that start a checkpoint */
     int debug;                /* BINDLOG_CKPT_DEBUG: each checkpoint's costs to stderr */
     _Atomic uint64_t checkpoints, ckpt_failures;
@@ -112,6 +116,18 @@ int bl_wal_read_bound(bl_env *e, uint64_t *bound);
  * in the tail. */
 int bl_wal_tail_get(bl_env *e, unsigned table, const void *key, size_t klen, uint64_t bound,
                     unsigned char **buf, size_t *cap, size_t *len);
+
+/* The checkpointers' lock, waiting at most lock_ms (BINDLOG_EBUSY naming
+ * the holder).  0 or BINDLOG_E*. */
+int bl_wal_clock(bl_env *e);
+void bl_wal_cunlock(bl_env *e);
+
+/* The shared checkpoint; a copy that fails its check is rebuilt from
+ * LMDB (under the checkpointers' lock unless this thread holds it). */
+int bl_wal_ckpt(bl_env *e, bl_wal_at *at);
+/* The shared written end, outside the writers' lock; a copy that fails
+ * its check is rebuilt from the log under the writers' lock. */
+int bl_wal_end(bl_env *e, bl_wal_at *at);
 
 /* The visible head LSN (what bindlog_wait compares), without catching up. */
 uint64_t bl_wal_head(bl_env *e);
@@ -211,7 +227,10 @@ int bl_wal_quiesce(bl_env *e);
 void bl_wal_resume(bl_env *e);
 
 /* Lock / unlock the writers' lock (robust: a dead holder's state is
- * repaired from the log).  0 or BINDLOG_E*. */
+ * repaired from the log; so is a written end that fails its check, and a
+ * visible end beyond it).  Waits at most lock_ms: BINDLOG_EBUSY naming the
+ * holder.  BINDLOG_EIO when bindlog.shm was removed or replaced under this
+ * process.  0 or BINDLOG_E*. */
 int bl_wal_lock(bl_env *e);
 void bl_wal_unlock(bl_env *e);
 

@@ -90,8 +90,10 @@ typedef int (*bl_salvage_fn)(bl_salvage *sv, const char *dir);
 /* data.mdb, page by page (recover_mdb.c). */
 int bl_salvage_mdb(bl_salvage *sv, const char *dir);
 
-/* bindlog.wal's valid frames after the checkpoint data.mdb's meta names
- * (recover_wal.c); needs bl_salvage_mdb's meta records. */
+/* bindlog.wal's frames after the checkpoint data.mdb's meta names, along
+ * the checksum chain and then every frame of the log that stands on its
+ * own past a break (recover_wal.c); uses bl_salvage_mdb's meta records
+ * when it found them. */
 int bl_salvage_wal(bl_salvage *sv, const char *dir);
 
 /* ---- inside recover: recover.c (the call), recover_salvage.c (what was

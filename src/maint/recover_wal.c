@@ -4,20 +4,26 @@
  *
  * In format 2 the records of the last group commits may exist only in
  * bindlog.wal: the checkpoint folds them into data.mdb later.  This source
- * reads the log exactly as recovery at open does (bl_wal_scan, lmdb/wal.h):
- * from the point data.mdb's meta records name (meta "head" and meta "wal":
- * the LSN, the position and the checksum chain right after the last
- * checkpoint), frame after frame, each one valid only with the log's salt,
- * its own position, the next LSN, a checksum seeded with the previous
- * frame's, a body that parses exactly and records that decode with their
- * LSNs; the first frame that is not valid ends the log.  The records of
- * the valid frames are handed over with the highest trust (a copy in the
- * log is the one the writer last wrote).
+ * reads the log in two passes:
  *
- * The log never decides alone where it starts: without data.mdb's meta
- * records (a damaged meta table on both trees) there is no chain to verify
- * the first frame with, and the log is reported as not read.  The file is
- * opened read-only, never followed as a link, never written.
+ *   1. the chain, exactly as recovery at open reads it (bl_wal_scan,
+ *      lmdb/wal.h): from the point data.mdb's meta records name (meta
+ *      "head" and meta "wal": the LSN, the position and the checksum chain
+ *      right after the last checkpoint; a store never checkpointed has meta
+ *      "wal" at position 0 and no "head" yet), frame after frame until the
+ *      first one that is not valid;
+ *   2. the ring, for frames of the same log past where the chain broke that
+ *      stand on their own (bl_wal_loose_scan: salt, position, a body that
+ *      parses, records that decode with their own checksums and
+ *      consecutive LSNs), so that a damaged frame loses its own LSNs and
+ *      nothing more; leftovers of an older history are told apart by the
+ *      point each frame says the log was flushed to (salvage_loose).
+ *
+ * Whose log it is: data.mdb's meta "wal", else the log's header, else the
+ * salt most frames carry.  A header naming another salt than meta "wal" is
+ * another store's log, reported as not read.  Records are handed over with
+ * the highest trust (a copy in the log is the one the writer last wrote).
+ * The file is opened read-only, never followed as a link, never written.
  */
 #define _GNU_SOURCE
 #include "maint/recover.h"
@@ -43,6 +49,7 @@ typedef struct scan {
     unsigned char *chunk;
     size_t used, cap;
     uint64_t first, last, records;
+    uint64_t durable; /* the last frame's durable point */
 } scan;
 
 static unsigned char *arena_copy(scan *s, const unsigned char *p, size_t n)
@@ -77,6 +84,7 @@ static int on_frame(void *ctx, const bl_wframe *f, const bl_wal_at *after)
     uint64_t lsn = f->first_lsn;
     bl_wentry e;
     (void)after;
+    s->durable = f->durable;
     while (bl_wbody_next(f->body, f->body_len, &off, &e) == 1) {
         if (e.kind != BL_WE_RECORD)
             continue;
@@ -110,7 +118,8 @@ typedef struct loose {
 typedef struct ring {
     uint64_t salt;            /* 0: count salts (sal, nsal) instead */
     uint64_t after_lsn;       /* keep frames with LSNs beyond this ... */
-    uint64_t after_pos;       /* ... lying at or after this position */
+    uint64_t after_pos;       /* ... lying at or after this position (within a lap) */
+    uint64_t cap;
     VEC(loose) frames;
     struct {
         uint64_t salt, n;
@@ -131,7 +140,8 @@ static int ring_frame(void *ctx, const bl_wframe *f, uint64_t off)
             g->sal[i].n++;
         return 0;
     }
-    if (f->salt != g->salt || f->first_lsn + f->nrec - 1 <= g->after_lsn || f->pos < g->after_pos)
+    if (f->salt != g->salt || f->first_lsn + f->nrec - 1 <= g->after_lsn ||
+        f->pos < g->after_pos || (g->after_pos != 0 && f->pos >= g->after_pos + g->cap))
         return 0;
     loose l = {off, f->pos, f->first_lsn, f->first_lsn + f->nrec - 1, f->durable};
     return PUSH(g->frames, l);
@@ -175,19 +185,38 @@ static int take_loose(scan *s, int fd, uint64_t cap, const loose *l)
     return rc;
 }
 
-/* The ring's frames of this log after the point the chain reached (`end`,
+/*
+ * The ring's frames of this log after the point the chain reached (`end`,
  * or everything when the chain could not be followed): every one that
- * stands on its own, by LSN, one per LSN. */
-static int salvage_loose(scan *s, int fd, uint64_t cap, uint64_t salt, const bl_wal_at *end)
+ * stands on its own, by LSN, one per LSN: a damaged frame loses its own
+ * LSNs and nothing more.
+ *
+ * Past a chain that ends, only frames of the writer that wrote its last
+ * frame count, not leftovers of an older history (a tail a crash tore,
+ * dropped at the next open and then written over in part, so that some of
+ * its frames remain beyond the new end, never acknowledged).  `durable`
+ * tells them apart: it only grows while a writer runs, and a writer that
+ * recovers a torn log starts from the torn point, beyond anything the
+ * torn history had flushed.  So a frame past the end counts when it says
+ * at least what the chain's last frame says (`min_durable`).
+ */
+static int salvage_loose(scan *s, int fd, uint64_t cap, uint64_t salt, const bl_wal_at *end,
+                         uint64_t min_durable)
 {
     ring g;
     int rc;
     memset(&g, 0, sizeof g);
     g.salt = salt;
+    g.cap = cap;
     g.after_lsn = end != NULL ? end->lsn : 0;
     g.after_pos = end != NULL ? end->pos : 0;
     if ((rc = bl_wal_loose_scan(fd, cap, NULL, ring_frame, &g)) != 0)
         goto out;
+    size_t k = 0;
+    for (size_t i = 0; i < g.frames.n; i++)
+        if (g.frames.v[i].durable >= min_durable)
+            g.frames.v[k++] = g.frames.v[i];
+    g.frames.n = k;
     bl_rv_sort(g.frames.v, g.frames.n, sizeof(loose), cmp_loose);
     uint64_t last = g.after_lsn;
     for (size_t i = 0; i < g.frames.n && rc == 0; i++) {
@@ -295,7 +324,7 @@ int bl_salvage_wal(bl_salvage *sv, const char *dir)
     /* Then every frame of this log beyond where the chain broke: each
      * stands on its own (its records carry their own checksums). */
     if (rc == 0)
-        rc = salvage_loose(&s, fd, cap, salt, chain ? &end : NULL);
+        rc = salvage_loose(&s, fd, cap, salt, chain ? &end : NULL, chain ? s.durable : 0);
     close(fd);
     if (rc == BINDLOG_ENOMEM)
         return rc;

@@ -314,6 +314,8 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
         o.max_readers = opts->max_readers;
         if (opts->version >= 3)
             o.log_size = opts->log_size;
+        if (opts->version >= 4)
+            o.lock_timeout_ms = opts->lock_timeout_ms;
     }
     if (snprintf(path, sizeof path, "%s/" STAGING, dir) >= (int)sizeof path)
         return bl_err_set(BINDLOG_EINVAL, "the directory's path is too long");

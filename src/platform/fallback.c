@@ -79,6 +79,19 @@ int bl_plat_fb_lock_range(int fd, off_t start, off_t len, int type, int wait)
     }
 }
 
+int bl_plat_fb_lock_held(int fd, off_t start, off_t len)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = len;
+    if (fcntl(fd, F_GETLK, &fl) != 0)
+        return 1;
+    return fl.l_type != F_UNLCK;
+}
+
 int bl_plat_fb_write_zeros(int fd, off_t off, off_t len)
 {
     static const unsigned char zero[65536];
@@ -215,22 +228,48 @@ void bl_plat_fb_xlock_detach(bl_plat_xlock *l)
     }
 }
 
-int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died)
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
 {
     local *x = find(l);
+    int64_t end = timeout_ms < 0 ? 0 : mono_ms() + timeout_ms;
+    struct timespec nap = {0, 200000};
     int err;
 
     *owner_died = 0;
     if (x == NULL)
         return EINVAL; /* not attached: a bug of the caller */
-    pthread_mutex_lock(&x->mu);
+    /* bounded: a trylock loop (macOS has no pthread_mutex_timedlock) */
+    if (timeout_ms < 0) {
+        pthread_mutex_lock(&x->mu);
+    } else {
+        while (pthread_mutex_trylock(&x->mu) != 0) {
+            if (mono_ms() >= end)
+                return ETIMEDOUT;
+            nanosleep(&nap, NULL);
+        }
+    }
     /* EDEADLK: the kernel sees a process, not its threads; one thread of
      * this process holding the other lock while another waits for this one
      * looks like a cycle when the holder here waits for that other lock.
-     * The thread holding it will let go: wait and ask again. */
-    while ((err = bl_plat_fb_lock_range(x->fd, (off_t)l->byte, 1, BL_PLAT_EXCLUSIVE, 1)) ==
-           EDEADLK) {
-        struct timespec nap = {0, 200000};
+     * The thread holding it will let go: wait and ask again.  With a
+     * timeout the lock is tried and the wait is a poll. */
+    for (;;) {
+        err = bl_plat_fb_lock_range(x->fd, (off_t)l->byte, 1, BL_PLAT_EXCLUSIVE, timeout_ms < 0);
+        if (err == 0)
+            break;
+        if (err != EDEADLK && err != EAGAIN && err != EACCES)
+            break;
+        if (timeout_ms >= 0 && mono_ms() >= end) {
+            err = ETIMEDOUT;
+            break;
+        }
         nanosleep(&nap, NULL);
     }
     if (err != 0) {

@@ -11,6 +11,7 @@
 
 void bl_plat_fb_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms);
 int bl_plat_fb_lock_range(int fd, off_t start, off_t len, int type, int wait);
+int bl_plat_fb_lock_held(int fd, off_t start, off_t len);
 int bl_plat_fb_write_zeros(int fd, off_t off, off_t len);
 int bl_plat_fb_tmpfile_at(int dirfd, const char *name);
 int bl_plat_fb_fsync(int fd);
@@ -21,7 +22,7 @@ const char *bl_plat_fb_secure_getenv(const char *name);
 int bl_plat_fb_xlock_init(bl_plat_xlock *l, uint32_t byte);
 int bl_plat_fb_xlock_attach(bl_plat_xlock *l, int fd);
 void bl_plat_fb_xlock_detach(bl_plat_xlock *l);
-int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died);
+int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms);
 void bl_plat_fb_xlock_consistent(bl_plat_xlock *l);
 void bl_plat_fb_xlock_unlock(bl_plat_xlock *l);
 #endif

@@ -88,11 +88,43 @@ int bl_plat_xlock_attach(bl_plat_xlock *l, int fd)
 
 void bl_plat_xlock_detach(bl_plat_xlock *l) { (void)l; }
 
-int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died)
+int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
 {
-    int rc = pthread_mutex_lock(l);
+    int rc;
+    if (timeout_ms < 0) {
+        rc = pthread_mutex_lock(l);
+    } else if ((rc = pthread_mutex_trylock(l)) == EBUSY) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(timeout_ms / 1000);
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        rc = pthread_mutex_timedlock(l, &ts);
+    }
     *owner_died = rc == EOWNERDEAD;
+    if (rc == EBUSY)
+        rc = ETIMEDOUT;
     return rc == EOWNERDEAD ? 0 : rc;
+}
+
+int bl_plat_lock_held(int fd, off_t start, off_t len)
+{
+#ifdef F_OFD_GETLK
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = len;
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return 1;
+    return fl.l_type != F_UNLCK;
+#else
+    return bl_plat_fb_lock_held(fd, start, len);
+#endif
 }
 
 void bl_plat_xlock_consistent(bl_plat_xlock *l) { pthread_mutex_consistent(l); }

@@ -59,6 +59,11 @@ enum { BL_PLAT_UNLOCK = 0, BL_PLAT_SHARED = 1, BL_PLAT_EXCLUSIVE = 2 };
  * exclusive lock into a shared one is atomic either way.  wait = 0: EAGAIN
  * (or EACCES) when another holder conflicts. */
 int bl_plat_lock_range(int fd, off_t start, off_t len, int type, int wait);
+/* 1 if a lock of another holder (another open file description or process)
+ * covers any of [start, start + len), else 0 (1 when it cannot tell).  A
+ * process's own POSIX fcntl locks are not seen (OFD ones of another
+ * descriptor are). */
+int bl_plat_lock_held(int fd, off_t start, off_t len);
 
 /* ---- the cross-process mutex of a shared mapping ------------------------- */
 
@@ -90,8 +95,9 @@ int bl_plat_xlock_init(bl_plat_xlock *l, uint32_t byte);
  * bl_plat_xlock_detach before the mapping goes.  No-ops where BL_PLAT_ROBUST. */
 int bl_plat_xlock_attach(bl_plat_xlock *l, int fd);
 void bl_plat_xlock_detach(bl_plat_xlock *l);
-/* 0 (*owner_died 0 or 1) or an errno value. */
-int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died);
+/* 0 (*owner_died 0 or 1), ETIMEDOUT once timeout_ms (-1: none) passed,
+ * or another errno value. */
+int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms);
 void bl_plat_xlock_consistent(bl_plat_xlock *l);
 void bl_plat_xlock_unlock(bl_plat_xlock *l);
 

@@ -30,10 +30,11 @@ int bl_plat_lock_range(int fd, off_t start, off_t len, int type, int wait)
 int bl_plat_xlock_init(bl_plat_xlock *l, uint32_t byte) { return bl_plat_fb_xlock_init(l, byte); }
 int bl_plat_xlock_attach(bl_plat_xlock *l, int fd) { return bl_plat_fb_xlock_attach(l, fd); }
 void bl_plat_xlock_detach(bl_plat_xlock *l) { bl_plat_fb_xlock_detach(l); }
-int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died)
+int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
 {
-    return bl_plat_fb_xlock_lock(l, owner_died);
+    return bl_plat_fb_xlock_lock(l, owner_died, timeout_ms);
 }
+int bl_plat_lock_held(int fd, off_t start, off_t len) { return bl_plat_fb_lock_held(fd, start, len); }
 void bl_plat_xlock_consistent(bl_plat_xlock *l) { bl_plat_fb_xlock_consistent(l); }
 void bl_plat_xlock_unlock(bl_plat_xlock *l) { bl_plat_fb_xlock_unlock(l); }
 

@@ -78,7 +78,7 @@ DURABILITY_FULL = 0
 DURABILITY_NORMAL = 1
 DURABILITY_NONE = 2
 
-OPTIONS_VERSION = 3
+OPTIONS_VERSION = 4
 
 STAT_ERROR = OUTCOME_COUNT
 STAT_COLUMNS = OUTCOME_COUNT + 1
@@ -112,6 +112,8 @@ class bindlog_options(Structure):
         ("etcd_max_txn_ops", c_uint),
         # version 3: the write-ahead log (0: the default size)
         ("log_size", c_uint64),
+        # version 4: the bound of waits for other processes (0: the default)
+        ("lock_timeout_ms", c_int),
     ]
 
 

@@ -33,6 +33,7 @@ int main(void)
     F(bindlog_options, etcd_password);
     F(bindlog_options, etcd_max_txn_ops);
     F(bindlog_options, log_size);
+    F(bindlog_options, lock_timeout_ms);
 
     S(bindlog_result);
     F(bindlog_result, outcome);
