@@ -5,6 +5,10 @@
 #   make test    install missing dependencies, build, run every test (ctest)
 #   make asan    the same tests built with AddressSanitizer + UBSan (build-asan/)
 #   make tsan    the same tests built with ThreadSanitizer (build-tsan/)
+#   make posix   every test on the portable platform layer (build-posix/,
+#                -DBINDLOG_PLATFORM=posix: src/platform's fallbacks, also on Linux)
+#   make cross   library, CLI and seed_check for macOS and musl (zig on PATH
+#                or ZIG=...; scripts/cross-build.sh)
 #   make clean   remove the build trees and the demo store
 #
 # Variables: BUILD_TYPE (RelWithDebInfo), JOBS (2), CMAKE_FLAGS (extra -D...),
@@ -20,13 +24,14 @@ DEMO_ARGS   ?=
 BUILD_DIR := build
 ASAN_DIR  := build-asan
 TSAN_DIR  := build-tsan
+POSIX_DIR := build-posix
 
 # Sanitizer runtime settings: fail the test on the first finding.
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
            TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
-.PHONY: all deps configure build demo test asan tsan clean
+.PHONY: all deps configure build demo test asan tsan posix cross clean
 
 all: build
 
@@ -57,5 +62,13 @@ tsan: deps
 	cmake --build $(TSAN_DIR) -j$(JOBS)
 	$(SAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
+posix: deps
+	cmake -S . -B $(POSIX_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBINDLOG_PLATFORM=posix $(CMAKE_FLAGS)
+	cmake --build $(POSIX_DIR) -j$(JOBS)
+	ctest --test-dir $(POSIX_DIR) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+
+cross:
+	bash scripts/cross-build.sh build-cross
+
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(DEMO_STORE)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(POSIX_DIR) build-cross $(DEMO_STORE)

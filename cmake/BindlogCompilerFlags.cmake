@@ -3,7 +3,9 @@
 # Sets, for the whole tree (tests, tools, examples, fuzz included):
 #   - _POSIX_C_SOURCE=200809L, since the build is strict C11 (no GNU
 #     extensions) and the library needs POSIX (fsync, mkdir, pthreads, ...).
-#     A source file that defines the same value itself is fine.
+#     A source file that defines the same value itself is fine.  On macOS
+#     also _DARWIN_C_SOURCE: there _POSIX_C_SOURCE alone hides O_NOFOLLOW,
+#     O_DIRECTORY, flock, mkdtemp and dladdr, which the tree uses.
 #   - -Wall -Wextra -Wshadow -Wstrict-prototypes (and -Werror when
 #     BINDLOG_WERROR is ON).
 #   - the sanitizers named by BINDLOG_SANITIZE, on compile and link lines.
@@ -11,6 +13,9 @@
 # (-Wmissing-prototypes would flag every cmocka test function).
 
 add_compile_definitions(_POSIX_C_SOURCE=200809L)
+if(APPLE)
+    add_compile_definitions(_DARWIN_C_SOURCE=1)
+endif()
 
 set(BINDLOG_SRC_WARNINGS "")
 

@@ -2,9 +2,11 @@
 
 ``pip install ./bindings/python`` (offline: add ``--no-build-isolation``)
 compiles the library's C sources -- src/core, src/lmdb and src/maint, never
-src/etcd -- into ``bindlog/libbindlog.so`` inside the package, linked with the
-system's liblmdb and libxxhash (Debian: liblmdb-dev, libxxhash-dev) and
-nothing else.  The package loads that copy with ctypes; ``BINDLOG_LIBRARY``
+src/etcd -- into ``bindlog/libbindlog.so`` inside the package.  An sdist
+carries LMDB's and xxHash's sources (``csrc/deps/``, from Debian's source
+packages through scripts/vendor-sources.sh) and always builds them in, so
+the library needs only libc; a checkout without them (no ``vendor/``) links
+the system's liblmdb and libxxhash (Debian: liblmdb-dev, libxxhash-dev).  The package loads that copy with ctypes; ``BINDLOG_LIBRARY``
 still overrides it.  No CMake build is needed first.
 
 Where the C sources come from:
@@ -46,11 +48,16 @@ LIB_EXT = "bindlog.libbindlog"  # -> bindlog/libbindlog.so
 #: the library's layers compiled into the package (src/etcd is left out: it
 #: is the separate etcd module, loaded for etcd:// only when installed, and
 #: an etcd:// open is BINDLOG_ENOTSUP without it; src/core/module.h)
-LAYERS = ("core", "lmdb", "maint")
+LAYERS = ("core", "lmdb", "maint", "platform")
 SDIST_CSRC = "csrc"
 #: the `bindlog` CLI (tools/, a client of include/bindlog.h only), built
 #: into bindlog/bin/bindlog against the package's libbindlog.so
 CLI_DIR = "tools"
+#: LMDB's and xxHash's sources with their licences (scripts/vendor-sources.sh):
+#: csrc/deps/ in an sdist, $BINDLOG_VENDOR_DIR, or vendor/ in a checkout where
+#: that script ran
+BUNDLED = {"lmdb": ("mdb.c", "midl.c", "lmdb.h", "midl.h", "LICENSE", "COPYRIGHT", "VERSION"),
+           "xxhash": ("xxhash.c", "xxhash.h", "LICENSE", "VERSION")}
 
 
 def c_tree() -> Optional[str]:
@@ -92,7 +99,19 @@ def strip_debug(path: str) -> None:
         return
     exe = shutil.which("strip")
     if exe is not None:
-        subprocess.run([exe, "--strip-debug", path], check=True)
+        # macOS's strip says -S for what binutils calls --strip-debug
+        subprocess.run([exe, "-S" if sys.platform == "darwin" else "--strip-debug", path], check=True)
+
+
+def bundled(root: str) -> Optional[str]:
+    """The folder holding lmdb/ and xxhash/ sources, if this tree has them:
+    the library is then built against them (and needs only libc), whatever
+    the system has; otherwise against the system's liblmdb and libxxhash."""
+    for d in (os.path.join(root, "deps"), os.environ.get("BINDLOG_VENDOR_DIR") or "",
+              os.path.join(root, "vendor")):
+        if all(os.path.isfile(os.path.join(d, lib, f)) for lib, fs in BUNDLED.items() for f in fs):
+            return d
+    return None
 
 
 def pkg_config(modules: Tuple[str, ...]) -> Tuple[List[str], List[str], List[str], List[str]]:
@@ -144,7 +163,13 @@ class BuildLibrary(build_ext):
                 "directory elsewhere before building: upgrade pip)." % os.path.join(HERE, SDIST_CSRC)
             )
         sources = [os.path.join(root, p) for p in c_files(root) if p.endswith(".c")]
-        inc, libdirs, libs, other = pkg_config(("lmdb", "libxxhash"))
+        deps = bundled(root)
+        if deps is not None:
+            sources += [os.path.join(deps, "lmdb", "mdb.c"), os.path.join(deps, "lmdb", "midl.c"),
+                        os.path.join(deps, "xxhash", "xxhash.c")]
+            inc, libdirs, libs, other = [os.path.join(deps, "lmdb"), os.path.join(deps, "xxhash")], [], [], []
+        else:
+            inc, libdirs, libs, other = pkg_config(("lmdb", "libxxhash"))
         cc = self.compiler
         # Only our own include paths: nothing of Python's (no Python.h used).
         cc.set_include_dirs([])
@@ -156,6 +181,8 @@ class BuildLibrary(build_ext):
             ("BINDLOG_BUILDING", None),
             ("_POSIX_C_SOURCE", "200809L"),
         ]
+        if sys.platform == "darwin":
+            macros.append(("_DARWIN_C_SOURCE", "1"))
         cflags = ["-std=c11", "-fvisibility=hidden", "-pthread", "-Wall", "-Wextra"] + other
         objdir = os.path.join(self.build_temp, "libbindlog")
         jobs = int(os.environ.get("BINDLOG_BUILD_JOBS") or min(os.cpu_count() or 1, 8))
@@ -175,8 +202,9 @@ class BuildLibrary(build_ext):
             libraries=libs,
             library_dirs=libdirs,
             # before the -l flags: link only what the library really uses
-            extra_preargs=["-pthread", "-Wl,--as-needed"],
-            extra_postargs=["-Wl,--no-undefined", "-Wl,-z,nodelete", "-Wl,-soname,libbindlog.so"],
+            extra_preargs=["-pthread"] + ([] if sys.platform == "darwin" else ["-Wl,--as-needed"]),
+            extra_postargs=[] if sys.platform == "darwin" else
+            ["-Wl,--no-undefined", "-Wl,-z,nodelete", "-Wl,-soname,libbindlog.so"],
             target_lang="c",
         )
         strip_debug(output)
@@ -197,7 +225,8 @@ class BuildLibrary(build_ext):
         os.makedirs(bindir, exist_ok=True)
         cc.link_executable(objects, "bindlog", output_dir=bindir, libraries=["bindlog"],
                            library_dirs=[os.path.dirname(library)],
-                           extra_postargs=["-Wl,-rpath,$ORIGIN/..", "-Wl,--as-needed"],
+                           extra_postargs=["-Wl,-rpath,@loader_path/.."] if sys.platform == "darwin"
+                           else ["-Wl,-rpath,$ORIGIN/..", "-Wl,--as-needed"],
                            target_lang="c")
         strip_debug(os.path.join(bindir, "bindlog"))
 
@@ -214,6 +243,21 @@ class SdistWithSources(sdist):
             dest = os.path.join(base_dir, SDIST_CSRC, rel)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             shutil.copy2(os.path.join(root, rel), dest)
+        # LMDB and xxHash go in too, fetched now if the checkout lacks them
+        deps = bundled(root)
+        script = os.path.join(root, "scripts", "vendor-sources.sh")
+        if deps is None and os.path.isfile(script):
+            # BINDLOG_VENDOR_DIR: fetch them there instead of the checkout's vendor/
+            subprocess.run(["bash", script] + [os.environ[k] for k in ("BINDLOG_VENDOR_DIR",)
+                                               if os.environ.get(k)], check=False)
+            deps = bundled(root)
+        if deps is None:
+            sys.exit("bindlog: cannot make an sdist: LMDB's and xxHash's sources are missing "
+                     "(run scripts/vendor-sources.sh as root: it needs apt-get source)")
+        for lib, names in BUNDLED.items():
+            os.makedirs(os.path.join(base_dir, SDIST_CSRC, "deps", lib), exist_ok=True)
+            for f in names:
+                shutil.copy2(os.path.join(deps, lib, f), os.path.join(base_dir, SDIST_CSRC, "deps", lib, f))
 
 
 def out_of_tree_options() -> Dict[str, Dict[str, str]]:

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "platform/platform.h"
 
 #ifndef BINDLOG_INSTALL_LIBDIR
 #define BINDLOG_INSTALL_LIBDIR "/usr/local/lib"
@@ -129,7 +130,7 @@ static int load(size_t mi, const bl_backend_ops **ops)
 {
     const module_def *m = &modules[mi];
     char tried[1024] = "", path[4096] = "", dir[4000];
-    const char *env = secure_getenv(m->env);
+    const char *env = bl_plat_secure_getenv(m->env);
 
     if (env != NULL && env[0] != '\0') {
         if (try_path(env, ops, tried, sizeof tried))

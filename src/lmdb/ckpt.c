@@ -72,7 +72,7 @@ int bl_wal_lock(bl_env *e)
         bl_shm_set_end(m, &end);
         from = end;
         if (died)
-            pthread_mutex_consistent(&m->wlock);
+            bl_plat_xlock_consistent(&m->wlock);
     }
     /* the visible end lies between the checkpoint and the written end */
     uint64_t vis = atomic_load(&m->vis_lsn);

@@ -36,19 +36,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bindlog.h"
 #include "core/error.h"
 #include "core/failpoint.h"
+#include "platform/platform.h"
 
 #define SHM_MAGIC      "BLSHMEM"
 #define SLEEP_SLICE_MS 100
@@ -72,35 +71,13 @@ static void nap_ms(long ms)
 
 /* ---- the world lock ---------------------------------------------------------- */
 
-static int ofd_lock(int fd, short type, int wait)
+static int ofd_lock(int fd, int type, int wait)
 {
-    struct flock fl;
-    memset(&fl, 0, sizeof(fl));
-    fl.l_type = type;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = BL_SHM_WORLD_OFF;
-    fl.l_len = 1;
-    for (;;) {
-        if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
-            return 0;
-        if (errno != EINTR)
-            return errno;
-    }
+    return bl_plat_lock_range(fd, BL_SHM_WORLD_OFF, 1, type, wait);
 }
 
 /* 1 if some process holds the world lock (any mode). */
-static int world_held(int fd)
-{
-    struct flock fl;
-    memset(&fl, 0, sizeof(fl));
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = BL_SHM_WORLD_OFF;
-    fl.l_len = 1;
-    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
-        return 1;
-    return fl.l_type != F_UNLCK;
-}
+static int world_held(int fd) { return bl_plat_lock_held(fd, BL_SHM_WORLD_OFF, 1); }
 
 /* The pid a rebuilder wrote into the file (0: unknown). */
 static int32_t rebuilder_pid(const char *path)
@@ -120,7 +97,7 @@ static int world_shared(int fd, int64_t timeout_ms, const char *path)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
     for (long nap = 1;; nap = nap < 16 ? nap * 2 : 16) {
-        int err = ofd_lock(fd, F_RDLCK, 0);
+        int err = ofd_lock(fd, BL_PLAT_SHARED, 0);
         if (err != EAGAIN && err != EACCES) {
             if (err == 0)
                 return 0;
@@ -192,7 +169,7 @@ int bl_shm_open(const char *dir, int read_only, int64_t timeout_ms, bl_shmh *h, 
         bl_shm_close(h);
         return BINDLOG_ENOTFOUND; /* nobody to share with: private mode */
     }
-    if (excl && (err = ofd_lock(fd, F_WRLCK, 0)) == 0) {
+    if (excl && (err = ofd_lock(fd, BL_PLAT_EXCLUSIVE, 0)) == 0) {
         *alone = 1;
     } else if (excl && err != EAGAIN && err != EACCES) {
         bl_shm_close(h);
@@ -202,7 +179,7 @@ int bl_shm_open(const char *dir, int read_only, int64_t timeout_ms, bl_shmh *h, 
             bl_shm_close(h);
             return err;
         }
-        if (excl && ofd_lock(fd, F_WRLCK, 0) == 0)
+        if (excl && ofd_lock(fd, BL_PLAT_EXCLUSIVE, 0) == 0)
             *alone = 1;
     }
 
@@ -238,9 +215,8 @@ int bl_shm_open(const char *dir, int read_only, int64_t timeout_ms, bl_shmh *h, 
         err = 0;
         if ((uint64_t)st.st_size != BL_SHM_SIZE && ftruncate(fd, BL_SHM_SIZE) != 0)
             err = errno;
-        if (err == 0 && fallocate(fd, 0, 0, BL_SHM_SIZE) != 0) {
-            err = errno;
-            if (err == EOPNOTSUPP || err == ENOSYS) {
+        if (err == 0 && (err = bl_plat_reserve(fd, BL_SHM_SIZE, 0)) != 0) {
+            if (err == EOPNOTSUPP) {
                 /* no fallocate here: write the page (bl_shm_init rewrites it) */
                 static const unsigned char zero[BL_SHM_SIZE];
                 err = pwrite(fd, zero, sizeof zero, 0) == (ssize_t)sizeof zero ? 0 : errno;
@@ -269,13 +245,24 @@ int bl_shm_open(const char *dir, int read_only, int64_t timeout_ms, bl_shmh *h, 
                           strerror(err));
     }
     h->m = p;
+    if ((err = bl_plat_xlock_attach(&h->m->wlock, fd)) != 0 ||
+        (err = bl_plat_xlock_attach(&h->m->clock, fd)) != 0) {
+        if (*alone)
+            bl_shm_discard(h);
+        else
+            bl_shm_close(h);
+        return bl_err_set(BINDLOG_ENOMEM, "%s: %s", BL_SHM_FILE, strerror(err));
+    }
     return 0;
 }
 
 void bl_shm_close(bl_shmh *h)
 {
-    if (h->m != NULL)
+    if (h->m != NULL) {
+        bl_plat_xlock_detach(&h->m->wlock);
+        bl_plat_xlock_detach(&h->m->clock);
         munmap(h->m, BL_SHM_SIZE);
+    }
     if (h->fd >= 0)
         close(h->fd);
     if (h->world_fd >= 0)
@@ -383,7 +370,6 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
                 const bl_wal_at *ckpt)
 {
     bl_shm *m = h->m;
-    pthread_mutexattr_t a;
     struct stat st;
     int rc;
 
@@ -402,13 +388,10 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
     m->cap = cap;
     m->dev = (uint64_t)st.st_dev;
     m->ino = (uint64_t)st.st_ino;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    rc = pthread_mutex_init(&m->wlock, &a);
+    /* bytes 1 and 2 of bindlog.shm where the lock is an fcntl one */
+    rc = bl_plat_xlock_init(&m->wlock, 1);
     if (rc == 0)
-        rc = pthread_mutex_init(&m->clock, &a);
-    pthread_mutexattr_destroy(&a);
+        rc = bl_plat_xlock_init(&m->clock, 2);
     if (rc != 0)
         return bl_err_set(BINDLOG_EIO, "%s: cannot make its locks: %s", BL_SHM_FILE, strerror(rc));
     rec_init(&m->end, end);
@@ -423,7 +406,7 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
 
 int bl_shm_share(bl_shmh *h)
 {
-    int err = ofd_lock(h->world_fd, F_RDLCK, 1);
+    int err = ofd_lock(h->world_fd, BL_PLAT_SHARED, 1);
     h->made = 0; /* in use from now on: never removed */
     return err == 0 ? 0 : bl_err_set(BINDLOG_EIO, "data.mdb: cannot lock: %s", strerror(err));
 }
@@ -455,32 +438,14 @@ int bl_shm_linked(const bl_shmh *h)
 
 /* ---- the locks ------------------------------------------------------------------ */
 
-static _Atomic int32_t *holder_of(bl_shm *m, pthread_mutex_t *mu)
+static _Atomic int32_t *holder_of(bl_shm *m, bl_plat_xlock *mu)
 {
     return mu == &m->wlock ? &m->wlock_pid : &m->clock_pid;
 }
 
-int bl_shm_lock(bl_shm *m, pthread_mutex_t *mu, int *owner_died, int64_t timeout_ms)
+int bl_shm_lock(bl_shm *m, bl_plat_xlock *mu, int *owner_died, int64_t timeout_ms)
 {
-    int rc;
-    *owner_died = 0;
-    if (timeout_ms < 0) {
-        rc = pthread_mutex_lock(mu);
-    } else if ((rc = pthread_mutex_trylock(mu)) == EBUSY) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += (time_t)(timeout_ms / 1000);
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        rc = pthread_mutex_timedlock(mu, &ts);
-    }
-    if (rc == EOWNERDEAD) {
-        *owner_died = 1;
-        rc = 0;
-    }
+    int rc = bl_plat_xlock_lock(mu, owner_died, timeout_ms);
     if (rc == ETIMEDOUT || rc == EBUSY)
         return bl_err_set(
             BINDLOG_EBUSY, "process %d holds the store's %s for more than %lld ms (stopped?)",
@@ -494,25 +459,21 @@ int bl_shm_lock(bl_shm *m, pthread_mutex_t *mu, int *owner_died, int64_t timeout
     return 0;
 }
 
-void bl_shm_unlock(bl_shm *m, pthread_mutex_t *mu)
+void bl_shm_unlock(bl_shm *m, bl_plat_xlock *mu)
 {
     atomic_store(holder_of(m, mu), 0);
-    pthread_mutex_unlock(mu);
+    bl_plat_xlock_unlock(mu);
 }
 
 /* ---- the visible end and wake-ups -------------------------------------- */
 
-static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
-{
-    return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
-}
 
 void bl_shm_wake(_Atomic uint32_t *word)
 {
     FP("shm.wake.before");
     atomic_fetch_add(word, 1);
     FP("shm.wake.after");
-    futex(word, FUTEX_WAKE, INT_MAX, NULL);
+    bl_plat_wake_all(word);
 }
 
 void bl_shm_publish(bl_shm *m, uint64_t lsn)
@@ -556,10 +517,7 @@ void bl_shm_store32(_Atomic uint32_t *f, uint32_t v)
 
 void bl_shm_sleep(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
 {
-    struct timespec ts;
     if (timeout_ms < 0 || timeout_ms > SLEEP_SLICE_MS)
         timeout_ms = SLEEP_SLICE_MS;
-    ts.tv_sec = (time_t)(timeout_ms / 1000);
-    ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
-    futex(word, FUTEX_WAIT, seen, &ts); /* EAGAIN, EINTR, ETIMEDOUT: the caller re-checks */
+    bl_plat_wait(word, seen, timeout_ms); /* the caller re-checks */
 }

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "lmdb/wal.h"
+#include "platform/platform.h"
 
 #define BL_SHM_FILE    "bindlog.shm"
 #define BL_SHM_SIZE    4096u
@@ -72,8 +73,8 @@ typedef struct bl_shm {
     _Atomic int32_t wlock_pid; /* the holder of wlock, 0 when free */
     _Atomic int32_t clock_pid; /* the holder of clock, 0 when free */
     uint32_t pad;
-    pthread_mutex_t wlock; /* writers: decide + append, across processes */
-    pthread_mutex_t clock; /* checkpointers */
+    bl_plat_xlock wlock; /* writers: decide + append, across processes (platform.h) */
+    bl_plat_xlock clock; /* checkpointers */
     /* The written end: the point after the last frame appended.  Written
      * only under wlock. */
     bl_shm_rec end;
@@ -154,8 +155,8 @@ int bl_shm_linked(const bl_shmh *h);
  * (its holder died: the caller repairs what it guards, then calls
  * pthread_mutex_consistent), BINDLOG_EBUSY after the timeout (the message
  * names the holder's pid), or BINDLOG_EIO. */
-int bl_shm_lock(bl_shm *m, pthread_mutex_t *mu, int *owner_died, int64_t timeout_ms);
-void bl_shm_unlock(bl_shm *m, pthread_mutex_t *mu);
+int bl_shm_lock(bl_shm *m, bl_plat_xlock *mu, int *owner_died, int64_t timeout_ms);
+void bl_shm_unlock(bl_shm *m, bl_plat_xlock *mu);
 
 /* The double-buffered points.  Getters: 0, or BINDLOG_ECORRUPT (no
  * last-error message: the caller rebuilds it, or says so) when the current

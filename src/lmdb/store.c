@@ -31,6 +31,7 @@
 #include "lmdb/pagecheck.h"
 
 #include "core/error.h"
+#include "platform/platform.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -424,7 +425,7 @@ static int lock_file_unused(int fd)
  * created; one that is shorter than LMDB's size for max_readers and that no
  * process has open is extended to it; one in use keeps its size (the
  * processes that mapped it agree on it) and only has its holes allocated.
- * fallocate(2), not posix_fallocate(3): the latter's fallback on file
+ * bl_plat_reserve (fallocate(2)), not posix_fallocate(3): the latter's fallback on file
  * systems without fallocate writes a zero into every block, racing with
  * other processes' reader slots; there the file is left to LMDB as before.
  * Allocation changes none of the file's bytes.  A directory the caller may
@@ -435,7 +436,7 @@ static int prealloc_lock_file(const char *dir, unsigned max_readers, unsigned *m
     char *p = bl_path_join(dir, "lock.mdb");
     struct stat st;
     off_t want = lmdb_lock_size(max_readers);
-    int fd, rc = 0, mode = 0;
+    int fd, rc = 0, keep_size = 0;
 
     if (p == NULL)
         return BINDLOG_ENOMEM;
@@ -453,11 +454,10 @@ static int prealloc_lock_file(const char *dir, unsigned max_readers, unsigned *m
         rc = bl_err_set(bl_mdb_error(errno), "lock.mdb: %s", strerror(errno));
     } else if (st.st_size != want && st.st_size != 0 && !lock_file_unused(fd)) {
         want = st.st_size; /* in use: its size is the one every process mapped */
-        mode = FALLOC_FL_KEEP_SIZE;
+        keep_size = 1;
     }
-    if (rc == 0 && want > 0 && fallocate(fd, mode, 0, want) != 0 && errno != EOPNOTSUPP &&
-        errno != ENOSYS) {
-        int err = errno;
+    int err = rc == 0 && want > 0 ? bl_plat_reserve(fd, want, keep_size) : 0;
+    if (err != 0 && err != EOPNOTSUPP) {
         rc = bl_err_set(bl_mdb_error(err),
                         "lock.mdb: cannot allocate its %lld-byte reader table: %s",
                         (long long)want, strerror(err));
@@ -883,7 +883,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     e->ino = st->st_ino;
     pthread_rwlockattr_init(&ra);
     /* growth must not starve behind a stream of readers */
-    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    bl_plat_rwlock_prefer_writers(&ra);
     pthread_rwlock_init(&e->map_lock, &ra);
     pthread_rwlockattr_destroy(&ra);
     bl_group_init(&e->g);

@@ -55,6 +55,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "platform/platform.h"
 #include "core/record.h"
 #include "lmdb/store.h"
 
@@ -131,7 +132,7 @@ static int sync_dir(const char *dir)
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return errno;
-    int rc = fsync(fd) == 0 ? 0 : errno;
+    int rc = bl_plat_flush_file(fd);
     close(fd);
     return rc;
 }
@@ -158,21 +159,13 @@ int bl_wal_create(const char *dir, uint64_t cap, uint64_t salt, int nosync)
      * of space; the zeros that make later overwrites cheap (no extent to
      * convert, nothing to journal at fdatasync) are written by the
      * background thread ahead of the writers (bl_wal_fill). */
-    err = posix_fallocate(fd, 0, (off_t)(BL_WAL_HDR + cap));
-    if (err == EOPNOTSUPP || err == EINVAL) {
-        /* a filesystem without fallocate: write the zeros now */
-        static const unsigned char zero[65536];
-        err = 0;
-        for (uint64_t off = BL_WAL_HDR; err == 0 && off < BL_WAL_HDR + cap; off += sizeof zero)
-            err = write_all(fd, zero, sizeof zero < BL_WAL_HDR + cap - off
-                                          ? sizeof zero
-                                          : (size_t)(BL_WAL_HDR + cap - off),
-                            (off_t)off);
-    }
+    err = bl_plat_reserve(fd, (off_t)(BL_WAL_HDR + cap), 0);
+    if (err == EOPNOTSUPP || err == EINVAL) /* a filesystem without fallocate: write the zeros now */
+        err = bl_plat_write_zeros(fd, BL_WAL_HDR, (off_t)cap);
     if (err == 0)
         err = write_all(fd, blk, sizeof blk, 0);
-    if (err == 0 && !nosync && fsync(fd) != 0)
-        err = errno;
+    if (err == 0 && !nosync)
+        err = bl_plat_flush_file(fd);
     close(fd);
     if (err == 0 && !nosync)
         err = sync_dir(dir);
@@ -294,11 +287,12 @@ int bl_wal_pwrite(int fd, uint64_t cap, uint64_t pos, const void *buf, size_t le
 
 int bl_wal_sync(int fd)
 {
-    while (fdatasync(fd) != 0) {
-        if (errno == EINTR)
-            continue;
-        return bl_err_set(BINDLOG_EIO, "%s: fdatasync failed: %s", BL_WAL_FILE, strerror(errno));
-    }
+    int err = bl_plat_flush(fd);
+    if (err != 0)
+        return bl_err_set(BINDLOG_EIO, "%s: fdatasync failed: %s", BL_WAL_FILE, strerror(err));
+    if (bl_plat_flush_weakened())
+        bl_err_set(0, "%s: the file system refuses F_FULLFSYNC: FULL flushes with fsync, "
+                      "which does not reach the disk on macOS", BL_WAL_FILE);
     return 0;
 }
 

@@ -41,13 +41,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/failpoint.h"
 #include "core/record.h"
+#include "platform/platform.h"
 
 static int64_t mono_ms(void)
 {
@@ -147,7 +147,7 @@ int bl_wal_clock(bl_env *e)
     if (rc != 0)
         return rc;
     if (died)
-        pthread_mutex_consistent(&m->clock); /* LMDB is the truth; the point is repaired
+        bl_plat_xlock_consistent(&m->clock); /* LMDB is the truth; the point is repaired
                                                * from it when it fails its check */
     holds_clock = 1;
     return 0;
@@ -364,7 +364,7 @@ uint64_t bl_wal_used(bl_env *e)
 static uint64_t new_salt(void)
 {
     uint64_t s = 0;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s || s == 0) {
+    if (bl_plat_random(&s, sizeof s) != 0 || s == 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         s = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^

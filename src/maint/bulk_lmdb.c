@@ -8,8 +8,9 @@
  * empty store for import), so every write is an append: LMDB fills its pages
  * left to right and never searches or splits in the middle.
  */
-#define _GNU_SOURCE /* sync_file_range */
+#define _GNU_SOURCE
 #include "maint/maint.h"
+#include "platform/platform.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -36,13 +37,9 @@
  * sync at the end reports what did not reach the disk. */
 static void app_writeback(bl_env *e)
 {
-#ifdef SYNC_FILE_RANGE_WRITE
     int fd;
-    if (mdb_env_get_fd(e->env, &fd) == 0)
-        (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-#else
-    (void)e;
-#endif
+    if (BL_PLAT_WRITEBACK && mdb_env_get_fd(e->env, &fd) == 0)
+        bl_plat_writeback(fd);
 }
 
 /* ---- writeback while one long commit writes ------------------------------------ */
@@ -80,7 +77,10 @@ static void *writeback_thread(void *arg)
 
 bl_writeback *bl_writeback_start(bl_env *e)
 {
-#ifdef SYNC_FILE_RANGE_WRITE
+    if (!BL_PLAT_WRITEBACK) {
+        (void)e;
+        return NULL;
+    }
     struct bl_writeback *w = calloc(1, sizeof(*w));
     if (w == NULL)
         return NULL;
@@ -94,10 +94,6 @@ bl_writeback *bl_writeback_start(bl_env *e)
         return NULL;
     }
     return w;
-#else
-    (void)e;
-    return NULL;
-#endif
 }
 
 void bl_writeback_stop(bl_writeback *w)

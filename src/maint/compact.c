@@ -45,6 +45,7 @@
 #include "lmdb/walenv.h"
 #include "core/error.h"
 #include "lmdb/limits.h"
+#include "platform/platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -315,7 +316,7 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         rc = bl_mdb_error(rc);
         goto out;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
+    if (bl_plat_flush_file(fd) != 0 || close(fd) != 0) {
         fd = -1;
         rc = bl_mdb_error(errno);
         goto out;
@@ -335,7 +336,7 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
     }
     renamed = 1;
     dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0) {
+    if (dfd < 0 || bl_plat_flush_file(dfd) != 0) {
         rc = bl_mdb_error(errno);
         goto out;
     }

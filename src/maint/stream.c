@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "lmdb/limits.h"
+#include "platform/platform.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -325,7 +326,7 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
         return rc;
     /* only this thread uses the file: no stdio lock per record */
     if (im->offsets != NULL &&
-        fwrite_unlocked(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1) {
+        bl_plat_fwrite_unlocked(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1) {
         fclose(im->offsets);
         im->offsets = NULL;
     }

@@ -56,6 +56,7 @@
 #include "lmdb/shm.h"
 #include "lmdb/store.h"
 #include "lmdb/wal.h"
+#include "platform/platform.h"
 
 #define STAGING ".bindlog-upgrade"
 /* DIR/format<N>-backup/: where the old data.mdb of format N is kept */
@@ -83,7 +84,7 @@ static int fsync_at(int dfd, const char *name)
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return sys_error(name);
-    int rc = fsync(fd) == 0 ? 0 : sys_error(name);
+    int rc = bl_plat_flush_file(fd) == 0 ? 0 : sys_error(name);
     close(fd);
     return rc;
 }
@@ -162,7 +163,7 @@ static int copy_backup(int dfd, int bfd)
         if (rc != 0)
             break;
     }
-    if (rc == 0 && fsync(out) != 0)
+    if (rc == 0 && bl_plat_flush_file(out) != 0)
         rc = sys_error(backup_of("data.mdb.tmp"));
     close(in);
     if (close(out) != 0 && rc == 0)
@@ -221,7 +222,7 @@ static int make_backup(int dfd)
                                                                      : sys_error(backup_of("data.mdb"));
     else
         rc = 0;
-    if (rc == 0 && (fsync(bfd) != 0 || fsync(dfd) != 0))
+    if (rc == 0 && (bl_plat_flush_file(bfd) != 0 || bl_plat_flush_file(dfd) != 0))
         rc = sys_error(BACKUP);
 out:
     close(bfd);
@@ -287,14 +288,8 @@ static void drop_locks(locks *l)
 /* The stream's file: unlinked from the start where the file system can. */
 static int stream_file(int sfd)
 {
-    int fd = openat(sfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        return fd;
-    fd = openat(sfd, "stream", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return sys_error("the staging stream file");
-    unlinkat(sfd, "stream", 0);
-    return fd;
+    int fd = bl_plat_tmpfile_at(sfd, "stream");
+    return fd >= 0 ? fd : sys_error("the staging stream file");
 }
 
 static int differs(const char *what, unsigned long long old, unsigned long long now)
@@ -392,7 +387,7 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
     s = NULL;
     if ((rc = fsync_at(sfd, "data.mdb")) != 0 || (rc = fsync_at(sfd, BL_WAL_FILE)) != 0)
         goto out;
-    if (fsync(sfd) != 0)
+    if (bl_plat_flush_file(sfd) != 0)
         rc = sys_error(STAGING);
 out:
     bindlog_close(s);
@@ -598,7 +593,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
         rc = sys_error(BL_WAL_FILE);
         goto out;
     }
-    if (fsync(dfd) != 0) {
+    if (bl_plat_flush_file(dfd) != 0) {
         rc = sys_error("the directory");
         goto out;
     }
@@ -616,7 +611,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
         goto out;
     }
     rep->upgraded = 1;
-    if (fsync(dfd) != 0) {
+    if (bl_plat_flush_file(dfd) != 0) {
         rc = sys_error("the directory (after the new data.mdb went in)");
         goto out;
     }

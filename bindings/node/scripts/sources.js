@@ -7,6 +7,14 @@
 //   node scripts/sources.js include   the include directories
 //   node scripts/sources.js cli       the CLI's tools/*.c, then the library's
 //                                     (the `bindlog` executable, bin/bindlog.js)
+//   node scripts/sources.js deps      LMDB's and xxHash's .c files when the
+//                                     package carries them (deps/lmdb,
+//                                     deps/xxhash: the tarball always does)
+//   node scripts/sources.js isystem   -isystem flags for them (their warnings
+//                                     are not the addon's)
+//   node scripts/sources.js libraries what to link: -lpthread alone with the
+//                                     bundled sources, else the system's
+//                                     -llmdb -lxxhash too
 //
 // The library is looked for first in deps/bindlog (the copy `npm pack` puts
 // in the tarball), then in the repository around this package (../..).
@@ -18,7 +26,7 @@ const fs = require('fs');
 const path = require('path');
 
 const pkg = path.resolve(__dirname, '..');
-const LAYERS = ['core', 'lmdb', 'maint'];
+const LAYERS = ['core', 'lmdb', 'maint', 'platform'];
 
 function libraryRoot() {
     for (const rel of ['deps/bindlog', '../..']) {
@@ -40,8 +48,25 @@ function cFiles(rel) {
         .map((f) => `${rel}/${f}`);
 }
 
+// deps/ (the tarball) holding LMDB's and xxHash's sources, or null.
+function bundledRoot() {
+    const d = 'deps';
+    return fs.existsSync(path.join(pkg, d, 'bundled_mdb.c')) &&
+        fs.existsSync(path.join(pkg, d, 'lmdb', 'mdb.c')) &&
+        fs.existsSync(path.join(pkg, d, 'xxhash', 'xxhash.c')) ? d : null;
+}
+
 function main(what) {
     const root = libraryRoot();
+    const deps = bundledRoot();
+    if (what === 'deps')
+        return deps ? [`${deps}/bundled_mdb.c`, `${deps}/bundled_midl.c`, `${deps}/bundled_xxhash.c`] : [];
+    if (what === 'isystem')
+        // absolute: gyp rewrites include_dirs, not flags, and compiles from build/
+        return deps ? ['-isystem', path.join(pkg, deps, 'lmdb'), '-isystem',
+            path.join(pkg, deps, 'xxhash')] : [];
+    if (what === 'libraries')
+        return deps ? ['-lpthread'] : ['-llmdb', '-lxxhash', '-lpthread'];
     if (what === 'sources')
         return [cFiles('src'), ...LAYERS.map((l) => cFiles(`${root}/src/${l}`))].flat();
     if (what === 'cli')

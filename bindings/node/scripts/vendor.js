@@ -6,6 +6,10 @@
 //                                     include/bindlog.h and src/{core,lmdb,maint}/*.[ch]
 //                                     into deps/bindlog/, which package.json's
 //                                     "files" puts in the tarball
+//                                     and LMDB's and xxHash's sources with their
+//                                     licences (the repository's vendor/, made
+//                                     by scripts/vendor-sources.sh, run here if
+//                                     it is missing) into deps/lmdb, deps/xxhash
 //   node scripts/vendor.js --clean    (npm's postpack) remove deps/ again
 //   node scripts/vendor.js --stage DIR
 //                                     copy the package as the tarball holds it
@@ -29,7 +33,7 @@ function die(msg) {
     process.exit(1);
 }
 
-function vendorInto(dest) {
+function vendorInto(dest, needDeps) {
     if (!fs.existsSync(path.join(repo, 'include', 'bindlog.h')))
         return false;
     fs.rmSync(dest, { recursive: true, force: true });
@@ -45,6 +49,50 @@ function vendorInto(dest) {
             if (!/\.[ch]$/.test(f))
                 continue;
             fs.copyFileSync(path.join(from, f), path.join(to, f));
+            n++;
+        }
+    }
+    return n + vendorDeps(path.dirname(dest), needDeps);
+}
+
+// LMDB and xxHash beside deps/bindlog: the addon builds them in whenever
+// they are there (scripts/sources.js), so that it needs only libc.
+const BUNDLED = {
+    lmdb: ['mdb.c', 'midl.c', 'lmdb.h', 'midl.h', 'LICENSE', 'COPYRIGHT', 'VERSION'],
+    xxhash: ['xxhash.c', 'xxhash.h', 'LICENSE', 'VERSION'],
+};
+
+// needDeps (npm pack): fetch them if missing, and fail without them; the
+// CMake build's staged copy takes them only if they are there.
+function vendorDeps(deps, needDeps) {
+    const from = process.env.BINDLOG_VENDOR_DIR || path.join(repo, 'vendor');
+    const complete = () => Object.entries(BUNDLED).every(([lib, files]) =>
+        files.every((f) => fs.existsSync(path.join(from, lib, f))));
+    if (!complete() && !needDeps)
+        return 0;
+    if (!complete()) {
+        const script = path.join(repo, 'scripts', 'vendor-sources.sh');
+        require('child_process').spawnSync('bash', [script, from], { stdio: 'inherit' });
+        if (!complete())
+            die(`LMDB's and xxHash's sources are missing from ${from} ` +
+                '(run scripts/vendor-sources.sh as root: it needs apt-get source)');
+    }
+    let n = 0;
+    // one wrapper a file, which includes it as a system header (-isystem,
+    // scripts/sources.js): the addon's own warnings stay errors, theirs are
+    // not ours to judge
+    for (const [lib, file] of [['lmdb', 'mdb.c'], ['lmdb', 'midl.c'], ['xxhash', 'xxhash.c']]) {
+        fs.mkdirSync(deps, { recursive: true });
+        fs.writeFileSync(path.join(deps, `bundled_${path.basename(file, '.c')}.c`),
+            `/* ${lib}'s ${file}, compiled into the addon (scripts/vendor.js) */\n` +
+            `#include <${file}>\n`);
+        n++;
+    }
+    for (const [lib, files] of Object.entries(BUNDLED)) {
+        fs.rmSync(path.join(deps, lib), { recursive: true, force: true });
+        fs.mkdirSync(path.join(deps, lib), { recursive: true });
+        for (const f of files) {
+            fs.copyFileSync(path.join(from, lib, f), path.join(deps, lib, f));
             n++;
         }
     }
@@ -65,7 +113,7 @@ function stage(dir) {
         fs.mkdirSync(path.dirname(to), { recursive: true });
         fs.cpSync(from, to, { recursive: true });
     }
-    const n = vendorInto(path.join(dir, 'deps', 'bindlog'));
+    const n = vendorInto(path.join(dir, 'deps', 'bindlog'), false);
     if (!n)
         die(`no bindlog repository around ${pkg}`);
     console.log(`bindlog: staged the package in ${dir} (${n} library files)`);
@@ -79,7 +127,7 @@ if (mode === '--clean') {
         die('--stage needs a directory');
     stage(path.resolve(arg));
 } else if (mode === undefined) {
-    const n = vendorInto(path.join(pkg, 'deps', 'bindlog'));
+    const n = vendorInto(path.join(pkg, 'deps', 'bindlog'), true);
     if (n)
         console.log(`bindlog: vendored ${n} library files into deps/bindlog`);
     else if (!fs.existsSync(path.join(pkg, 'deps', 'bindlog', 'include', 'bindlog.h')))

@@ -44,7 +44,9 @@ for need in package/package.json package/binding.gyp package/index.js package/in
     package/index.d.ts package/src/addon.c package/scripts/build.js package/scripts/sources.js \
     package/deps/bindlog/include/bindlog.h package/deps/bindlog/src/core/api.c \
     package/deps/bindlog/src/lmdb/store.c package/deps/bindlog/src/maint/replay.c \
-    package/bin/bindlog.js package/deps/bindlog/tools/bindlog.c; do
+    package/bin/bindlog.js package/deps/bindlog/tools/bindlog.c \
+    package/deps/bindlog/src/platform/platform.h package/deps/lmdb/mdb.c package/deps/lmdb/LICENSE \
+    package/deps/lmdb/COPYRIGHT package/deps/xxhash/xxhash.c package/deps/xxhash/LICENSE; do
     grep -qx "$need" "$work/contents" || { echo "FAIL: $need is not in the tarball"; exit 1; }
 done
 if grep -E '^package/(test|bench|build|node_modules)/|^package/deps/bindlog/src/etcd/' "$work/contents"; then
@@ -62,6 +64,11 @@ if command -v readelf >/dev/null 2>&1; then
     echo "NEEDED: $(readelf -d "$addon" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
     if readelf -d "$addon" | grep -Eq 'libcurl|libjson-c'; then
         echo "FAIL: the addon links the etcd backend's libraries"
+        exit 1
+    fi
+    # LMDB and xxHash are built in from the tarball's deps/: only libc is needed
+    if readelf -d "$addon" | grep -Eq 'liblmdb|libxxhash'; then
+        echo "FAIL: the addon links the system's liblmdb or libxxhash, not the bundled sources"
         exit 1
     fi
 fi

@@ -20,7 +20,10 @@ exit 77).  In a temporary directory:
     (BINDLOG_TEST_INSTALLED=1: the seed scenarios through AsyncStore among
     them), with neither BINDLOG_LIBRARY nor PYTHONPATH;
  5. v/bin/pip wheel gives one platform-tagged wheel holding exactly one
-    libbindlog.so; an sdist built from the clone builds a wheel too;
+    libbindlog.so; an sdist built from the clone builds a wheel too; the
+    sdist carries LMDB's and xxHash's sources with their licences
+    (scripts/vendor-sources.sh, fetched outside the clone) and the library
+    built from it has no liblmdb or libxxhash in its NEEDED list;
  6. after each step, `git status --porcelain --ignored` in the clone is
     empty: the builds left nothing in the checkout;
  7. the CLI in the package: `v/bin/bindlog --version` names the package's
@@ -202,8 +205,9 @@ def main(argv: Sequence[str]) -> int:
         other_pythons(run, a.base_python, glob.glob(os.path.join(wheels, "*.whl")), work)
 
         sdists = os.path.join(work, "sdist")
+        # LMDB's and xxHash's sources for the sdist, fetched outside the clone
         p = run.sh([py, "setup.py", "-q", "sdist", "-d", sdists], cwd=os.path.join(clone, "bindings", "python"),
-                   show=2)
+                   env=dict(run.env, BINDLOG_VENDOR_DIR=os.path.join(work, "vendor")), show=2)
         tars = glob.glob(os.path.join(sdists, "*.tar.gz"))
         run.check(p.returncode == 0 and len(tars) == 1, "an sdist")
         clean(run, clone, "the sdist")
@@ -211,7 +215,9 @@ def main(argv: Sequence[str]) -> int:
             p = run.sh([pip, "wheel", "--no-build-isolation", "--no-deps", "-w",
                         os.path.join(work, "wheels-from-sdist"), tars[0]], show=3)
             run.check(p.returncode == 0, "pip wheel builds the sdist (it carries the C sources)")
-            check_wheels(run, glob.glob(os.path.join(work, "wheels-from-sdist", "*.whl")))
+            from_sdist = glob.glob(os.path.join(work, "wheels-from-sdist", "*.whl"))
+            check_wheels(run, from_sdist)
+            check_bundled(run, tars[0], from_sdist, work)
         return report(run)
     finally:
         if a.keep:
@@ -303,6 +309,26 @@ def other_pythons(run: Run, base: str, wheels: List[str], work: str) -> None:
         p = run.sh([py, "-c", "import bindlog, sys, tempfile, os\nd = tempfile.mkdtemp()\n"
                     "with bindlog.Store(os.path.join(d, 's')) as s:\n    print(s.bind('k', 'A').outcome.name)"])
         run.check(p.returncode == 0 and "APPLIED" in p.stdout, f"the wheel works under Python {ver}")
+
+
+def check_bundled(run: Run, sdist: str, wheels: List[str], work: str) -> None:
+    """The sdist carries LMDB's and xxHash's sources with their licences, and
+    the library built from it needs only libc (no liblmdb, no libxxhash)."""
+    import tarfile
+    with tarfile.open(sdist) as t:
+        names = t.getnames()
+    for f in ("lmdb/mdb.c", "lmdb/midl.c", "lmdb/LICENSE", "lmdb/COPYRIGHT", "xxhash/xxhash.c",
+              "xxhash/xxhash.h", "xxhash/LICENSE"):
+        run.check(any(n.endswith("/csrc/deps/" + f) for n in names), f"the sdist carries csrc/deps/{f}")
+    if len(wheels) != 1:
+        return
+    with zipfile.ZipFile(wheels[0]) as z:
+        lib = z.extract("bindlog/libbindlog.so", os.path.join(work, "bundled"))
+    deps = needed(run, lib)
+    print(f"    NEEDED (built from the sdist, LMDB and xxHash bundled): {', '.join(deps)}")
+    run.check(bool(deps) and not any(re.search(r"lmdb|xxhash", d) for d in deps)
+              and all(ALLOWED_NEEDED.match(d) for d in deps),
+              "the library built from the sdist needs only libc (no liblmdb, no libxxhash)")
 
 
 def report(run: Run) -> int:

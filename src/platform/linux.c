@@ -1,0 +1,204 @@
+/*
+ * linux.c -- the platform layer on Linux, glibc or musl: futexes on the
+ * shared word (not FUTEX_PRIVATE, so they work across processes), OFD
+ * locks, robust process-shared mutexes, fallocate, getrandom, O_TMPFILE,
+ * secure_getenv, fdatasync.
+ */
+#define _GNU_SOURCE
+#include "platform/fallback.h"
+
+/* Every file of src/platform/ may be compiled (the bindings compile the
+ * folder): only the one of the platform selected has content. */
+#if defined(BL_PLATFORM_LINUX)
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *bl_plat_name(void) { return "linux"; }
+
+/* ---- futex --------------------------------------------------------------- */
+
+static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
+}
+
+void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
+{
+    struct timespec ts, *tp = NULL;
+    if (timeout_ms >= 0) {
+        ts.tv_sec = (time_t)(timeout_ms / 1000);
+        ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+        tp = &ts;
+    }
+    futex(word, FUTEX_WAIT, seen, tp); /* EAGAIN, EINTR, ETIMEDOUT: the caller re-checks */
+}
+
+void bl_plat_wake_all(_Atomic uint32_t *word) { futex(word, FUTEX_WAKE, INT_MAX, NULL); }
+
+/* ---- locks --------------------------------------------------------------- */
+
+int bl_plat_lock_range(int fd, off_t start, off_t len, int type, int wait)
+{
+#ifdef F_OFD_SETLK
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type == BL_PLAT_EXCLUSIVE ? F_WRLCK : type == BL_PLAT_SHARED ? F_RDLCK : F_UNLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = len;
+    for (;;) {
+        if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
+            return 0;
+        if (errno != EINTR)
+            return errno;
+    }
+#else
+    return bl_plat_fb_lock_range(fd, start, len, type, wait);
+#endif
+}
+
+int bl_plat_xlock_init(bl_plat_xlock *l, uint32_t byte)
+{
+    pthread_mutexattr_t a;
+    int rc;
+    (void)byte;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    rc = pthread_mutex_init(l, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc;
+}
+
+int bl_plat_xlock_attach(bl_plat_xlock *l, int fd)
+{
+    (void)l;
+    (void)fd;
+    return 0;
+}
+
+void bl_plat_xlock_detach(bl_plat_xlock *l) { (void)l; }
+
+int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
+{
+    int rc;
+    if (timeout_ms < 0) {
+        rc = pthread_mutex_lock(l);
+    } else if ((rc = pthread_mutex_trylock(l)) == EBUSY) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(timeout_ms / 1000);
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        rc = pthread_mutex_timedlock(l, &ts);
+    }
+    *owner_died = rc == EOWNERDEAD;
+    if (rc == EBUSY)
+        rc = ETIMEDOUT;
+    return rc == EOWNERDEAD ? 0 : rc;
+}
+
+int bl_plat_lock_held(int fd, off_t start, off_t len)
+{
+#ifdef F_OFD_GETLK
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = len;
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return 1;
+    return fl.l_type != F_UNLCK;
+#else
+    return bl_plat_fb_lock_held(fd, start, len);
+#endif
+}
+
+void bl_plat_xlock_consistent(bl_plat_xlock *l) { pthread_mutex_consistent(l); }
+void bl_plat_xlock_unlock(bl_plat_xlock *l) { pthread_mutex_unlock(l); }
+
+/* ---- files --------------------------------------------------------------- */
+
+int bl_plat_reserve(int fd, off_t len, int keep_size)
+{
+    if (fallocate(fd, keep_size ? FALLOC_FL_KEEP_SIZE : 0, 0, len) == 0)
+        return 0;
+    return errno == ENOSYS ? EOPNOTSUPP : errno;
+}
+
+int bl_plat_write_zeros(int fd, off_t off, off_t len) { return bl_plat_fb_write_zeros(fd, off, len); }
+
+int bl_plat_tmpfile_at(int dirfd, const char *name)
+{
+#ifdef O_TMPFILE
+    int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return fd;
+#endif
+    return bl_plat_fb_tmpfile_at(dirfd, name);
+}
+
+int bl_plat_flush(int fd)
+{
+    while (fdatasync(fd) != 0) {
+        if (errno != EINTR)
+            return errno;
+    }
+    return 0;
+}
+
+int bl_plat_flush_file(int fd) { return bl_plat_fb_fsync(fd); }
+
+int bl_plat_flush_weakened(void) { return 0; }
+
+void bl_plat_writeback(int fd) { (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE); }
+
+void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a)
+{
+#ifdef __GLIBC__
+    pthread_rwlockattr_setkind_np(a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#else
+    (void)a; /* musl's rwlocks already let a waiting writer in first */
+#endif
+}
+
+/* ---- the process ------------------------------------------------------------ */
+
+int bl_plat_random(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return errno == ENOSYS ? bl_plat_fb_random(p, n) : errno;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+const char *bl_plat_secure_getenv(const char *name) { return secure_getenv(name); }
+
+size_t bl_plat_fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f)
+{
+    return fwrite_unlocked(p, size, n, f);
+}
+
+#else
+typedef int bl_plat_linux_unused; /* not this platform: an empty unit */
+#endif /* BL_PLATFORM_LINUX */

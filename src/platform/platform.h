@@ -1,0 +1,161 @@
+/*
+ * platform.h -- what differs between the systems bindlog runs on, behind one
+ * small interface.  Nothing outside src/platform/ includes a system-specific
+ * header (the linux/ and os/ headers, sys/syscall.h ...); it calls these instead.
+ *
+ * One file a platform, selected by CMake (-DBINDLOG_PLATFORM=auto|linux|
+ * darwin|posix):
+ *   linux.c   futex, fallocate, getrandom, O_TMPFILE, secure_getenv,
+ *             fdatasync, OFD locks, robust mutexes (glibc and musl);
+ *   darwin.c  os_sync_wait_on_address (macOS 14.4+, found at run time) or
+ *             __ulock_wait, F_PREALLOCATE, getentropy, issetugid,
+ *             fcntl(F_FULLFSYNC);
+ *   posix.c   the portable fallback of every item (the BSDs; on Linux with
+ *             BINDLOG_PLATFORM=posix, which defines BL_PLATFORM_POSIX, so
+ *             that CI runs the whole suite on the fallbacks).
+ *
+ * Functions return 0 or an errno value unless said otherwise; none of them
+ * touches bindlog's last error (this layer sits below src/core), the caller
+ * turns the errno into a BINDLOG_E* code and a message.
+ */
+#ifndef BL_PLATFORM_H
+#define BL_PLATFORM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#if !defined(BL_PLATFORM_POSIX) && defined(__linux__)
+#define BL_PLATFORM_LINUX 1
+#elif !defined(BL_PLATFORM_POSIX) && defined(__APPLE__)
+#define BL_PLATFORM_DARWIN 1
+#elif !defined(BL_PLATFORM_POSIX)
+#define BL_PLATFORM_POSIX 1
+#endif
+
+/* The name of the layer compiled in: "linux", "darwin" or "posix". */
+const char *bl_plat_name(void);
+
+/* ---- a shared 32-bit word: wait and wake across processes ---------------- */
+
+/* Sleep while *word == seen, at most timeout_ms (-1: no limit).  May return
+ * early (a signal, a spurious wake-up): the caller re-checks its condition.
+ * The word may live in a MAP_SHARED mapping used by several processes. */
+void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms);
+/* Wake every thread of every process sleeping on word. */
+void bl_plat_wake_all(_Atomic uint32_t *word);
+
+/* ---- file locks the kernel drops when their holder dies ------------------ */
+
+enum { BL_PLAT_UNLOCK = 0, BL_PLAT_SHARED = 1, BL_PLAT_EXCLUSIVE = 2 };
+
+/* Lock, change or release bytes [start, start + len) of fd: an OFD lock
+ * where the system has them (owned by the open file description), a POSIX
+ * fcntl lock otherwise (owned by the process: never open and close the
+ * same file a second time in a process that holds one).  Turning an
+ * exclusive lock into a shared one is atomic either way.  wait = 0: EAGAIN
+ * (or EACCES) when another holder conflicts. */
+int bl_plat_lock_range(int fd, off_t start, off_t len, int type, int wait);
+/* 1 if a lock of another holder (another open file description or process)
+ * covers any of [start, start + len), else 0 (1 when it cannot tell).  A
+ * process's own POSIX fcntl locks are not seen (OFD ones of another
+ * descriptor are). */
+int bl_plat_lock_held(int fd, off_t start, off_t len);
+
+/* ---- the cross-process mutex of a shared mapping ------------------------- */
+
+/*
+ * A mutex living in a MAP_SHARED mapping, whose holder's death is noticed by
+ * the next locker ("owner died": it repairs what the lock guards, then calls
+ * bl_plat_xlock_consistent; unlocking without that leaves it flagged for the
+ * next locker).  A robust process-shared pthread mutex where the system has
+ * one (BL_PLAT_ROBUST, Linux); elsewhere an fcntl lock on one byte of the
+ * mapped file (the kernel drops it when the holder dies, as SQLite's and
+ * LMDB's are), a process-local mutex between the threads of one process, and
+ * a word in the mapping saying it is held (still set when its holder died).
+ */
+#if defined(BL_PLATFORM_LINUX)
+#include <pthread.h>
+#define BL_PLAT_ROBUST 1
+typedef pthread_mutex_t bl_plat_xlock;
+#else
+#define BL_PLAT_ROBUST 0
+typedef struct bl_plat_xlock {
+    _Atomic uint32_t held; /* the holder's pid while held (0: free) */
+    uint32_t byte;         /* which byte of the file the fcntl lock takes */
+} bl_plat_xlock;
+#endif
+
+/* Make a fresh lock (nobody else has the mapping). */
+int bl_plat_xlock_init(bl_plat_xlock *l, uint32_t byte);
+/* Tie l (in this process's mapping of the file open as fd) to fd; undone by
+ * bl_plat_xlock_detach before the mapping goes.  No-ops where BL_PLAT_ROBUST. */
+int bl_plat_xlock_attach(bl_plat_xlock *l, int fd);
+void bl_plat_xlock_detach(bl_plat_xlock *l);
+/* 0 (*owner_died 0 or 1), ETIMEDOUT once timeout_ms (-1: none) passed,
+ * or another errno value. */
+int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms);
+void bl_plat_xlock_consistent(bl_plat_xlock *l);
+void bl_plat_xlock_unlock(bl_plat_xlock *l);
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* Allocate the blocks of [0, len) of fd without writing them (fallocate,
+ * F_PREALLOCATE).  keep_size: never change the file's size.  EOPNOTSUPP
+ * where the system or file system cannot: the caller writes zeros
+ * (bl_plat_write_zeros) or goes without. */
+int bl_plat_reserve(int fd, off_t len, int keep_size);
+/* Write zeros over [off, off + len) of fd: the fallback of bl_plat_reserve. */
+int bl_plat_write_zeros(int fd, off_t off, off_t len);
+
+/* A nameless temporary file in the directory dirfd, read-write: O_TMPFILE
+ * where there is one, else created as `name` (O_EXCL) and unlinked at once.
+ * A descriptor, or -1 with errno set. */
+int bl_plat_tmpfile_at(int dirfd, const char *name);
+
+/* Write what fd holds to stable storage (data and the metadata needed to
+ * read it back): fdatasync on Linux; fcntl(F_FULLFSYNC) on macOS, where
+ * fsync does not reach the disk, falling back to fsync only where the file
+ * system refuses F_FULLFSYNC (bl_plat_flush_weakened() then says so once).
+ * EINTR is retried.  0, or the errno value (errno is left set too, so that
+ * `bl_plat_flush(fd) != 0` can replace `fsync(fd) != 0`). */
+int bl_plat_flush(int fd);
+/* The same for a whole file or a directory (every attribute): fsync;
+ * fcntl(F_FULLFSYNC) on macOS as above. */
+int bl_plat_flush_file(int fd);
+/* 1 once per process, at the first call after a flush had to fall back to
+ * a weaker one, else 0: the caller says it (once) in its last error. */
+int bl_plat_flush_weakened(void);
+
+/* Start writing fd's dirty pages back without waiting for them
+ * (sync_file_range on Linux), so that a later flush finds most of them on
+ * the disk already.  BL_PLAT_WRITEBACK is 0 where there is no such call
+ * (the function then does nothing): callers skip what would feed it. */
+#if defined(BL_PLATFORM_LINUX)
+#define BL_PLAT_WRITEBACK 1
+#else
+#define BL_PLAT_WRITEBACK 0
+#endif
+void bl_plat_writeback(int fd);
+
+/* ---- threads ---------------------------------------------------------------- */
+
+/* Make rwlocks made with `a` prefer writers (a stream of readers must not
+ * starve a writer): glibc needs to be told; macOS's already do; elsewhere
+ * the system's policy stands. */
+void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a);
+
+/* ---- the process ----------------------------------------------------------- */
+
+/* n random bytes for salts (getrandom, getentropy, /dev/urandom). */
+int bl_plat_random(void *buf, size_t n);
+/* getenv, but NULL in a set-user-id or set-group-id program (secure_getenv,
+ * issetugid, or comparing real and effective ids). */
+const char *bl_plat_secure_getenv(const char *name);
+/* fwrite without stdio's per-call lock, for a FILE only one thread uses. */
+size_t bl_plat_fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f);
+
+#endif /* BL_PLATFORM_H */

@@ -1,0 +1,268 @@
+/*
+ * test_platform.c -- the platform layer (src/platform/platform.h) on its
+ * own, whichever file the build selected (linux.c, or posix.c with
+ * -DBINDLOG_PLATFORM=posix): the items whose fallbacks differ most from
+ * the Linux calls are checked across real processes.
+ *
+ *  - a word in a shared mapping: a sleeper in another process wakes when
+ *    the word moves and is woken, and a wait on an unmoved word times out;
+ *  - the cross-process mutex: a bounded lock of a held one times out, a
+ *    holder killed with SIGKILL leaves it to the next locker with
+ *    owner_died set, exclusion holds between processes,
+ *    and a lock not made consistent is reported again;
+ *  - reserving space, temporary files, random bytes, the flush.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "platform/platform.h"
+#include "testutil.h"
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A shared file of one page, mapped: what bindlog.shm is to the library. */
+typedef struct shared {
+    char *dir;
+    int fd;
+    struct {
+        _Atomic uint32_t word;
+        _Atomic uint32_t inside; /* processes inside the lock at once */
+        _Atomic uint32_t max_inside;
+        bl_plat_xlock lock;
+    } *m;
+} shared;
+
+static void shared_open(shared *s, const char *tag)
+{
+    char path[4096];
+    s->dir = tu_mkdtemp(tag);
+    assert_non_null(s->dir);
+    snprintf(path, sizeof path, "%s/page", s->dir);
+    s->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(s->fd >= 0);
+    assert_int_equal(ftruncate(s->fd, 4096), 0);
+    s->m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    assert_true(s->m != MAP_FAILED);
+    memset(s->m, 0, sizeof *s->m);
+    assert_int_equal(bl_plat_xlock_init(&s->m->lock, 1), 0);
+    assert_int_equal(bl_plat_xlock_attach(&s->m->lock, s->fd), 0);
+}
+
+static void shared_close(shared *s)
+{
+    bl_plat_xlock_detach(&s->m->lock);
+    munmap(s->m, 4096);
+    close(s->fd);
+    tu_rmtree(s->dir);
+    free(s->dir);
+}
+
+static void wait_ok(pid_t pid)
+{
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void platform__a_sleeper_in_another_process_is_woken(void **state)
+{
+    (void)state;
+    shared s;
+    shared_open(&s, "plat-wake");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* wait for the word to move from 0, for at most 10 s */
+        int64_t end = now_ms() + 10000;
+        while (atomic_load(&s.m->word) == 0 && now_ms() < end)
+            bl_plat_wait(&s.m->word, 0, end - now_ms());
+        _exit(atomic_load(&s.m->word) == 1 ? 0 : 1);
+    }
+    struct timespec nap = {0, 50 * 1000000L};
+    nanosleep(&nap, NULL); /* let it sleep */
+    int64_t t0 = now_ms();
+    atomic_store(&s.m->word, 1);
+    bl_plat_wake_all(&s.m->word);
+    wait_ok(pid);
+    int64_t took = now_ms() - t0;
+    print_message("    %s: woken and exited %lld ms after the wake\n", bl_plat_name(),
+                  (long long)took);
+    assert_true(took < 5000);
+    shared_close(&s);
+}
+
+static void platform__a_wait_on_an_unmoved_word_times_out(void **state)
+{
+    (void)state;
+    _Atomic uint32_t w = 7;
+    int64_t t0 = now_ms();
+    while (now_ms() - t0 < 30)
+        bl_plat_wait(&w, 7, 30 - (now_ms() - t0));
+    assert_true(now_ms() - t0 >= 30);
+    /* a word that already moved returns at once */
+    t0 = now_ms();
+    bl_plat_wait(&w, 8, 5000);
+    assert_true(now_ms() - t0 < 1000);
+}
+
+static void platform__a_killed_holder_leaves_the_lock_marked(void **state)
+{
+    (void)state;
+    shared s;
+    int died = -1, pipefd[2];
+    char c;
+    shared_open(&s, "plat-xlock");
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int d;
+        if (bl_plat_xlock_lock(&s.m->lock, &d, -1) != 0)
+            _exit(1);
+        if (write(pipefd[1], "L", 1) != 1)
+            _exit(2);
+        pause(); /* killed holding it */
+        _exit(3);
+    }
+    close(pipefd[1]);
+    assert_int_equal(read(pipefd[0], &c, 1), 1);
+    close(pipefd[0]);
+    /* held by a live process: a bounded lock gives up */
+    int64_t t0 = now_ms();
+    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died, 50), ETIMEDOUT);
+    assert_true(now_ms() - t0 >= 45);
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died, -1), 0);
+    assert_int_equal(died, 1);
+    /* not made consistent: the next locker is told again */
+    bl_plat_xlock_unlock(&s.m->lock);
+#if BL_PLAT_ROBUST
+    /* a robust mutex unlocked without pthread_mutex_consistent is
+     * unrecoverable (POSIX): the caller gets an error, never the lock */
+    assert_int_not_equal(bl_plat_xlock_lock(&s.m->lock, &died, -1), 0);
+#else
+    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died, -1), 0);
+    assert_int_equal(died, 1);
+    bl_plat_xlock_consistent(&s.m->lock);
+    bl_plat_xlock_unlock(&s.m->lock);
+    assert_int_equal(bl_plat_xlock_lock(&s.m->lock, &died, -1), 0);
+    assert_int_equal(died, 0);
+    bl_plat_xlock_unlock(&s.m->lock);
+#endif
+    shared_close(&s);
+}
+
+static void platform__the_lock_excludes_other_processes(void **state)
+{
+    (void)state;
+    shared s;
+    pid_t pid[3];
+    shared_open(&s, "plat-excl");
+    for (int p = 0; p < 3; p++) {
+        pid[p] = fork();
+        assert_true(pid[p] >= 0);
+        if (pid[p] == 0) {
+            for (int i = 0; i < 200; i++) {
+                int d;
+                if (bl_plat_xlock_lock(&s.m->lock, &d, -1) != 0)
+                    _exit(1);
+                uint32_t in = atomic_fetch_add(&s.m->inside, 1) + 1;
+                uint32_t mx = atomic_load(&s.m->max_inside);
+                while (in > mx && !atomic_compare_exchange_weak(&s.m->max_inside, &mx, in))
+                    ;
+                sched_yield();
+                atomic_fetch_sub(&s.m->inside, 1);
+                bl_plat_xlock_unlock(&s.m->lock);
+            }
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < 3; p++)
+        wait_ok(pid[p]);
+    assert_int_equal(atomic_load(&s.m->max_inside), 1);
+    shared_close(&s);
+}
+
+static void platform__files_random_and_flush(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("plat-files");
+    char path[4096];
+    struct stat st;
+    assert_non_null(dir);
+
+    int dfd = open(dir, O_RDONLY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    int fd = bl_plat_tmpfile_at(dfd, "scratch");
+    assert_true(fd >= 0);
+    snprintf(path, sizeof path, "%s/scratch", dir);
+    assert_int_equal(stat(path, &st), -1); /* nameless */
+    assert_int_equal(write(fd, "abc", 3), 3);
+    assert_int_equal(bl_plat_flush(fd), 0);
+    assert_int_equal(bl_plat_flush_file(fd), 0);
+    close(fd);
+
+    snprintf(path, sizeof path, "%s/reserved", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    int err = bl_plat_reserve(fd, 1 << 20, 0);
+    if (err == EOPNOTSUPP)
+        err = bl_plat_write_zeros(fd, 0, 1 << 20);
+    assert_int_equal(err, 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 1 << 20);
+    assert_true((long long)st.st_blocks * 512 >= 1 << 20);
+    /* keep_size: never changes the size */
+    err = bl_plat_reserve(fd, 2 << 20, 1);
+    assert_true(err == 0 || err == EOPNOTSUPP);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 1 << 20);
+    close(fd);
+    close(dfd);
+
+    uint64_t a = 0, b = 0;
+    assert_int_equal(bl_plat_random(&a, sizeof a), 0);
+    assert_int_equal(bl_plat_random(&b, sizeof b), 0);
+    assert_true(a != b);
+    assert_non_null(bl_plat_secure_getenv("PATH"));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(platform__a_sleeper_in_another_process_is_woken),
+        cmocka_unit_test(platform__a_wait_on_an_unmoved_word_times_out),
+        cmocka_unit_test(platform__a_killed_holder_leaves_the_lock_marked),
+        cmocka_unit_test(platform__the_lock_excludes_other_processes),
+        cmocka_unit_test(platform__files_random_and_flush),
+    };
+    print_message("platform layer: %s\n", bl_plat_name());
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
