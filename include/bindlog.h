@@ -949,7 +949,9 @@ typedef struct bindlog_recover_report {
                                     had none; -1: it is damaged, the rebuild started at LSN 1 */
     uint64_t records_lost;     /**< LSNs after the base image with no intact record */
     uint64_t records_by_effect;/**< intact records that no longer re-derive (they follow a
-                                    loss): applied to the state by what they record */
+                                    loss): applied to the state by the after-images their
+                                    log frame carries, or (a record from data.mdb) by
+                                    what they record */
     uint64_t records_skipped;  /**< intact records whose effect could not be applied */
     uint64_t cut_lsn;          /**< the new store's base image LSN: the state up to here is
                                     built from evidence (0: the log re-derived whole) */
@@ -990,7 +992,8 @@ typedef struct bindlog_recover_report {
  * tables are whole; the stored bindings and sessions, the previous LSN each
  * record names (format 3) and format 2's history index as evidence.  Rebuilt: records are re-derived by the state machine as by
  * bindlog_replay(); after a lost record, records that no longer re-derive
- * are applied by their effect, and lost records are replaced by what the
+ * are applied by the state their log frame recorded after them (exactly),
+ * or by their effect when they come from data.mdb, and lost records are replaced by what the
  * stored state says about their LSN.  The new store holds that state as a
  * base image at the last LSN built that way (`cut_lsn`), then the intact
  * records after it, re-derived; it always passes bindlog_check() (which

@@ -560,6 +560,156 @@ static void recover__a_damaged_frame_loses_only_its_lsns(void **state)
     bindlog_recover_report_free(&r);
 }
 
+/* The byte of bindlog.wal where the frame holding `lsn` starts (one
+ * record per frame: log_only commits them one by one). */
+static size_t frame_of(const char *dir, uint64_t lsn)
+{
+    char path[1100];
+    size_t n, at = 0;
+    int seen = 0;
+    snprintf(path, sizeof path, "%s/bindlog.wal", dir);
+    unsigned char *w = slurp(path, &n);
+    for (size_t o = 4096; o + 64 <= n; o += 8)
+        if (memcmp(w + o, "BLWF", 4) == 0 && bl_get64(w + o + 24) == lsn) {
+            at = o;
+            seen++;
+        }
+    assert_int_equal(seen, 1);
+    assert_int_equal(bl_get32(w + at + 32), 1);
+    free(w);
+    return at;
+}
+
+static void flip_wal_byte(const char *dir, size_t at)
+{
+    char path[1100];
+    unsigned char byte;
+    snprintf(path, sizeof path, "%s/bindlog.wal", dir);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, &byte, 1, (off_t)at), 1);
+    byte ^= 0x40;
+    assert_int_equal(pwrite(fd, &byte, 1, (off_t)at), 1);
+    close(fd);
+}
+
+/* Every wal:k key bound as the writer was told: key i % 20 last got
+ * session wal:s(i) of the last i < n with that remainder. */
+static void assert_wal_keys(const char *out, int n)
+{
+    bindlog *s;
+    bindlog_binding b;
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+    assert_int_equal(bindlog_open(&s, out, &ro), 0);
+    for (int k = 0; k < 20 && k < n; k++) {
+        char key[32], sid[32];
+        int last = k + (n - 1 - k) / 20 * 20;
+        snprintf(key, sizeof key, "wal:k%d", k);
+        snprintf(sid, sizeof sid, "wal:s%d", last);
+        int rc = bindlog_get(s, key, &b);
+        if (rc != 0 || strcmp(b.session_id, sid) != 0)
+            fail_msg("%s: %s, want %s", key, rc ? bindlog_code_name(rc) : b.session_id, sid);
+        assert_int_equal(b.lsn, EVENTS + 1 + (uint64_t)last);
+    }
+    bindlog_close(s);
+}
+
+/* The frame of a key's first binding is lost; the key is bound again in
+ * intact frames after it.  Those later events re-derive from nothing the
+ * state holds (the key was never bound there), so they are taken from the
+ * state the log recorded after them: the key ends as the writer was told,
+ * only the damaged frame's LSN is named lost, with its key, and the state
+ * is the original's (every later event overwrote what the lost one did). */
+static void recover__a_later_event_of_a_key_survives_an_earlier_loss(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    unsigned char full[BINDLOG_DIGEST_SIZE], dg[BINDLOG_DIGEST_SIZE];
+    bindlog *s;
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+
+    log_only(f->dir, 200);
+    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
+    assert_int_equal(bindlog_digest(s, full, NULL), 0);
+    bindlog_close(s);
+    /* LSN EVENTS + 6 binds wal:k5 for the first time (to wal:s5); wal:k5 is
+     * bound again at EVENTS + 26, + 46, ... + 186 */
+    flip_wal_byte(f->dir, frame_of(f->dir, EVENTS + 6) + 64 + 20);
+
+    recover_ok(f->dir, f->out, &r, dg);
+    assert_int_equal(r.log_records, 199);
+    assert_int_equal(r.records_lost, 1);
+    assert_int_equal(r.nranges, 1);
+    assert_int_equal(r.ranges[0].first, EVENTS + 6);
+    assert_int_equal(r.ranges[0].last, EVENTS + 6);
+    assert_int_equal(r.records_skipped, 0);
+    assert_int_equal(r.nkeys, 1);
+    assert_string_equal(r.keys[0], "wal:k5");
+    assert_int_equal(r.new_head_lsn, EVENTS + 200);
+    assert_memory_equal(dg, full, sizeof dg);
+    bindlog_recover_report_free(&r);
+    assert_wal_keys(f->out, 200);
+}
+
+/* A log cut short (the file ends inside the ring): every frame before the
+ * cut is read; a log grown past its ring: the ring is read, what lies
+ * beyond it ignored, nothing lost. */
+static void recover__a_cut_or_grown_log_is_read(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    unsigned char full[BINDLOG_DIGEST_SIZE], dg[BINDLOG_DIGEST_SIZE];
+    char path[1100], out[1100];
+    struct stat st;
+    bindlog *s;
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+
+    log_only(f->dir, 200);
+    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
+    assert_int_equal(bindlog_digest(s, full, NULL), 0);
+    bindlog_close(s);
+    snprintf(path, sizeof path, "%s/bindlog.wal", f->dir);
+    assert_int_equal(stat(path, &st), 0);
+    off_t ring = st.st_size;
+
+    /* grown by 1 MiB of junk: everything, the same digest */
+    int fd = open(path, O_WRONLY | O_APPEND);
+    assert_true(fd >= 0);
+    for (int i = 0; i < 256; i++) {
+        unsigned char junk[4096];
+        memset(junk, 0xa5 ^ i, sizeof junk);
+        memcpy(junk, "BLWF", 4);
+        assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    }
+    close(fd);
+    snprintf(out, sizeof out, "%s/new-grown", f->tmp);
+    recover_ok(f->dir, out, &r, dg);
+    assert_int_equal(r.log_state, 1);
+    assert_int_equal(r.log_records, 200);
+    assert_int_equal(r.records_lost, 0);
+    assert_int_equal(r.new_head_lsn, EVENTS + 200);
+    assert_memory_equal(dg, full, sizeof dg);
+    bindlog_recover_report_free(&r);
+
+    /* cut inside the frame of LSN EVENTS + 151: the 150 before it are read */
+    assert_int_equal(truncate(path, (off_t)(frame_of(f->dir, EVENTS + 151) + 40)), 0);
+    assert_true(ring > (off_t)(frame_of(f->dir, EVENTS + 150) + 4096));
+    snprintf(out, sizeof out, "%s/new-cut", f->tmp);
+    recover_ok(f->dir, out, &r, dg);
+    assert_int_equal(r.log_state, 1);
+    assert_non_null(strstr(r.log_why, "cut short"));
+    assert_int_equal(r.log_records, 150);
+    assert_int_equal(r.log_first_lsn, EVENTS + 1);
+    assert_int_equal(r.log_last_lsn, EVENTS + 150);
+    assert_int_equal(r.records_lost, 0);
+    assert_int_equal(r.new_head_lsn, EVENTS + 150);
+    bindlog_recover_report_free(&r);
+    assert_wal_keys(out, 150);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -571,6 +721,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(recover__refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__keeps_the_logs_records, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_damaged_frame_loses_only_its_lsns, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__a_later_event_of_a_key_survives_an_earlier_loss,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__a_cut_or_grown_log_is_read, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,15 +11,17 @@
  *   - an intact record is re-derived exactly (bl_replay_one: decided again
  *     by the state machine, byte-identical, as replay and check do);
  *   - an intact record that does not re-derive (it follows a loss: its key
- *     or session is not in the state the log would have produced) is
- *     applied by its effect: the state before it is made what the record
+ *     or session is not in the state the log would have produced) and came
+ *     from the log is applied by the after-images its frame carries (the
+ *     state its event produced, exactly: recover_walk.c, by_image);
+ *   - one that has none (data.mdb's copy) is applied by its effect: the state before it is made what the record
  *     says it was (the key's binding and generation, the bound session live
  *     on that key), then the record is decided and must give its own bytes;
  *   - a lost LSN is replaced by what the stored state says about it: the
  *     bindings whose last change it was, the sessions created or ended
  *     there.  Its effect on anything else is lost.
  *
- * The last LSN handled by the second or third rule is the cut: up to it
+ * The last LSN handled by any rule but the first is the cut: up to it
  * the state is built from evidence, after it every record re-derived
  * exactly.  The new store is made by replay itself (bindlog_replay) from an
  * intermediate store X holding the state at the cut as its base image and

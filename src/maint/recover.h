@@ -49,6 +49,13 @@ enum {
  * previous LSN: evidence of that key, should that record be lost. */
 int bl_salvage_record(bl_salvage *sv, uint64_t lsn, const unsigned char *p, size_t n, int trust);
 
+/* The same, with the state after-images the record's event produced: the
+ * body entries (lmdb/wal.h) that follow it in its log frame, `an` bytes at
+ * `after` (the log's copy of a record carries them; data.mdb's does not).
+ * After a loss they give the state of what the event touched exactly. */
+int bl_salvage_record_after(bl_salvage *sv, uint64_t lsn, const unsigned char *p, size_t n,
+                            int trust, const unsigned char *after, size_t an);
+
 /* An entry of the stored state (table BL_DB_BINDINGS or BL_DB_SESSIONS),
  * or of the base image (BL_DB_BASE_BINDINGS, BL_DB_BASE_SESSIONS); the
  * value is decoded and checked here. */
@@ -104,6 +111,8 @@ typedef struct bl_srec {
     const unsigned char *p;
     size_t n;
     int trust;
+    const unsigned char *after; /* its after-images (body entries), or NULL */
+    size_t after_n;
 } bl_srec;
 
 typedef struct bl_sent {

@@ -41,7 +41,13 @@ int bl_rv_grow(void **v, size_t *cap, size_t size)
 
 int bl_salvage_record(bl_salvage *sv, uint64_t lsn, const unsigned char *p, size_t n, int trust)
 {
-    bl_srec r = {lsn, p, n, trust};
+    return bl_salvage_record_after(sv, lsn, p, n, trust, NULL, 0);
+}
+
+int bl_salvage_record_after(bl_salvage *sv, uint64_t lsn, const unsigned char *p, size_t n,
+                            int trust, const unsigned char *after, size_t an)
+{
+    bl_srec r = {lsn, p, n, trust, after, an};
     int rc = PUSH(sv->recs, r);
     /* From version 2 on a record names its key's previous record: if that
      * one is lost, this names its key, as format 2's history index did. */

@@ -75,28 +75,49 @@ static unsigned char *arena_copy(scan *s, const unsigned char *p, size_t n)
     return q;
 }
 
+/* Hand over one record of a frame with its after-images: the body bytes
+ * [a, b) of the entries that follow it (its puts; after the group's last
+ * record, the group's meta puts too, which the rebuild ignores). */
+static int take_record(scan *s, uint64_t lsn, const bl_wentry *rec, const unsigned char *a,
+                       const unsigned char *b)
+{
+    unsigned char *copy = arena_copy(s, rec->val, rec->vlen);
+    unsigned char *after = b > a ? arena_copy(s, a, (size_t)(b - a)) : NULL;
+    if (copy == NULL || (b > a && after == NULL))
+        return BINDLOG_ENOMEM;
+    int rc = bl_salvage_record_after(s->sv, lsn, copy, rec->vlen, BL_TRUST_WAL, after,
+                                     after != NULL ? (size_t)(b - a) : 0);
+    if (rc != 0)
+        return rc;
+    if (s->records++ == 0)
+        s->first = lsn;
+    s->last = lsn;
+    return 0;
+}
+
 /* One valid frame: its records (bl_wframe_check verified that each
- * decodes with its LSN, first_lsn + i). */
+ * decodes with its LSN, first_lsn + i), each with the puts after it. */
 static int on_frame(void *ctx, const bl_wframe *f, const bl_wal_at *after)
 {
     scan *s = ctx;
-    size_t off = 0;
+    size_t off = 0, rec_end = 0;
     uint64_t lsn = f->first_lsn;
-    bl_wentry e;
+    bl_wentry e, rec;
+    int have = 0, rc;
     (void)after;
     s->durable = f->durable;
-    while (bl_wbody_next(f->body, f->body_len, &off, &e) == 1) {
-        if (e.kind != BL_WE_RECORD)
-            continue;
-        unsigned char *copy = arena_copy(s, e.val, e.vlen);
-        if (copy == NULL)
-            return BINDLOG_ENOMEM;
-        int rc = bl_salvage_record(s->sv, lsn, copy, e.vlen, BL_TRUST_WAL);
-        if (rc != 0)
-            return rc;
-        if (s->records++ == 0)
-            s->first = lsn;
-        s->last = lsn++;
+    for (;;) {
+        size_t at = off;
+        int more = bl_wbody_next(f->body, f->body_len, &off, &e) == 1;
+        if (!more || e.kind == BL_WE_RECORD) {
+            if (have && (rc = take_record(s, lsn++, &rec, f->body + rec_end, f->body + at)) != 0)
+                return rc;
+            if (!more)
+                break;
+            rec = e;
+            rec_end = off;
+            have = 1;
+        }
     }
     return 0;
 }

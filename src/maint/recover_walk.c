@@ -3,7 +3,8 @@
  * LSNs on a scratch state (recover.c explains the rules and the cut).
  *
  * For each LSN: an intact record is re-derived exactly (bl_replay_one); an
- * intact record that does not re-derive is applied by its effect
+ * intact record that does not re-derive is applied by the after-images its
+ * log frame carries (by_image), or, without them, by its effect
  * (by_effect: the state before it is made what the record says it was,
  * then the record is decided and must give its own bytes); a lost LSN
  * takes what the stored state says happened there (lost_lsn).  The state
@@ -20,6 +21,7 @@
 #include <sys/mman.h>
 
 #include "core/error.h"
+#include "lmdb/wal.h"
 
 /* ---- the bl_walk over the LSNs ------------------------------------------------------ */
 
@@ -278,6 +280,101 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
     return bl_keyset_add(w->gap, rec.key, rec.key_len);
 }
 
+/* Apply an intact record that does not re-derive by the state it left:
+ * the after-images its log frame carries (the key's binding, the sessions
+ * it created or ended; lmdb/wal.h), exact where by_effect can only infer.
+ * What the state held that the record's event replaced and the lost
+ * records before it would have changed is made consistent as by_effect
+ * does: a session still live on the key is ended there, a key that still
+ * held a session the record puts on another key is unbound.  0, 1 (the
+ * after-images are not usable: fall back to by_effect), or an error. */
+static int by_image(bl_walk *w, MDB_txn *txn, const bl_srec *sr)
+{
+    bl_record rec;
+    bl_wentry e;
+    bl_bval nb;
+    size_t off = 0;
+    int rc, nbind = 0;
+    enum { MAXS = 4 };
+    struct {
+        char key[BINDLOG_KEY_MAX];
+        size_t kn;
+        char sid[BINDLOG_ID_MAX];
+        size_t sn;
+    } moved[MAXS];
+    size_t nmoved = 0;
+    const char *psid[MAXS];
+    size_t psn[MAXS], nput = 0;
+
+    if (bl_record_decode(sr->p, sr->n, &rec) != 0 || rec.type >= BINDLOG_EVENT_COUNT)
+        return 1;
+    /* check every put first: nothing is written unless all are usable */
+    while ((rc = bl_wbody_next(sr->after, sr->after_n, &off, &e)) == 1) {
+        if (e.kind != BL_WE_PUT)
+            return 1;
+        if (e.table == BL_DB_BINDINGS) {
+            if (!same((const char *)e.key, e.klen, rec.key, rec.key_len) ||
+                bl_bval_decode(e.val, e.vlen, &nb) != 0 || nbind++)
+                return 1;
+        } else if (e.table == BL_DB_SESSIONS) {
+            bl_sval ns, os;
+            MDB_val v;
+            if (!bl_valid_id((const char *)e.key, e.klen) ||
+                bl_sval_decode(e.val, e.vlen, &ns) != 0 || nput == MAXS)
+                return 1;
+            psid[nput] = (const char *)e.key;
+            psn[nput++] = e.klen;
+            /* live on another key in the state: that key lost it in a
+             * record that is lost */
+            if (ns.ended_lsn == 0 &&
+                get_raw(txn, w->y->dbi[BL_DB_SESSIONS], e.key, e.klen, &v) == 0 &&
+                bl_sval_decode(v.mv_data, v.mv_size, &os) == 0 && os.ended_lsn == 0 &&
+                !same(os.key, os.key_len, ns.key, ns.key_len) && os.key_len <= BINDLOG_KEY_MAX &&
+                nmoved < MAXS) {
+                memcpy(moved[nmoved].key, os.key, os.key_len);
+                moved[nmoved].kn = os.key_len;
+                memcpy(moved[nmoved].sid, e.key, e.klen);
+                moved[nmoved++].sn = e.klen;
+            }
+        }
+    }
+    if (rc != 0 || nbind != 1)
+        return 1;
+    /* the session the state has on the key, if the record does not put it:
+     * it ended in a lost record */
+    char orphan[BINDLOG_ID_MAX];
+    size_t orphan_len = 0;
+    MDB_val v;
+    bl_bval cur;
+    if (get_raw(txn, w->y->dbi[BL_DB_BINDINGS], rec.key, rec.key_len, &v) == 0 &&
+        bl_bval_decode(v.mv_data, v.mv_size, &cur) == 0 && cur.sid_len &&
+        cur.sid_len <= sizeof orphan && !same(cur.sid, cur.sid_len, nb.sid, nb.sid_len)) {
+        int put = 0;
+        for (size_t i = 0; i < nput; i++)
+            put |= same(cur.sid, cur.sid_len, psid[i], psn[i]);
+        if (!put) {
+            memcpy(orphan, cur.sid, cur.sid_len);
+            orphan_len = cur.sid_len;
+        }
+    }
+    if (orphan_len && (rc = end_orphan(w, txn, orphan, orphan_len, rec.lsn, rec.time_ms)) != 0)
+        return rc;
+    for (size_t i = 0; i < nmoved; i++)
+        if ((rc = displace(w, txn, moved[i].key, moved[i].kn, moved[i].sid, moved[i].sn, rec.lsn,
+                           rec.time_ms)) != 0)
+            return rc;
+    /* then the after-images themselves */
+    off = 0;
+    while (bl_wbody_next(sr->after, sr->after_n, &off, &e) == 1)
+        if (e.table == BL_DB_BINDINGS || e.table == BL_DB_SESSIONS)
+            if ((rc = put_raw(txn, w->y->dbi[e.table], e.key, e.klen, e.val, e.vlen)) != 0)
+                return rc;
+    w->r.counts.applied[rec.type]++;
+    if (rec.time_ms > w->r.last_time)
+        w->r.last_time = rec.time_ms;
+    return bl_keyset_add(w->gap, rec.key, rec.key_len);
+}
+
 /* A lost LSN: what the stored state says happened there.  Returns 0 or an
  * error; *named is set when some bl_evidence names the LSN. */
 static int lost_lsn(bl_walk *w, MDB_txn *txn, uint64_t lsn, int *named)
@@ -476,7 +573,9 @@ static int step(bl_walk *w, MDB_txn *txn, bl_tables *t, uint64_t n)
     if (rc != BINDLOG_ECORRUPT && rc != BINDLOG_EVERSION && rc != 1)
         return rc; /* storage */
     w->cut = n;
-    rc = by_effect(w, txn, t, sr);
+    rc = sr->after != NULL ? by_image(w, txn, sr) : 1;
+    if (rc == 1)
+        rc = by_effect(w, txn, t, sr);
     if (rc < 0)
         return rc;
     if (w->rep != NULL) {
