@@ -81,12 +81,17 @@ class _CIter:
     go one at a time under ``lock`` (a C lock in a ``with``), and the
     pointer is cleared before the close call with no call in between."""
 
-    __slots__ = ("store", "cptr", "lock")
+    __slots__ = ("store", "cptr", "lock", "closing")
 
     def __init__(self, store: "Store") -> None:
         self.store = store
         self.cptr = c_void_p()
-        self.lock = threading.Lock()
+        # re-entrant: the garbage collector can finalise this iterator's
+        # generator (whose ``finally`` closes it) on the thread that is
+        # already inside close(), e.g. Store.close() after a Ctrl-C left the
+        # generator in a reference cycle; a plain Lock deadlocked there
+        self.lock = threading.RLock()
+        self.closing = False
 
     @property
     def ptr(self) -> Optional[int]:
@@ -98,11 +103,17 @@ class _CIter:
             self.cptr.value = None  # the parent's snapshot: never touched in a child
             return
         with store._token(), self.lock:
-            p = self.cptr.value
-            if p:
-                # (no call between these two lines: nothing a signal can split)
-                self.cptr.value = None
-                store._lib.bindlog_iter_close(p)
+            if self.closing:
+                return  # a finaliser run inside this thread's own close(): it finishes the job
+            self.closing = True
+            try:
+                p = self.cptr.value
+                if p:
+                    # (no call between these two lines: nothing a signal can split)
+                    self.cptr.value = None
+                    store._lib.bindlog_iter_close(p)
+            finally:
+                self.closing = False
         store._iters.discard(self)
 
 

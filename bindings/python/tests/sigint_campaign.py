@@ -51,6 +51,10 @@ def _import_bindlog():  # type: ignore[no-untyped-def]
 
 
 def child(mode: str, path: str) -> int:
+    import faulthandler
+
+    # the parent sends SIGUSR1 to a hung child: every thread's Python stack goes to stderr
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     bindlog = _import_bindlog()
     key = "agent:main:telegram:1"
     if mode.startswith("async"):
@@ -172,10 +176,17 @@ def one_try(mode: str, root: str, timeout: float, rng: random.Random) -> str:
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            subprocess.run(["py-spy", "dump", "--pid", str(p.pid)], check=False) if os.environ.get(
-                "SIGINT_CAMPAIGN_PYSPY") else None
+            # make the hang actionable: the C stacks (gdb), then the Python stacks
+            if shutil.which("gdb"):
+                bt = subprocess.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "thread apply all bt"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    universal_newlines=True, check=False)
+                sys.stderr.write(f"--- {mode} hang, pid {p.pid}: C stacks ---\n{bt.stdout}\n")
+            p.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
             p.kill()
-            p.communicate()
+            _out, err = p.communicate()
+            sys.stderr.write(f"--- {mode} hang, pid {p.pid}: Python stacks ---\n{err}\n")
             verdict = "hang"
         else:
             verdict = "ok" if "closed" in out and p.returncode == 0 else (

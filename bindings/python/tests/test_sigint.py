@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import unittest
 
 import support  # noqa: F401  (the package under test, BINDLOG_LIBRARY)
@@ -31,6 +32,35 @@ class SigintTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, "a child hung in close, exited badly or left a store "
                          "that does not check:\n" + p.stdout)
         self.assertIn("split: %d tries, 0 hang, 0 bad-exit, 0 bad-check" % tries, p.stdout)
+
+
+class IteratorCloseReentryTest(support.StoreTestCase):
+    def test_sigint__iterator_close_reentered_by_its_finaliser_returns(self) -> None:
+        # the garbage collector can run a generator's finaliser (which
+        # closes its C iterator) on the very thread already closing that
+        # iterator (Store.close after a Ctrl-C left the generator in a
+        # cycle): the nested close must return, the outer one close it once
+        for i in range(3):
+            self.store.bind(f"agent:main:telegram:{i}", f"s{i}")
+        gen = self.store.log()
+        next(gen)
+        (it,) = list(self.store._iters)
+        done = []
+
+        def nested() -> None:
+            with it.lock:  # as the outer close holds it ...
+                it.closing = True
+                it.close()  # ... the finaliser's close re-enters
+                it.closing = False
+            it.close()
+            done.append(it.ptr is None)
+
+        t = threading.Thread(target=nested, daemon=True)
+        t.start()
+        t.join(10)
+        self.assertFalse(t.is_alive(), "a re-entered iterator close deadlocked")
+        self.assertEqual(done, [True])
+        self.store.close()
 
 
 if __name__ == "__main__":
