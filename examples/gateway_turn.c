@@ -92,7 +92,7 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 
 int main(int argc, char **argv)
 {
-    char tmp[4096] = "", dir[4096];
+    char tmp[4000] = "", dir[4096]; /* dir holds tmp and "/store" */
     if (argc > 1) {
         snprintf(dir, sizeof dir, "%s", argv[1]);
     } else {
