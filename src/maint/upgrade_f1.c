@@ -464,10 +464,10 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
     XXH3_64bits_reset(o.hash);
     if ((rc = read_meta(s, info)) != 0)
         goto done;
-    /* format 2 has format 1's tables (and two more meta records): once its
-     * log is checkpointed, data.mdb alone is the store */
-    if (info->format != 1 && info->format != 2) {
-        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1 or 2",
+    /* formats 2 and 3 have format 1's tables (and two more meta records):
+     * once the log is checkpointed, data.mdb alone is the store */
+    if (info->format < 1 || info->format > 3) {
+        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1, 2 or 3",
                         (unsigned)info->format);
         goto done;
     }
