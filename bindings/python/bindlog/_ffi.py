@@ -206,6 +206,26 @@ class bindlog_stats(Structure):
     ]
 
 
+class bindlog_policy(Structure):
+    _fields_ = [
+        ("mode", c_int),
+        ("idle_ms", c_int64),
+        ("daily_boundary_ms", c_int64),
+    ]
+
+
+class bindlog_route_result(Structure):
+    _fields_ = [
+        ("outcome", c_int),
+        ("reason", c_int),
+        ("lsn", c_uint64),
+        ("generation", c_uint64),
+        ("last_activity_ms", c_int64),
+        ("session_id", c_char * (ID_MAX + 1)),
+        ("previous_id", c_char * (ID_MAX + 1)),
+    ]
+
+
 class bindlog_check_report(Structure):
     _fields_ = [
         ("problems", c_uint64),
