@@ -186,6 +186,8 @@ BINDLOG_API const char *bindlog_code_name(int rc);
 #define BINDLOG_EVENT_SPLIT 3
 #define BINDLOG_EVENT_INVALIDATE 4
 #define BINDLOG_EVENT_UNBIND 5
+/** A routed message's activity record (bindlog_route's ROUTED). */
+#define BINDLOG_EVENT_ROUTE 6
 #define BINDLOG_EVENT_COUNT 6 /**< one past the last type; index 0 is unused */
 
 /** Lower-case name of an event type ("bind", "new_session", "split",

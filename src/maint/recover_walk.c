@@ -171,7 +171,7 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
     if (rc < 0 && rc != BINDLOG_ENOTFOUND)
         return rc;
     fv.known = rc == 0;
-    fv.prior = fv.known ? cur : (bl_bval){"", 0, 0, 0, 0};
+    fv.prior = fv.known ? cur : (bl_bval){"", 0, 0, 0, 0, 0};
     /* what the key was bound to in the state, if the record disagrees */
     char orphan[BINDLOG_ID_MAX];
     size_t orphan_len = 0;
