@@ -495,7 +495,8 @@ void fm_digest(const fm_model *cm, unsigned char out[BINDLOG_DIGEST_SIZE])
     XXH3_128bits_reset(st);
     for (size_t i = 0; i < m->nb; i++) {
         const fm_binding *b = &m->b[i];
-        bl_bval v = {b->sid, b->sid_len, b->generation, b->lsn, b->updated_ms};
+        bl_bval v = {b->sid, b->sid_len, b->generation, b->lsn, b->updated_ms,
+                     b->last_activity_ms};
         size_t n = bl_bval_encode(&v, buf, BL_RECORD_MAX);
         if (n == 0)
             abort();

@@ -28,6 +28,7 @@ typedef struct fm_binding {
     size_t sid_len;
     uint64_t generation, lsn;
     int64_t updated_ms;
+    int64_t last_activity_ms; /* last routed message, 0 = none (fm_route) */
 } fm_binding;
 
 typedef struct fm_session {

@@ -311,7 +311,7 @@ static void record__resealed_bad_fields(void **state)
 
     expect_patched(1, 0, BINDLOG_ECORRUPT);              /* type 0 */
     expect_patched(1, BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT);
-    expect_patched(2, BL_REC_ORIGIN | 0x02, BINDLOG_ECORRUPT); /* reserved flag bit */
+    expect_patched(2, BL_REC_ORIGIN | 0x04, BINDLOG_ECORRUPT); /* reserved flag bit */
     expect_patched(3, 0x80, BINDLOG_ECORRUPT);           /* reserved high flag byte */
     expect_patched(2, 0, BINDLOG_ECORRUPT);              /* origin bytes without the flag */
     expect_patched(28, (unsigned char)(r.key_len + 1), BINDLOG_ECORRUPT); /* lengths */
@@ -497,6 +497,28 @@ static void bval__round_trip(void **state)
         assert_true(d.generation == v->generation && d.lsn == v->lsn);
         assert_true(d.updated_ms == v->updated_ms);
     }
+}
+
+/* The interim last activity: 8 trailing bytes, present only when not 0;
+ * an explicit 0 there is refused (one encoding per state). */
+static void bval__last_activity(void **state)
+{
+    (void)state;
+    bl_bval v = {.sid = "abc", .sid_len = 3, .generation = 1, .lsn = 1, .updated_ms = 5,
+                 .last_activity_ms = 1767225600000};
+    unsigned char b[BL_BVAL_FIXED + 3 + 8];
+    bl_bval d;
+    assert_int_equal(bl_bval_size(&v), sizeof b);
+    assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof b);
+    assert_int_equal(bl_bval_decode(b, sizeof b, &d), 0);
+    assert_true(d.last_activity_ms == v.last_activity_ms);
+    assert_int_equal(bl_bval_decode(b, sizeof b - 8, &d), 0); /* an older value */
+    assert_true(d.last_activity_ms == 0);
+    memset(b + BL_BVAL_FIXED + 3, 0, 8);
+    assert_int_equal(bl_bval_decode(b, sizeof b, &d), BINDLOG_ECORRUPT);
+    assert_int_equal(bl_bval_decode(b, sizeof b - 1, &d), BINDLOG_ECORRUPT);
+    v.last_activity_ms = BINDLOG_TIME_MAX_MS + 1;
+    assert_int_equal(bl_bval_encode(&v, b, sizeof b), 0);
 }
 
 static void bval__damage(void **state)
@@ -741,6 +763,7 @@ int main(void)
         cmocka_unit_test(record__limits),
         cmocka_unit_test(record__lsn_and_time_limits),
         cmocka_unit_test(bval__round_trip),
+        cmocka_unit_test(bval__last_activity),
         cmocka_unit_test(bval__damage),
         cmocka_unit_test(sval__round_trip),
         cmocka_unit_test(sval__truncations),
