@@ -59,11 +59,11 @@ class ResetMode(enum.IntEnum):
     """A reset policy's mode (``BINDLOG_RESET_*``); a RESET's reason is
     IDLE or DAILY, any other outcome's is NONE."""
 
-    NONE = 0  #: never reset automatically
-    IDLE = 1  #: reset when ``now - last_activity > idle``
-    DAILY = 2  #: reset when the last activity is before the daily boundary
-    BOTH = 3  #: reset when either says so (whichever expires first)
-    DAILY_AND_IDLE = 4  #: reset only when both say so
+    NONE = _ffi.RESET_NONE  #: never reset automatically
+    IDLE = _ffi.RESET_IDLE  #: reset when ``now - last_activity > idle``
+    DAILY = _ffi.RESET_DAILY  #: reset when the last activity is before the daily boundary
+    BOTH = _ffi.RESET_BOTH  #: reset when either says so (whichever expires first)
+    DAILY_AND_IDLE = _ffi.RESET_DAILY_AND_IDLE  #: reset only when both say so
 
     @classmethod
     def of(cls, value: Any, what: str = "mode") -> "ResetMode":
@@ -90,9 +90,9 @@ class ResetMode(enum.IntEnum):
 class RouteOutcome(enum.IntEnum):
     """What :meth:`bindlog.Store.route` did (``BINDLOG_ROUTED`` ...)."""
 
-    ROUTED = 4  #: fresh: the same session; this message's activity recorded
-    CREATED = 5  #: the key was unbound: the fresh session is bound (NEW_SESSION)
-    RESET = 6  #: stale by the policy: the fresh session is bound, the previous one ended
+    ROUTED = _ffi.ROUTED  #: fresh: the same session; this message's activity recorded
+    CREATED = _ffi.CREATED  #: the key was unbound: the fresh session is bound (NEW_SESSION)
+    RESET = _ffi.RESET  #: stale by the policy: the fresh session is bound, the previous one ended
 
 
 def _hour(value: Any) -> int:

@@ -65,10 +65,15 @@ class Snapshot:
             f"up to LSN {base} it would be rebuilt from were compacted away",
         )
 
+    def _upto(self, key: Text) -> List[Record]:
+        """The key's records with lsn <= head_lsn."""
+        return [r for r in self._live().history(key) if r.lsn <= self.head_lsn]
+
     def _last_upto(self, key: Text) -> Optional[Record]:
-        """The key's last record with lsn <= head_lsn, or None when it had
-        none; NotFound when that record may have been compacted away."""
-        recs: List[Record] = [r for r in self._live().history(key) if r.lsn <= self.head_lsn]
+        """The key's last record with lsn <= head_lsn that changed its
+        binding (a ROUTE record only moves its last activity), or None when
+        it had none; NotFound when that record may have been compacted away."""
+        recs = [r for r in self._upto(key) if r.type is not EventType.ROUTE]
         if recs:
             return recs[-1]  # every record in (base, head] is retained
         base = self._base()
@@ -85,7 +90,12 @@ class Snapshot:
         r = self._last_upto(key)
         if r is None or r.type is EventType.UNBIND:
             return None
-        return Binding(r.key, r.session_id, r.generation, r.lsn, r.time_ms)
+        # last activity as of head_lsn: the last ROUTE record's time (a
+        # key whose last routed message made or reset its session counts
+        # from that record, the binding's own)
+        routes = [x.time_ms for x in self._upto(key) if x.type is EventType.ROUTE]
+        activity = routes[-1] if routes and routes[-1] >= r.time_ms else 0
+        return Binding(r.key, r.session_id, r.generation, r.lsn, r.time_ms, activity)
 
     def generation(self, key: Text) -> int:
         """The key's generation as of :attr:`head_lsn` (0 if never seen)."""
