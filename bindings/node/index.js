@@ -374,7 +374,8 @@ class Snapshot {
     }
 
     // the key's last record up to headLsn that changed its binding (a
-    // 'route' record only moves its last activity), or null when it had none
+    // 'route' record only moves its last activity; the library keeps them
+    // out of a key's history, this is belt and braces), or null
     #lastUpTo(key) {
         let last = null;
         for (const r of this.#store.history(key)) {
@@ -388,7 +389,10 @@ class Snapshot {
         return last;
     }
 
-    /** The key's binding as of headLsn, or null. */
+    /** The key's binding as of headLsn, or null.  lastActivityMs is the
+     * key's current one while the binding is unchanged since headLsn, and 0
+     * when it is rebuilt from the log (a key's history has no 'route'
+     * records). */
     get(key) {
         const cur = this.#store.get(key);
         if (cur !== null && cur.lsn <= this.headLsn)
@@ -396,17 +400,11 @@ class Snapshot {
         const r = this.#lastUpTo(key);
         if (r === null || r.type === 'unbind')
             return null;
-        // last activity as of headLsn: the last 'route' record's time since
-        let activity = 0;
-        for (const x of this.#store.history(key)) {
-            if (x.lsn > this.headLsn)
-                break;
-            if (x.type === 'route' && x.timeMs >= r.timeMs)
-                activity = x.timeMs;
-        }
+        // lastActivityMs as of headLsn is not known here: a key's history
+        // holds no 'route' records, so a rebuilt binding reports 0
         return {
             key: r.key, sessionId: r.sessionId, generation: r.generation, lsn: r.lsn, updatedMs: r.timeMs,
-            lastActivityMs: activity,
+            lastActivityMs: 0,
         };
     }
 

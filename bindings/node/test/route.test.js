@@ -126,6 +126,31 @@ test('route: reopening keeps the true last activity (no re-armed idle clock)', a
     assert.equal(r.lastActivityMs, T0 + 5 * MIN);
 });
 
+test('importEntries takes the gateway\'s update time as the last activity', async (t) => {
+    // hermes-agent PR #78618: a recovered session must not become fresh at import
+    const { store } = openStore(t);
+    const [res] = await store.importEntries([{ key: KEY, sessionId: 's-1', timeMs: T0 - 3 * HOUR }]);
+    assert.equal(res.outcome, 'applied');
+    assert.equal(store.get(KEY).lastActivityMs, T0 - 3 * HOUR);
+    const r = await store.route(KEY, { mode: 'idle', idleMs: HOUR, now: T0, freshSessionId: 's-2' });
+    assert.deepEqual([r.outcome, r.previousId, r.lastActivityMs], ['reset', 's-1', T0 - 3 * HOUR]);
+});
+
+test('snapshots: a binding as of its LSN, routed messages since or not', async (t) => {
+    const { store } = openStore(t);
+    await store.route(KEY, { now: T0, freshSessionId: 's-1' });
+    await store.route(KEY, { now: T0 + MIN });
+    const snap = store.snapshot();
+    await store.route(KEY, { now: T0 + 2 * MIN });
+    assert.deepEqual(snap.get(KEY), { key: KEY, sessionId: 's-1', generation: 1, lsn: 1, updatedMs: T0,
+        lastActivityMs: T0 + 2 * MIN });
+    await store.route(KEY, { mode: 'idle', idleMs: MIN, now: T0 + HOUR, freshSessionId: 's-2' });
+    assert.deepEqual(snap.get(KEY), { key: KEY, sessionId: 's-1', generation: 1, lsn: 1, updatedMs: T0,
+        lastActivityMs: 0 });
+    assert.equal(snap.session('s-1').endedLsn, 0);
+    assert.equal(store.get(KEY).sessionId, 's-2');
+});
+
 for (const n of [2, 16]) {
     test(`route: ${n} concurrent routes at a boundary give exactly one reset`, async (t) => {
         const { store } = openStore(t, { durability: 'full' });

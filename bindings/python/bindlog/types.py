@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Literal, Optional, Tuple, TypedDict, Union
 
 from . import _ffi
+from .route import ResetMode
 
 __all__ = [
     "ANY_GENERATION",
@@ -253,15 +254,16 @@ class Record:
         return json.loads(self.origin.decode("utf-8"))
 
     @property
-    def reset_reason(self) -> Optional[str]:
-        """``"idle"`` or ``"daily"`` for an automatic reset (the NEW_SESSION
-        of :meth:`Store.route`'s RESET, whose reason says which policy
-        fired; :attr:`bindlog.ResetMode.IDLE` and ``DAILY`` by name), else
-        None.  A gateway's hook that saves a session's context before it is
-        reset watches for it in :meth:`Store.follow`: ``other_id`` is the
-        session that ended, ``session_id`` the new one."""
+    def reset_reason(self) -> Optional[ResetMode]:
+        """:attr:`ResetMode.IDLE` or :attr:`ResetMode.DAILY` for an automatic
+        reset (the NEW_SESSION of :meth:`Store.route`'s RESET, logged with
+        reason ``"idle"`` or ``"daily"``: the same value as that call's
+        ``RouteResult.reason``), else None.  A gateway's hook that saves a
+        session's context before it is reset watches for it in
+        :meth:`Store.follow`: ``other_id`` is the session that ended,
+        ``session_id`` the new one."""
         if self.type is EventType.NEW_SESSION and self.reason in ("idle", "daily"):
-            return self.reason
+            return ResetMode.IDLE if self.reason == "idle" else ResetMode.DAILY
         return None
 
     @property

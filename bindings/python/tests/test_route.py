@@ -264,7 +264,7 @@ class RouteScenarios(RouteCase):
         self.assertEqual((old.live, old.end_reason), (False, "idle"))
         rec = list(self.store.log(r.lsn))[0]
         self.assertEqual((rec.type, rec.reason, rec.reset_reason, rec.other_id, rec.session_id),
-                         (EventType.NEW_SESSION, "idle", "idle", "old", "new"))
+                         (EventType.NEW_SESSION, "idle", ResetMode.IDLE, "old", "new"))
 
     def test_route__reopen_keeps_the_true_last_activity(self) -> None:
         """hermes-agent #66255: a session recovered after a restart was
@@ -285,6 +285,32 @@ class RouteScenarios(RouteCase):
         self.assertEqual(ro.get(KEY).last_activity_ms, T0 + 5 * MIN)
         r = self.route(mode="idle", idle=dt.timedelta(hours=1), fresh_session_id="s-2")
         self.assertEqual((r.outcome, r.last_activity_ms), (RouteOutcome.RESET, T0 + 5 * MIN))
+
+    def test_route__import_takes_the_gateways_update_time_as_activity(self) -> None:
+        """hermes-agent PR #78618: a session recovered from the gateway's own
+        table must keep its true last activity, not become fresh at import."""
+        out = self.store.import_entries([bindlog.ImportEntry(KEY, "s-1", T0 - 3 * HOUR, {"updated_at": 1})])
+        self.assertTrue(out[0].imported)
+        self.assertEqual(self.store.get(KEY).last_activity_ms, T0 - 3 * HOUR)
+        r = self.route(mode="idle", idle=dt.timedelta(hours=1), fresh_session_id="s-2")
+        self.assertEqual((r.outcome, r.previous_id, r.last_activity_ms), (RouteOutcome.RESET, "s-1", T0 - 3 * HOUR))
+
+    def test_route__snapshots_see_bindings_as_of_their_lsn(self) -> None:
+        self.route(fresh_session_id="s-1")
+        self.at(T0 + MIN)
+        self.route(fresh_session_id="x")
+        with self.store.snapshot() as snap:
+            self.at(T0 + 2 * MIN)
+            self.route(fresh_session_id="y")  # ROUTED: the binding is unchanged
+            b = snap.get(KEY)
+            self.assertEqual((b.session_id, b.generation, b.lsn, b.last_activity_ms), ("s-1", 1, 1, T0 + 2 * MIN))
+            self.at(T0 + 2 * HOUR)
+            self.route(mode="idle", idle=60, fresh_session_id="s-2")
+            b = snap.get(KEY)  # rebuilt from the key's history, which has no ROUTE records
+            self.assertEqual((b.session_id, b.generation, b.lsn, b.updated_ms, b.last_activity_ms),
+                             ("s-1", 1, 1, T0, 0))
+            self.assertTrue(snap.session("s-1").live)
+        self.assertEqual(self.store.get(KEY).session_id, "s-2")
 
     def test_route__a_bind_counts_as_activity(self) -> None:
         self.store.bind(KEY, "s-1")
@@ -438,7 +464,7 @@ class RouteScenarios(RouteCase):
                          [(EventType.NEW_SESSION, "new_session"), (EventType.ROUTE, recs[1].reason),
                           (EventType.NEW_SESSION, "idle"), (EventType.UNBIND, "expired")])
         self.assertEqual((recs[1].key, recs[1].time_ms, recs[1].generation), (KEY, T0 + MIN, 1))
-        self.assertEqual([r.reset_reason for r in recs], [None, None, "idle", None])
+        self.assertEqual([r.reset_reason for r in recs], [None, None, ResetMode.IDLE, None])
         self.assertEqual([r.expired for r in recs], [False, False, False, True])
         saved = [(r.other_id, r.session_id) for r in recs if r.reset_reason]
         self.assertEqual(saved, [("s-1", "s-2")])
