@@ -208,7 +208,7 @@ function minutes(v, what, call) {
 /**
  * OpenClaw's reset settings as route() options.  `reset` is the block that
  * applies to the message: resetByChannel[channel], else resetByType[type]
- * ('direct', 'group', 'thread'), else session.reset -- pick it before the
+ * ('dm' or 'direct', 'group', 'thread'), else session.reset -- pick it before the
  * call.  { mode: 'daily' | 'idle', atHour, idleMinutes }: 'daily' with
  * idleMinutes is 'both' (whichever expires first); no block at all is
  * OpenClaw's default, daily at 04:00 on the host's clock.
