@@ -507,6 +507,60 @@ class RouteScenarios(RouteCase):
             ro.expire(1)
 
 
+class RouteModel(RouteCase):
+    def test_route__random_clocks_and_policies_agree_with_a_model(self) -> None:
+        """route() through the binding against a few lines of SPEC 2b:
+        random policies, boundaries and clocks (going back too) on three
+        keys; every outcome, reason, generation, session and judged
+        activity must be the model's."""
+        import random
+
+        rnd = random.Random(20261204)
+        modes = list(ResetMode)
+        log_time = 0
+        model = {}  # key -> [session, generation, activity]
+        seen = set()
+        now = T0
+        for step in range(400):
+            key = f"k{rnd.randrange(3)}"
+            now = max(1, now + rnd.randint(-HOUR, 3 * HOUR))
+            mode = rnd.choice(modes)
+            idle = rnd.randint(1, 3 * 3600)
+            t = max(now, log_time)  # the event's time: never before the log's last
+            st = model.get(key)
+            boundary = max(0, (st[2] if st else t) + rnd.randint(-2 * HOUR, 2 * HOUR))
+            fresh = f"s{step}"
+            r = self.store.route(key, now=now, mode=mode, idle=idle, daily_boundary_ms=boundary,
+                                 fresh_session_id=fresh)
+            if st is None:
+                want = (RouteOutcome.CREATED, ResetMode.NONE, fresh, 1, 0)
+                model[key] = [fresh, 1, t]
+            else:
+                sid, gen, act = st
+                by_idle = t - act > idle * 1000
+                by_daily = act < boundary
+                stale = {ResetMode.NONE: False, ResetMode.IDLE: by_idle, ResetMode.DAILY: by_daily,
+                         ResetMode.BOTH: by_idle or by_daily,
+                         ResetMode.DAILY_AND_IDLE: by_idle and by_daily}[mode]
+                if stale:
+                    reason = ResetMode.DAILY if (by_daily and mode is not ResetMode.IDLE) else ResetMode.IDLE
+                    want = (RouteOutcome.RESET, reason, fresh, gen + 1, act)
+                    model[key] = [fresh, gen + 1, t]
+                else:
+                    want = (RouteOutcome.ROUTED, ResetMode.NONE, sid, gen, act)
+                    model[key][2] = t
+            log_time = t
+            seen.add((r.outcome, r.reason))
+            got = (r.outcome, r.reason, r.session_id, r.generation, r.last_activity_ms)
+            self.assertEqual(got, want, f"step {step}: {key} now={now} mode={mode.name} idle={idle}s "
+                                        f"boundary={boundary}")
+        self.assertEqual(seen, {(RouteOutcome.CREATED, ResetMode.NONE), (RouteOutcome.ROUTED, ResetMode.NONE),
+                                (RouteOutcome.RESET, ResetMode.IDLE), (RouteOutcome.RESET, ResetMode.DAILY)})
+        for key, (sid, gen, act) in model.items():
+            b = self.store.get(key)
+            self.assertEqual((b.session_id, b.generation, b.last_activity_ms), (sid, gen, act))
+
+
 class Expire(RouteCase):
     def test_route__expire_with_prefix_and_dry_run(self) -> None:
         """Finished cron-run keys pile up by the thousand; expire sweeps
