@@ -499,6 +499,35 @@ static void bval__round_trip(void **state)
     }
 }
 
+/* A ROUTE record: the key and the activity time, nothing else: 53 +
+ * key_len bytes (docs/format.md).  The activity flag belongs to a BIND or
+ * NEW_SESSION only. */
+static void record__route_is_small(void **state)
+{
+    (void)state;
+    bl_record r = {.version = BINDLOG_RECORD_VERSION, .lsn = 9, .prev_lsn = 3,
+                   .time_ms = 1767225600000, .generation = 2, .type = BINDLOG_EVENT_ROUTE,
+                   .key = "agent:main:telegram:dm:12345", .sid = "", .other = "", .reason = ""};
+    r.key_len = strlen(r.key);
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    assert_int_equal(n, 53 + r.key_len);
+    assert_int_equal(n, 81);
+    bl_record d;
+    assert_int_equal(bl_record_decode(b, n, &d), 0);
+    assert_int_equal(d.type, BINDLOG_EVENT_ROUTE);
+    assert_true(d.time_ms == r.time_ms && d.prev_lsn == 3 && d.generation == 2);
+    free(b);
+    r.flags = BL_REC_ACTIVITY;
+    assert_int_equal(bl_record_encode(&r, NULL, 0), 0);
+    unsigned char buf[128];
+    assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 0); /* not on a ROUTE */
+    r.type = BINDLOG_EVENT_NEW_SESSION;
+    r.sid = "s2";
+    r.sid_len = 2;
+    assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 53 + r.key_len + 2);
+}
+
 /* The interim last activity: 8 trailing bytes, present only when not 0;
  * an explicit 0 there is refused (one encoding per state). */
 static void bval__last_activity(void **state)
@@ -764,6 +793,7 @@ int main(void)
         cmocka_unit_test(record__lsn_and_time_limits),
         cmocka_unit_test(bval__round_trip),
         cmocka_unit_test(bval__last_activity),
+        cmocka_unit_test(record__route_is_small),
         cmocka_unit_test(bval__damage),
         cmocka_unit_test(sval__round_trip),
         cmocka_unit_test(sval__truncations),
