@@ -230,7 +230,8 @@ export interface RouteResult {
     readonly previousId: string;
     /** The key's generation after the call ('reset' bumps it: older runs get 'stale'). */
     readonly generation: number;
-    /** The record this call wrote. */
+    /** The record this call wrote; 0 for a 'routed' message at the time the
+     * key's activity already stands at (nothing changed, nothing logged). */
     readonly lsn: number;
     /** The key's last activity before this message (what was judged); 0 if none. */
     readonly lastActivityMs: number;

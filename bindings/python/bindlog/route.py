@@ -369,7 +369,9 @@ class RouteResult:
         previous_id: a RESET's ended session (``""`` otherwise).
         generation: the key's generation after the call (a RESET bumps it,
             so runs started before it get STALE).
-        lsn: the record this call wrote.
+        lsn: the record this call wrote; 0 for a ROUTED message at the
+            time the key's activity already stands at (several messages of
+            one key in one millisecond: nothing changes, nothing is logged).
         last_activity_ms: the key's last activity *before* this message
             (what the decision read); 0 if it had none.
     """

@@ -520,6 +520,7 @@ class RouteModel(RouteCase):
         log_time = 0
         model = {}  # key -> [session, generation, activity]
         seen = set()
+        head = 0
         now = T0
         for step in range(400):
             key = f"k{rnd.randrange(3)}"
@@ -549,13 +550,20 @@ class RouteModel(RouteCase):
                 else:
                     want = (RouteOutcome.ROUTED, ResetMode.NONE, sid, gen, act)
                     model[key][2] = t
+            # a ROUTED message at the time the key's activity stands at
+            # changes nothing and is not logged
+            logged = not (want[0] is RouteOutcome.ROUTED and t == want[4])
+            head += logged
             log_time = t
-            seen.add((r.outcome, r.reason))
-            got = (r.outcome, r.reason, r.session_id, r.generation, r.last_activity_ms)
+            seen.add((r.outcome, r.reason, logged))
+            want = want + (head if logged else 0,)
+            got = (r.outcome, r.reason, r.session_id, r.generation, r.last_activity_ms, r.lsn)
             self.assertEqual(got, want, f"step {step}: {key} now={now} mode={mode.name} idle={idle}s "
                                         f"boundary={boundary}")
-        self.assertEqual(seen, {(RouteOutcome.CREATED, ResetMode.NONE), (RouteOutcome.ROUTED, ResetMode.NONE),
-                                (RouteOutcome.RESET, ResetMode.IDLE), (RouteOutcome.RESET, ResetMode.DAILY)})
+        self.assertEqual(seen, {(RouteOutcome.CREATED, ResetMode.NONE, True), (RouteOutcome.ROUTED, ResetMode.NONE, True),
+                                (RouteOutcome.ROUTED, ResetMode.NONE, False),
+                                (RouteOutcome.RESET, ResetMode.IDLE, True), (RouteOutcome.RESET, ResetMode.DAILY, True)})
+        self.assertEqual(self.store.stats().head_lsn, head)
         for key, (sid, gen, act) in model.items():
             b = self.store.get(key)
             self.assertEqual((b.session_id, b.generation, b.last_activity_ms), (sid, gen, act))
