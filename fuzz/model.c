@@ -443,12 +443,15 @@ int fm_route(fm_model *m, const char *key, int64_t now, const bindlog_policy *p,
     if (out != NULL)
         memset(out, 0, sizeof(*out));
     if (bound && (strcmp(b->sid, fresh) == 0 || !stale)) {
-        log_add(m, BINDLOG_EVENT_ROUTE, key, b->generation, "", "", "", t);
+        /* "coalesced": the activity already stands at this time, nothing logged */
+        int logged = t > b->last_activity_ms;
+        if (logged)
+            log_add(m, BINDLOG_EVENT_ROUTE, key, b->generation, "", "", "", t);
         if (t > b->last_activity_ms)
             b->last_activity_ms = t;
         if (out != NULL) {
             out->outcome = BINDLOG_ROUTED;
-            out->lsn = m->head_lsn;
+            out->lsn = logged ? m->head_lsn : 0;
             out->generation = b->generation;
             out->last_activity_ms = before;
             memcpy(out->session_id, b->sid, b->sid_len + 1);

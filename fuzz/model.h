@@ -102,7 +102,8 @@ int fm_apply_batch(fm_model *m, const bindlog_event *ev, size_t n, int64_t now,
  * key's activity before this message (the later of its last routed message
  * and its last binding change) judged by the policy at the event's time;
  * bound and fresh (or bound to fresh, or mode none): ROUTED, a ROUTE record
- * and the activity set; unbound: CREATED, stale: RESET, both a NEW_SESSION
+ * and the activity set (no record and lsn 0 when the activity already
+ * stands at the event's time: coalesced); unbound: CREATED, stale: RESET, both a NEW_SESSION
  * (reason "new_session", or "idle"/"daily") that sets the activity.
  * Returns the outcome or the error; *out filled for an outcome.
  */

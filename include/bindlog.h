@@ -603,7 +603,10 @@ typedef struct bindlog_route_result {
     /** RESET: BINDLOG_RESET_IDLE or BINDLOG_RESET_DAILY (the reason logged:
      * "idle" or "daily"; DAILY when both hold); else BINDLOG_RESET_NONE. */
     int reason;
-    uint64_t lsn;                /**< the record written (every outcome writes one) */
+    /** the record written; 0 for a ROUTED coalesced with a message of the
+     * same key in the same millisecond (nothing to log: the activity
+     * already stands at this time) */
+    uint64_t lsn;
     uint64_t generation;         /**< the key's generation after the call */
     int64_t last_activity_ms;    /**< the key's last activity before this call; 0 if none */
     char session_id[BINDLOG_ID_MAX + 1];  /**< where this message goes */
@@ -615,7 +618,9 @@ typedef struct bindlog_route_result {
  * the handle's clock) under `policy`, in one write:
  *  - key bound and fresh (or bound to fresh_session_id, or mode NONE):
  *    ROUTED, a small ROUTE record sets last activity to now; the binding,
- *    generation and its lsn are unchanged (a run stays current);
+ *    generation and its lsn are unchanged (a run stays current).  When the
+ *    activity already stands at now (several messages of one key in one
+ *    millisecond, as in one group commit) nothing is logged (out->lsn 0);
  *  - key never bound or a tombstone: CREATED, a NEW_SESSION binding
  *    fresh_session_id (reason "new_session");
  *  - key bound and stale by the policy: RESET, a NEW_SESSION with reason

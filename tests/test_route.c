@@ -126,6 +126,11 @@ static void route__created_then_routed(void **state)
     assert_int_equal(b.last_activity_ms, T0 + 10 * MIN);
     assert_int_equal(b.lsn, 1);          /* the binding did not change */
     assert_int_equal(b.updated_ms, T0);
+    /* a second message in the same millisecond is coalesced: no record */
+    assert_int_equal(route_ok(f->s, "k", T0 + 10 * MIN, &IDLE30, "s2", &r), BINDLOG_ROUTED);
+    assert_int_equal(r.lsn, 0);
+    assert_int_equal(r.last_activity_ms, T0 + 10 * MIN);
+    assert_string_equal(r.session_id, "s1");
     /* the unused fresh id was not created */
     bindlog_session ss;
     assert_int_equal(bindlog_session_get(f->s, "s2", &ss, NULL, 0), BINDLOG_ENOTFOUND);
@@ -358,6 +363,14 @@ static void race_n(fx *f, int n)
     bindlog_binding b = get(f->s, "agent:main:telegram:dm:1");
     assert_string_equal(b.session_id, want);
     assert_int_equal(b.generation, 2);
+    /* every message carried the same time: after the RESET the activity
+     * stood at it, so the others were coalesced (nothing logged) */
+    uint64_t head = 0;
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    assert_int_equal(bindlog_digest(f->s, d, &head), 0);
+    assert_int_equal(head, 2);
+    for (int i = 0; i < n; i++)
+        assert_true(rs[i].rc == BINDLOG_RESET ? rs[i].r.lsn == 2 : rs[i].r.lsn == 0);
     check_clean(f->s);
 }
 

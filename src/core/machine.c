@@ -521,6 +521,13 @@ static int decide_route(const bl_view *view, const bl_event *ev, const bl_bval *
     if (cur->sid_len != 0 &&
         ((ev->sid != NULL && same(cur->sid, cur->sid_len, ev->sid, ev->sid_len)) ||
          !bl_policy_stale(ev->policy, bl_activity_ref(cur), t, &reason))) {
+        p->route_outcome = BINDLOG_ROUTED;
+        /* Coalescing: the activity already stands at this time (another
+         * message of the key in the same millisecond, often the same group
+         * commit; or a clock gone back to the log's time): nothing changes,
+         * so nothing is logged.  Replay never sees such a message. */
+        if (ev->sid != NULL && t <= cur->last_activity_ms)
+            return p->outcome = BINDLOG_ALREADY;
         bl_record *r = &p->rec;
         memset(r, 0, sizeof(*r));
         r->version = BINDLOG_RECORD_VERSION;
@@ -534,7 +541,6 @@ static int decide_route(const bl_view *view, const bl_event *ev, const bl_bval *
         r->sid = r->other = r->reason = "";
         if (t > p->after.last_activity_ms)
             p->after.last_activity_ms = t;
-        p->route_outcome = BINDLOG_ROUTED;
         return p->outcome = BINDLOG_APPLIED;
     }
     if (ev->sid == NULL) {
@@ -566,7 +572,7 @@ void bl_route_fill(const bl_plan *p, bindlog_route_result *out)
     memset(out, 0, sizeof(*out));
     out->outcome = p->route_outcome;
     out->reason = p->route_reason;
-    out->lsn = p->rec.lsn;
+    out->lsn = p->outcome == BINDLOG_APPLIED ? p->rec.lsn : 0;
     out->generation = p->after.generation;
     out->last_activity_ms = p->route_before;
     memcpy(out->session_id, p->after.sid, p->after.sid_len);

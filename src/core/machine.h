@@ -102,7 +102,9 @@ typedef struct bl_plan {
     const char *why;
     const char *why_key;
     size_t why_key_len;
-    /* ROUTE, APPLIED: the answer (BINDLOG_ROUTED, _CREATED, _RESET), the
+    /* ROUTE, APPLIED (or ALREADY: a ROUTED coalesced with an activity
+     * already at this time, nothing logged): the answer (BINDLOG_ROUTED,
+     * _CREATED, _RESET), the
      * reset's reason (BINDLOG_RESET_IDLE, _DAILY or _NONE), the key's last
      * activity before the event, and for RESET the session that ended
      * (view memory). */
@@ -171,7 +173,7 @@ int bl_policy_stale(const bindlog_policy *policy, int64_t ref, int64_t now, int 
 /* What is wrong with a policy, in words (static), or NULL. */
 const char *bl_policy_problem(const bindlog_policy *policy);
 
-/* Fill a route's result from its APPLIED plan.  Must run before the plan's
+/* Fill a route's result from its plan (route_outcome set).  Must run before the plan's
  * view memory moves (as the write path's result filling does). */
 void bl_route_fill(const bl_plan *plan, bindlog_route_result *out);
 

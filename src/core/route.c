@@ -66,7 +66,7 @@ static int route(bindlog *s, const char *key, int64_t now_ms, const bindlog_poli
         return bl_err_set(BINDLOG_EREADONLY, "the handle was opened read-only");
     rc = s->ops->commit(s, &ev, 1, &res, NULL);
     if (rc == 0)
-        rc = ev.route_out->outcome; /* every route that did not fail applied */
+        rc = ev.route_out->outcome; /* ROUTED (perhaps coalesced), CREATED or RESET */
     return rc;
 }
 

@@ -133,8 +133,8 @@ static int apply_one(chunk *c, bindlog *h, const bl_event *ev, bindlog_result *r
         return rc;
     }
     fill_result(res, &plan);
-    if (rc == BINDLOG_APPLIED && ev->route_out != NULL)
-        bl_route_fill(&plan, ev->route_out);
+    if (ev->route_out != NULL && plan.route_outcome != 0)
+        bl_route_fill(&plan, ev->route_out); /* ROUTED may also be coalesced (ALREADY) */
     if (rc != BINDLOG_APPLIED)
         return rc;
     if ((rc = bl_plan_encode(&plan, &c->enc)) != 0 ||

@@ -372,8 +372,8 @@ static int apply_one(gstate *g, bindlog *h, const bl_event *ev, bindlog_result *
     }
     if (res != NULL)
         fill_result(res, &plan); /* before the frame grows under what plan points at */
-    if (rc == BINDLOG_APPLIED && ev->route_out != NULL)
-        bl_route_fill(&plan, ev->route_out);
+    if (ev->route_out != NULL && plan.route_outcome != 0)
+        bl_route_fill(&plan, ev->route_out); /* ROUTED may also be coalesced (ALREADY) */
     if (rc != BINDLOG_APPLIED)
         return rc;
     if ((rc = bl_plan_encode(&plan, &g->e->enc)) != 0 ||
