@@ -18,7 +18,10 @@
  *      split comes back STALE and writes nothing, so the stale run cannot
  *      move the key;
  *   4. the change feed: everything that moved, read back from the log, and
- *      bindlog_wait() telling a follower that something new is there.
+ *      bindlog_wait() telling a follower that something new is there;
+ *   5. a message after a day of silence: bindlog_route() decides, under a
+ *      30-minute idle policy, that the session is stale, starts a new one
+ *      (a RESET, logged like /new) and routes this very message to it.
  *
  * Every outcome is checked against what the rules predict: the program
  * exits 1 on any surprise, so CI runs it as a test.
@@ -167,6 +170,18 @@ int main(int argc, char **argv)
         bindlog_iter_close(it);
     }
     check("three records: bind, split, invalidate", n == 3);
+
+    printf("a message after a day of silence (idle reset after 30 minutes)\n");
+    bindlog_policy idle = {BINDLOG_RESET_IDLE, 30 * 60 * 1000, 0};
+    bindlog_route_result rr;
+    int64_t later = b.updated_ms + 24 * 3600 * 1000LL;
+    rc = bindlog_route(s, key, later, &idle, "sess-E", NULL, 0, &rr);
+    expect("route finds the session stale", rc, BINDLOG_RESET);
+    check("... and this message goes to the new session",
+          rc == BINDLOG_RESET && strcmp(rr.session_id, "sess-E") == 0 &&
+              strcmp(rr.previous_id, "sess-C") == 0);
+    rc = bindlog_route(s, key, later + 60 * 1000, &idle, "sess-F", NULL, 0, &rr);
+    expect("the next message, a minute later, stays", rc, BINDLOG_ROUTED);
 
     bindlog_close(s);
     printf("%s: %d surprise(s)\n", surprises ? "FAILED" : "ok", surprises);

@@ -392,9 +392,10 @@ static void record__resealed_bad_fields(void **state)
     size_t other_at = sid_at + r.sid_len, reason_at = other_at + r.other_len;
 
     expect_patched(1, 0x10, BINDLOG_ECORRUPT);           /* type 0 */
-    expect_patched(1, 0x10 | BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT);
+    expect_patched(1, 0x10 | BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT); /* type 7 */
     expect_patched(1, 0x10 | 0x08 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* type bit 3 */
-    expect_patched(1, 0x30 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* reserved flag bit */
+    expect_patched(1, 0x50 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* reserved flag bit */
+    expect_patched(1, 0x30 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* activity on a SPLIT */
     expect_patched(1, 0x90 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT);
     expect_patched(1, BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* origin bytes without the flag */
     expect_patched(lens, (unsigned char)(r.key_len + 1), BINDLOG_ECORRUPT); /* lengths */
@@ -506,15 +507,22 @@ static void record__lsn_and_time_limits(void **state)
     assert_int_equal(bl_bval_encode(&bv, b, sizeof b), 0);
     bv.updated_ms = 5;
     size_t bn = bl_bval_encode(&bv, b, sizeof b);
-    assert_int_equal(bn, 6); /* 2, generation 1, lsn 1, time 10, "s" */
+    assert_int_equal(bn, 7); /* 2, generation 1, lsn 1, time 10, activity 0, "s" */
     assert_int_equal(bl_bval_decode(b, bn, &dv), 0);
-    /* by hand: the same value with a time of INT64_MAX, then an LSN of 2^64-1 */
-    unsigned char h[32] = {2, 1, 1, 1};
+    /* by hand: the same value with a time of INT64_MAX, then an LSN of
+     * 2^64-1, then an activity of INT64_MAX */
+    unsigned char h[40] = {2, 1, 1, 1};
     size_t hn = 4 + bl_varint_put(h + 4, bl_zigzag(INT64_MAX));
+    h[hn++] = 0;
     h[hn++] = 's';
     assert_int_equal(bl_bval_decode(h, hn, &dv), BINDLOG_ECORRUPT);
     hn = 3 + bl_varint_put(h + 3, UINT64_MAX);
     h[hn++] = 10;
+    h[hn++] = 0;
+    h[hn++] = 's';
+    assert_int_equal(bl_bval_decode(h, hn, &dv), BINDLOG_ECORRUPT);
+    h[3] = 1, h[4] = 10;
+    hn = 5 + bl_varint_put(h + 5, bl_zigzag(INT64_MAX));
     h[hn++] = 's';
     assert_int_equal(bl_bval_decode(h, hn, &dv), BINDLOG_ECORRUPT);
 
@@ -609,8 +617,9 @@ static void bval__round_trip(void **state)
         unsigned char b[BL_BVAL_MAX];
         size_t n = bl_bval_encode(v, b, sizeof b);
         assert_int_equal(n, bl_bval_size(v));
-        /* the first: a 10-byte generation, 9-byte LSN, 7-byte time */
-        assert_int_equal(n, (i == 0 ? BL_BVAL_HEAD_MAX : 2 + 1 + 1 + 1) + v->sid_len);
+        /* the first: a 10-byte generation, 9-byte LSN, 7-byte time, no
+         * activity (1 byte) */
+        assert_int_equal(n, (i == 0 ? BL_BVAL_HEAD_MAX - 6 : 2 + 1 + 1 + 1 + 1) + v->sid_len);
         assert_int_equal(bl_bval_encode(v, b, n - 1), 0);
         bl_bval d;
         assert_int_equal(bl_bval_decode(b, n, &d), 0);
@@ -624,10 +633,10 @@ static void bval__damage(void **state)
 {
     (void)state;
     bl_bval v = {.sid = "abc", .sid_len = 3, .generation = 1, .lsn = 1, .updated_ms = 5};
-    unsigned char b[8];
-    unsigned char t[9];
+    unsigned char b[9];
+    unsigned char t[10];
     assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof b);
-    static const unsigned char want[8] = {2, 3, 1, 1, 10, 'a', 'b', 'c'};
+    static const unsigned char want[9] = {2, 3, 1, 1, 10, 0, 'a', 'b', 'c'};
     assert_memory_equal(b, want, sizeof want);
     bl_bval d;
     for (size_t len = 0; len < sizeof b; len++) {
@@ -637,15 +646,15 @@ static void bval__damage(void **state)
         free(c);
     }
     memcpy(t, b, sizeof b);
-    t[8] = 'x';
+    t[9] = 'x';
     assert_int_equal(bl_bval_decode(t, sizeof t, &d), BINDLOG_ECORRUPT); /* trailing */
     t[0] = 3;
     assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_EVERSION);
     t[0] = 0;
     assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT);
-    t[0] = 2, t[6] = 0x1b;
+    t[0] = 2, t[7] = 0x1b;
     assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT); /* control byte */
-    t[1] = 4, t[6] = 'b';
+    t[1] = 4, t[7] = 'b';
     assert_int_equal(bl_bval_decode(t, sizeof t, &d), 0); /* sid_len covers the extra byte */
     assert_int_equal(d.sid_len, 4);
     t[1] = 3, t[4] = 0x8a;
@@ -653,9 +662,69 @@ static void bval__damage(void **state)
 
     v.sid_len = BINDLOG_ID_MAX + 1;
     assert_int_equal(bl_bval_encode(&v, t, sizeof t), 0);
-    unsigned char big[5 + 255] = {2, 255, 1, 1, 10};
-    memset(big + 5, 'a', 255);
+    unsigned char big[6 + 255] = {2, 255, 1, 1, 10, 0};
+    memset(big + 6, 'a', 255);
     assert_int_equal(bl_bval_decode(big, sizeof big, &d), BINDLOG_ECORRUPT); /* sid over limit */
+}
+
+/* A ROUTE record: the key and the activity time, nothing else.  The
+ * activity flag belongs to a BIND or NEW_SESSION only. */
+static void record__route_is_small(void **state)
+{
+    (void)state;
+    bl_record r = {.version = BINDLOG_RECORD_VERSION, .lsn = 9, .prev_lsn = 3,
+                   .time_ms = 1767225600000, .generation = 2, .type = BINDLOG_EVENT_ROUTE,
+                   .key = "agent:main:telegram:dm:12345", .sid = "", .other = "", .reason = ""};
+    r.key_len = strlen(r.key);
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    /* version, type, lsn 1, time 6, generation 1, gap 1, five lengths */
+    assert_int_equal(n, 16 + r.key_len + 8);
+    assert_int_equal(b[1], BINDLOG_EVENT_ROUTE);
+    bl_record d;
+    assert_int_equal(bl_record_decode(b, n, &d), 0);
+    assert_int_equal(d.type, BINDLOG_EVENT_ROUTE);
+    assert_true(d.time_ms == r.time_ms && d.prev_lsn == 3 && d.generation == 2);
+    free(b);
+    r.flags = BL_REC_ACTIVITY;
+    unsigned char buf[128];
+    assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 0); /* not on a ROUTE */
+    r.type = BINDLOG_EVENT_NEW_SESSION;
+    r.sid = "s2";
+    r.sid_len = 2;
+    n = bl_record_encode(&r, buf, sizeof buf);
+    assert_int_equal(n, 16 + r.key_len + 2 + 8);
+    assert_int_equal(buf[1], BINDLOG_EVENT_NEW_SESSION | BL_REC_ACTIVITY << 4);
+    assert_int_equal(bl_record_decode(buf, n, &d), 0);
+    assert_int_equal(d.flags, BL_REC_ACTIVITY);
+}
+
+/* The last activity: a zigzag varint in version 2 (one byte when 0), 8
+ * trailing bytes in version 1 present only when it is not 0, where an
+ * explicit 0 is refused (one encoding per state). */
+static void bval__last_activity(void **state)
+{
+    (void)state;
+    bl_bval v = {.sid = "abc", .sid_len = 3, .generation = 1, .lsn = 1, .updated_ms = 5,
+                 .last_activity_ms = 1767225600000};
+    unsigned char b[BL_BVAL_FIXED + 3 + 8];
+    bl_bval d;
+    size_t n = bl_bval_encode(&v, b, sizeof b);
+    assert_int_equal(n, bl_bval_size(&v));
+    assert_int_equal(n, 2 + 1 + 1 + 1 + 6 + 3);
+    assert_int_equal(bl_bval_decode(b, n, &d), 0);
+    assert_true(d.last_activity_ms == v.last_activity_ms);
+    assert_int_equal(bl_bval_encode_v1(&v, b, sizeof b), sizeof b);
+    assert_int_equal(bl_bval_decode(b, sizeof b, &d), 0);
+    assert_true(d.last_activity_ms == v.last_activity_ms);
+    assert_int_equal(bl_bval_decode(b, sizeof b - 8, &d), 0); /* an older value */
+    assert_true(d.last_activity_ms == 0);
+    memset(b + BL_BVAL_FIXED + 3, 0, 8);
+    assert_int_equal(bl_bval_decode(b, sizeof b, &d), BINDLOG_ECORRUPT);
+    assert_int_equal(bl_bval_decode(b, sizeof b - 1, &d), BINDLOG_ECORRUPT);
+    v.last_activity_ms = BINDLOG_TIME_MAX_MS + 1;
+    assert_int_equal(bl_bval_encode(&v, b, sizeof b), 0);
+    assert_int_equal(bl_bval_encode_v1(&v, b, sizeof b), 0);
 }
 
 /* Version 1 (format 3 and before, and the digest's canonical form) still
@@ -672,7 +741,7 @@ static void bval__version1(void **state)
     bl_bval d;
     assert_int_equal(bl_bval_decode(v1, sizeof v1, &d), 0);
     assert_true(d.generation == 3 && d.lsn == 42 && d.updated_ms == 1000 && d.sid_len == 2);
-    static const unsigned char v2[] = {2, 2, 3, 42, 0xd0, 0x0f, 's', '1'};
+    static const unsigned char v2[] = {2, 2, 3, 42, 0xd0, 0x0f, 0, 's', '1'};
     assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof v2);
     assert_memory_equal(b, v2, sizeof v2);
 }
@@ -915,6 +984,8 @@ int main(void)
         cmocka_unit_test(bval__round_trip),
         cmocka_unit_test(bval__damage),
         cmocka_unit_test(bval__version1),
+        cmocka_unit_test(bval__last_activity),
+        cmocka_unit_test(record__route_is_small),
         cmocka_unit_test(sval__round_trip),
         cmocka_unit_test(sval__truncations),
         cmocka_unit_test(sval__bad_fields),

@@ -8,8 +8,10 @@
 /** What a write did, as the C outcomes BINDLOG_APPLIED, _ALREADY, _STALE, _MOVED. */
 export type Outcome = 'applied' | 'already' | 'stale' | 'moved';
 
-/** Event types, as in applyBatch() and in log records. */
-export type EventType = 'bind' | 'newSession' | 'split' | 'invalidate' | 'unbind';
+/** Event types, as in applyBatch() and in log records; 'route' (a routed
+ * message on a fresh binding: only its last activity changes) is written by
+ * route() alone, never by a batch. */
+export type EventType = 'bind' | 'newSession' | 'split' | 'invalidate' | 'unbind' | 'route';
 
 /** Durability of the writes of one handle (C: BINDLOG_DURABILITY_*). */
 export type Durability = 'full' | 'normal' | 'none';
@@ -51,6 +53,11 @@ export interface Binding {
     /** The last event that changed this binding. */
     lsn: number;
     updatedMs: number;
+    /** The time of the key's last routed message (route()), 0 if none.
+     * Durable: only a routed message moves it, never backwards; open,
+     * recovery and replay keep it.  route() judges freshness by the later
+     * of this and updatedMs. */
+    lastActivityMs: number;
 }
 
 /** A session (store.session). */
@@ -180,6 +187,101 @@ export type BatchEvent =
     | { type: 'invalidate'; key: string; reason?: string | null }
     | { type: 'unbind'; key: string; reason?: string | null };
 
+/** What route() did (C: BINDLOG_ROUTED, _CREATED, _RESET). */
+export type RouteOutcome = 'routed' | 'created' | 'reset';
+
+/** A reset policy's mode (C: BINDLOG_RESET_*): 'both' resets when either
+ * idle or daily says so, 'dailyAndIdle' only when both do. */
+export type ResetMode = 'none' | 'idle' | 'daily' | 'both' | 'dailyAndIdle';
+
+/** A gateway's reset policy, as route()'s options. */
+export interface ResetPolicy {
+    /** Default 'none': never reset. */
+    mode?: ResetMode;
+    /** The idle timeout in ms (modes with idle in them). */
+    idleMs?: number;
+    /** The daily reset hour 0..23 in timeZone: the boundary is computed from
+     * the call's `now` (dailyBoundaryMs()). */
+    atHour?: number;
+    /** The zone of atHour (IANA name); default the host's. */
+    timeZone?: string;
+    /** A daily boundary you computed, instead of atHour. */
+    dailyBoundaryMs?: number;
+}
+
+export interface RouteOptions extends ResetPolicy {
+    /** The message's time (ms since the epoch, or a Date); default the store's clock. */
+    now?: number | Date;
+    /** The session to bind on 'created' or 'reset' (must not exist); default
+     * a new crypto.randomUUID().  Unused when the answer is 'routed'. */
+    freshSessionId?: string;
+    /** The new session's origin. */
+    origin?: Origin | null;
+}
+
+/** Where a message goes (route()). */
+export interface RouteResult {
+    readonly outcome: RouteOutcome;
+    /** 'reset': the policy that fired; otherwise null. */
+    readonly reason: 'idle' | 'daily' | null;
+    /** The session this message goes to. */
+    readonly sessionId: string;
+    /** 'reset': the session that ended; otherwise ''. */
+    readonly previousId: string;
+    /** The key's generation after the call ('reset' bumps it: older runs get 'stale'). */
+    readonly generation: number;
+    /** The record this call wrote; 0 for a 'routed' message at the time the
+     * key's activity already stands at (nothing changed, nothing logged). */
+    readonly lsn: number;
+    /** The key's last activity before this message (what was judged); 0 if none. */
+    readonly lastActivityMs: number;
+}
+
+/** expire()'s options: idleMs or before, one of them. */
+export interface ExpireOptions {
+    /** Unbind keys idle for longer than this many ms (before now - idleMs). */
+    idleMs?: number;
+    /** Or: keys whose last activity is before this time. */
+    before?: number | Date;
+    /** The time idleMs counts back from; default Date.now(). */
+    now?: number | Date;
+    /** Only keys starting with this ('agent:main:cron:'). */
+    prefix?: string;
+    /** Count only; write nothing. */
+    dryRun?: boolean;
+}
+
+/**
+ * The latest daily reset boundary at or before `now` (default Date.now()):
+ * the instant the wall clock in `timeZone` (default the host's) last read
+ * hour:00, in ms.  Correct across DST changes: a skipped hour is the end of
+ * the gap, a repeated one its first occurrence.  RangeError for an hour
+ * outside 0..23 or an unknown zone.
+ */
+export declare function dailyBoundaryMs(hour: number, timeZone?: string | null, now?: number | Date): number;
+
+/** OpenClaw's reset block (session.reset, resetByType[t], resetByChannel[c]). */
+export interface OpenClawReset {
+    mode?: 'daily' | 'idle';
+    atHour?: number;
+    idleMinutes?: number;
+}
+
+/** hermes-agent's session_reset block. */
+export interface HermesSessionReset {
+    mode?: 'both' | 'idle' | 'daily' | 'none';
+    at_hour?: number;
+    idle_minutes?: number;
+}
+
+/** OpenClaw's reset settings as route() options ('daily' with idleMinutes is
+ * 'both'; no block is OpenClaw's default, daily at 04:00). */
+export declare function policyFromOpenClaw(reset?: OpenClawReset | null,
+                                           options?: { timeZone?: string }): ResetPolicy;
+/** hermes-agent's session_reset as route() options (defaults both, 4, 1440). */
+export declare function policyFromHermes(sessionReset?: HermesSessionReset | null,
+                                         options?: { timeZone?: string }): ResetPolicy;
+
 /** One entry of a gateway's routing table, for importEntries(). */
 export interface ImportEntry {
     key: string;
@@ -277,6 +379,19 @@ export declare class Store {
      */
     importEntries(entries: readonly ImportEntry[]): Promise<Array<Result | BindlogError>>;
 
+    /**
+     * Route one inbound message (C: bindlog_route): in one write, read the
+     * key's last activity, decide by the policy, record this message's
+     * activity.  'routed': the same session; 'created': the key was unbound;
+     * 'reset': stale by the policy, a new session bound (a newSession record
+     * with reason 'idle' or 'daily', seen by follow()).  The message goes to
+     * `sessionId` whatever the outcome.  Concurrent routes of one key at a
+     * boundary give exactly one 'reset'.
+     */
+    route(key: string, options?: RouteOptions): Promise<RouteResult>;
+    /** Unbind idle keys (reason 'expired'); resolves the count (dryRun: would be). */
+    expire(options: ExpireOptions): Promise<number>;
+
     /*
      * The same writes made on the calling thread: each returns what its
      * promise twin resolves (or throws the BindlogError it rejects with) once
@@ -302,6 +417,10 @@ export declare class Store {
     applyBatchSync(events: readonly BatchEvent[]): Result[];
     /** importEntries on this thread: one Result or BindlogError per entry. */
     importEntriesSync(entries: readonly ImportEntry[]): Array<Result | BindlogError>;
+    /** route on this thread (see route). */
+    routeSync(key: string, options?: RouteOptions): RouteResult;
+    /** expire on this thread (see expire). */
+    expireSync(options: ExpireOptions): number;
 
     /** The key's binding, or null if it routes nowhere (never bound, or unbound). */
     get(key: string): Binding | null;

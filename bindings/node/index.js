@@ -62,6 +62,7 @@ function isCurrent(runGeneration) {
     return BigInt(this.generation) === BigInt(runGeneration);
 }
 native.init(BindlogError, StoreClosedError, isCurrent);
+const routing = require('./route.js');
 
 /** Pass as runGeneration to skip a split's generation check. */
 const ANY_GENERATION = 0xFFFFFFFFFFFFFFFFn;
@@ -70,6 +71,8 @@ const DURABILITY = { full: 0, normal: 1, none: 2 };
 const EVENT_TYPES = { bind: 1, newSession: 2, split: 3, invalidate: 4, unbind: 5 };
 const DEFAULT_WRITER_THREADS = 16;
 const FOLLOW_BATCH = 256; // records read per snapshot while following
+const ROUTE_OPTIONS = ['now', ...routing.POLICY_OPTIONS, 'freshSessionId', 'origin'];
+const EXPIRE_OPTIONS = ['idleMs', 'before', 'now', 'prefix', 'dryRun'];
 
 function describe(v) {
     if (v === null)
@@ -370,20 +373,26 @@ class Snapshot {
             `records it would be rebuilt from were compacted away`, 'BINDLOG_ENOTFOUND', -1);
     }
 
-    // the key's last record up to headLsn, or null when it had none
+    // the key's last record up to headLsn that changed its binding (a
+    // 'route' record only moves its last activity; the library keeps them
+    // out of a key's history, this is belt and braces), or null
     #lastUpTo(key) {
         let last = null;
         for (const r of this.#store.history(key)) {
             if (r.lsn > this.headLsn)
                 break;
-            last = r;
+            if (r.type !== 'route')
+                last = r;
         }
         if (last === null && this.#store.stats().baseLsn > 0)
             throw this.#compacted(`'${key}'`);
         return last;
     }
 
-    /** The key's binding as of headLsn, or null. */
+    /** The key's binding as of headLsn, or null.  lastActivityMs is the
+     * key's current one while the binding is unchanged since headLsn, and 0
+     * when it is rebuilt from the log (a key's history has no 'route'
+     * records). */
     get(key) {
         const cur = this.#store.get(key);
         if (cur !== null && cur.lsn <= this.headLsn)
@@ -391,7 +400,12 @@ class Snapshot {
         const r = this.#lastUpTo(key);
         if (r === null || r.type === 'unbind')
             return null;
-        return { key: r.key, sessionId: r.sessionId, generation: r.generation, lsn: r.lsn, updatedMs: r.timeMs };
+        // lastActivityMs as of headLsn is not known here: a key's history
+        // holds no 'route' records, so a rebuilt binding reports 0
+        return {
+            key: r.key, sessionId: r.sessionId, generation: r.generation, lsn: r.lsn, updatedMs: r.timeMs,
+            lastActivityMs: 0,
+        };
     }
 
     /** Whether the key was bound as of headLsn. */
@@ -494,6 +508,47 @@ class Store {
         if (!Array.isArray(events))
             throw new TypeError(`applyBatch: events must be an array, not ${describe(events)}`);
         return this.#n.applyBatch(events.map((e, i) => batchEvent(e, i)));
+    }
+
+    /**
+     * Route one inbound message of `key` (bindlog_route, SPEC 2b): in one
+     * write, read the key's last activity, decide by the reset policy,
+     * record this message's activity.  Resolves { outcome: 'routed' |
+     * 'created' | 'reset', reason: 'idle' | 'daily' | null, sessionId (where
+     * this message goes), previousId, generation, lsn, lastActivityMs (the
+     * activity before this message) }.  Runs on the writer threads like
+     * every write, so concurrent routes share group commits; of several
+     * routes of one key at a boundary exactly one resets.
+     */
+    route(key, opts) {
+        const o = options(opts, 'route', ROUTE_OPTIONS);
+        const [now, mode, idle, boundary, fresh] = routing.routeArgs(o, 'route');
+        return this.#n.route(key, now, mode, idle, boundary, fresh, originArg(o.origin, 'route'));
+    }
+
+    /** route() on this thread: returns the result (or throws) once durable. */
+    routeSync(key, opts) {
+        const o = options(opts, 'routeSync', ROUTE_OPTIONS);
+        const [now, mode, idle, boundary, fresh] = routing.routeArgs(o, 'routeSync');
+        return this.#n.routeSync(key, now, mode, idle, boundary, fresh, originArg(o.origin, 'routeSync'));
+    }
+
+    /**
+     * Unbind (reason 'expired') every bound key idle for more than idleMs
+     * (or active last before `before`), only keys starting with `prefix`
+     * when given; resolves the count (dryRun: the count that would go,
+     * nothing written).
+     */
+    expire(opts) {
+        const o = options(opts, 'expire', EXPIRE_OPTIONS);
+        const [cutoff, prefix, dry] = routing.expireArgs(o, 'expire');
+        return this.#n.expire(cutoff, prefix, dry);
+    }
+
+    expireSync(opts) {
+        const o = options(opts, 'expireSync', EXPIRE_OPTIONS);
+        const [cutoff, prefix, dry] = routing.expireArgs(o, 'expireSync');
+        return this.#n.expireSync(cutoff, prefix, dry);
     }
 
     /** bindlog_import_entries: BIND each entry (only if its key is unbound),
@@ -626,5 +681,8 @@ module.exports = {
     Snapshot,
     ANY_GENERATION,
     parseSessionsJson,
+    dailyBoundaryMs: routing.dailyBoundaryMs,
+    policyFromOpenClaw: routing.policyFromOpenClaw,
+    policyFromHermes: routing.policyFromHermes,
     version: native.version(),
 };

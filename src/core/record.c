@@ -7,7 +7,7 @@
  * Log record (version 3, format 4): no fixed part but its first two bytes,
  * varints for every number and length, the strings, then the checksum:
  *
- *    0 version u8 (3)   1 type | flags << 4
+ *    0 version u8 (3)   1 type (1..6) | flags << 4 (ORIGIN 0x10, ACTIVITY 0x20)
  *    2 varints: lsn, zigzag(time_ms), generation, lsn - prev_lsn (0: none),
  *      key_len, sid_len, other_len, reason_len, origin_len
  *    then key | sid | other | reason | origin
@@ -26,7 +26,7 @@
  * has no prev_lsn and its strings start at 37.
  *
  * Binding value (version 2): version u8, sid_len u8, varints generation,
- * lsn, zigzag(updated_ms), then the session id.
+ * lsn, zigzag(updated_ms), zigzag(last_activity_ms), then the session id.
  *
  * Session value (version 2): version u8, flags u8 (0), varints key_len,
  * parent_len, reason_len, origin_len, created_lsn, ended_lsn,
@@ -187,9 +187,14 @@ static int record_fields_ok(const bl_record *r)
 {
     if (r->lsn == 0 || r->lsn > BINDLOG_LSN_MAX || r->prev_lsn >= r->lsn ||
         !bl_valid_time(r->time_ms) ||
-        r->type < BINDLOG_EVENT_BIND || r->type > BINDLOG_EVENT_UNBIND)
+        r->type < BINDLOG_EVENT_BIND || r->type >= BINDLOG_EVENT_COUNT)
         return 0;
     if ((r->flags & ~(unsigned)BL_REC_FLAGS_KNOWN) != 0)
+        return 0;
+    /* Only a routed message's BIND or NEW_SESSION sets activity by flag (a
+     * ROUTE record does by its type). */
+    if ((r->flags & BL_REC_ACTIVITY) != 0 && r->type != BINDLOG_EVENT_BIND &&
+        r->type != BINDLOG_EVENT_NEW_SESSION)
         return 0;
     /* Origin bytes without the flag would be invisible to readers. */
     if (!(r->flags & BL_REC_ORIGIN) && r->origin_len != 0)
@@ -395,13 +400,15 @@ static int valid_lsn(uint64_t lsn) { return lsn <= BINDLOG_LSN_MAX; }
 
 static int bval_fields_ok(const bl_bval *v)
 {
-    return valid_opt_id(v->sid, v->sid_len) && valid_lsn(v->lsn) && bl_valid_time(v->updated_ms);
+    return valid_opt_id(v->sid, v->sid_len) && valid_lsn(v->lsn) && bl_valid_time(v->updated_ms) &&
+           bl_valid_time(v->last_activity_ms);
 }
 
 size_t bl_bval_size(const bl_bval *v)
 {
     return 2 + bl_varint_size(v->generation) + bl_varint_size(v->lsn) +
-           bl_varint_size(bl_zigzag(v->updated_ms)) + v->sid_len;
+           bl_varint_size(bl_zigzag(v->updated_ms)) +
+           bl_varint_size(bl_zigzag(v->last_activity_ms)) + v->sid_len;
 }
 
 size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
@@ -418,6 +425,7 @@ size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
     pos += bl_varint_put(b + pos, v->generation);
     pos += bl_varint_put(b + pos, v->lsn);
     pos += bl_varint_put(b + pos, bl_zigzag(v->updated_ms));
+    pos += bl_varint_put(b + pos, bl_zigzag(v->last_activity_ms));
     put_bytes(b, &pos, v->sid, v->sid_len);
     return n;
 }
@@ -426,7 +434,7 @@ size_t bl_bval_encode_v1(const bl_bval *v, void *buf, size_t cap)
 {
     if (!bval_fields_ok(v))
         return 0;
-    size_t n = BL_BVAL_FIXED + v->sid_len;
+    size_t n = BL_BVAL_FIXED + v->sid_len + (v->last_activity_ms != 0 ? BL_BVAL_ACTIVITY : 0);
     if (buf == NULL || cap < n)
         return 0;
     unsigned char *b = buf;
@@ -437,6 +445,8 @@ size_t bl_bval_encode_v1(const bl_bval *v, void *buf, size_t cap)
     bl_put64(b + 18, (uint64_t)v->updated_ms);
     size_t pos = BL_BVAL_FIXED;
     put_bytes(b, &pos, v->sid, v->sid_len);
+    if (v->last_activity_ms != 0)
+        bl_put64(b + pos, (uint64_t)v->last_activity_ms); /* format 3's trailing activity */
     return n;
 }
 
@@ -465,6 +475,7 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
     bl_bval v;
     size_t pos;
     v.sid_len = b[1];
+    v.last_activity_ms = 0;
     if (b[0] == 1) {
         if (len < BL_BVAL_FIXED)
             return BINDLOG_ECORRUPT;
@@ -472,14 +483,22 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
         v.lsn = bl_get64(b + 10);
         v.updated_ms = (int64_t)bl_get64(b + 18);
         pos = BL_BVAL_FIXED;
+        /* format 3's last activity: 8 trailing bytes when not 0 */
+        if (pos + v.sid_len + BL_BVAL_ACTIVITY == len) {
+            v.last_activity_ms = (int64_t)bl_get64(b + pos + v.sid_len);
+            if (v.last_activity_ms == 0)
+                return BINDLOG_ECORRUPT; /* 0 is written as absent: one encoding per state */
+            len -= BL_BVAL_ACTIVITY;
+        }
     } else {
-        uint64_t f[3];
+        uint64_t f[4];
         pos = 2;
-        if (get_varints(b, len, &pos, f, 3) != 0)
+        if (get_varints(b, len, &pos, f, 4) != 0)
             return BINDLOG_ECORRUPT;
         v.generation = f[0];
         v.lsn = f[1];
         v.updated_ms = bl_unzigzag(f[2]);
+        v.last_activity_ms = bl_unzigzag(f[3]);
     }
     if (pos + v.sid_len != len)
         return BINDLOG_ECORRUPT;

@@ -31,7 +31,11 @@ static inline uint64_t bl_get64be(const unsigned char *p) { uint64_t v = 0; for 
 
 /* flags of a record */
 #define BL_REC_ORIGIN 0x01u /* the event carried an origin (possibly empty) */
-#define BL_REC_FLAGS_KNOWN BL_REC_ORIGIN
+/* A routed message's event (bindlog_route's CREATED or RESET, an import
+ * carrying the gateway's last update): the key's last activity becomes the
+ * record's time_ms.  A ROUTE record sets it by its type alone. */
+#define BL_REC_ACTIVITY 0x02u
+#define BL_REC_FLAGS_KNOWN (BL_REC_ORIGIN | BL_REC_ACTIVITY)
 
 /* Fixed part of a record (version 2): version(1) type(1) flags(2) lsn(8)
  * time(8) gen(8) key_len(2) sid_len(1) other_len(1) reason_len(1)
@@ -124,9 +128,12 @@ int bl_record_peek(const void *buf, size_t len, bl_record_head *out);
  * byte past the fixed part is read: a damaged page can hand back any length,
  * and hashing or copying one that runs off the map is a crash, not an error. */
 #define BL_BVAL_FIXED 26
+/* Version 1 as format 3 left it: a binding with a last activity carries it
+ * as 8 trailing bytes after the session id (absent = 0). */
+#define BL_BVAL_ACTIVITY 8
 /* version 2's largest head: version, sid_len, varints of a u64 generation,
- * an LSN and a zigzagged time (10 + 9 + 7) */
-#define BL_BVAL_HEAD_MAX 28
+ * an LSN and two zigzagged times (10 + 9 + 7 + 7) */
+#define BL_BVAL_HEAD_MAX 35
 #define BL_BVAL_MAX (BL_BVAL_HEAD_MAX + BINDLOG_ID_MAX)
 #define BL_SVAL_FIXED 42
 #define BL_SVAL_MAX \
@@ -197,6 +204,9 @@ typedef struct bl_bval {
     uint64_t generation;
     uint64_t lsn;
     int64_t updated_ms;
+    /* The time of the key's last routed message (bindlog_route), 0 = none.
+     * Moved only by routed messages' records, never backwards. */
+    int64_t last_activity_ms;
 } bl_bval;
 
 /* A session value (the id is the table key, not part of the value). */

@@ -172,6 +172,8 @@ const char *bn_event_js_name(int type)
         return "invalidate";
     case BINDLOG_EVENT_UNBIND:
         return "unbind";
+    case BINDLOG_EVENT_ROUTE:
+        return "route";
     default:
         return "unknown";
     }
@@ -197,6 +199,29 @@ napi_value bn_result_value(napi_env env, const bindlog_result *r)
         if (napi_define_properties(env, o, 1, &d) != napi_ok)
             return NULL;
     }
+    return o;
+}
+
+napi_value bn_route_result_value(napi_env env, int outcome, const bindlog_route_result *r)
+{
+    napi_value o, reason;
+    const char *name = outcome == BINDLOG_ROUTED    ? "routed"
+                       : outcome == BINDLOG_CREATED ? "created"
+                       : outcome == BINDLOG_RESET   ? "reset"
+                                                    : "unknown";
+    if (napi_create_object(env, &o) != napi_ok)
+        return NULL;
+    if (r->reason == BINDLOG_RESET_IDLE || r->reason == BINDLOG_RESET_DAILY)
+        reason = bn_str(env, r->reason == BINDLOG_RESET_IDLE ? "idle" : "daily");
+    else if (napi_get_null(env, &reason) != napi_ok)
+        return NULL;
+    if (bn_set(env, o, "outcome", bn_str(env, name)) || bn_set(env, o, "reason", reason) ||
+        bn_set(env, o, "sessionId", bn_str(env, r->session_id)) ||
+        bn_set(env, o, "previousId", bn_str(env, r->previous_id)) ||
+        bn_set(env, o, "generation", bn_u64(env, r->generation)) ||
+        bn_set(env, o, "lsn", bn_u64(env, r->lsn)) ||
+        bn_set(env, o, "lastActivityMs", bn_i64(env, r->last_activity_ms)))
+        return NULL;
     return o;
 }
 

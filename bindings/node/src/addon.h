@@ -113,6 +113,9 @@ const char *bn_event_js_name(int type);
 
 napi_value bn_result_value(napi_env env, const bindlog_result *r);
 napi_value bn_record_value(napi_env env, const bindlog_record *r);
+/* route()'s result: outcome 'routed' | 'created' | 'reset', reason 'idle' |
+ * 'daily' | null, sessionId, previousId, generation, lsn, lastActivityMs. */
+napi_value bn_route_result_value(napi_env env, int outcome, const bindlog_route_result *r);
 
 /*
  * Argument parsing for one call.  Strings and byte arrays are copied into
@@ -184,6 +187,8 @@ napi_value bn_write_invalidate(napi_env env, napi_callback_info info);
 napi_value bn_write_unbind(napi_env env, napi_callback_info info);
 napi_value bn_write_batch(napi_env env, napi_callback_info info);
 napi_value bn_write_import(napi_env env, napi_callback_info info);
+napi_value bn_write_route(napi_env env, napi_callback_info info);
+napi_value bn_write_expire(napi_env env, napi_callback_info info);
 napi_value bn_wait(napi_env env, napi_callback_info info);
 napi_value bn_wait_cancel(napi_env env, napi_callback_info info);
 

@@ -226,7 +226,7 @@ static napi_value store_closed(napi_env env, napi_callback_info info)
 
 /* ---- reads ------------------------------------------------------------------------ */
 
-/* get(key) -> { key, sessionId, generation, lsn, updatedMs } | null */
+/* get(key) -> { key, sessionId, generation, lsn, updatedMs, lastActivityMs } | null */
 static napi_value store_get(napi_env env, napi_callback_info info)
 {
     size_t argc = 1;
@@ -249,7 +249,8 @@ static napi_value store_get(napi_env env, napi_callback_info info)
                bn_set(env, o, "sessionId", bn_str(env, b.session_id)) ||
                bn_set(env, o, "generation", bn_u64(env, b.generation)) ||
                bn_set(env, o, "lsn", bn_u64(env, b.lsn)) ||
-               bn_set(env, o, "updatedMs", bn_i64(env, b.updated_ms))) {
+               bn_set(env, o, "updatedMs", bn_i64(env, b.updated_ms)) ||
+               bn_set(env, o, "lastActivityMs", bn_i64(env, b.last_activity_ms))) {
         o = NULL;
         bn_throw_napi(env, "get");
     }
@@ -557,6 +558,8 @@ int bn_store_define(napi_env env, napi_value exports, bn_module *m)
         METHOD("unbind", bn_write_unbind),
         METHOD("applyBatch", bn_write_batch),
         METHOD("importEntries", bn_write_import),
+        METHOD("route", bn_write_route),
+        METHOD("expire", bn_write_expire),
         METHOD_SYNC("bindSync", bn_write_bind),
         METHOD_SYNC("newSessionSync", bn_write_new_session),
         METHOD_SYNC("splitSync", bn_write_split),
@@ -564,6 +567,8 @@ int bn_store_define(napi_env env, napi_value exports, bn_module *m)
         METHOD_SYNC("unbindSync", bn_write_unbind),
         METHOD_SYNC("applyBatchSync", bn_write_batch),
         METHOD_SYNC("importEntriesSync", bn_write_import),
+        METHOD_SYNC("routeSync", bn_write_route),
+        METHOD_SYNC("expireSync", bn_write_expire),
         METHOD("wait", bn_wait),
         METHOD("cancelWait", bn_wait_cancel),
         METHOD("get", store_get),

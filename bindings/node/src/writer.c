@@ -29,7 +29,7 @@
 
 #define WAIT_SLICE_MS 25
 
-enum { JOB_EVENT, JOB_BATCH, JOB_IMPORT, JOB_WAIT };
+enum { JOB_EVENT, JOB_BATCH, JOB_IMPORT, JOB_WAIT, JOB_ROUTE, JOB_EXPIRE };
 
 struct bn_job {
     bn_job *next;
@@ -44,6 +44,16 @@ struct bn_job {
     bindlog_result *results;
     bindlog_event one_ev;
     bindlog_result one;
+    /* JOB_ROUTE: one_ev holds the key, the fresh session id (session_id)
+     * and the origin */
+    int64_t now_ms;
+    bindlog_policy policy;
+    bindlog_route_result route;
+    /* JOB_EXPIRE */
+    int64_t cutoff_ms;
+    const char *prefix;
+    int dry_run;
+    uint64_t count;
     /* JOB_IMPORT: n entries, with results and per-entry codes */
     bindlog_import_entry *entries;
     int *codes;
@@ -91,6 +101,10 @@ static napi_value job_value(napi_env env, bn_job *job)
     napi_value v = NULL;
     if (job->kind == JOB_EVENT)
         return bn_result_value(env, &job->one);
+    if (job->kind == JOB_ROUTE)
+        return bn_route_result_value(env, job->rc, &job->route);
+    if (job->kind == JOB_EXPIRE)
+        return bn_u64(env, job->count);
     if (job->kind == JOB_WAIT) {
         if (job->ended)
             napi_create_int32(env, -1, &v);
@@ -180,6 +194,19 @@ int bn_writer_init(napi_env env, bn_store *st)
 
 static void run_write(bn_store *st, bn_job *job)
 {
+    if (job->kind == JOB_ROUTE || job->kind == JOB_EXPIRE) {
+        const bindlog_event *e = &job->one_ev;
+        int rc = job->kind == JOB_ROUTE
+                     ? bindlog_route(st->db, e->key, job->now_ms, &job->policy, e->session_id,
+                                     e->origin, e->origin_len, &job->route)
+                     : bindlog_expire(st->db, job->cutoff_ms, job->prefix, job->dry_run,
+                                      &job->count);
+        if (rc < 0)
+            job_error(job, rc);
+        else
+            job->rc = rc;
+        return;
+    }
     if (job->kind == JOB_IMPORT) {
         int rc = bindlog_import_entries(st->db, job->entries, job->n, job->results, job->codes,
                                         NULL, NULL);
@@ -605,6 +632,67 @@ napi_value bn_write_invalidate(napi_env env, napi_callback_info info)
 napi_value bn_write_unbind(napi_env env, napi_callback_info info)
 {
     return key_reason(env, info, BINDLOG_EVENT_UNBIND, "unbind", "unbindSync");
+}
+
+/* A time or duration index.js has checked (a non-negative safe integer). */
+static int64_t arg_ms(bn_args *a, napi_value v, const char *what)
+{
+    return (int64_t)bn_arg_u64(a, v, what);
+}
+
+/* route(key, nowMs, mode, idleMs, dailyBoundaryMs, freshSessionId, origin?):
+ * index.js has turned the options into these (route.js, routeArgs). */
+napi_value bn_write_route(napi_env env, napi_callback_info info)
+{
+    size_t argc = 7;
+    napi_value argv[7];
+    bn_args a;
+    int present;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_job *job = calloc(1, sizeof(*job));
+    bn_job tmp;
+    bn_job *j = job != NULL ? job : &tmp;
+    memset(&tmp, 0, sizeof tmp);
+    if (job != NULL) {
+        job->kind = JOB_ROUTE;
+        atomic_init(&job->cancel, 0);
+    }
+    bn_args_init(&a, env, CALL("route"));
+    j->one_ev.key = bn_arg_str(&a, ARG(0), "key", 0);
+    j->now_ms = arg_ms(&a, ARG(1), "now");
+    j->policy.mode = (int)bn_arg_u64(&a, ARG(2), "mode");
+    j->policy.idle_ms = arg_ms(&a, ARG(3), "idleMs");
+    j->policy.daily_boundary_ms = arg_ms(&a, ARG(4), "dailyBoundaryMs");
+    j->one_ev.session_id = bn_arg_str(&a, ARG(5), "freshSessionId", 0);
+    bn_arg_bytes(&a, ARG(6), "origin", &j->one_ev.origin, &j->one_ev.origin_len, &present);
+    return finish(env, info, st, &a, job);
+}
+
+/* expire(cutoffMs, prefix?, dryRun): index.js computed the cut-off
+ * (route.js, expireArgs); resolves the count. */
+napi_value bn_write_expire(napi_env env, napi_callback_info info)
+{
+    size_t argc = 3;
+    napi_value argv[3];
+    bn_args a;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    bn_job *job = calloc(1, sizeof(*job));
+    bn_job tmp;
+    bn_job *j = job != NULL ? job : &tmp;
+    memset(&tmp, 0, sizeof tmp);
+    if (job != NULL) {
+        job->kind = JOB_EXPIRE;
+        atomic_init(&job->cancel, 0);
+    }
+    bn_args_init(&a, env, CALL("expire"));
+    j->cutoff_ms = arg_ms(&a, ARG(0), "cutoffMs");
+    j->prefix = bn_arg_str(&a, ARG(1), "prefix", 1);
+    j->dry_run = bn_arg_bool(&a, ARG(2), "dryRun");
+    return finish(env, info, st, &a, job);
 }
 
 /* applyBatch(events): each event is the array index.js makes of it:

@@ -40,7 +40,7 @@ step "tarball: $(basename "$tgz")"
 tar tzf "$tgz" | sort >"$work/contents"
 echo "$(wc -l <"$work/contents") files; library sources vendored:"
 grep -c '^package/deps/bindlog/src/' "$work/contents" | sed 's/^/  /'
-for need in package/package.json package/binding.gyp package/index.js package/index.mjs \
+for need in package/package.json package/binding.gyp package/index.js package/index.mjs package/route.js \
     package/index.d.ts package/src/addon.c package/scripts/build.js package/scripts/sources.js \
     package/deps/bindlog/include/bindlog.h package/deps/bindlog/src/core/api.c \
     package/deps/bindlog/src/lmdb/store.c package/deps/bindlog/src/maint/replay.c \

@@ -177,7 +177,7 @@ test('reads: get, session, history and log return plain values; unknown is null'
     assert.equal(s.headLsn, 4);
     assert.equal(s.liveBindings, 1);
     assert.equal(s.bindings, 2);
-    assert.deepEqual(s.applied, { bind: 2, newSession: 1, split: 0, invalidate: 0, unbind: 1 });
+    assert.deepEqual(s.applied, { bind: 2, newSession: 1, split: 0, invalidate: 0, unbind: 1, route: 0 });
     assert.equal(s.durability, 'none');
     assert.match(store.digest(), /^[0-9a-f]{32}$/);
     assert.match(bindlog.version, /^\d+\.\d+\.\d+$/);

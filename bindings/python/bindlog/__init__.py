@@ -45,6 +45,7 @@ from .errors import (
     VersionMismatch,
 )
 from .maint import vacuum
+from .route import ResetMode, ResetPolicy, RouteOutcome, RouteResult, daily_boundary_ms
 from .snapshot import Snapshot
 from .store import Store, library_version
 from .types import (
@@ -105,6 +106,11 @@ __all__ = [
     "ImportEntry",
     "ImportOutcome",
     "Result",
+    "ResetMode",
+    "ResetPolicy",
+    "RouteOutcome",
+    "RouteResult",
+    "daily_boundary_ms",
     "Binding",
     "Session",
     "Record",

@@ -72,7 +72,11 @@ EVENT_NEW_SESSION = 2
 EVENT_SPLIT = 3
 EVENT_INVALIDATE = 4
 EVENT_UNBIND = 5
-EVENT_COUNT = 6
+EVENT_ROUTE = 6
+EVENT_COUNT = 7
+
+ROUTED, CREATED, RESET = 4, 5, 6
+RESET_NONE, RESET_IDLE, RESET_DAILY, RESET_BOTH, RESET_DAILY_AND_IDLE = 0, 1, 2, 3, 4
 
 DURABILITY_FULL = 0
 DURABILITY_NORMAL = 1
@@ -133,6 +137,7 @@ class bindlog_binding(Structure):
         ("lsn", c_uint64),
         ("updated_ms", c_int64),
         ("key", c_char * (KEY_MAX + 1)),
+        ("last_activity_ms", c_int64),
     ]
 
 
@@ -203,6 +208,26 @@ class bindlog_stats(Structure):
         ("checkpoint_lsn", c_uint64),
         ("log_size", c_uint64),
         ("log_used", c_uint64),
+    ]
+
+
+class bindlog_policy(Structure):
+    _fields_ = [
+        ("mode", c_int),
+        ("idle_ms", c_int64),
+        ("daily_boundary_ms", c_int64),
+    ]
+
+
+class bindlog_route_result(Structure):
+    _fields_ = [
+        ("outcome", c_int),
+        ("reason", c_int),
+        ("lsn", c_uint64),
+        ("generation", c_uint64),
+        ("last_activity_ms", c_int64),
+        ("session_id", c_char * (ID_MAX + 1)),
+        ("previous_id", c_char * (ID_MAX + 1)),
     ]
 
 
@@ -294,6 +319,8 @@ STRUCTS = {
         bindlog_lsn_range,
         bindlog_recover_report,
         bindlog_upgrade_report,
+        bindlog_policy,
+        bindlog_route_result,
     )
 }
 
@@ -333,6 +360,12 @@ _REQUIRED = {
         c_int,
         [_h, POINTER(bindlog_event), c_size_t, POINTER(bindlog_result), POINTER(c_int), c_void_p],
     ),
+    "bindlog_route": (
+        c_int,
+        [_h, c_char_p, c_int64, POINTER(bindlog_policy), c_char_p, c_char_p, c_size_t,
+         POINTER(bindlog_route_result)],
+    ),
+    "bindlog_expire": (c_int, [_h, c_int64, c_char_p, c_int, POINTER(c_uint64)]),
     "bindlog_get": (c_int, [_h, c_char_p, POINTER(bindlog_binding)]),
     "bindlog_session_get": (
         c_int,

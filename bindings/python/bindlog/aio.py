@@ -52,6 +52,7 @@ from ._pool import WriterPool
 from ._args import Clock, PathLike, Progress
 from .errors import InvalidArgument, StoreClosed, quote
 from .snapshot import Snapshot
+from .route import Duration, ModeName, Now, ResetMode, ResetPolicy, RouteResult, TimeZone
 from .store import WAIT_SLICE_MS, Store
 from .types import (
     ANY_GENERATION,
@@ -211,7 +212,8 @@ class AsyncStore:
     instead); use it with ``async with`` or ``await store.close()``.
 
     Awaitable: :meth:`bind`, :meth:`new_session`, :meth:`split`,
-    :meth:`invalidate`, :meth:`unbind`, :meth:`apply_batch`, :meth:`wait`,
+    :meth:`invalidate`, :meth:`unbind`, :meth:`apply_batch`, :meth:`route`,
+    :meth:`expire`, :meth:`wait`,
     and the maintenance calls :meth:`check`, :meth:`replay`,
     :meth:`compact`, :meth:`export`, :meth:`import_`.  Synchronous: the
     reads.  :meth:`follow` is an async iterator.
@@ -554,6 +556,47 @@ class AsyncStore:
         returns ALREADY).  StoreClosed after :meth:`close`."""
         store = self._check()
         return await self._queue_write(store._prep_key_event("unbind", key, reason))
+
+    async def route(
+        self,
+        key: Text,
+        *,
+        now: Optional[Now] = None,
+        policy: Optional[ResetPolicy] = None,
+        mode: Optional[Union[ModeName, ResetMode]] = None,
+        idle: Optional[Duration] = None,
+        at_hour: Optional[int] = None,
+        tz: TimeZone = None,
+        daily_boundary_ms: Optional[int] = None,
+        fresh_session_id: Optional[Text] = None,
+        origin: Optional[Origin] = None,
+    ) -> RouteResult:
+        """Route one inbound message of `key` (see :meth:`Store.route`):
+        ROUTED, CREATED or RESET, with the session the message goes to.
+
+        A coroutine: the arguments and the policy are checked on the loop
+        (a bad one raises before anything is queued); the call runs on one
+        of the store's writer threads, so concurrent routes share the
+        library's group commits, and of several routes of one key at a
+        boundary exactly one RESETs.  StoreClosed after :meth:`close`."""
+        store = self._check()
+        call = store._prep_route(key, now, policy, mode, idle, at_hour, tz, daily_boundary_ms,
+                                 fresh_session_id, origin)
+        return await self._submit(store._route, call)
+
+    async def expire(
+        self,
+        idle: Optional[Duration] = None,
+        *,
+        before: Optional[Now] = None,
+        prefix: Optional[Text] = None,
+        dry_run: bool = False,
+        now: Optional[Now] = None,
+    ) -> int:
+        """Unbind idle keys (see :meth:`Store.expire`) on a writer thread;
+        returns the count (with ``dry_run=True``, the count that would go)."""
+        store = self._check()
+        return await self._submit(store._expire, *store._prep_expire(idle, before, prefix, dry_run, now))
 
     async def apply_batch(self, events: Sequence[Event]) -> List[Result]:
         """Apply `events` in order in one write transaction, each seeing the

@@ -66,9 +66,11 @@ class Snapshot:
         )
 
     def _last_upto(self, key: Text) -> Optional[Record]:
-        """The key's last record with lsn <= head_lsn, or None when it had
-        none; NotFound when that record may have been compacted away."""
-        recs: List[Record] = [r for r in self._live().history(key) if r.lsn <= self.head_lsn]
+        """The key's last record with lsn <= head_lsn that changed its
+        binding (a ROUTE record only moves its last activity), or None when
+        it had none; NotFound when that record may have been compacted away."""
+        recs = [r for r in self._live().history(key)
+                if r.lsn <= self.head_lsn and r.type is not EventType.ROUTE]
         if recs:
             return recs[-1]  # every record in (base, head] is retained
         base = self._base()
@@ -77,7 +79,11 @@ class Snapshot:
         return None
 
     def get(self, key: Text) -> Optional[Binding]:
-        """The key's binding as of :attr:`head_lsn`, or None."""
+        """The key's binding as of :attr:`head_lsn`, or None.  Its
+        ``last_activity_ms`` is the key's current one while the binding is
+        unchanged since head_lsn (messages routed since count: a routed
+        message does not change the binding), and 0 when the binding is
+        rebuilt from the log (a key's history holds no ROUTE records)."""
         store = self._live()
         rc, out = store._get(key)
         if int(out.lsn) <= self.head_lsn:  # untouched since (or never bound)
@@ -85,7 +91,10 @@ class Snapshot:
         r = self._last_upto(key)
         if r is None or r.type is EventType.UNBIND:
             return None
-        return Binding(r.key, r.session_id, r.generation, r.lsn, r.time_ms)
+        # last_activity_ms as of head_lsn is not known here: ROUTE records
+        # are not in a key's history (they would make it grow with every
+        # message), so a rebuilt binding reports 0
+        return Binding(r.key, r.session_id, r.generation, r.lsn, r.time_ms, 0)
 
     def generation(self, key: Text) -> int:
         """The key's generation as of :attr:`head_lsn` (0 if never seen)."""

@@ -34,6 +34,8 @@ from .errors import (
     quote,
 )
 from .maint import Maintenance, vacuum
+from . import route as _route
+from .route import Duration, ModeName, Now, ResetMode, ResetPolicy, RouteResult, TimeZone
 from .snapshot import Snapshot
 from .types import (
     ANY_GENERATION,
@@ -261,6 +263,7 @@ class Store(Maintenance):
             if not 0 <= max_readers <= 0xFFFFFFFF:
                 raise InvalidArgument(_ffi.EINVAL, "max_readers is out of range")
             self._clock = None if clock is None else _args.ClockCallback(clock)
+            self._clock_fn = clock
         except InvalidArgument as exc:
             raise exc._in_call("open", p) from None
         self._lib = _ffi.load()
@@ -552,6 +555,160 @@ class Store(Maintenance):
             NotFound: the key was never bound.
         """
         return self._event(*self._prep_key_event("unbind", key, reason))
+
+    # ---- inbound routing ----
+
+    def route(
+        self,
+        key: Text,
+        *,
+        now: Optional[Now] = None,
+        policy: Optional[ResetPolicy] = None,
+        mode: Optional[Union[ModeName, ResetMode]] = None,
+        idle: Optional[Duration] = None,
+        at_hour: Optional[int] = None,
+        tz: TimeZone = None,
+        daily_boundary_ms: Optional[int] = None,
+        fresh_session_id: Optional[Text] = None,
+        origin: Optional[Origin] = None,
+    ) -> RouteResult:
+        """Route one inbound message of `key`: which session does it go to
+        now?  One write transaction reads the key's last activity, decides
+        by the reset policy and records this message's activity
+        (SPEC section 2b):
+
+        * ROUTED: the binding is fresh (or the mode is ``"none"``): the
+          same session; a small ROUTE record sets the last activity to now;
+          generation unchanged, so the key's runs stay current;
+        * CREATED: the key is unbound: `fresh_session_id` is bound (a
+          NEW_SESSION, reason ``"new_session"``);
+        * RESET: the binding is stale by the policy: `fresh_session_id` is
+          bound with the old session as its parent, the old one ends, the
+          generation goes up (runs on the old session get STALE); logged as
+          a NEW_SESSION with reason ``"idle"`` or ``"daily"``, which
+          :meth:`follow` shows like ``/new``.
+
+        Whatever the outcome, this message goes to ``result.session_id``:
+        the message that triggers a reset is the new session's first, never
+        dropped.  Freshness is judged on the activity *before* this message
+        (the later of the key's last routed message and its last binding
+        change), so recording activity never makes a stale session look
+        fresh; concurrent routes of one key at a boundary give exactly one
+        RESET, and all of them land in the new session.
+
+        Args:
+            key: the session key.
+            now: the message's time: ms since the epoch or an aware datetime
+                (None: the store's clock).  A clock that went back is held
+                at the log's last time; last activity never goes backwards.
+            policy: a :class:`ResetPolicy`, or instead the keywords `mode`
+                (``"none"``, the default, ``"idle"``, ``"daily"``,
+                ``"both"``, ``"daily_and_idle"``), `idle` (seconds or a
+                timedelta), `at_hour` and `tz` (the daily boundary computed
+                from `now`, :func:`~bindlog.daily_boundary_ms`) or
+                `daily_boundary_ms` (a boundary you computed).
+            fresh_session_id: the id to bind on CREATED or RESET (it must
+                not exist); None: a new ``uuid4`` string.  Unused when the
+                answer is ROUTED.
+            origin: the new session's origin (CREATED, RESET).
+
+        Raises:
+            TypeError, InvalidArgument: a bad argument or policy (before
+                anything is written).
+            Exists: the fresh session id already exists (CREATED, RESET).
+            ReadOnly: a read-only store.
+        """
+        return self._route(self._prep_route(key, now, policy, mode, idle, at_hour, tz,
+                                            daily_boundary_ms, fresh_session_id, origin))
+
+    def _now_ms(self) -> int:
+        """The store's clock now (the one given to the Store, or the system's)."""
+        fn = self._clock_fn
+        if fn is not None:
+            t = fn()
+            if not isinstance(t, bool) and isinstance(t, int) and t > 0:
+                return t
+        return time.time_ns() // 1_000_000
+
+    def _prep_route(self, key: Text, now: Any, policy: Any, mode: Any, idle: Any, at_hour: Any,
+                    tz: Any, boundary: Any, fresh_session_id: Any, origin: Any) -> "_Call":
+        try:
+            k = _args.key(key)
+            pol = _route.policy_of(policy, mode, idle, at_hour, tz, boundary)
+            # None: the library's clock (0), unless the boundary is computed
+            # here from now, which must then be the same now
+            t = 0 if now is None else _route.now_ms(now)
+            if t == 0 and pol.at_hour is not None and pol.reset_mode.uses_daily:
+                t = self._now_ms()
+            cpol = pol._c(t)
+            fresh = _args.sid(_route.fresh_id(fresh_session_id), "fresh_session_id")
+            org = _args.origin(origin)
+        except InvalidArgument as exc:
+            raise exc._in_call("route", key) from None
+        return (k, t, cpol, fresh, org, len(org) if org else 0)
+
+    def _route(self, call: "_Call") -> RouteResult:
+        k, t, cpol, fresh, org, n = call
+        out = _ffi.bindlog_route_result()
+        with self._token():
+            rc = int(self._lib.bindlog_route(self._handle(), k, t, byref(cpol), fresh, org, n, byref(out)))
+        if rc < 0:
+            raise error_for(rc, "route")
+        return RouteResult._from_c(rc, out)
+
+    def expire(
+        self,
+        idle: Optional[Duration] = None,
+        *,
+        before: Optional[Now] = None,
+        prefix: Optional[Text] = None,
+        dry_run: bool = False,
+        now: Optional[Now] = None,
+    ) -> int:
+        """Unbind every bound key idle for longer than `idle` (its last
+        activity, as :meth:`route` judges it, before ``now - idle``), or
+        with activity before the time `before`; only keys starting with
+        `prefix` when it is given (``"agent:main:cron:"``: finished cron
+        runs).  Each goes as an UNBIND with reason ``"expired"`` (in the
+        change feed: :attr:`Record.expired`), in group commits; a key routed
+        meanwhile stays.  Returns how many keys were unbound, or with
+        ``dry_run=True`` how many would be (nothing is written).
+
+        Raises:
+            TypeError, InvalidArgument: neither or both of `idle` and
+                `before`, a bad duration, time or prefix.
+            ReadOnly: a read-only store (a dry run is fine).
+        """
+        return self._expire(*self._prep_expire(idle, before, prefix, dry_run, now))
+
+    def _prep_expire(self, idle: Any, before: Any, prefix: Any, dry_run: Any,
+                     now: Any) -> Tuple[int, Optional[bytes], bool]:
+        try:
+            if (idle is None) == (before is None):
+                raise InvalidArgument(_ffi.EINVAL, "give idle (a duration) or before (a time), one of them")
+            if before is not None:
+                cutoff = _route.now_ms(before, "before")
+            else:
+                t = self._now_ms() if now is None else _route.now_ms(now)
+                cutoff = max(0, t - _route.idle_ms(idle))
+            pre = None if prefix is None else _args.bytes_of(prefix, "prefix")
+            if pre is not None and len(pre) > _ffi.KEY_MAX:
+                raise InvalidArgument(_ffi.EINVAL, f"prefix is {len(pre)} bytes, longer than {_ffi.KEY_MAX}")
+            if pre is not None and b"\0" in pre:
+                raise InvalidArgument(_ffi.EINVAL, "prefix contains a NUL byte")
+            if not isinstance(dry_run, bool):
+                raise TypeError(f"dry_run must be a bool, not {type(dry_run).__name__}")
+        except InvalidArgument as exc:
+            raise exc._in_call("expire", prefix) from None
+        return cutoff, pre, dry_run
+
+    def _expire(self, cutoff: int, prefix: Optional[bytes], dry_run: bool) -> int:
+        count = c_uint64()
+        with self._token():
+            rc = int(self._lib.bindlog_expire(self._handle(), cutoff, prefix, 1 if dry_run else 0, byref(count)))
+        if rc < 0:
+            raise error_for(rc, "expire")
+        return int(count.value)
 
     def apply_batch(self, events: Sequence[Event]) -> List[Result]:
         """Apply `events` in order in one write transaction, each seeing the

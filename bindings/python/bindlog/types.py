@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Literal, Optional, Tuple, TypedDict, Union
 
 from . import _ffi
+from .route import ResetMode
 
 __all__ = [
     "ANY_GENERATION",
@@ -80,6 +81,10 @@ class EventType(enum.IntEnum):
     SPLIT = _ffi.EVENT_SPLIT
     INVALIDATE = _ffi.EVENT_INVALIDATE
     UNBIND = _ffi.EVENT_UNBIND
+    #: a routed message on a fresh binding (:meth:`Store.route`'s ROUTED):
+    #: only the key's last activity (the record's time) changes.  Only
+    #: route() writes it; it is not a batch event.
+    ROUTE = _ffi.EVENT_ROUTE
 
 
 def _s(b: bytes) -> str:
@@ -136,6 +141,11 @@ class Binding:
         generation: the key's epoch; never decreases.
         lsn: the last event that changed this binding.
         updated_ms: that event's time, ms since the Unix epoch.
+        last_activity_ms: the time of the key's last routed message
+            (:meth:`Store.route`), 0 if none.  Durable state: only a routed
+            message moves it, never backwards; open, recovery, replay and
+            import keep it.  route() judges freshness by the later of this
+            and `updated_ms`.
     """
 
     key: str
@@ -143,6 +153,7 @@ class Binding:
     generation: int
     lsn: int
     updated_ms: int
+    last_activity_ms: int = 0
 
     @property
     def bound(self) -> bool:
@@ -152,7 +163,7 @@ class Binding:
 
     @classmethod
     def _from_c(cls, b: "_ffi.bindlog_binding") -> "Binding":
-        return cls(_s(b.key), _s(b.session_id), b.generation, b.lsn, b.updated_ms)
+        return cls(_s(b.key), _s(b.session_id), b.generation, b.lsn, b.updated_ms, b.last_activity_ms)
 
 
 @dataclass(frozen=True)
@@ -218,7 +229,8 @@ class Record:
         generation: the key's generation after the event.
         key: the key it touched.
         session_id: the key's binding after the event (SPLIT: the child;
-            UNBIND: the session it ended).
+            UNBIND: the session it ended).  A ROUTE record carries only
+            the key and its time (the key's new last activity).
         other_id: BIND/NEW_SESSION: the previous binding; SPLIT: the parent;
             otherwise ``""``.
         reason: the effective reason (``""`` if none).
@@ -240,6 +252,25 @@ class Record:
         if not self.origin:
             return None
         return json.loads(self.origin.decode("utf-8"))
+
+    @property
+    def reset_reason(self) -> Optional[ResetMode]:
+        """:attr:`ResetMode.IDLE` or :attr:`ResetMode.DAILY` for an automatic
+        reset (the NEW_SESSION of :meth:`Store.route`'s RESET, logged with
+        reason ``"idle"`` or ``"daily"``: the same value as that call's
+        ``RouteResult.reason``), else None.  A gateway's hook that saves a
+        session's context before it is reset watches for it in
+        :meth:`Store.follow`: ``other_id`` is the session that ended,
+        ``session_id`` the new one."""
+        if self.type is EventType.NEW_SESSION and self.reason in ("idle", "daily"):
+            return ResetMode.IDLE if self.reason == "idle" else ResetMode.DAILY
+        return None
+
+    @property
+    def expired(self) -> bool:
+        """True for an UNBIND made by :meth:`Store.expire` (reason
+        ``"expired"``): ``session_id`` is the session that ended."""
+        return self.type is EventType.UNBIND and self.reason == "expired"
 
 
 @dataclass(frozen=True)

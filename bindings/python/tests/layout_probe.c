@@ -47,6 +47,21 @@ int main(void)
     F(bindlog_binding, lsn);
     F(bindlog_binding, updated_ms);
     F(bindlog_binding, key);
+    F(bindlog_binding, last_activity_ms);
+
+    S(bindlog_policy);
+    F(bindlog_policy, mode);
+    F(bindlog_policy, idle_ms);
+    F(bindlog_policy, daily_boundary_ms);
+
+    S(bindlog_route_result);
+    F(bindlog_route_result, outcome);
+    F(bindlog_route_result, reason);
+    F(bindlog_route_result, lsn);
+    F(bindlog_route_result, generation);
+    F(bindlog_route_result, last_activity_ms);
+    F(bindlog_route_result, session_id);
+    F(bindlog_route_result, previous_id);
 
     S(bindlog_session);
     F(bindlog_session, session_id);

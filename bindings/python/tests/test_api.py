@@ -172,7 +172,7 @@ class Reads(StoreTestCase):
         self.assertEqual((st.bindings, st.live_bindings, st.sessions, st.live_sessions),
                          (5, 5, 8, 5))
         self.assertEqual(st.applied, {"bind": 5, "new_session": 1, "split": 2,
-                                      "invalidate": 0, "unbind": 0})
+                                      "invalidate": 0, "unbind": 0, "route": 0})
         self.assertEqual((st.head_lsn, st.log_records, st.base_lsn), (8, 8, 0))
         self.assertEqual(st.durability, "none")
         self.assertGreaterEqual(st.format_version, 1)

@@ -2,8 +2,10 @@
 // README.md and docs/node.md type-checks against index.d.ts under --strict,
 // and each misuse marked @ts-expect-error is refused, so the declarations
 // are neither missing nor too loose.
-import { Store, ANY_GENERATION, BindlogError, StoreClosedError, parseSessionsJson, version } from 'bindlog';
-import type { Result, Binding, Session, LogRecord, Stats, Outcome, BatchEvent, ImportEntry } from 'bindlog';
+import { Store, ANY_GENERATION, BindlogError, StoreClosedError, parseSessionsJson, version,
+    dailyBoundaryMs, policyFromOpenClaw, policyFromHermes } from 'bindlog';
+import type { Result, Binding, Session, LogRecord, Stats, Outcome, BatchEvent, ImportEntry,
+    RouteResult, RouteOutcome, ResetPolicy } from 'bindlog';
 
 async function gateway(dir: string): Promise<void> {
     const store: Store = Store.open(dir, { durability: 'full', writerThreads: 8 });
@@ -94,3 +96,34 @@ async function gateway(dir: string): Promise<void> {
 }
 
 void gateway;
+
+async function routing(store: Store): Promise<void> {
+    const key = 'agent:main:telegram:dm:1';
+    const r: RouteResult = await store.route(key, { mode: 'idle', idleMs: 3_600_000, origin: { chat: 1 } });
+    const o: RouteOutcome = r.outcome;
+    const why: 'idle' | 'daily' | null = r.reason;
+    const s2: RouteResult = store.routeSync(key, {
+        mode: 'dailyAndIdle', idleMs: 60_000, atHour: 4, timeZone: 'Europe/Berlin', now: new Date(),
+        freshSessionId: 'x',
+    });
+    const pol: ResetPolicy = policyFromOpenClaw({ mode: 'daily', atHour: 4, idleMinutes: 30 });
+    await store.route(key, { ...pol, ...policyFromHermes({ mode: 'none' }) });
+    const n: number = await store.expire({ idleMs: 1000, prefix: 'agent:main:cron:', dryRun: true });
+    const m: number = store.expireSync({ before: Date.now() });
+    const at: number = dailyBoundaryMs(4, 'America/New_York', Date.now()) + dailyBoundaryMs(4);
+    const last: number | undefined = store.get(key)?.lastActivityMs;
+    console.log(o, why, s2.previousId, n, m, at, last, s2.lastActivityMs);
+    // @ts-expect-error no such mode
+    await store.route(key, { mode: 'weekly' });
+    // @ts-expect-error idle is in milliseconds: idleMs
+    await store.route(key, { mode: 'idle', idle: 5 });
+    // @ts-expect-error route outcomes are three strings
+    const bad: RouteOutcome = 'applied';
+    // @ts-expect-error expire needs its options
+    await store.expire();
+    // @ts-expect-error OpenClaw modes are daily and idle
+    policyFromOpenClaw({ mode: 'both' });
+    console.log(bad);
+}
+
+void routing;
