@@ -274,13 +274,16 @@ static int on_meta(void *ctx, const unsigned char *k, size_t kn, const unsigned 
             return bad_meta("base_time", vn);
         in->base_time = (int64_t)bl_get64(v);
     } else if (meta_is(k, kn, "counts")) {
-        if (vn != F1_COUNTS)
+        /* format 3 with routes: 8 more bytes, the applied ROUTE count */
+        if (vn != F1_COUNTS && vn != F1_COUNTS + 8)
             return bad_meta("counts", vn);
         memcpy(in->counts, v, F1_COUNTS);
+        in->routes = vn > F1_COUNTS ? bl_get64(v + F1_COUNTS) : 0;
     } else if (meta_is(k, kn, "base_counts")) {
-        if (vn != F1_COUNTS)
+        if (vn != F1_COUNTS && vn != F1_COUNTS + 8)
             return bad_meta("base_counts", vn);
         memcpy(in->base_counts, v, F1_COUNTS);
+        in->base_routes = vn > F1_COUNTS ? bl_get64(v + F1_COUNTS) : 0;
     }
     return 0;
 }
