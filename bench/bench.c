@@ -17,10 +17,10 @@
  *   --seconds S time budget of each timed measurement (default 1.5; --quick 0.3)
  *   --seed N    workload seed (default 42)
  *   --only G,.. run only these groups (for profiling): fsync lmdb full1
- *               fresh1 sqlite1 full16 sqlite16 full64 sqlite64 normal1 sqlnormal1
- *               none1 off1 batchfull json bulk wake etcd, and maint (the
- *               check/replay/export/import rows alone, on their own store:
- *               bulk runs them too)
+ *               fresh1 sqlite1 full16 sqlite16 full64 sqlite64 fresh16 fresh64
+ *               normal1 sqlnormal1 none1 off1 batchfull json bulk wake etcd, and
+ *               maint (the check/replay/export/import rows alone, on their
+ *               own store: bulk runs them too)
  *   --etcd      also measure the etcd backend (docs/scale-out.md): a raw etcd
  *               client doing the same Txns (the ceiling), bindlog on etcd://
  *               with 1 and with 16 writers, on a 1-member and a 3-member
@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -97,6 +98,8 @@ enum {
     M_SQ16,
     M_BL64,
     M_SQ64,
+    M_BLFRESH16,
+    M_BLFRESH64,
     M_BLNORMAL1,
     M_SQNORMAL1,
     M_BLNONE1,
@@ -138,6 +141,10 @@ typedef struct meas {
     uint64_t events, errors, mismatches;
     double per_commit; /* events per commit (bindlog), 0 unknown */
     double cpu_secs;   /* CPU time of the measuring threads (user + system) */
+    /* The whole process over a writers' window (getrusage): CPU time of
+     * every thread (the checkpointer's too) and context switches
+     * (voluntary and not), per event; <0 not measured. */
+    double proc_cpu_us, csw; /* 0: not measured */
     char note[112];
 } meas;
 
@@ -152,6 +159,10 @@ static meas M[M_COUNT] = {
     [M_SQ16] = {.id = "sqlite_full_16", .label = "SQLite WAL FULL, 16 writers", .unit = "events"},
     [M_BL64] = {.id = "bindlog_full_64", .label = "bindlog FULL, 64 writers", .unit = "events"},
     [M_SQ64] = {.id = "sqlite_full_64", .label = "SQLite WAL FULL, 64 writers", .unit = "events"},
+    [M_BLFRESH16] = {.id = "bindlog_full_16_fresh", .label = "bindlog FULL, 16 writers, fresh store",
+                     .unit = "events"},
+    [M_BLFRESH64] = {.id = "bindlog_full_64_fresh", .label = "bindlog FULL, 64 writers, fresh store",
+                     .unit = "events"},
     [M_BLNORMAL1] = {.id = "bindlog_normal_1", .label = "bindlog NORMAL, 1 writer", .unit = "events"},
     [M_SQNORMAL1] = {.id = "sqlite_normal_1", .label = "SQLite WAL NORMAL, 1 writer", .unit = "events"},
     [M_BLNONE1] = {.id = "bindlog_none_1", .label = "bindlog NONE, 1 writer", .unit = "events"},
@@ -207,8 +218,8 @@ static int g_failed; /* a store error or an outcome mismatch happened */
 uint64_t bench_deadline_ns;
 
 /* --only: is group `g` selected?  Groups: fsync lmdb full1 fresh1 sqlite1 full16
- * sqlite16 full64 sqlite64 normal1 sqlnormal1 none1 off1 batchfull json bulk
- * wake; and maint: the maintenance rows alone (bulk runs them too). */
+ * sqlite16 full64 sqlite64 fresh16 fresh64 normal1 sqlnormal1 none1 off1 batchfull
+ * json bulk wake; and maint: the maintenance rows alone (bulk runs them too). */
 static int want(const cfg *c, const char *g)
 {
     if (c->only == NULL)
@@ -241,6 +252,17 @@ static double thread_cpu(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The process's CPU seconds (every thread, user + system) and context
+ * switches (voluntary and involuntary) so far. */
+static void proc_usage(double *cpu, double *csw)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    *csw = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
 }
 
 /* Rate per CPU-second: on a shared machine, the figure other processes'
@@ -365,6 +387,8 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
     r.t0 = now_ns();
     r.deadline = r.t0 + (uint64_t)(budget * 1e9);
     bench_deadline_ns = r.deadline;
+    double cpu0, csw0, cpu1, csw1;
+    proc_usage(&cpu0, &csw0);
     pthread_barrier_wait(&r.go);
 
     uint64_t t_end = r.t0, total = 0;
@@ -374,6 +398,7 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
             t_end = k[t].t_end;
         total += k[t].done;
     }
+    proc_usage(&cpu1, &csw1);
     bench_deadline_ns = 0;
     uint64_t *all = malloc((total ? total : 1) * sizeof(uint64_t));
     size_t n = 0;
@@ -391,6 +416,10 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
         free(k[t].lat);
     }
     m->events = total;
+    if (total > 0) {
+        m->proc_cpu_us = (cpu1 - cpu0) * 1e6 / (double)total;
+        m->csw = (csw1 - csw0) / (double)total;
+    }
     m->secs = (double)(t_end - r.t0) / 1e9;
     m->rate = m->secs > 0 ? (double)total / m->secs : 0;
     percentiles(all, n, &m->p50_us, &m->p99_us);
@@ -517,6 +546,43 @@ static void measure_bindlog(const cfg *c, meas *m, const workload *w, int durabi
     if (durability == BINDLOG_DURABILITY_NONE && m->note[0] != '\0' && !m->errors)
         snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "; %.1fk/CPU-s",
                  per_cpu(m) / 1e3);
+    bindlog_close(h);
+    if (!c->keep)
+        rm_tree(dir);
+}
+
+/* `threads` FULL writers on a store made by the measurement: created by
+ * a FULL open, the setup applied through the same handle (apply_batch,
+ * untimed), and the writers start at once, on the log's first lap while
+ * its ring is still being zero-filled and the store's first checkpoints
+ * grow data.mdb.  measure_bindlog's store was closed and opened again
+ * (its ring filled, its map grown) before its writers start. */
+static void measure_bindlog_fresh(const cfg *c, meas *m, const workload *w, int threads,
+                                  double budget, const char *name)
+{
+    char dir[4096];
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *h = NULL;
+    uint64_t mism = 0;
+    int rc;
+
+    sub(dir, sizeof dir, c, name);
+    rm_tree(dir);
+    o.durability = BINDLOG_DURABILITY_FULL;
+    if ((rc = bindlog_open(&h, dir, &o)) != 0 ||
+        (rc = apply_batches(h, w, w->setup, w->nkeys, &mism)) != 0 || mism) {
+        fprintf(stderr, "bindlog-bench: setting up %s: %s\n", dir,
+                rc ? bindlog_strerror(rc) : "unexpected outcomes");
+        bindlog_close(h);
+        m->na = "setup failed";
+        g_failed = 1;
+        return;
+    }
+    bindlog_stats before;
+    memset(&before, 0, sizeof before);
+    bindlog_stats_get(h, &before);
+    run_writers(m, &bl_contender, h, w, threads, budget);
+    note_group(m, h, &before);
     bindlog_close(h);
     if (!c->keep)
         rm_tree(dir);
@@ -1674,6 +1740,10 @@ static ratio R[] = {
     {"first_write_ms", "first write ms, bulk store (median)", M_FIRST_WRITE, -1, 2, 1, 0, 0, 0},
     {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0, 0},
     {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 20, 0, 0, 0, 0},
+    {"fresh16_over_sqlite16", "FULL x16 fresh store / SQLite x16", M_BLFRESH16, M_SQ16, 8, 0, 0,
+     0, 0},
+    {"fresh64_over_sqlite64", "FULL x64 fresh store / SQLite x64", M_BLFRESH64, M_SQ64, 20, 0, 0,
+     0, 0},
     {"normal1_over_sqlitenormal1", "NORMAL x1 / SQLite NORMAL x1", M_BLNORMAL1, M_SQNORMAL1,
      1.5, 0, 0, 0, 0},
     {"none1_over_sqliteoff1", "NONE x1 / SQLite OFF x1", M_BLNONE1, M_SQOFF1, 3, 0, 0, 0, 0},
@@ -1798,7 +1868,7 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("dir: %s\n\n", c->root);
     printf("%-3s %-40s %10s %10s %10s  %s\n", "#", "measurement", "per second", "p50", "p99",
            "notes");
-    static const int item[M_COUNT] = {1, 2, 3, 3, 4, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
+    static const int item[M_COUNT] = {1, 2, 3, 3, 4, 5, 5, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
                                       8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9};
     for (int i = 0; i < M_COUNT; i++) {
         const meas *m = &M[i];
@@ -1812,8 +1882,11 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
         fmt_rate(a, sizeof a, m->rate);
         fmt_lat(b, sizeof b, m->p50_us);
         fmt_lat(d, sizeof d, m->p99_us);
-        printf("%-3d %-40s %10s %10s %10s  %s%s%" PRIu64 " %s in %.1f s\n", item[i], m->label, a,
-               b, d, m->note, m->note[0] ? "; " : "", m->events, m->unit, m->secs);
+        char u[64] = "";
+        if (m->proc_cpu_us > 0)
+            snprintf(u, sizeof u, "; %.1f us CPU, %.2f cs per event", m->proc_cpu_us, m->csw);
+        printf("%-3d %-40s %10s %10s %10s  %s%s%" PRIu64 " %s in %.1f s%s\n", item[i], m->label,
+               a, b, d, m->note, m->note[0] ? "; " : "", m->events, m->unit, m->secs, u);
     }
     char s1[96], s2[96], s3[96], s4[96];
     fmt_bytes_per(s1, sizeof s1, S.events > 0, S.file_before, S.live_bindings, "n/a");
@@ -1932,6 +2005,8 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
             json_num("events_per_commit", m->per_commit, m->per_commit > 0, 0);
             json_num("cpu_seconds", m->cpu_secs, m->cpu_secs > 0, 0);
             json_num("per_cpu_second", per_cpu(m), m->cpu_secs > 0, 0);
+            json_num("process_cpu_us_per_event", m->proc_cpu_us, m->proc_cpu_us > 0, 0);
+            json_num("context_switches_per_event", m->csw, m->proc_cpu_us > 0, 0);
             json_str("note", m->note, 1);
         }
         printf("}%s", i + 1 < M_COUNT ? "," : "");
@@ -2087,6 +2162,14 @@ int main(int argc, char **argv)
     if (want(&c, "full64")) {
         progress(&c, "5. bindlog FULL, 64 writers");
         measure_bindlog(&c, &M[M_BL64], &w, BINDLOG_DURABILITY_FULL, 64, t, "bl-full-64");
+    }
+    if (want(&c, "fresh16")) {
+        progress(&c, "5. bindlog FULL, 16 writers, a fresh store");
+        measure_bindlog_fresh(&c, &M[M_BLFRESH16], &w, 16, t, "bl-full-16-fresh");
+    }
+    if (want(&c, "fresh64")) {
+        progress(&c, "5. bindlog FULL, 64 writers, a fresh store");
+        measure_bindlog_fresh(&c, &M[M_BLFRESH64], &w, 64, t, "bl-full-64-fresh");
     }
     if (want(&c, "sqlite64")) {
         progress(&c, "5. SQLite FULL, 64 writers");
