@@ -426,7 +426,7 @@ static void run_writers_from(meas *m, const contender *c, void *shared, const wo
         for (uint64_t i = 0; i < k[t].done && (at += k[t].lat[i]) <= 500000000u; i++)
             early++;
     }
-    m->early_rate = early / 0.5;
+    m->early_rate = budget >= 1.0 ? (double)early / 0.5 : 0; /* a short window: none */
     uint64_t *all = malloc((total ? total : 1) * sizeof(uint64_t));
     size_t n = 0;
     int first_err = 0;
@@ -577,7 +577,7 @@ static void measure_bindlog(const cfg *c, meas *m, const workload *w, int durabi
     run_writers(m, &bl_contender, h, w, threads, budget);
     note_group(m, h, &before);
     size_t len = strlen(m->note);
-    if (threads > 1 && !m->errors && len + 40 < sizeof m->note)
+    if (threads > 1 && !m->errors && m->early_rate > 0 && len + 40 < sizeof m->note)
         snprintf(m->note + len, sizeof m->note - len, "%sfirst 0.5 s %.1fk/s", len ? "; " : "",
                  m->early_rate / 1e3);
     if (durability == BINDLOG_DURABILITY_NONE && m->note[0] != '\0' && !m->errors)
@@ -618,7 +618,7 @@ static void measure_bindlog_fresh(const cfg *c, meas *m, const workload *w, int 
     run_writers_from(m, &bl_contender, h, w, threads, budget, 1);
     note_group(m, h, &before);
     size_t len = strlen(m->note);
-    if (!m->errors && len + 40 < sizeof m->note)
+    if (!m->errors && m->early_rate > 0 && len + 40 < sizeof m->note)
         snprintf(m->note + len, sizeof m->note - len, "%sfirst 0.5 s %.1fk/s", len ? "; " : "",
                  m->early_rate / 1e3);
     bindlog_close(h);
