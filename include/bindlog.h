@@ -657,9 +657,11 @@ BINDLOG_API int bindlog_route(bindlog *s, const char *key, int64_t now_ms,
  * routed meanwhile stays).  With `dry_run` non-zero nothing is written and
  * `*count` says how many keys would go.  `count` may be NULL.
  *
- * @return 0, BINDLOG_EINVAL (NULL handle, a prefix over BINDLOG_KEY_MAX
- *   bytes), BINDLOG_EREADONLY (not for a dry run), or a storage error:
- *   keys unbound before it stay unbound and are counted.  Thread-safe.
+ * @return 0, BINDLOG_EINVAL (NULL handle, cutoff_ms <= 0, a prefix over
+ *   BINDLOG_KEY_MAX bytes), BINDLOG_EREADONLY (not for a dry run), or a
+ *   storage error: keys unbound in group commits before it stay unbound and
+ *   are counted in *count.  Thread-safe; each UNBIND counts in the
+ *   statistics like a bindlog_unbind() call.
  */
 BINDLOG_API int bindlog_expire(bindlog *s, int64_t cutoff_ms, const char *prefix, int dry_run,
                                uint64_t *count);
