@@ -10,7 +10,8 @@
  *    holder killed with SIGKILL leaves it to the next locker with
  *    owner_died set, exclusion holds between processes,
  *    and a lock not made consistent is reported again;
- *  - reserving space, temporary files, random bytes, the flush;
+ *  - reserving space, temporary files, random bytes, the flush (and
+ *    bindlog_fsync, the same flush on the public API);
  *  - a lock of an open file description survives the close of another
  *    descriptor of its file, and conflicts with another description of the
  *    same process.
@@ -35,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bindlog.h"
 #include "platform/platform.h"
 #include "testutil.h"
 
@@ -313,6 +315,38 @@ static void platform__an_fdlock_outlives_the_other_descriptors(void **state)
     free(dir);
 }
 
+/* bindlog_fsync, the platform's flush for programs on the public API (the
+ * CLI's export): a file and a directory flush; what cannot be flushed (a
+ * pipe, no descriptor) is BINDLOG_EINVAL with a message. */
+static void platform__bindlog_fsync_flushes_files_and_directories(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("plat-fsync");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/export", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "stream", 6), 6);
+    assert_int_equal(bindlog_fsync(fd), 0);
+    assert_string_equal(bindlog_last_error(), "");
+    close(fd);
+    int dfd = open(dir, O_RDONLY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    assert_int_equal(bindlog_fsync(dfd), 0);
+    close(dfd);
+
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(bindlog_fsync(p[1]), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "fsync"));
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(bindlog_fsync(-1), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "negative"));
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +356,7 @@ int main(void)
         cmocka_unit_test(platform__the_lock_excludes_other_processes),
         cmocka_unit_test(platform__files_random_and_flush),
         cmocka_unit_test(platform__an_fdlock_outlives_the_other_descriptors),
+        cmocka_unit_test(platform__bindlog_fsync_flushes_files_and_directories),
     };
     print_message("platform layer: %s\n", bl_plat_name());
     return cmocka_run_group_tests(tests, NULL, NULL);
