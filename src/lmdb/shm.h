@@ -25,11 +25,12 @@
  * lock on a byte far beyond anything LMDB uses on Linux, a flock
  * elsewhere; never a process's fcntl lock, which any close of data.mdb in
  * the process would drop), which a process holds for as long as it has
- * the store open -- shared, or exclusive while it rebuilds bindlog.shm.  data.mdb cannot be removed or replaced without destroying
- * the store, so a deleted or replaced bindlog.shm makes a newcomer refuse
- * (BINDLOG_EBUSY), never rebuild beside a live writer; the processes that
- * still map the removed file notice at their next commit (the file's link
- * count) and fail it with a clear error.
+ * the store open -- shared, or exclusive while it rebuilds bindlog.shm.
+ * data.mdb cannot be removed or replaced without destroying the store, so
+ * a deleted or replaced bindlog.shm makes a newcomer refuse (BINDLOG_EBUSY),
+ * never rebuild beside a live writer; the processes that still map the
+ * removed file notice at their next commit (the file's link count) and
+ * fail it with a clear error.
  *
  * The layout is this library version's own: processes of one store must
  * run the same library version (the version field refuses others).

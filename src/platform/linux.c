@@ -57,7 +57,10 @@ int bl_plat_fdlock(int fd, off_t byte, int type, int wait)
     return bl_plat_fb_fcntl_lock(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, byte, 1, type);
 }
 
-int bl_plat_fdlock_held(int fd, off_t byte) { return bl_plat_fb_fcntl_held(fd, F_OFD_GETLK, byte, 1); }
+int bl_plat_fdlock_held(int fd, off_t byte)
+{
+    return bl_plat_fb_fcntl_held(fd, F_OFD_GETLK, byte, 1);
+}
 
 int bl_plat_xlock_init(bl_plat_xlock *l, uint32_t byte)
 {
