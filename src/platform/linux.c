@@ -49,7 +49,7 @@ void bl_plat_wake_all(_Atomic uint32_t *word) { futex(word, FUTEX_WAKE, INT_MAX,
 /* Without OFD locks there would be only the process's fcntl locks, which
  * any close of the file drops: refuse to build rather than fall back. */
 #ifndef F_OFD_SETLK
-#error "bindlog needs OFD locks (F_OFD_SETLK: Linux 3.15, glibc 2.20, musl 1.1.5)"
+#error "bindlog needs OFD locks (F_OFD_SETLK: Linux 3.15 with glibc 2.20, or musl)"
 #endif
 
 int bl_plat_fdlock(int fd, off_t byte, int type, int wait)
