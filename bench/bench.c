@@ -18,7 +18,9 @@
  *   --seed N    workload seed (default 42)
  *   --only G,.. run only these groups (for profiling): fsync lmdb full1
  *               fresh1 sqlite1 full16 sqlite16 full64 sqlite64 normal1 sqlnormal1
- *               none1 off1 batchfull json bulk wake etcd, and maint (the
+ *               none1 off1 batchfull json bulk wake etcd, route (bindlog_route
+ *               x1/x16 at FULL against pure splits and SQLite's read-decide-
+ *               update, on streams of their own), and maint (the
  *               check/replay/export/import rows alone, on their own store:
  *               bulk runs them too)
  *   --etcd      also measure the etcd backend (docs/scale-out.md): a raw etcd
@@ -115,6 +117,13 @@ enum {
     M_REPLAY,
     M_EXPORT,
     M_IMPORT,
+    /* ---- routing: inbound messages (all fresh) vs compression splits */
+    M_ROUTE1,
+    M_ROUTE16,
+    M_SPLIT1,
+    M_SPLIT16,
+    M_SQROUTE1,
+    M_SQROUTE16,
     /* ---- etcd (--etcd): per cluster, raw client, bindlog x1, bindlog x16 */
     M_EX_1,
     M_EB1_1,
@@ -171,6 +180,14 @@ static meas M[M_COUNT] = {
     [M_REPLAY] = {.id = "replay", .label = "bindlog_replay", .unit = "records"},
     [M_EXPORT] = {.id = "export", .label = "bindlog_export", .unit = "records"},
     [M_IMPORT] = {.id = "import", .label = "bindlog_import (full stream)", .unit = "records"},
+    [M_ROUTE1] = {.id = "route_full_1", .label = "bindlog_route FULL, 1 writer", .unit = "events"},
+    [M_ROUTE16] = {.id = "route_full_16", .label = "bindlog_route FULL, 16 writers", .unit = "events"},
+    [M_SPLIT1] = {.id = "split_full_1", .label = "bindlog_split FULL, 1 writer", .unit = "events"},
+    [M_SPLIT16] = {.id = "split_full_16", .label = "bindlog_split FULL, 16 writers", .unit = "events"},
+    [M_SQROUTE1] = {.id = "sqlite_route_full_1", .label = "SQLite route txn FULL, 1 writer",
+                    .unit = "events"},
+    [M_SQROUTE16] = {.id = "sqlite_route_full_16", .label = "SQLite route txn FULL, 16 writers",
+                     .unit = "events"},
     [M_EX_1] = {.id = "etcd1_raw_1", .label = "etcd 1-member: raw client, 1 writer", .unit = "events"},
     [M_EB1_1] = {.id = "etcd1_bindlog_1", .label = "etcd 1-member: bindlog, 1 writer", .unit = "events"},
     [M_EB16_1] = {.id = "etcd1_bindlog_16", .label = "etcd 1-member: bindlog, 16 writers", .unit = "events"},
@@ -1694,6 +1711,13 @@ static ratio R[] = {
     {"replay_records_per_s", "replay records/s", M_REPLAY, -1, 1e6, 0, 0, 0, 0},
     {"export_records_per_s", "export records/s", M_EXPORT, -1, 1e6, 0, 0, 0, 0},
     {"import_records_per_s", "import records/s", M_IMPORT, -1, 1e6, 0, 0, 0, 0},
+    /* issue 24: a routed message costs no more than a split */
+    {"route1_over_split1", "route x1 / split x1, FULL", M_ROUTE1, M_SPLIT1, 1.0, 0, 0, 0, 0},
+    {"route16_over_split16", "route x16 / split x16, FULL", M_ROUTE16, M_SPLIT16, 1.0, 0, 0, 0,
+     0},
+    {"route1_over_sqlite1", "route x1 / SQLite route x1", M_ROUTE1, M_SQROUTE1, 1.1, 0, 0, 0, 0},
+    {"route16_over_sqlite16", "route x16 / SQLite route x16", M_ROUTE16, M_SQROUTE16, 8, 0, 0, 0,
+     0},
     /* context, no target */
     {"full1_over_json1k", "FULL x1 / JSON 1k", M_BL1, M_JSON1K, 0, 0, 0, 0, 0},
     {"normal1_over_full1", "NORMAL x1 / FULL x1", M_BLNORMAL1, M_BL1, 0, 0, 0, 0, 0},
@@ -1799,7 +1823,8 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("%-3s %-40s %10s %10s %10s  %s\n", "#", "measurement", "per second", "p50", "p99",
            "notes");
     static const int item[M_COUNT] = {1, 2, 3, 3, 4, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
-                                      8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9};
+                                      8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 10, 10, 10, 10, 10, 10,
+                                      9, 9, 9, 9, 9, 9};
     for (int i = 0; i < M_COUNT; i++) {
         const meas *m = &M[i];
         if (i >= M_EX_1 && !c->etcd)
@@ -2127,6 +2152,31 @@ int main(int argc, char **argv)
         measure_json(&c, &M[M_JSON1K], &w1k, t, "json-1k");
         progress(&c, "7. JSON rewrite, 10,000 keys");
         measure_json(&c, &M[M_JSON10K], &w, t, "json-10k");
+    }
+    if (want(&c, "route")) {
+        /* streams of their own over the same keys and setup; enough events
+         * for the budget at any plausible rate */
+        workload wr, wsp;
+        size_t rn = c.events < 400000 ? c.events : 400000;
+        if (wl_derive_route(&w, rn, c.seed, &wr) != 0 ||
+            wl_derive_splits(&w, rn, c.seed, &wsp) != 0) {
+            fprintf(stderr, "bindlog-bench: out of memory\n");
+            return 1;
+        }
+        progress(&c, "route: bindlog_route FULL, 1 writer");
+        measure_bindlog(&c, &M[M_ROUTE1], &wr, BINDLOG_DURABILITY_FULL, 1, t, "bl-route-1");
+        progress(&c, "route: bindlog_split FULL, 1 writer");
+        measure_bindlog(&c, &M[M_SPLIT1], &wsp, BINDLOG_DURABILITY_FULL, 1, t, "bl-split-1");
+        progress(&c, "route: SQLite route transaction FULL, 1 writer");
+        measure_sqlite(&c, &M[M_SQROUTE1], &wr, "FULL", 1, t, "sq-route-1");
+        progress(&c, "route: bindlog_route FULL, 16 writers");
+        measure_bindlog(&c, &M[M_ROUTE16], &wr, BINDLOG_DURABILITY_FULL, 16, t, "bl-route-16");
+        progress(&c, "route: bindlog_split FULL, 16 writers");
+        measure_bindlog(&c, &M[M_SPLIT16], &wsp, BINDLOG_DURABILITY_FULL, 16, t, "bl-split-16");
+        progress(&c, "route: SQLite route transaction FULL, 16 writers");
+        measure_sqlite(&c, &M[M_SQROUTE16], &wr, "FULL", 16, t, "sq-route-16");
+        wl_free_derived(&wr);
+        wl_free_derived(&wsp);
     }
     if (want(&c, "bulk"))
         bulk_store(&c, &w);

@@ -73,6 +73,22 @@ static inline const char *wl_id(const workload *w, uint32_t i)
     return i == WL_NO_SESSION ? "" : w->ids + (size_t)i * WL_ID_SLOT;
 }
 
+/*
+ * Streams for the routing rows, over `base`'s keys and setup (shared, not
+ * owned: free with wl_free_derived, and free base after):
+ *  - wl_derive_route: n inbound messages, keys round-robin, each a ROUTE
+ *    (bindlog_route, idle policy WL_ROUTE_IDLE_MS, a new fresh id each)
+ *    predicted BINDLOG_ROUTED: the keys were bound by the setup moments
+ *    before, so every session is fresh (the hot path);
+ *  - wl_derive_splits: n compression splits, keys round-robin, each key's
+ *    chain from its setup session on (parent = the key's previous child,
+ *    run generation ANY, the parent's origin copied), predicted APPLIED.
+ */
+#define WL_ROUTE_IDLE_MS (24 * 3600 * 1000LL)
+int wl_derive_route(const workload *base, size_t n, uint64_t seed, workload *out);
+int wl_derive_splits(const workload *base, size_t n, uint64_t seed, workload *out);
+void wl_free_derived(workload *d);
+
 /* The public bindlog_event for a stream event. */
 void wl_to_bindlog(const workload *w, const wl_event *e, bindlog_event *out);
 

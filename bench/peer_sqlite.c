@@ -17,6 +17,10 @@
  *   BIND / NEW_SESSION / INVALIDATE: read the binding, apply the contract's
  *           checks in order, insert the log record, create / reopen / end
  *           sessions, upsert the binding with generation + 1
+ *   ROUTE:  read the binding with its last activity, decide freshness by
+ *           the idle policy; fresh: insert a ROUTE log record and set the
+ *           activity; stale or unbound: a NEW_SESSION (reason idle) as above,
+ *           then set the activity (bindlog_route's read-decide-update)
  *   COMMIT (or ROLLBACK for a refused event, which writes nothing)
  *
  * The LSN is max(lsn) + 1 inside the write transaction (dense), and the
@@ -48,6 +52,8 @@ enum {
     S_END_SESSION,
     S_REOPEN,
     S_INVALIDATE,
+    S_GET_ROUTE,
+    S_SET_ACTIVITY,
     S_COUNT
 };
 
@@ -59,7 +65,8 @@ static const char *const sql[S_COUNT] = {
     [S_GET_SESSION] = "SELECT key, ended_lsn FROM sessions WHERE id = ?1",
     [S_HEAD] = "SELECT lsn, time_ms FROM log ORDER BY lsn DESC LIMIT 1",
     [S_INS_LOG] = "INSERT INTO log VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    [S_PUT_BINDING] = "INSERT INTO bindings VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(key) DO "
+    [S_PUT_BINDING] = "INSERT INTO bindings (key, session_id, generation, lsn, updated_ms) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(key) DO "
                       "UPDATE SET session_id = excluded.session_id, generation = "
                       "excluded.generation, lsn = excluded.lsn, updated_ms = excluded.updated_ms",
     [S_SPLIT_CAS] = "UPDATE bindings SET session_id = ?1, lsn = ?2, updated_ms = ?3 "
@@ -74,12 +81,16 @@ static const char *const sql[S_COUNT] = {
                  "origin = coalesce(?3, origin) WHERE id = ?1",
     [S_INVALIDATE] = "UPDATE bindings SET generation = generation + 1, lsn = ?2, updated_ms = ?3 "
                      "WHERE key = ?1",
+    [S_GET_ROUTE] = "SELECT session_id, generation, max(updated_ms, last_activity_ms) "
+                    "FROM bindings WHERE key = ?1",
+    [S_SET_ACTIVITY] = "UPDATE bindings SET last_activity_ms = max(last_activity_ms, ?2) "
+                       "WHERE key = ?1",
 };
 
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS bindings (key TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
-    "  generation INTEGER NOT NULL, lsn INTEGER NOT NULL, updated_ms INTEGER NOT NULL) "
-    "  WITHOUT ROWID;"
+    "  generation INTEGER NOT NULL, lsn INTEGER NOT NULL, updated_ms INTEGER NOT NULL, "
+    "  last_activity_ms INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, key TEXT NOT NULL, "
     "  parent_id TEXT NOT NULL, created_lsn INTEGER NOT NULL, created_ms INTEGER NOT NULL, "
     "  ended_lsn INTEGER NOT NULL, ended_ms INTEGER NOT NULL, end_reason TEXT NOT NULL, "
@@ -464,6 +475,44 @@ static int sq_invalidate(sq_conn *c, const char *key, const char *reason)
     return run(c, S_INVALIDATE) == 0 ? BINDLOG_APPLIED : BINDLOG_EIO;
 }
 
+/* bindlog_route's read-decide-update, in the caller's transaction. */
+static int sq_route(sq_conn *c, const char *key, const char *fresh, const void *org, size_t olen)
+{
+    char cur[BINDLOG_ID_MAX + 1] = "";
+    int64_t gen = 0, active = 0, lsn, t;
+    sqlite3_stmt *s = c->st[S_GET_ROUTE];
+    int rc;
+
+    btext(s, 1, key);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *x = sqlite3_column_text(s, 0);
+        snprintf(cur, sizeof cur, "%s", x ? (const char *)x : "");
+        gen = sqlite3_column_int64(s, 1);
+        active = sqlite3_column_int64(s, 2);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE || next_lsn(c, &lsn, &t) != 0)
+        return BINDLOG_EIO;
+    int bound = cur[0] != '\0';
+    if (bound && (strcmp(cur, fresh) == 0 || t - active <= WL_ROUTE_IDLE_MS)) {
+        if (ins_log(c, lsn, BINDLOG_EVENT_ROUTE, t, key, "", "", "", gen, NULL, 0))
+            return BINDLOG_EIO;
+        rc = BINDLOG_ROUTED;
+    } else {
+        rc = sq_new(c, key, fresh, bound ? "idle" : "new_session", org, olen);
+        if (rc != BINDLOG_APPLIED)
+            return rc;
+        rc = bound ? BINDLOG_RESET : BINDLOG_CREATED;
+    }
+    s = c->st[S_SET_ACTIVITY];
+    btext(s, 1, key);
+    sqlite3_bind_int64(s, 2, t);
+    return run(c, S_SET_ACTIVITY) == 0 ? rc : BINDLOG_EIO;
+}
+
 static int sq_apply(void *tctx, const workload *w, const wl_event *e)
 {
     sq_conn *c = tctx;
@@ -490,13 +539,17 @@ static int sq_apply(void *tctx, const workload *w, const wl_event *e)
     case BINDLOG_EVENT_INVALIDATE:
         rc = sq_invalidate(c, key, e->reason);
         break;
+    case BINDLOG_EVENT_ROUTE:
+        rc = sq_route(c, key, wl_id(w, e->sid), org, olen);
+        break;
     default:
         rc = BINDLOG_EINVAL;
         break;
     }
     if (c->outer)
         return rc;
-    if (rc == BINDLOG_APPLIED) {
+    if (rc == BINDLOG_APPLIED || rc == BINDLOG_ROUTED || rc == BINDLOG_CREATED ||
+        rc == BINDLOG_RESET) {
         if (run(c, S_COMMIT) != 0) {
             run(c, S_ROLLBACK);
             return BINDLOG_EIO;

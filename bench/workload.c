@@ -221,6 +221,75 @@ int wl_generate(workload *w, uint32_t nkeys, size_t n, uint64_t seed)
     return 0;
 }
 
+/* A derived stream: base's keys, origins and setup, its own ids (base's
+ * first, then one new id per event) and events. */
+static int derive(const workload *base, size_t n, workload *out)
+{
+    *out = *base;
+    out->n = n;
+    out->ids = malloc(((size_t)base->nids + n) * WL_ID_SLOT);
+    out->ev = calloc(n ? n : 1, sizeof(wl_event));
+    memset(out->kinds, 0, sizeof(out->kinds));
+    if (out->ids == NULL || out->ev == NULL) {
+        free(out->ids);
+        free(out->ev);
+        memset(out, 0, sizeof(*out));
+        return -1;
+    }
+    memcpy(out->ids, base->ids, (size_t)base->nids * WL_ID_SLOT);
+    return 0;
+}
+
+int wl_derive_route(const workload *base, size_t n, uint64_t seed, workload *out)
+{
+    if (derive(base, n, out) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        wl_event *e = &out->ev[i];
+        e->type = BINDLOG_EVENT_ROUTE;
+        e->outcome = BINDLOG_ROUTED;
+        e->kind = WL_K_FIRST;
+        e->key = (uint32_t)(i % base->nkeys);
+        e->sid = new_id(out, seed ^ 0x52u);
+        e->other = WL_NO_SESSION;
+        e->gen = 0;
+    }
+    return 0;
+}
+
+int wl_derive_splits(const workload *base, size_t n, uint64_t seed, workload *out)
+{
+    if (derive(base, n, out) != 0)
+        return -1;
+    uint32_t *cur = malloc((size_t)base->nkeys * sizeof(uint32_t));
+    if (cur == NULL) {
+        wl_free_derived(out);
+        return -1;
+    }
+    for (uint32_t k = 0; k < base->nkeys; k++)
+        cur[k] = base->setup[k].sid;
+    for (size_t i = 0; i < n; i++) {
+        wl_event *e = &out->ev[i];
+        uint32_t k = (uint32_t)(i % base->nkeys);
+        e->type = BINDLOG_EVENT_SPLIT;
+        e->outcome = BINDLOG_APPLIED;
+        e->kind = WL_K_SPLIT;
+        e->key = k;
+        e->other = cur[k];
+        e->sid = cur[k] = new_id(out, seed ^ 0x53u);
+        e->gen = BINDLOG_ANY_GENERATION;
+    }
+    free(cur);
+    return 0;
+}
+
+void wl_free_derived(workload *d)
+{
+    free(d->ids);
+    free(d->ev);
+    memset(d, 0, sizeof(*d));
+}
+
 void wl_free(workload *w)
 {
     if (w->keys)
@@ -287,6 +356,11 @@ int wl_apply_bindlog(bindlog *s, const workload *w, const wl_event *e)
         return bindlog_invalidate(s, key, e->reason, NULL);
     case BINDLOG_EVENT_UNBIND:
         return bindlog_unbind(s, key, e->reason, NULL);
+    case BINDLOG_EVENT_ROUTE: {
+        /* an inbound message: the clock's now, an idle policy, a new id */
+        bindlog_policy p = {BINDLOG_RESET_IDLE, WL_ROUTE_IDLE_MS, 0};
+        return bindlog_route(s, key, 0, &p, wl_id(w, e->sid), org, olen, NULL);
+    }
     default:
         return BINDLOG_EINVAL;
     }

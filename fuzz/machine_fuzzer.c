@@ -19,7 +19,11 @@
  * bytes; batches through bindlog_apply_batch, including events with fields
  * their type does not take, bad types, and batches that fail half way;
  * close and reopen (sometimes with a tiny map, so the map has to grow);
- * writes through a read-only handle; the wall clock moving forward and back.
+ * writes through a read-only handle; the wall clock moving forward and back;
+ * bindlog_route with every reset mode, bad policies and fresh ids, and
+ * bindlog_expire under prefixes (SPEC 2b), against the model's own reading
+ * (last activity, ROUTE records, resets and expiry UNBINDs in the log and
+ * the digest).
  *
  * One store directory per process (made on the first input, removed at
  * exit), wiped before every input so inputs stay independent and the
@@ -399,6 +403,9 @@ static void check_get(bindlog *h, const fm_model *m, const char *key)
         die("get '%.40s': binding differs", key);
     if (rc == 0 && (out.lsn != b->lsn || out.updated_ms != b->updated_ms))
         die("get '%.40s': lsn/time differ", key);
+    if (out.last_activity_ms != (b ? b->last_activity_ms : 0))
+        die("get '%.40s': last activity: store %lld, model %lld", key,
+            (long long)out.last_activity_ms, (long long)(b ? b->last_activity_ms : 0));
 }
 
 static void check_session_get(bindlog *h, const fm_model *m, const char *id)
@@ -439,7 +446,8 @@ static void check_all(bindlog *h, fm_model *m)
             die("bindings: store has more than the model's %zu", m->nb);
         const fm_binding *mb = &m->b[i];
         if (strcmp(b.key, mb->key) || strcmp(b.session_id, mb->sid) ||
-            b.generation != mb->generation || b.lsn != mb->lsn || b.updated_ms != mb->updated_ms)
+            b.generation != mb->generation || b.lsn != mb->lsn || b.updated_ms != mb->updated_ms ||
+            b.last_activity_ms != mb->last_activity_ms)
             die("binding %zu ('%.40s') differs", i, mb->key);
     }
     if (rc != 0 || i != m->nb)
@@ -617,6 +625,82 @@ static void op_read_only(rd *r, bindlog *h, fm_model *m)
     bindlog_close(ro);
 }
 
+/* bindlog_route with a policy of any mode (some invalid), idle times
+ * around the clock's steps, daily boundaries behind the clock (or bad),
+ * and a fresh id from the pool (new, taken, the key's own, invalid). */
+static void op_route(rd *r, bindlog *h, fm_model *m)
+{
+    char kb[ARG], ib[ARG];
+    const char *key = choose_key(r, kb);
+    const char *fresh = choose_id(r, m, key, ib);
+    unsigned c = u8(r), x = u8(r), y = u8(r);
+    bindlog_policy p = {(int)(c % 6), (int64_t)(x % 16) * 2000 + (x & 0x10),
+                        g_clock - (int64_t)(y % 16) * 1000};
+    if ((c & 0xe0) == 0xe0)
+        p.idle_ms = -(int64_t)(x % 3); /* 0 or negative */
+    if (p.daily_boundary_ms < 0)
+        p.daily_boundary_ms = 0;
+    if ((y & 0x70) == 0x70)
+        p.daily_boundary_ms = -1;
+    if (c % 6 == 5)
+        p.mode = 5 + (int)(x % 3); /* not a mode */
+    const bindlog_policy *pp = (c & 0x31) == 0x31 ? NULL : &p;
+    const char *fr = (y & 0x83) == 0x83 ? NULL : fresh;
+    bindlog_route_result got, want;
+    memset(&got, 0, sizeof got);
+    int rc = bindlog_route(h, key, g_clock, pp, fr, NULL, 0, &got);
+    int mrc = fm_route(m, key, g_clock, pp, fr, &want);
+    if (g_trace)
+        fprintf(stderr, "op %u: route key '%.30s' fresh '%.30s' mode %d idle %lld -> %s\n", g_op,
+                key, fr ? fr : "-", pp ? pp->mode : -1, (long long)p.idle_ms,
+                bindlog_code_name(rc));
+    if (rc != mrc)
+        die("route '%.40s': store %s (%s), model %s", key, bindlog_code_name(rc),
+            bindlog_last_error(), bindlog_code_name(mrc));
+    if (rc >= 0 && (got.outcome != want.outcome || got.reason != want.reason ||
+                    got.lsn != want.lsn || got.generation != want.generation ||
+                    got.last_activity_ms != want.last_activity_ms ||
+                    strcmp(got.session_id, want.session_id) != 0 ||
+                    strcmp(got.previous_id, want.previous_id) != 0))
+        die("route '%.40s': result differs (store %d reason %d lsn %llu gen %llu act %lld "
+            "sid '%s' prev '%s'; model %d reason %d lsn %llu gen %llu act %lld sid '%s' prev '%s')",
+            key, got.outcome, got.reason, (unsigned long long)got.lsn,
+            (unsigned long long)got.generation, (long long)got.last_activity_ms, got.session_id,
+            got.previous_id, want.outcome, want.reason, (unsigned long long)want.lsn,
+            (unsigned long long)want.generation, (long long)want.last_activity_ms,
+            want.session_id, want.previous_id);
+    if (u8(r) % 4 == 0)
+        check_get(h, m, key);
+}
+
+/* bindlog_expire with a cut-off somewhere behind the clock (or bad), a
+ * prefix cut from a key, sometimes a dry run. */
+static void op_expire(rd *r, bindlog *h, fm_model *m)
+{
+    char kb[ARG];
+    unsigned c = u8(r), x = u8(r);
+    const char *key = choose_key(r, kb);
+    size_t cut = x % 24;
+    if (cut < strlen(kb))
+        kb[cut] = '\0';
+    const char *prefix = (c & 0x0c) == 0x0c ? NULL : key;
+    int64_t cutoff = g_clock - (int64_t)(x >> 3) * 60000;
+    if ((c & 0x70) == 0x70 || cutoff < 0)
+        cutoff = 0;
+    int dry = (c & 1) != 0;
+    uint64_t got = 0, want = 0;
+    int rc = bindlog_expire(h, cutoff, prefix, dry, &got);
+    int mrc = fm_expire(m, g_clock, cutoff, prefix, dry, &want);
+    if (g_trace)
+        fprintf(stderr, "op %u: expire prefix '%.30s' cutoff %lld dry %d -> %s %llu\n", g_op,
+                prefix ? prefix : "-", (long long)cutoff, dry, bindlog_code_name(rc),
+                (unsigned long long)got);
+    if (rc != mrc || (rc == 0 && got != want))
+        die("expire: store %s %llu (%s), model %s %llu", bindlog_code_name(rc),
+            (unsigned long long)got, bindlog_last_error(), bindlog_code_name(mrc),
+            (unsigned long long)want);
+}
+
 static void op_reads(rd *r, bindlog *h, fm_model *m)
 {
     char buf[ARG];
@@ -652,7 +736,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h = open_store(&r, 0);
 
     for (g_op = 0; r.i < r.n && g_op < MAX_OPS; g_op++) {
-        unsigned op = u8(&r) % 16;
+        unsigned op = u8(&r) % 19;
         switch (op) {
         case 0: case 1: case 2:
             op_event(&r, h, &m, BINDLOG_EVENT_BIND);
@@ -685,6 +769,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 14:
             op_read_only(&r, h, &m);
             break;
+        case 16: case 17:
+            op_route(&r, h, &m);
+            break;
+        case 18:
+            op_expire(&r, h, &m);
+            break;
         default:
             op_reads(&r, h, &m);
             break;
@@ -692,6 +782,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_digest(h, &m);
     }
     check_all(h, &m);
+    /* replay equality: the log re-derives the state, last activity included */
+    bindlog_check_report rep;
+    int crc = bindlog_check(h, &rep, NULL, NULL);
+    if (crc != 0 || rep.problems != 0 ||
+        memcmp(rep.state_digest, rep.replay_digest, BINDLOG_DIGEST_SIZE) != 0)
+        die("check after the program: %s, %llu problems: %s", bindlog_code_name(crc),
+            (unsigned long long)rep.problems, rep.message);
     bindlog_close(h);
     fm_free(&m);
     return 0;

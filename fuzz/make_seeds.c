@@ -162,9 +162,9 @@ static void record_seeds(void)
     put_file("record", "short", example, 59);
 
     /* state values */
-    bl_bval bv = {"A", 1, 5, 9, 1767225600000};
+    bl_bval bv = {"A", 1, 5, 9, 1767225600000, 0};
     put_file("record", "bval", buf, bl_bval_encode(&bv, buf, sizeof(buf)));
-    bl_bval tomb = {"", 0, 6, 10, 1767225600001};
+    bl_bval tomb = {"", 0, 6, 10, 1767225600001, 0};
     put_file("record", "bval-tombstone", buf, bl_bval_encode(&tomb, buf, sizeof(buf)));
     bl_sval sv = {k, strlen(k), "A", 1, 3, 0, 1767225600000, 0, "", 0, "{}", 2};
     put_file("record", "sval", buf, bl_sval_encode(&sv, buf, sizeof(buf)));

@@ -399,6 +399,114 @@ static int apply_valid(fm_model *m, const bindlog_event *ev, int64_t now, bindlo
     return BINDLOG_APPLIED;
 }
 
+/* The activity a reset policy judges: the later of the last routed
+ * message and the last change of the binding. */
+static int64_t activity(const fm_binding *b)
+{
+    return b->last_activity_ms > b->updated_ms ? b->last_activity_ms : b->updated_ms;
+}
+
+int fm_route(fm_model *m, const char *key, int64_t now, const bindlog_policy *p,
+             const char *fresh, bindlog_route_result *out)
+{
+    if (p == NULL || p->mode < BINDLOG_RESET_NONE || p->mode > BINDLOG_RESET_DAILY_AND_IDLE)
+        return BINDLOG_EINVAL;
+    int uses_idle = p->mode == BINDLOG_RESET_IDLE || p->mode == BINDLOG_RESET_BOTH ||
+                    p->mode == BINDLOG_RESET_DAILY_AND_IDLE;
+    int uses_daily = p->mode == BINDLOG_RESET_DAILY || p->mode == BINDLOG_RESET_BOTH ||
+                     p->mode == BINDLOG_RESET_DAILY_AND_IDLE;
+    if ((uses_idle && p->idle_ms <= 0) || (uses_daily && p->daily_boundary_ms < 0) ||
+        fresh == NULL || now < 0)
+        return BINDLOG_EINVAL;
+    /* the key and the fresh id follow the rules of a NEW_SESSION */
+    bindlog_event ne = {BINDLOG_EVENT_NEW_SESSION, key, fresh, NULL, 0, NULL, NULL, 0};
+    if (fm_check_event(&ne) != 0)
+        return BINDLOG_EINVAL;
+
+    int64_t t = now < m->head_time ? m->head_time : now;
+    fm_binding *b = binding(m, key);
+    int64_t before = b ? b->last_activity_ms : 0;
+    int bound = b != NULL && b->sid[0] != '\0';
+    int idle = 0, daily = 0, stale = 0;
+    if (bound) {
+        int64_t a = activity(b);
+        idle = t - a > p->idle_ms;
+        daily = a < p->daily_boundary_ms;
+        switch (p->mode) {
+        case BINDLOG_RESET_IDLE: stale = idle; break;
+        case BINDLOG_RESET_DAILY: stale = daily; break;
+        case BINDLOG_RESET_BOTH: stale = idle || daily; break;
+        case BINDLOG_RESET_DAILY_AND_IDLE: stale = idle && daily; break;
+        default: stale = 0; break;
+        }
+    }
+    if (out != NULL)
+        memset(out, 0, sizeof(*out));
+    if (bound && (strcmp(b->sid, fresh) == 0 || !stale)) {
+        log_add(m, BINDLOG_EVENT_ROUTE, key, b->generation, "", "", "", t);
+        if (t > b->last_activity_ms)
+            b->last_activity_ms = t;
+        if (out != NULL) {
+            out->outcome = BINDLOG_ROUTED;
+            out->lsn = m->head_lsn;
+            out->generation = b->generation;
+            out->last_activity_ms = before;
+            memcpy(out->session_id, b->sid, b->sid_len + 1);
+        }
+        return BINDLOG_ROUTED;
+    }
+    int why = !bound ? BINDLOG_RESET_NONE : daily && (p->mode != BINDLOG_RESET_IDLE)
+                                                ? BINDLOG_RESET_DAILY
+                                                : BINDLOG_RESET_IDLE;
+    char prev[BINDLOG_ID_MAX + 1] = "";
+    if (bound)
+        memcpy(prev, b->sid, b->sid_len + 1);
+    ne.reason = !bound ? "new_session" : why == BINDLOG_RESET_DAILY ? "daily" : "idle";
+    bindlog_result res;
+    int rc = apply_valid(m, &ne, now, &res);
+    if (rc != BINDLOG_APPLIED)
+        return rc; /* EEXIST: the fresh id is taken */
+    b = binding(m, key); /* apply_valid may have moved the array */
+    if (t > b->last_activity_ms)
+        b->last_activity_ms = t;
+    if (out != NULL) {
+        out->outcome = bound ? BINDLOG_RESET : BINDLOG_CREATED;
+        out->reason = why;
+        out->lsn = res.lsn;
+        out->generation = res.generation;
+        out->last_activity_ms = before;
+        memcpy(out->session_id, res.session_id, sizeof(out->session_id));
+        memcpy(out->previous_id, prev, sizeof(prev));
+    }
+    return bound ? BINDLOG_RESET : BINDLOG_CREATED;
+}
+
+int fm_expire(fm_model *m, int64_t now, int64_t cutoff, const char *prefix, int dry_run,
+              uint64_t *count)
+{
+    size_t plen = prefix ? strlen(prefix) : 0;
+    *count = 0;
+    if (cutoff <= 0 || plen > BINDLOG_KEY_MAX)
+        return BINDLOG_EINVAL;
+    fm_sort(m);
+    size_t n = m->nb;
+    char (*keys)[BINDLOG_KEY_MAX + 1] = malloc((n ? n : 1) * sizeof(*keys));
+    ALLOC_OR_DIE(keys);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m->b[i].sid[0] != '\0' && strncmp(m->b[i].key, prefix ? prefix : "", plen) == 0 &&
+            activity(&m->b[i]) < cutoff)
+            memcpy(keys[k++], m->b[i].key, m->b[i].key_len + 1);
+    for (size_t i = 0; !dry_run && i < k; i++) {
+        bindlog_event ue = {BINDLOG_EVENT_UNBIND, keys[i], NULL, NULL, 0, "expired", NULL, 0};
+        if (apply_valid(m, &ue, now, NULL) != BINDLOG_APPLIED)
+            abort(); /* bound a moment ago: the model contradicts itself */
+    }
+    *count = k;
+    free(keys);
+    return 0;
+}
+
 int fm_apply(fm_model *m, const bindlog_event *ev, int64_t now, bindlog_result *out)
 {
     int rc = fm_check_event(ev);
@@ -495,7 +603,8 @@ void fm_digest(const fm_model *cm, unsigned char out[BINDLOG_DIGEST_SIZE])
     XXH3_128bits_reset(st);
     for (size_t i = 0; i < m->nb; i++) {
         const fm_binding *b = &m->b[i];
-        bl_bval v = {b->sid, b->sid_len, b->generation, b->lsn, b->updated_ms};
+        bl_bval v = {b->sid, b->sid_len, b->generation, b->lsn, b->updated_ms,
+                     b->last_activity_ms};
         size_t n = bl_bval_encode(&v, buf, BL_RECORD_MAX);
         if (n == 0)
             abort();

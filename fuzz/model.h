@@ -28,6 +28,7 @@ typedef struct fm_binding {
     size_t sid_len;
     uint64_t generation, lsn;
     int64_t updated_ms;
+    int64_t last_activity_ms; /* last routed message, 0 = none (fm_route) */
 } fm_binding;
 
 typedef struct fm_session {
@@ -95,6 +96,27 @@ int fm_check_event(const bindlog_event *ev);
  */
 int fm_apply_batch(fm_model *m, const bindlog_event *ev, size_t n, int64_t now,
                    bindlog_result *out, size_t *err_index);
+
+/*
+ * bindlog_route(key, now, policy, fresh, no origin) as SPEC 2b reads: the
+ * key's activity before this message (the later of its last routed message
+ * and its last binding change) judged by the policy at the event's time;
+ * bound and fresh (or bound to fresh, or mode none): ROUTED, a ROUTE record
+ * and the activity set; unbound: CREATED, stale: RESET, both a NEW_SESSION
+ * (reason "new_session", or "idle"/"daily") that sets the activity.
+ * Returns the outcome or the error; *out filled for an outcome.
+ */
+int fm_route(fm_model *m, const char *key, int64_t now, const bindlog_policy *policy,
+             const char *fresh, bindlog_route_result *out);
+
+/*
+ * bindlog_expire(cutoff, prefix): every bound key under prefix whose
+ * activity is before cutoff is UNBOUND with reason "expired", in key order
+ * (the library's iteration order), at time now.  Returns 0 or EINVAL;
+ * *count gets how many (or would, with dry_run).  Sorts the model.
+ */
+int fm_expire(fm_model *m, int64_t now, int64_t cutoff, const char *prefix, int dry_run,
+              uint64_t *count);
 
 /* Lookups.  NULL when absent.  key/id are NUL-terminated. */
 const fm_binding *fm_binding_get(const fm_model *m, const char *key);

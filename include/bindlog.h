@@ -124,7 +124,12 @@ BINDLOG_API const char *bindlog_version(void);
  */
 #define BINDLOG_STALE 2   /**< run_generation is not the key's current one */
 #define BINDLOG_MOVED 3   /**< key not bound to the session the caller expected */
-#define BINDLOG_OUTCOME_COUNT 4
+#define BINDLOG_OUTCOME_COUNT 4 /**< outcomes of the events above (batches, statistics) */
+/* bindlog_route() answers with one of its own three, each of which logged
+ * one record (see "Inbound routing"). */
+#define BINDLOG_ROUTED 4  /**< fresh: same session; the message's activity recorded */
+#define BINDLOG_CREATED 5 /**< unbound key: fresh_session_id bound (a NEW_SESSION) */
+#define BINDLOG_RESET 6   /**< stale by policy: fresh_session_id bound, previous ended */
 /**@}*/
 
 /* ------------------------------------------------------------------------ */
@@ -186,10 +191,15 @@ BINDLOG_API const char *bindlog_code_name(int rc);
 #define BINDLOG_EVENT_SPLIT 3
 #define BINDLOG_EVENT_INVALIDATE 4
 #define BINDLOG_EVENT_UNBIND 5
-#define BINDLOG_EVENT_COUNT 6 /**< one past the last type; index 0 is unused */
+/** A routed message on a fresh binding (bindlog_route's ROUTED): records
+ * the key's last activity (the record's time_ms) and nothing else; the
+ * binding, its generation, lsn and updated_ms are unchanged.  Only
+ * bindlog_route() writes it: a batch refuses it with BINDLOG_EINVAL. */
+#define BINDLOG_EVENT_ROUTE 6
+#define BINDLOG_EVENT_COUNT 7 /**< one past the last type; index 0 is unused */
 
 /** Lower-case name of an event type ("bind", "new_session", "split",
- * "invalidate", "unbind"), or "unknown".  Static, never NULL. */
+ * "invalidate", "unbind", "route"), or "unknown".  Static, never NULL. */
 BINDLOG_API const char *bindlog_event_name(int type);
 /**@}*/
 
@@ -402,6 +412,12 @@ typedef struct bindlog_binding {
     uint64_t lsn;                        /**< last event that changed this binding */
     int64_t updated_ms;                  /**< time of that event */
     char key[BINDLOG_KEY_MAX + 1];       /**< the key itself */
+    /** Time of the key's last routed message (bindlog_route), 0 if none.
+     * Durable state: only a routed message moves it, never backwards; open,
+     * recovery, replay, export/import and upgrade keep it exactly.  A
+     * tombstone keeps it too.  bindlog_import_entries sets it to each
+     * entry's time when the entry asks (import-json: updatedAt). */
+    int64_t last_activity_ms;
 } bindlog_binding;
 
 /** A session.  Plain caller-owned value; the origin is copied separately. */
@@ -549,6 +565,99 @@ BINDLOG_API int bindlog_apply_batch(bindlog *s, const bindlog_event *ev, size_t 
 BINDLOG_API int bindlog_apply_each(bindlog *s, const bindlog_event *ev, size_t n,
                                    bindlog_result *out, int *codes,
                                    char (*messages)[BINDLOG_EACH_MESSAGE_MAX]);
+/**@}*/
+
+/* ------------------------------------------------------------------------ */
+/** @name Inbound routing and reset policies
+ *
+ * Which session does an inbound message go to now, given when its key was
+ * last active and the gateway's reset policy?  bindlog_route() answers in
+ * one write, atomically, with the answer logged.  Freshness is judged on
+ * the key's activity *before* this message: the latest of its last routed
+ * message (last_activity_ms) and its last binding change (updated_ms: a
+ * session a gateway bound with /new, /resume or a split counts as active
+ * from then on).  "now" is the event's time: now_ms, or the log's last
+ * time if the caller's clock reads earlier (times never go back along the
+ * log, so neither does last activity).
+ */
+/**@{*/
+#define BINDLOG_RESET_NONE 0           /**< never reset */
+#define BINDLOG_RESET_IDLE 1           /**< stale when now - activity > idle_ms */
+#define BINDLOG_RESET_DAILY 2          /**< stale when activity < daily_boundary_ms */
+#define BINDLOG_RESET_BOTH 3           /**< stale when either is */
+#define BINDLOG_RESET_DAILY_AND_IDLE 4 /**< stale only when both are */
+
+/** A reset policy.  Plain caller-owned value, read during the call only. */
+typedef struct bindlog_policy {
+    int mode;                  /**< BINDLOG_RESET_* */
+    int64_t idle_ms;           /**< IDLE, BOTH, DAILY_AND_IDLE: > 0; else ignored */
+    /** DAILY, BOTH, DAILY_AND_IDLE: the latest daily boundary at or before
+     * now, in the gateway's time zone (the caller computes it; >= 0);
+     * else ignored. */
+    int64_t daily_boundary_ms;
+} bindlog_policy;
+
+/** What bindlog_route() did.  Plain caller-owned value. */
+typedef struct bindlog_route_result {
+    int outcome;                 /**< BINDLOG_ROUTED, _CREATED, _RESET */
+    /** RESET: BINDLOG_RESET_IDLE or BINDLOG_RESET_DAILY (the reason logged:
+     * "idle" or "daily"; DAILY when both hold); else BINDLOG_RESET_NONE. */
+    int reason;
+    uint64_t lsn;                /**< the record written (every outcome writes one) */
+    uint64_t generation;         /**< the key's generation after the call */
+    int64_t last_activity_ms;    /**< the key's last activity before this call; 0 if none */
+    char session_id[BINDLOG_ID_MAX + 1];  /**< where this message goes */
+    char previous_id[BINDLOG_ID_MAX + 1]; /**< RESET: the session that ended; else "" */
+} bindlog_route_result;
+
+/**
+ * Route one inbound message of `key` at `now_ms` (ms since the epoch; 0 =
+ * the handle's clock) under `policy`, in one write:
+ *  - key bound and fresh (or bound to fresh_session_id, or mode NONE):
+ *    ROUTED, a small ROUTE record sets last activity to now; the binding,
+ *    generation and its lsn are unchanged (a run stays current);
+ *  - key never bound or a tombstone: CREATED, a NEW_SESSION binding
+ *    fresh_session_id (reason "new_session");
+ *  - key bound and stale by the policy: RESET, a NEW_SESSION with reason
+ *    "idle" or "daily": fresh_session_id is created with the old session as
+ *    parent, the old one ended, generation + 1 (runs on the old session get
+ *    STALE on their splits).  The change feed shows it like /new.
+ * Either way this message goes to out->session_id, and the key's last
+ * activity is now.  Concurrent routes of one key share group commits and
+ * are decided one after the other: at a boundary exactly one of them
+ * RESETs and the others are ROUTED to the new session.
+ *
+ * `fresh_session_id` is required (a valid session id) even when the answer
+ * turns out ROUTED: pass a new id every call; it is used, and must not
+ * exist (BINDLOG_EEXIST), only for CREATED and RESET.  `origin` (NULL = none)
+ * becomes the new session's origin.  `out` may be NULL.
+ *
+ * @return BINDLOG_ROUTED, BINDLOG_CREATED, BINDLOG_RESET, or BINDLOG_EINVAL
+ *   (NULL key or policy, unknown mode, idle_ms <= 0 or a negative
+ *   daily_boundary_ms for a mode that uses it, negative now_ms, a bad
+ *   fresh id or origin), BINDLOG_EEXIST, and the events' common errors.
+ *   Thread-safe like every write.
+ */
+BINDLOG_API int bindlog_route(bindlog *s, const char *key, int64_t now_ms,
+                              const bindlog_policy *policy, const char *fresh_session_id,
+                              const void *origin, size_t origin_len,
+                              bindlog_route_result *out);
+
+/**
+ * Expiry: UNBIND (reason "expired") every bound key whose activity (the
+ * later of last_activity_ms and updated_ms, as bindlog_route judges it) is
+ * before `cutoff_ms`, limited to keys starting with `prefix` (NULL or "" =
+ * every key).  Keys are found on one snapshot, then unbound in group
+ * commits, each only if it is still idle when its UNBIND is decided (a key
+ * routed meanwhile stays).  With `dry_run` non-zero nothing is written and
+ * `*count` says how many keys would go.  `count` may be NULL.
+ *
+ * @return 0, BINDLOG_EINVAL (NULL handle, a prefix over BINDLOG_KEY_MAX
+ *   bytes), BINDLOG_EREADONLY (not for a dry run), or a storage error:
+ *   keys unbound before it stay unbound and are counted.  Thread-safe.
+ */
+BINDLOG_API int bindlog_expire(bindlog *s, int64_t cutoff_ms, const char *prefix, int dry_run,
+                               uint64_t *count);
 /**@}*/
 
 /* ------------------------------------------------------------------------ */

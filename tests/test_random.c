@@ -806,7 +806,7 @@ static void model_digest(const model *m, const int *kord, size_t nk, const int *
         bl_put16(hdr + 1, (uint16_t)klen);
         digest_put(st, hdr, 3);
         digest_put(st, key, klen);
-        bl_bval v = {b->sid, strlen(b->sid), b->gen, b->lsn, b->upd};
+        bl_bval v = {b->sid, strlen(b->sid), b->gen, b->lsn, b->upd, 0};
         size_t n = bl_bval_encode(&v, enc, sizeof enc);
         assert_true(n > 0);
         bl_put32(hdr, (uint32_t)n);

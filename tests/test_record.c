@@ -311,7 +311,7 @@ static void record__resealed_bad_fields(void **state)
 
     expect_patched(1, 0, BINDLOG_ECORRUPT);              /* type 0 */
     expect_patched(1, BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT);
-    expect_patched(2, BL_REC_ORIGIN | 0x02, BINDLOG_ECORRUPT); /* reserved flag bit */
+    expect_patched(2, BL_REC_ORIGIN | 0x04, BINDLOG_ECORRUPT); /* reserved flag bit */
     expect_patched(3, 0x80, BINDLOG_ECORRUPT);           /* reserved high flag byte */
     expect_patched(2, 0, BINDLOG_ECORRUPT);              /* origin bytes without the flag */
     expect_patched(28, (unsigned char)(r.key_len + 1), BINDLOG_ECORRUPT); /* lengths */
@@ -497,6 +497,57 @@ static void bval__round_trip(void **state)
         assert_true(d.generation == v->generation && d.lsn == v->lsn);
         assert_true(d.updated_ms == v->updated_ms);
     }
+}
+
+/* A ROUTE record: the key and the activity time, nothing else: 53 +
+ * key_len bytes (docs/format.md).  The activity flag belongs to a BIND or
+ * NEW_SESSION only. */
+static void record__route_is_small(void **state)
+{
+    (void)state;
+    bl_record r = {.version = BINDLOG_RECORD_VERSION, .lsn = 9, .prev_lsn = 3,
+                   .time_ms = 1767225600000, .generation = 2, .type = BINDLOG_EVENT_ROUTE,
+                   .key = "agent:main:telegram:dm:12345", .sid = "", .other = "", .reason = ""};
+    r.key_len = strlen(r.key);
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    assert_int_equal(n, 53 + r.key_len);
+    assert_int_equal(n, 81);
+    bl_record d;
+    assert_int_equal(bl_record_decode(b, n, &d), 0);
+    assert_int_equal(d.type, BINDLOG_EVENT_ROUTE);
+    assert_true(d.time_ms == r.time_ms && d.prev_lsn == 3 && d.generation == 2);
+    free(b);
+    r.flags = BL_REC_ACTIVITY;
+    assert_int_equal(bl_record_encode(&r, NULL, 0), 0);
+    unsigned char buf[128];
+    assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 0); /* not on a ROUTE */
+    r.type = BINDLOG_EVENT_NEW_SESSION;
+    r.sid = "s2";
+    r.sid_len = 2;
+    assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 53 + r.key_len + 2);
+}
+
+/* The interim last activity: 8 trailing bytes, present only when not 0;
+ * an explicit 0 there is refused (one encoding per state). */
+static void bval__last_activity(void **state)
+{
+    (void)state;
+    bl_bval v = {.sid = "abc", .sid_len = 3, .generation = 1, .lsn = 1, .updated_ms = 5,
+                 .last_activity_ms = 1767225600000};
+    unsigned char b[BL_BVAL_FIXED + 3 + 8];
+    bl_bval d;
+    assert_int_equal(bl_bval_size(&v), sizeof b);
+    assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof b);
+    assert_int_equal(bl_bval_decode(b, sizeof b, &d), 0);
+    assert_true(d.last_activity_ms == v.last_activity_ms);
+    assert_int_equal(bl_bval_decode(b, sizeof b - 8, &d), 0); /* an older value */
+    assert_true(d.last_activity_ms == 0);
+    memset(b + BL_BVAL_FIXED + 3, 0, 8);
+    assert_int_equal(bl_bval_decode(b, sizeof b, &d), BINDLOG_ECORRUPT);
+    assert_int_equal(bl_bval_decode(b, sizeof b - 1, &d), BINDLOG_ECORRUPT);
+    v.last_activity_ms = BINDLOG_TIME_MAX_MS + 1;
+    assert_int_equal(bl_bval_encode(&v, b, sizeof b), 0);
 }
 
 static void bval__damage(void **state)
@@ -741,6 +792,8 @@ int main(void)
         cmocka_unit_test(record__limits),
         cmocka_unit_test(record__lsn_and_time_limits),
         cmocka_unit_test(bval__round_trip),
+        cmocka_unit_test(bval__last_activity),
+        cmocka_unit_test(record__route_is_small),
         cmocka_unit_test(bval__damage),
         cmocka_unit_test(sval__round_trip),
         cmocka_unit_test(sval__truncations),

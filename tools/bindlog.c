@@ -26,7 +26,7 @@ static const cli_command *const commands[] = {
     &cli_cmd_stat,   &cli_cmd_get,   &cli_cmd_history, &cli_cmd_lineage,    &cli_cmd_dump,
     &cli_cmd_bind,   &cli_cmd_new,   &cli_cmd_split,   &cli_cmd_invalidate, &cli_cmd_unbind,
     &cli_cmd_check,  &cli_cmd_replay, &cli_cmd_compact, &cli_cmd_export,    &cli_cmd_import,
-    &cli_cmd_import_json, &cli_cmd_recover, &cli_cmd_upgrade,
+    &cli_cmd_import_json, &cli_cmd_recover, &cli_cmd_upgrade, &cli_cmd_expire,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -910,6 +910,12 @@ const char *cli_outcome_name(int outcome)
         return "stale";
     case BINDLOG_MOVED:
         return "moved";
+    case BINDLOG_ROUTED:
+        return "routed";
+    case BINDLOG_CREATED:
+        return "created";
+    case BINDLOG_RESET:
+        return "reset";
     default:
         return "unknown";
     }

@@ -65,7 +65,7 @@ extern const cli_command cli_cmd_bind, cli_cmd_new, cli_cmd_split, cli_cmd_inval
     cli_cmd_unbind;
 extern const cli_command cli_cmd_check, cli_cmd_replay, cli_cmd_compact, cli_cmd_export,
     cli_cmd_import, cli_cmd_import_json;
-extern const cli_command cli_cmd_recover, cli_cmd_upgrade;
+extern const cli_command cli_cmd_recover, cli_cmd_upgrade, cli_cmd_expire;
 
 /* ---- option parsing ----------------------------------------------------- */
 

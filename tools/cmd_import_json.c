@@ -13,7 +13,10 @@
  *
  * Each entry becomes one BIND (expect unbound) through
  * bindlog_import_entries(), ordered by the entry's update time and logged
- * with it, the entry itself (compact JSON) as the session's origin.  The
+ * with it, which also becomes the key's last activity (so bindlog_route's
+ * idle and daily resets judge an imported session by when the gateway last
+ * used it, never by the import), the entry itself (compact JSON) as the
+ * session's origin.  The
  * file is parsed by tools/json.c (strict RFC 8259, depth and size limits):
  * libbindlog reads no JSON.  What cannot go in is reported by key and
  * skipped, never half-applied:

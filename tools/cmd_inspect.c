@@ -109,6 +109,10 @@ static int run_get(cli *c)
         cli_json_u64(&j, "lsn", b.lsn);
         cli_json_i64(&j, "updated_ms", b.updated_ms);
         cli_json_time(&j, "updated", b.updated_ms);
+        if (b.last_activity_ms != 0) { /* only keys that routed messages have one */
+            cli_json_i64(&j, "last_activity_ms", b.last_activity_ms);
+            cli_json_time(&j, "last_activity", b.last_activity_ms);
+        }
         if (have_sess) {
             cli_json_str(&j, "parent_id", ss.parent_id);
             cli_json_u64(&j, "created_lsn", ss.created_lsn);
@@ -126,6 +130,10 @@ static int run_get(cli *c)
         if (b.lsn != 0) {
             cli_kv_line(&kv, "lsn", "%llu", (unsigned long long)b.lsn);
             cli_kv_line(&kv, "updated", "%s", t);
+        }
+        if (b.last_activity_ms != 0) {
+            cli_format_time(b.last_activity_ms, t);
+            cli_kv_line(&kv, "activity", "%s", t);
         }
         if (have_sess) {
             size_t n = ss.origin_len < ORIGIN_SHOW ? ss.origin_len : ORIGIN_SHOW;
@@ -772,14 +780,23 @@ static int dump_bindings(cli *c, bindlog *s, int json)
             cli_json_u64(&j, "lsn", b.lsn);
             cli_json_i64(&j, "updated_ms", b.updated_ms);
             cli_json_time(&j, "updated", b.updated_ms);
+            if (b.last_activity_ms != 0) {
+                cli_json_i64(&j, "last_activity_ms", b.last_activity_ms);
+                cli_json_time(&j, "last_activity", b.last_activity_ms);
+            }
             cli_json_end(&j);
         } else {
             fputs("key=", stdout);
             cli_put_value(stdout, b.key, strlen(b.key));
             fputs(" session=", stdout);
             cli_put_value(stdout, b.session_id, strlen(b.session_id));
-            printf(" generation=%llu lsn=%llu updated=%s\n", (unsigned long long)b.generation,
+            printf(" generation=%llu lsn=%llu updated=%s", (unsigned long long)b.generation,
                    (unsigned long long)b.lsn, t);
+            if (b.last_activity_ms != 0) {
+                cli_format_time(b.last_activity_ms, t);
+                printf(" activity=%s", t);
+            }
+            putchar('\n');
         }
     }
     bindlog_iter_close(it);

@@ -35,6 +35,10 @@ static const struct {
     {BINDLOG_ALREADY, "BINDLOG_ALREADY", "already: the state was already as requested"},
     {BINDLOG_STALE, "BINDLOG_STALE", "stale: the run's generation is not the key's current one"},
     {BINDLOG_MOVED, "BINDLOG_MOVED", "moved: the key is not bound to the expected session"},
+    {BINDLOG_ROUTED, "BINDLOG_ROUTED", "routed: the key's session is fresh; activity recorded"},
+    {BINDLOG_CREATED, "BINDLOG_CREATED", "created: the unbound key was bound to the fresh session"},
+    {BINDLOG_RESET, "BINDLOG_RESET",
+     "reset: the key's session was stale by policy; the fresh session replaced it"},
     {BINDLOG_ENOTFOUND, "BINDLOG_ENOTFOUND", "not found"},
     {BINDLOG_EINVAL, "BINDLOG_EINVAL", "invalid argument"},
     {BINDLOG_EEXIST, "BINDLOG_EEXIST",
@@ -90,7 +94,7 @@ static const char *quote(char *buf, const char *s, size_t max)
 const char *bindlog_event_name(int type)
 {
     static const char *const names[BINDLOG_EVENT_COUNT] = {
-        "unknown", "bind", "new_session", "split", "invalidate", "unbind",
+        "unknown", "bind", "new_session", "split", "invalidate", "unbind", "route",
     };
     return type > 0 && type < BINDLOG_EVENT_COUNT ? names[type] : "unknown";
 }
@@ -307,8 +311,8 @@ static size_t bounded_len(const char *s, size_t max) { return strnlen(s, max + 1
 static int to_event(const bindlog_event *in, bl_event *ev)
 {
     memset(ev, 0, sizeof(*ev));
-    if (in->type <= 0 || in->type >= BINDLOG_EVENT_COUNT)
-        return BINDLOG_EINVAL;
+    if (in->type <= 0 || in->type >= BINDLOG_EVENT_COUNT || in->type == BINDLOG_EVENT_ROUTE)
+        return BINDLOG_EINVAL; /* a route is bindlog_route's alone: it needs a policy */
     ev->type = (unsigned)in->type;
     if (in->key == NULL)
         return BINDLOG_EINVAL;
@@ -356,7 +360,9 @@ static int event_arg(const bindlog_event *in, bl_event *ev)
     int rc = to_event(in, ev);
     if (rc != 0) {
         const char *why = bl_event_problem(ev);
-        if (why == NULL && in->type > 0 && in->type < BINDLOG_EVENT_COUNT)
+        if (in->type == BINDLOG_EVENT_ROUTE)
+            why = "a route event is written by bindlog_route() only";
+        else if (why == NULL && in->type > 0 && in->type < BINDLOG_EVENT_COUNT)
             why = "an argument this event type does not take was given";
         bl_err_set(rc, "%s", why ? why : "unknown event type");
     }

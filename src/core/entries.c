@@ -12,7 +12,8 @@
  * A batch (bindlog_apply_batch) would not do: one refusal undoes it all.
  *
  * Times: entries go in ordered by their time, and each event carries it
- * (bl_event.time_ms).  The write path still keeps times non-decreasing
+ * (bl_event.time_ms); it is also the key's last activity (the gateways'
+ * updatedAt / updated_at: bl_event.activity).  The write path still keeps times non-decreasing
  * along the log, so an entry older than the head is logged at the head's
  * time; its place among the entries is still its own time's.
  */
@@ -86,6 +87,7 @@ static int entry_event(const bindlog_import_entry *in, int64_t now, bl_event *ev
     ev->origin = in->origin;
     ev->origin_len = in->origin_len;
     ev->time_ms = in->time_ms == 0 ? now : in->time_ms;
+    ev->activity = 1; /* the entry's last update is the key's last activity */
     return bl_event_check(ev);
 }
 

@@ -30,7 +30,66 @@ static const char *const default_reasons[BINDLOG_EVENT_COUNT] = {
     [BINDLOG_EVENT_SPLIT] = "compression",
     [BINDLOG_EVENT_INVALIDATE] = "invalidate",
     [BINDLOG_EVENT_UNBIND] = "unbind",
+    [BINDLOG_EVENT_ROUTE] = "",
 };
+
+/* The reasons a route's NEW_SESSION is logged with, by BINDLOG_RESET_*:
+ * CREATED (an unbound key) as /new would be; a RESET by what made the old
+ * session stale. */
+static const char reason_created[] = "new_session";
+static const char reason_idle[] = "idle";
+static const char reason_daily[] = "daily";
+
+const char *bl_policy_problem(const bindlog_policy *policy)
+{
+    if (policy == NULL)
+        return "policy is NULL";
+    switch (policy->mode) {
+    case BINDLOG_RESET_NONE:
+        return NULL;
+    case BINDLOG_RESET_IDLE:
+    case BINDLOG_RESET_DAILY:
+    case BINDLOG_RESET_BOTH:
+    case BINDLOG_RESET_DAILY_AND_IDLE:
+        break;
+    default:
+        return "policy mode is not one of BINDLOG_RESET_NONE..BINDLOG_RESET_DAILY_AND_IDLE";
+    }
+    if (policy->mode != BINDLOG_RESET_DAILY && policy->idle_ms <= 0)
+        return "policy idle_ms must be > 0 for an idle mode";
+    if (policy->mode != BINDLOG_RESET_IDLE && policy->daily_boundary_ms < 0)
+        return "policy daily_boundary_ms is negative";
+    return NULL;
+}
+
+int bl_policy_stale(const bindlog_policy *policy, int64_t ref, int64_t now, int *reason)
+{
+    *reason = BINDLOG_RESET_NONE;
+    if (policy == NULL || policy->mode == BINDLOG_RESET_NONE)
+        return 0;
+    /* now - ref > idle_ms, written so that it cannot overflow */
+    int idle = policy->mode != BINDLOG_RESET_DAILY && now > ref &&
+               (uint64_t)now - (uint64_t)ref > (uint64_t)policy->idle_ms;
+    int daily = policy->mode != BINDLOG_RESET_IDLE && ref < policy->daily_boundary_ms;
+    int stale;
+    switch (policy->mode) {
+    case BINDLOG_RESET_IDLE:
+        stale = idle;
+        break;
+    case BINDLOG_RESET_DAILY:
+        stale = daily;
+        break;
+    case BINDLOG_RESET_BOTH:
+        stale = idle || daily;
+        break;
+    default: /* DAILY_AND_IDLE */
+        stale = idle && daily;
+        break;
+    }
+    if (stale)
+        *reason = daily ? BINDLOG_RESET_DAILY : BINDLOG_RESET_IDLE;
+    return stale;
+}
 
 const char *bl_default_reason(unsigned type)
 {
@@ -78,6 +137,19 @@ const char *bl_event_problem(const bl_event *ev)
         return "origin is longer than BINDLOG_ORIGIN_MAX (65536) bytes";
     if (ev->time_ms < 0)
         return "event time is before 1970 (negative)";
+
+    if (ev->type == BINDLOG_EVENT_ROUTE) {
+        if (ev->policy != NULL && (why = bl_policy_problem(ev->policy)) != NULL)
+            return why;
+        if (ev->sid == NULL)
+            return NULL; /* replay: the key is bound, no fresh id needed */
+        return ev->sid_len > BINDLOG_ID_MAX
+                   ? "fresh session id is longer than BINDLOG_ID_MAX (128) bytes"
+                   : id_problem("fresh session id is empty",
+                                "fresh session id holds a control byte", ev->sid, ev->sid_len);
+    }
+    if (ev->idle_before_ms < 0)
+        return "expiry cut-off is negative";
 
     switch (ev->type) {
     case BINDLOG_EVENT_BIND:
@@ -188,12 +260,17 @@ static int bound_session(const bl_view *view, const bl_bval *cur, bl_sval *out)
  * re-opened session's origin, and replay must do the same). */
 static int record_move(bl_plan *p, const bl_event *ev, const bl_bval *cur)
 {
+    if (ev->activity) {
+        p->rec.flags |= BL_REC_ACTIVITY;
+        if (p->rec.time_ms > p->after.last_activity_ms)
+            p->after.last_activity_ms = p->rec.time_ms;
+    }
     p->rec.sid = ev->sid;
     p->rec.sid_len = ev->sid_len;
     p->rec.other = cur->sid;
     p->rec.other_len = cur->sid_len;
     if (ev->origin != NULL) {
-        p->rec.flags = BL_REC_ORIGIN;
+        p->rec.flags |= BL_REC_ORIGIN;
         p->rec.origin = ev->origin;
         p->rec.origin_len = ev->origin_len;
     }
@@ -402,6 +479,8 @@ static int decide_unbind(const bl_view *view, const bl_event *ev, const bl_bval 
     }
     if (cur->sid_len == 0)
         return p->outcome = BINDLOG_ALREADY;
+    if (ev->idle_before_ms > 0 && bl_activity_ref(cur) >= ev->idle_before_ms)
+        return p->outcome = BINDLOG_MOVED; /* expiry: the key was used since the sweep saw it */
     rc = bound_session(view, cur, &prev);
     if (rc < 0)
         return rc;
@@ -421,6 +500,78 @@ static int decide_unbind(const bl_view *view, const bl_event *ev, const bl_bval 
     p->rec.sid_len = cur->sid_len;
     p->rec.other = "";
     return BINDLOG_APPLIED;
+}
+
+/*
+ * ROUTE: one inbound message.  The decision reads the key's activity as it
+ * was before this message (cur), so recording the message can never make a
+ * stale session look fresh; and since the write path decides the events of
+ * a group one after the other against the state so far, of several routes
+ * racing at a boundary the first RESETs and the rest find the new session
+ * fresh.  CREATED and RESET are NEW_SESSION events (records of that type,
+ * with BL_REC_ACTIVITY); ROUTED writes a ROUTE record that moves nothing
+ * but the last activity.
+ */
+static int decide_route(const bl_view *view, const bl_event *ev, const bl_bval *cur, int known,
+                        uint64_t lsn, int64_t t, bl_plan *p)
+{
+    int reason = BINDLOG_RESET_NONE, rc;
+
+    p->route_before = cur->last_activity_ms;
+    if (cur->sid_len != 0 &&
+        ((ev->sid != NULL && same(cur->sid, cur->sid_len, ev->sid, ev->sid_len)) ||
+         !bl_policy_stale(ev->policy, bl_activity_ref(cur), t, &reason))) {
+        bl_record *r = &p->rec;
+        memset(r, 0, sizeof(*r));
+        r->version = BINDLOG_RECORD_VERSION;
+        r->lsn = lsn;
+        r->prev_lsn = cur->lsn; /* not a link of the key's history: lsn stays */
+        r->time_ms = t;
+        r->generation = cur->generation;
+        r->type = BINDLOG_EVENT_ROUTE;
+        r->key = ev->key;
+        r->key_len = ev->key_len;
+        r->sid = r->other = r->reason = "";
+        if (t > p->after.last_activity_ms)
+            p->after.last_activity_ms = t;
+        p->route_outcome = BINDLOG_ROUTED;
+        return p->outcome = BINDLOG_APPLIED;
+    }
+    if (ev->sid == NULL) {
+        p->why = cur->sid_len == 0 ? "key is not bound (a ROUTE record needs a binding)"
+                                   : "a ROUTE record would reset the key";
+        return BINDLOG_ECORRUPT;
+    }
+
+    bl_event nev = *ev;
+    nev.type = BINDLOG_EVENT_NEW_SESSION;
+    nev.policy = NULL;
+    nev.activity = 1;
+    nev.reason = cur->sid_len == 0              ? reason_created
+                 : reason == BINDLOG_RESET_DAILY ? reason_daily
+                                                 : reason_idle;
+    nev.reason_len = strlen(nev.reason);
+    rc = decide_new(view, &nev, cur, known, lsn, t, p);
+    if (rc != BINDLOG_APPLIED)
+        return rc; /* EEXIST: the fresh id is taken */
+    p->route_outcome = cur->sid_len == 0 ? BINDLOG_CREATED : BINDLOG_RESET;
+    p->route_reason = reason;
+    p->route_prev = cur->sid;
+    p->route_prev_len = cur->sid_len;
+    return BINDLOG_APPLIED;
+}
+
+void bl_route_fill(const bl_plan *p, bindlog_route_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->outcome = p->route_outcome;
+    out->reason = p->route_reason;
+    out->lsn = p->rec.lsn;
+    out->generation = p->after.generation;
+    out->last_activity_ms = p->route_before;
+    memcpy(out->session_id, p->after.sid, p->after.sid_len);
+    if (p->route_outcome == BINDLOG_RESET)
+        memcpy(out->previous_id, p->route_prev, p->route_prev_len);
 }
 
 /*
@@ -490,6 +641,9 @@ int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t tim
     case BINDLOG_EVENT_INVALIDATE:
         rc = decide_invalidate(ev, &cur, lsn, time_ms, p);
         break;
+    case BINDLOG_EVENT_ROUTE:
+        rc = decide_route(view, ev, &cur, known, lsn, time_ms, p);
+        break;
     default:
         rc = decide_unbind(view, ev, &cur, known, lsn, time_ms, p);
         break;
@@ -511,6 +665,7 @@ int bl_event_from_record(const bl_record *rec, bl_event *ev)
         ev->origin = rec->origin_len ? rec->origin : "";
         ev->origin_len = rec->origin_len;
     }
+    ev->activity = (rec->flags & BL_REC_ACTIVITY) != 0;
     switch (rec->type) {
     case BINDLOG_EVENT_BIND:
         /* the previous binding must still be what the record says */
@@ -530,6 +685,11 @@ int bl_event_from_record(const bl_record *rec, bl_event *ev)
         ev->expect_len = rec->other_len;
         ev->generation = rec->generation;
         ev->reason = NULL; /* a split's reason is fixed */
+        ev->reason_len = 0;
+        break;
+    case BINDLOG_EVENT_ROUTE:
+        /* an activity on a bound key, never a reset (policy NULL, no fresh id) */
+        ev->reason = NULL;
         ev->reason_len = 0;
         break;
     default:

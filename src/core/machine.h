@@ -38,6 +38,20 @@ typedef struct bl_event {
      * carries an entry's own time); 0: the handle's clock.  The write path
      * still never lets a record's time go below the head's. */
     int64_t time_ms;
+    /* ROUTE (bindlog_route): the reset policy; NULL = never reset (what
+     * replay re-derives a ROUTE record with).  sid is the fresh session
+     * id, NULL only in replay (a ROUTE record's key is always bound). */
+    const bindlog_policy *policy;
+    /* ROUTE: where the write path reports the route's answer
+     * (bl_route_fill), or NULL. */
+    bindlog_route_result *route_out;
+    /* BIND, NEW_SESSION: 1 = a routed message's event (a route's CREATED
+     * or RESET, an imported entry): the key's last activity becomes the
+     * event's time and the record says so (BL_REC_ACTIVITY). */
+    int activity;
+    /* UNBIND: > 0 = expiry: only if the key's activity (bl_activity_ref)
+     * is before this time, else MOVED (the key was used meanwhile). */
+    int64_t idle_before_ms;
 } bl_event;
 
 /*
@@ -88,6 +102,15 @@ typedef struct bl_plan {
     const char *why;
     const char *why_key;
     size_t why_key_len;
+    /* ROUTE, APPLIED: the answer (BINDLOG_ROUTED, _CREATED, _RESET), the
+     * reset's reason (BINDLOG_RESET_IDLE, _DAILY or _NONE), the key's last
+     * activity before the event, and for RESET the session that ended
+     * (view memory). */
+    int route_outcome;
+    int route_reason;
+    int64_t route_before;
+    const char *route_prev;
+    size_t route_prev_len;
 } bl_plan;
 
 /* The reason recorded when the caller gave none. */
@@ -131,6 +154,26 @@ int bl_decide(const bl_view *view, const bl_event *ev, uint64_t lsn, int64_t tim
  * or BINDLOG_ECORRUPT (unknown type).
  */
 int bl_event_from_record(const bl_record *rec, bl_event *ev);
+
+/* The time a key counts as last active from, for reset policies and
+ * expiry: the later of its last routed message and its last binding
+ * change (a session bound by /new or /resume is fresh from then on). */
+static inline int64_t bl_activity_ref(const bl_bval *b)
+{
+    return b->last_activity_ms > b->updated_ms ? b->last_activity_ms : b->updated_ms;
+}
+
+/* 1 if a key last active at `ref` is stale at `now` under `policy` (and
+ * *reason the BINDLOG_RESET_* it is stale by: DAILY when both hold), else
+ * 0.  Mode NONE, or a NULL policy, is never stale. */
+int bl_policy_stale(const bindlog_policy *policy, int64_t ref, int64_t now, int *reason);
+
+/* What is wrong with a policy, in words (static), or NULL. */
+const char *bl_policy_problem(const bindlog_policy *policy);
+
+/* Fill a route's result from its APPLIED plan.  Must run before the plan's
+ * view memory moves (as the write path's result filling does). */
+void bl_route_fill(const bl_plan *plan, bindlog_route_result *out);
 
 /* Encoded plan: every value ready to write, in one caller-owned buffer. */
 typedef struct bl_encoded {

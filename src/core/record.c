@@ -15,9 +15,17 @@
  * Version 1 (still read: export streams and etcd stores written before it)
  * has no prev_lsn and its strings start at 37.
  *
+ * Interim, within record version 2 (the compact format re-encodes them):
+ * type 6 (BINDLOG_EVENT_ROUTE) is a routed message's activity, in this same
+ * layout with empty sid, other, reason and origin and the activity time in
+ * time_ms; flag 0x02 (BL_REC_ACTIVITY) on a BIND or NEW_SESSION says the
+ * key's last activity becomes time_ms.
+ *
  * Binding value (version 1), 26 fixed bytes then the session id:
  *    0 version u8  1 sid_len u8  2 generation u64  10 lsn u64
- *   18 updated_ms i64  26 sid
+ *   18 updated_ms i64  26 sid  [last_activity_ms i64]
+ * The trailing last activity is present only when it is not 0 (an interim
+ * addition within format 3: older values decode with no activity).
  *
  * Session value (version 1), 42 fixed bytes then the strings:
  *    0 version u8  1 flags u8 (0)  2 key_len u16  4 parent_len u8
@@ -157,9 +165,14 @@ static int record_fields_ok(const bl_record *r)
 {
     if (r->lsn == 0 || r->lsn > BINDLOG_LSN_MAX || r->prev_lsn >= r->lsn ||
         !bl_valid_time(r->time_ms) ||
-        r->type < BINDLOG_EVENT_BIND || r->type > BINDLOG_EVENT_UNBIND)
+        r->type < BINDLOG_EVENT_BIND || r->type >= BINDLOG_EVENT_COUNT)
         return 0;
     if ((r->flags & ~(unsigned)BL_REC_FLAGS_KNOWN) != 0)
+        return 0;
+    /* Only a routed message's BIND or NEW_SESSION sets activity by flag (a
+     * ROUTE record does by its type). */
+    if ((r->flags & BL_REC_ACTIVITY) != 0 && r->type != BINDLOG_EVENT_BIND &&
+        r->type != BINDLOG_EVENT_NEW_SESSION)
         return 0;
     /* Origin bytes without the flag would be invisible to readers. */
     if (!(r->flags & BL_REC_ORIGIN) && r->origin_len != 0)
@@ -290,7 +303,10 @@ int bl_record_decode(const void *buf, size_t len, bl_record *out)
 
 /* ---- binding values ---------------------------------------------------- */
 
-size_t bl_bval_size(const bl_bval *v) { return BL_BVAL_FIXED + v->sid_len; }
+size_t bl_bval_size(const bl_bval *v)
+{
+    return BL_BVAL_FIXED + v->sid_len + (v->last_activity_ms != 0 ? BL_BVAL_ACTIVITY : 0);
+}
 
 /* The LSN and time of a state value come from a record, so they obey the
  * record's limits; an LSN of 0 means "none" (a session not ended). */
@@ -298,7 +314,8 @@ static int valid_lsn(uint64_t lsn) { return lsn <= BINDLOG_LSN_MAX; }
 
 static int bval_fields_ok(const bl_bval *v)
 {
-    return valid_opt_id(v->sid, v->sid_len) && valid_lsn(v->lsn) && bl_valid_time(v->updated_ms);
+    return valid_opt_id(v->sid, v->sid_len) && valid_lsn(v->lsn) && bl_valid_time(v->updated_ms) &&
+           bl_valid_time(v->last_activity_ms);
 }
 
 size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
@@ -316,6 +333,8 @@ size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
     bl_put64(b + 18, (uint64_t)v->updated_ms);
     size_t pos = BL_BVAL_FIXED;
     put_bytes(b, &pos, v->sid, v->sid_len);
+    if (v->last_activity_ms != 0)
+        bl_put64(b + pos, (uint64_t)v->last_activity_ms);
     return n;
 }
 
@@ -331,8 +350,14 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
         return rc;
     bl_bval v;
     v.sid_len = b[1];
-    if (BL_BVAL_FIXED + v.sid_len != len)
+    v.last_activity_ms = 0;
+    if (BL_BVAL_FIXED + v.sid_len + BL_BVAL_ACTIVITY == len) {
+        v.last_activity_ms = (int64_t)bl_get64(b + BL_BVAL_FIXED + v.sid_len);
+        if (v.last_activity_ms == 0)
+            return BINDLOG_ECORRUPT; /* 0 is written as absent: one encoding per state */
+    } else if (BL_BVAL_FIXED + v.sid_len != len) {
         return BINDLOG_ECORRUPT;
+    }
     v.generation = bl_get64(b + 2);
     v.lsn = bl_get64(b + 10);
     v.updated_ms = (int64_t)bl_get64(b + 18);

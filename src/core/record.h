@@ -31,7 +31,11 @@ static inline uint64_t bl_get64be(const unsigned char *p) { uint64_t v = 0; for 
 
 /* flags of a record */
 #define BL_REC_ORIGIN 0x01u /* the event carried an origin (possibly empty) */
-#define BL_REC_FLAGS_KNOWN BL_REC_ORIGIN
+/* A routed message's event (bindlog_route's CREATED or RESET, an import
+ * carrying the gateway's last update): the key's last activity becomes the
+ * record's time_ms.  A ROUTE record sets it by its type alone. */
+#define BL_REC_ACTIVITY 0x02u
+#define BL_REC_FLAGS_KNOWN (BL_REC_ORIGIN | BL_REC_ACTIVITY)
 
 /* Fixed part of a record (version 2): version(1) type(1) flags(2) lsn(8)
  * time(8) gen(8) key_len(2) sid_len(1) other_len(1) reason_len(1)
@@ -55,7 +59,11 @@ static inline size_t bl_record_fixed(unsigned v) { return v >= 2 ? BL_RECORD_FIX
  * byte past the fixed part is read: a damaged page can hand back any length,
  * and hashing or copying one that runs off the map is a crash, not an error. */
 #define BL_BVAL_FIXED 26
-#define BL_BVAL_MAX (BL_BVAL_FIXED + BINDLOG_ID_MAX)
+/* Interim encoding, no format bump: a binding with a last activity carries
+ * it as 8 trailing bytes after the session id (absent = 0).  The compact
+ * format folds it into its own layout. */
+#define BL_BVAL_ACTIVITY 8
+#define BL_BVAL_MAX (BL_BVAL_FIXED + BINDLOG_ID_MAX + BL_BVAL_ACTIVITY)
 #define BL_SVAL_FIXED 42
 #define BL_SVAL_MAX \
     (BL_SVAL_FIXED + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + BINDLOG_ORIGIN_MAX)
@@ -125,6 +133,9 @@ typedef struct bl_bval {
     uint64_t generation;
     uint64_t lsn;
     int64_t updated_ms;
+    /* The time of the key's last routed message (bindlog_route), 0 = none.
+     * Moved only by routed messages' records, never backwards. */
+    int64_t last_activity_ms;
 } bl_bval;
 
 /* A session value (the id is the table key, not part of the value). */

@@ -133,6 +133,8 @@ static int apply_one(chunk *c, bindlog *h, const bl_event *ev, bindlog_result *r
         return rc;
     }
     fill_result(res, &plan);
+    if (rc == BINDLOG_APPLIED && ev->route_out != NULL)
+        bl_route_fill(&plan, ev->route_out);
     if (rc != BINDLOG_APPLIED)
         return rc;
     if ((rc = bl_plan_encode(&plan, &c->enc)) != 0 ||
@@ -432,13 +434,13 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
         int succeeded = 0, retried = 0;
         bl_put64(hv, c->lsn);
         bl_put64(hv + 8, (uint64_t)c->time_ms);
-        bl_es_counts_encode(cv, &c->counts);
+        size_t cvn = bl_es_counts_encode(cv, &c->counts);
         if ((rc = bl_es_key(st, BL_ES_META, "head", 4, &hk)) == 0 &&
             (rc = bl_es_key(st, BL_ES_META, "counts", 6, &ck)) == 0) {
             extra[0] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = hk.p, .key_len = hk.len,
                                     .value = hv, .value_len = 16};
             extra[1] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = ck.p, .key_len = ck.len,
-                                    .value = cv, .value_len = sizeof cv};
+                                    .value = cv, .value_len = cvn};
             rc = bl_es_wset_commit(c->ws, c->m.head_mod, extra, 2, &succeeded, &retried, NULL);
         }
         bl_ebuf_free(&hk);

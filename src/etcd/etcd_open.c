@@ -208,7 +208,7 @@ static int create_store(bl_estore *st)
     bl_etcd_cmp cmps[1 + 16];
     bl_etcd_op ops[4];
     bl_etcd_txn_result res = {0};
-    unsigned char fmt[4], head[16] = {0}, counts[BL_ES_COUNTS_BYTES] = {0};
+    unsigned char fmt[4], head[16] = {0}, counts[BL_ES_COUNTS_BYTES_V3] = {0};
     size_t nc = 0, na = 0;
     int rc;
 

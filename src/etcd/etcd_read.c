@@ -45,6 +45,7 @@ int bl_es_op_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
         out->generation = b.generation;
         out->lsn = b.lsn;
         out->updated_ms = b.updated_ms;
+        out->last_activity_ms = b.last_activity_ms;
         if (b.sid_len == 0)
             rc = BINDLOG_ENOTFOUND;
     }
@@ -153,6 +154,7 @@ static int next_binding(bindlog_iter *base, bindlog_binding *out)
     out->generation = b.generation;
     out->lsn = b.lsn;
     out->updated_ms = b.updated_ms;
+    out->last_activity_ms = b.last_activity_ms;
     return 1;
 }
 

@@ -136,24 +136,30 @@ const unsigned char *bl_es_key_name(const bl_estore *st, int table, const bl_etc
 
 /* ---- meta ---------------------------------------------------------------------- */
 
-void bl_es_counts_encode(unsigned char out[BL_ES_COUNTS_BYTES], const bl_es_counts *c)
+size_t bl_es_counts_encode(unsigned char out[BL_ES_COUNTS_BYTES], const bl_es_counts *c)
 {
-    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+    for (int i = 0; i < BINDLOG_EVENT_ROUTE; i++)
         bl_put64(out + 8 * i, c->applied[i]);
-    bl_put64(out + 8 * BINDLOG_EVENT_COUNT, c->live_bindings);
-    bl_put64(out + 8 * (BINDLOG_EVENT_COUNT + 1), c->live_sessions);
+    bl_put64(out + 8 * BINDLOG_EVENT_ROUTE, c->live_bindings);
+    bl_put64(out + 8 * (BINDLOG_EVENT_ROUTE + 1), c->live_sessions);
+    if (c->applied[BINDLOG_EVENT_ROUTE] == 0)
+        return BL_ES_COUNTS_BYTES_V3;
+    bl_put64(out + BL_ES_COUNTS_BYTES_V3, c->applied[BINDLOG_EVENT_ROUTE]);
+    return BL_ES_COUNTS_BYTES;
 }
 
 int bl_es_counts_decode(const void *in, size_t len, bl_es_counts *c)
 {
     const unsigned char *p = in;
     memset(c, 0, sizeof(*c));
-    if (len != BL_ES_COUNTS_BYTES)
+    if (len != BL_ES_COUNTS_BYTES && len != BL_ES_COUNTS_BYTES_V3)
         return BINDLOG_ECORRUPT;
-    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+    for (int i = 0; i < BINDLOG_EVENT_ROUTE; i++)
         c->applied[i] = bl_get64(p + 8 * i);
-    c->live_bindings = bl_get64(p + 8 * BINDLOG_EVENT_COUNT);
-    c->live_sessions = bl_get64(p + 8 * (BINDLOG_EVENT_COUNT + 1));
+    c->live_bindings = bl_get64(p + 8 * BINDLOG_EVENT_ROUTE);
+    c->live_sessions = bl_get64(p + 8 * (BINDLOG_EVENT_ROUTE + 1));
+    if (len == BL_ES_COUNTS_BYTES)
+        c->applied[BINDLOG_EVENT_ROUTE] = bl_get64(p + BL_ES_COUNTS_BYTES_V3);
     return 0;
 }
 

@@ -76,8 +76,11 @@ typedef struct bl_es_counts {
     uint64_t live_sessions;
 } bl_es_counts;
 
-#define BL_ES_COUNTS_BYTES (8 * (BINDLOG_EVENT_COUNT + 2))
-void bl_es_counts_encode(unsigned char out[BL_ES_COUNTS_BYTES], const bl_es_counts *c);
+/* As LMDB's meta "counts" (lmdb/store.h): 64 bytes, or 72 once a route
+ * was applied (its count last); the encoder returns the length. */
+#define BL_ES_COUNTS_BYTES_V3 64
+#define BL_ES_COUNTS_BYTES (BL_ES_COUNTS_BYTES_V3 + 8)
+size_t bl_es_counts_encode(unsigned char out[BL_ES_COUNTS_BYTES], const bl_es_counts *c);
 /* 0 or BINDLOG_ECORRUPT (wrong length). */
 int bl_es_counts_decode(const void *in, size_t len, bl_es_counts *c);
 

@@ -322,9 +322,9 @@ static int read_meta(gstate *g)
     if (rc != 0 && rc != BINDLOG_ENOTFOUND)
         return rc;
     if ((rc = lookup(g, BL_DB_META, "counts", 6, &v, &n)) == 0) {
-        if (n != BL_COUNTS_BYTES)
+        if (!bl_counts_len_ok(n))
             return bl_err_set(BINDLOG_ECORRUPT, "meta \"counts\" is %zu bytes", n);
-        bl_counts_decode(v, &g->counts);
+        bl_counts_decode(v, n, &g->counts);
     } else if (rc != BINDLOG_ENOTFOUND) {
         return rc;
     }
@@ -372,6 +372,8 @@ static int apply_one(gstate *g, bindlog *h, const bl_event *ev, bindlog_result *
     }
     if (res != NULL)
         fill_result(res, &plan); /* before the frame grows under what plan points at */
+    if (rc == BINDLOG_APPLIED && ev->route_out != NULL)
+        bl_route_fill(&plan, ev->route_out);
     if (rc != BINDLOG_APPLIED)
         return rc;
     if ((rc = bl_plan_encode(&plan, &g->e->enc)) != 0 ||
@@ -623,10 +625,10 @@ static int build_group(gstate *g, bl_greq *group, int *durability)
     g->gst.commits++;
     g->gst.grouped_events += g->applied;
     bl_head_encode(hb, &g->head);
-    bl_counts_encode(cb, &g->counts);
+    size_t cn = bl_counts_encode(cb, &g->counts);
     bl_gstats_encode(sb, &g->gst);
     if ((rc = add_entry(g->b, BL_WE_PUT, BL_DB_META, "head", 4, hb, sizeof hb)) != 0 ||
-        (rc = add_entry(g->b, BL_WE_PUT, BL_DB_META, "counts", 6, cb, sizeof cb)) != 0 ||
+        (rc = add_entry(g->b, BL_WE_PUT, BL_DB_META, "counts", 6, cb, cn)) != 0 ||
         (rc = add_entry(g->b, BL_WE_PUT, BL_DB_META, "stats", 5, sb, sizeof sb)) != 0)
         return rc;
     return 0;

@@ -61,6 +61,7 @@ static int fill_binding(bindlog_binding *out, const void *v, size_t n)
     out->generation = b.generation;
     out->lsn = b.lsn;
     out->updated_ms = b.updated_ms;
+    out->last_activity_ms = b.last_activity_ms;
     return b.sid_len == 0 ? BINDLOG_ENOTFOUND : 0; /* a tombstone routes nowhere */
 }
 
@@ -77,6 +78,7 @@ int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
     out->session_id[0] = '\0';
     out->generation = out->lsn = 0;
     out->updated_ms = 0;
+    out->last_activity_ms = 0;
     copy_str(out->key, key, n);
     if ((rc = bl_wal_read_bound(h->e, &bound)) != 0)
         return rc;
@@ -277,6 +279,7 @@ static int next_binding(bindlog_iter *base, bindlog_binding *out)
         out->generation = b.generation;
         out->lsn = b.lsn;
         out->updated_ms = b.updated_ms;
+        out->last_activity_ms = b.last_activity_ms;
         rc = 1;
     }
     bl_map_unlock(it->base.h->e);

@@ -185,10 +185,10 @@ int bl_snap_counts(bl_snap *s, bl_counts *c)
         return 0;
     if (rc != 0)
         return rc;
-    if (v.mv_size != BL_COUNTS_BYTES)
-        return bl_err_set(BINDLOG_ECORRUPT, "meta \"counts\" is %zu bytes, not %d", v.mv_size,
-                          BL_COUNTS_BYTES);
-    bl_counts_decode(v.mv_data, c);
+    if (!bl_counts_len_ok(v.mv_size))
+        return bl_err_set(BINDLOG_ECORRUPT, "meta \"counts\" is %zu bytes, not %d or %d",
+                          v.mv_size, BL_COUNTS_BYTES_V3, BL_COUNTS_BYTES);
+    bl_counts_decode(v.mv_data, v.mv_size, c);
     return 0;
 }
 

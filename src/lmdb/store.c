@@ -577,20 +577,25 @@ int bl_head_decode(const void *p, size_t n, bl_head *h)
     return 0;
 }
 
-void bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c)
+size_t bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c)
 {
-    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+    for (int i = 0; i < BINDLOG_EVENT_ROUTE; i++)
         bl_put64(out + 8 * i, c->applied[i]);
-    bl_put64(out + 8 * BINDLOG_EVENT_COUNT, c->live_bindings);
-    bl_put64(out + 8 * (BINDLOG_EVENT_COUNT + 1), c->live_sessions);
+    bl_put64(out + 8 * BINDLOG_EVENT_ROUTE, c->live_bindings);
+    bl_put64(out + 8 * (BINDLOG_EVENT_ROUTE + 1), c->live_sessions);
+    if (c->applied[BINDLOG_EVENT_ROUTE] == 0)
+        return BL_COUNTS_BYTES_V3;
+    bl_put64(out + BL_COUNTS_BYTES_V3, c->applied[BINDLOG_EVENT_ROUTE]);
+    return BL_COUNTS_BYTES;
 }
 
-void bl_counts_decode(const unsigned char in[BL_COUNTS_BYTES], bl_counts *c)
+void bl_counts_decode(const unsigned char *in, size_t len, bl_counts *c)
 {
-    for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
+    for (int i = 0; i < BINDLOG_EVENT_ROUTE; i++)
         c->applied[i] = bl_get64(in + 8 * i);
-    c->live_bindings = bl_get64(in + 8 * BINDLOG_EVENT_COUNT);
-    c->live_sessions = bl_get64(in + 8 * (BINDLOG_EVENT_COUNT + 1));
+    c->live_bindings = bl_get64(in + 8 * BINDLOG_EVENT_ROUTE);
+    c->live_sessions = bl_get64(in + 8 * (BINDLOG_EVENT_ROUTE + 1));
+    c->applied[BINDLOG_EVENT_ROUTE] = len == BL_COUNTS_BYTES ? bl_get64(in + BL_COUNTS_BYTES_V3) : 0;
 }
 
 void bl_gstats_encode(unsigned char out[BL_GSTATS_BYTES], const bl_gstats *g)
@@ -638,18 +643,17 @@ int bl_meta_get_counts(bl_env *e, MDB_txn *txn, bl_counts *c)
         return 0;
     if (rc < 0)
         return rc;
-    if (v.mv_size != BL_COUNTS_BYTES)
-        return bl_err_set(BINDLOG_ECORRUPT, "meta \"counts\" is %zu bytes, not %d",
-                          v.mv_size, BL_COUNTS_BYTES);
-    bl_counts_decode(v.mv_data, c);
+    if (!bl_counts_len_ok(v.mv_size))
+        return bl_err_set(BINDLOG_ECORRUPT, "meta \"counts\" is %zu bytes, not %d or %d",
+                          v.mv_size, BL_COUNTS_BYTES_V3, BL_COUNTS_BYTES);
+    bl_counts_decode(v.mv_data, v.mv_size, c);
     return 0;
 }
 
 int bl_meta_put_counts(bl_env *e, MDB_txn *txn, const bl_counts *c)
 {
     unsigned char b[BL_COUNTS_BYTES];
-    bl_counts_encode(b, c);
-    return meta_put(e, txn, "counts", b, sizeof(b));
+    return meta_put(e, txn, "counts", b, bl_counts_encode(b, c));
 }
 
 int bl_meta_get_gstats(bl_env *e, MDB_txn *txn, bl_gstats *g)

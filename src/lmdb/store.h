@@ -176,15 +176,25 @@ typedef struct bl_gstats {
     uint64_t grouped_events;
 } bl_gstats;
 
-/* The bytes of meta "head" (16), "counts" (64) and "stats" (16): the log's
- * frames carry them as puts, LMDB as values (docs/format.md). */
+/* The bytes of meta "head" (16), "counts" (64 or 72) and "stats" (16): the
+ * log's frames carry them as puts, LMDB as values (docs/format.md).
+ * "counts" is u64 applied[0..5], live bindings, live sessions (64 bytes),
+ * then, interim within format 3, u64 applied[BINDLOG_EVENT_ROUTE] only once
+ * a route was applied (72 bytes): a store without routes keeps the bytes
+ * it always had.  bl_counts_encode returns the length it wrote. */
 #define BL_HEAD_BYTES 16
-#define BL_COUNTS_BYTES (8 * (BINDLOG_EVENT_COUNT + 2))
+#define BL_COUNTS_BYTES_V3 64
+#define BL_COUNTS_BYTES (BL_COUNTS_BYTES_V3 + 8)
 #define BL_GSTATS_BYTES 16
+static inline int bl_counts_len_ok(size_t n)
+{
+    return n == BL_COUNTS_BYTES_V3 || n == BL_COUNTS_BYTES;
+}
 void bl_head_encode(unsigned char out[BL_HEAD_BYTES], const bl_head *h);
 int bl_head_decode(const void *p, size_t n, bl_head *h);            /* 0 or ECORRUPT */
-void bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c);
-void bl_counts_decode(const unsigned char in[BL_COUNTS_BYTES], bl_counts *c);
+size_t bl_counts_encode(unsigned char out[BL_COUNTS_BYTES], const bl_counts *c);
+/* in holds len bytes, bl_counts_len_ok(len) */
+void bl_counts_decode(const unsigned char *in, size_t len, bl_counts *c);
 void bl_gstats_encode(unsigned char out[BL_GSTATS_BYTES], const bl_gstats *g);
 int bl_gstats_decode(const void *p, size_t n, bl_gstats *g);        /* 0 or ECORRUPT */
 

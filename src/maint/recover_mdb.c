@@ -72,8 +72,8 @@ static int on_entry(void *ctx, const unsigned char *k, size_t kn, const unsigned
             sc->meta.base.lsn = bl_get64(v);
         } else if (kn == 9 && memcmp(k, "base_time", 9) == 0 && vn == 8) {
             sc->meta.base.time_ms = (int64_t)bl_get64(v);
-        } else if (kn == 11 && memcmp(k, "base_counts", 11) == 0 && vn == BL_COUNTS_BYTES) {
-            bl_counts_decode(v, &sc->meta.base.counts);
+        } else if (kn == 11 && memcmp(k, "base_counts", 11) == 0 && bl_counts_len_ok(vn)) {
+            bl_counts_decode(v, vn, &sc->meta.base.counts);
         } else if (kn == 3 && memcmp(k, "wal", 3) == 0 && vn == 32) {
             sc->meta.have_wal = 1;
             sc->meta.wal_salt = bl_get64(v);

@@ -171,7 +171,7 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
     if (rc < 0 && rc != BINDLOG_ENOTFOUND)
         return rc;
     fv.known = rc == 0;
-    fv.prior = fv.known ? cur : (bl_bval){"", 0, 0, 0, 0};
+    fv.prior = fv.known ? cur : (bl_bval){"", 0, 0, 0, 0, 0};
     /* what the key was bound to in the state, if the record disagrees */
     char orphan[BINDLOG_ID_MAX];
     size_t orphan_len = 0;
@@ -185,6 +185,12 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
         fv.prior.sid = rec.other;
         fv.prior.sid_len = rec.other_len;
         break;
+    case BINDLOG_EVENT_ROUTE:
+        /* an activity on whatever the key is bound to now: it moves
+         * nothing but the last activity */
+        if (!fv.known || cur.sid_len == 0)
+            return 1;
+        break;
     default: /* INVALIDATE, UNBIND: the session bound before and after */
         fv.prior.sid = rec.sid;
         fv.prior.sid_len = rec.sid_len;
@@ -196,7 +202,7 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
         memcpy(orphan, cur.sid, cur.sid_len);
         orphan_len = cur.sid_len;
     }
-    if (rec.type == BINDLOG_EVENT_SPLIT)
+    if (rec.type == BINDLOG_EVENT_SPLIT || rec.type == BINDLOG_EVENT_ROUTE)
         fv.prior.generation = rec.generation;
     else if (rec.generation == 0)
         return 1;

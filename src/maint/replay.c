@@ -56,9 +56,9 @@ int bl_base_get(bl_env *e, MDB_txn *txn, bl_base *b)
         return 0;
     if (rc != 0)
         return bl_mdb_error(rc);
-    if (v.mv_size != BL_COUNTS_BYTES)
+    if (!bl_counts_len_ok(v.mv_size))
         return BINDLOG_ECORRUPT;
-    bl_counts_decode(v.mv_data, &b->counts);
+    bl_counts_decode(v.mv_data, v.mv_size, &b->counts);
     return 0;
 }
 
@@ -71,7 +71,7 @@ int bl_base_put(bl_env *e, MDB_txn *txn, const bl_base *b)
     if ((rc = bl_meta_put_u64(e, txn, "base", b->lsn)) != 0 ||
         (rc = bl_meta_put_u64(e, txn, "base_time", (uint64_t)b->time_ms)) != 0)
         return rc;
-    bl_counts_encode(buf, &b->counts);
+    v.mv_size = bl_counts_encode(buf, &b->counts);
     return mdb_put(txn, e->dbi[BL_DB_META], &k, &v, 0);
 }
 

@@ -191,9 +191,9 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
         return bl_err_set(BINDLOG_ECORRUPT,
                           "image header ('C' frame): base time_ms %lld is outside years 0-9999",
                           (long long)base->time_ms);
-    bl_counts_decode(p + 8, &base->counts);
-    nb = bl_get64(p + 8 + BL_COUNTS_BYTES);
-    ns = bl_get64(p + 16 + BL_COUNTS_BYTES);
+    bl_counts_decode(p + 8, BL_COUNTS_BYTES_V3, &base->counts);
+    nb = bl_get64(p + 8 + BL_COUNTS_BYTES_V3);
+    ns = bl_get64(p + 16 + BL_COUNTS_BYTES_V3);
 
     for (uint64_t i = 0; i < nb + ns; i++) {
         int sess = i >= nb;

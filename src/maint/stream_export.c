@@ -166,9 +166,11 @@ int bl_lmdb_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *records,
         uint64_t ns = bl_stream_entries(txn, e->dbi[BL_DB_BASE_SESSIONS]);
         unsigned char *p = frame + ST_FRAME_HDR;
         bl_put64(p, (uint64_t)base.time_ms);
-        bl_counts_encode(p + 8, &base.counts);
-        bl_put64(p + 8 + BL_COUNTS_BYTES, nb);
-        bl_put64(p + 16 + BL_COUNTS_BYTES, ns);
+        unsigned char cb[BL_COUNTS_BYTES];
+        bl_counts_encode(cb, &base.counts);
+        memcpy(p + 8, cb, BL_COUNTS_BYTES_V3);
+        bl_put64(p + 8 + BL_COUNTS_BYTES_V3, nb);
+        bl_put64(p + 16 + BL_COUNTS_BYTES_V3, ns);
         wr_frame(&w, frame, 'C', ST_C_LEN - ST_CHECKSUM, 1);
         if ((rc = export_image_table(e, txn, 0, &w, frame, nb)) != 0 ||
             (rc = export_image_table(e, txn, 1, &w, frame, ns)) != 0)

@@ -82,3 +82,21 @@ tsh import_json_10k 'awk "BEGIN { printf \"{\\n\"; for (i = 0; i < 10000; i++) p
 "$BL" -d ij10k import-json --format openclaw big.json | grep -E "^(applied|already)"; echo "exit $?"
 "$BL" -d ij10k dump --from 1 --to 1 --json | grep -o "\"key\":\"[^\"]*\""
 "$BL" -d ij10k check | tail -1'
+
+# ---- expire: the cron-run cleanup --------------------------------------------------------
+# Five finished cron runs a day old, one from this morning, and a chat key
+# as old as the oldest runs: --prefix keeps the chat key, a dry run writes
+# nothing, and a second run finds nothing left.
+t help_expire expire --help
+t usage_expire_no_idle -d exp expire
+t usage_expire_bad_idle -d exp expire --idle 3
+tsh expire_cron_runs 'for i in 1 2 3 4 5; do BINDLOG_CLOCK_MS=$((1767225600000 + i * 60000)) "$BL" -d exp new --create "agent:main:cron:nightly:run:$i" "run-$i" >/dev/null || exit 1; done
+BINDLOG_CLOCK_MS=$((1767225600000 + 86400000)) "$BL" -d exp new agent:main:cron:nightly:run:6 run-6 >/dev/null
+BINDLOG_CLOCK_MS=$((1767225600000 + 86400000)) "$BL" -d exp bind agent:main:telegram:dm:42 chat-42 >/dev/null
+export BINDLOG_CLOCK_MS=$((1767225600000 + 90000000))
+"$BL" -d exp expire --idle 24h --prefix agent:main:cron: --dry-run; echo "exit $?"
+"$BL" -d exp expire --idle 24h --prefix agent:main:cron:; echo "exit $?"
+"$BL" -d exp expire --idle 24h --prefix agent:main:cron: --json; echo "exit $?"
+"$BL" -d exp dump --bindings
+"$BL" -d exp dump --log --from 8
+"$BL" -d exp check | tail -1'

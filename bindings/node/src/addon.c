@@ -172,6 +172,8 @@ const char *bn_event_js_name(int type)
         return "invalidate";
     case BINDLOG_EVENT_UNBIND:
         return "unbind";
+    case BINDLOG_EVENT_ROUTE:
+        return "route";
     default:
         return "unknown";
     }

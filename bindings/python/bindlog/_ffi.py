@@ -72,7 +72,8 @@ EVENT_NEW_SESSION = 2
 EVENT_SPLIT = 3
 EVENT_INVALIDATE = 4
 EVENT_UNBIND = 5
-EVENT_COUNT = 6
+EVENT_ROUTE = 6
+EVENT_COUNT = 7
 
 DURABILITY_FULL = 0
 DURABILITY_NORMAL = 1
@@ -133,6 +134,7 @@ class bindlog_binding(Structure):
         ("lsn", c_uint64),
         ("updated_ms", c_int64),
         ("key", c_char * (KEY_MAX + 1)),
+        ("last_activity_ms", c_int64),
     ]
 
 

@@ -15,8 +15,9 @@ import ctypes
 import os
 import threading
 import time
+import weakref
 from ctypes import byref, c_size_t, c_ubyte, c_uint64, c_void_p
-from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from typing import Literal
 
@@ -73,7 +74,8 @@ def library_version() -> str:
 
 
 class _CIter:
-    """One C iterator, closed exactly once (by its generator or by Store.close).
+    """One C iterator, closed exactly once (by its _Iterator, the store's
+    next call after that was dropped, or Store.close).
 
     The library writes the iterator's pointer straight into ``cptr`` (it is
     registered in the store's ``_iters`` before it is opened), so no signal
@@ -86,10 +88,8 @@ class _CIter:
     def __init__(self, store: "Store") -> None:
         self.store = store
         self.cptr = c_void_p()
-        # re-entrant: the garbage collector can finalise this iterator's
-        # generator (whose ``finally`` closes it) on the thread that is
-        # already inside close(), e.g. Store.close() after a Ctrl-C left the
-        # generator in a reference cycle; a plain Lock deadlocked there
+        # re-entrant: a thread already inside close() (Store.close(), or
+        # _bury from a call made while closing) may come back to it
         self.lock = threading.RLock()
         self.closing = False
 
@@ -105,8 +105,8 @@ class _CIter:
         with store._token(), self.lock:
             if self.closing:
                 return  # a finaliser run inside this thread's own close(): it finishes the job
-            self.closing = True
             try:
+                self.closing = True  # (inside the try: a signal cannot leave it set)
                 p = self.cptr.value
                 if p:
                     # (no call between these two lines: nothing a signal can split)
@@ -115,6 +115,69 @@ class _CIter:
             finally:
                 self.closing = False
         store._iters.discard(self)
+
+
+class _Iterator(Iterator[T]):
+    """What bindings(), log(), history(), sessions() ... return.
+
+    Not a generator, and no ``__del__``: a generator's ``finally`` (or a
+    ``__del__``) runs Python code when the collector drops the iterator,
+    and a Ctrl-C that lands there is printed as "Exception ignored" and
+    lost -- the program never sees its KeyboardInterrupt.  Dropping this
+    object runs no Python code at all: a weak reference whose callback is
+    the C function ``list.append`` queues it on its store, and the store's
+    next call (or close) closes the C iterator."""
+
+    __slots__ = ("_store", "_it", "_opener", "_step", "_state", "_ref", "__weakref__")
+
+    def __init__(self, store: "Store", opener: Callable[[c_void_p, Any], int],
+                 step: Callable[[c_void_p], Optional[T]]) -> None:
+        self._store = store
+        self._it = _CIter(store)
+        self._opener = opener
+        self._step = step
+        self._state = 0  # 0 not opened, 1 open, 2 done
+        self._ref: Any = None
+
+    def __iter__(self) -> "_Iterator[T]":
+        return self
+
+    def __next__(self) -> T:
+        if self._state == 2:
+            raise StopIteration
+        store, it = self._store, self._it
+        try:
+            # it.lock: one step at a time even when threads share this iterator
+            with store._token(), it.lock:
+                h = store._handle()
+                if self._state == 2:
+                    raise StopIteration  # another thread finished it meanwhile
+                if self._state == 0:
+                    self._state = 1
+                    # registered before the open: the library writes the pointer into it
+                    store._iters.add(it)
+                    self._ref = weakref.ref(self, store._graves.append)
+                    store._dropped[self._ref] = it
+                    rc = int(self._opener(h, byref(it.cptr)))
+                    if rc < 0:
+                        raise error_for(rc, "iterator")
+                if not it.cptr.value:
+                    raise StoreClosed(f"store {quote(store._path)} is closed")
+                item = self._step(it.cptr)
+        except BaseException:
+            self.close()
+            raise
+        if item is None:
+            self.close()
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Close the iterator now (idempotent); next() then stops."""
+        self._state = 2
+        self._it.close()
+        if self._ref is not None:
+            self._store._dropped.pop(self._ref, None)  # closed: nothing left for the store to do
 
 
 # ---- the store ----------------------------------------------------------------
@@ -175,6 +238,11 @@ class Store(Maintenance):
         self._close_lock = threading.Lock()
         self._closing = False
         self._iters: Set[_CIter] = set()
+        # iterators dropped without close(): their weak references (a C
+        # callback, list.append, queues them without running Python code)
+        # and their C iterators, closed by the next call (_bury)
+        self._graves: List[Any] = []
+        self._dropped: Dict[Any, _CIter] = {}
         self._epoch = _fork.epoch
         self._pid = os.getpid()
         self._path = ""
@@ -235,7 +303,7 @@ class Store(Maintenance):
     def close(self) -> None:
         """Close the store.  Waits for calls in progress in other threads
         (a thread in :meth:`follow` or :meth:`wait` within 0.1 s), closes
-        iterators (generators) still open, then the handle.  Idempotent.
+        iterators still open, then the handle.  Idempotent.
 
         In a child process after ``fork`` it only forgets the handle: the
         handle, its snapshots and its locks are the parent's and are left
@@ -246,6 +314,8 @@ class Store(Maintenance):
             # of the parent may have held one at the fork)
             h, self._h = self._h, None
             self._iters = set()
+            self._graves = []
+            self._dropped = {}
             if h:
                 self._lib.bindlog_close(h)
             return
@@ -259,7 +329,9 @@ class Store(Maintenance):
         self._wait_calls(me)
         for it in list(self._iters):
             it.close()
-        self._wait_calls(me)  # a generator may have been closing its iterator meanwhile
+        self._wait_calls(me)  # another thread may have been closing an iterator meanwhile
+        self._graves.clear()
+        self._dropped.clear()
         with self._close_lock:
             h = self._h
             if h is None:
@@ -325,6 +397,8 @@ class Store(Maintenance):
         child process, before any lock is touched."""
         if self._epoch != _fork.epoch:
             raise self._fork_error()  # before any lock: one may have been held at the fork
+        if self._graves:
+            self._bury()
         tok = self._tokens.get(threading.get_ident())
         if tok is None:
             tok = self._tokens.setdefault(threading.get_ident(), threading.RLock())
@@ -654,30 +728,28 @@ class Store(Maintenance):
 
     def _iterate(
         self, opener: Callable[[c_void_p, Any], int], step: Callable[[c_void_p], Optional[T]]
-    ) -> Generator[T, None, None]:
-        """A generator over a C iterator: opened on the first next(), closed
-        when the generator finishes, is closed, is garbage-collected, or the
+    ) -> "_Iterator[T]":
+        """An iterator over a C iterator: opened on the first next(), closed
+        when it is exhausted, fails, is closed, is garbage-collected, or the
         Store closes."""
-        it = _CIter(self)
-        self._iters.add(it)  # before the open: the library writes the pointer into it
-        try:
-            with self._token():
-                rc = int(opener(self._handle(), byref(it.cptr)))
-            if rc < 0:
-                raise error_for(rc, "iterator")
-            while True:
-                with self._token():
-                    self._handle()
-                    if not it.cptr.value:
-                        raise StoreClosed(f"store {quote(self._path)} is closed")
-                    item = step(it.cptr)
-                if item is None:
-                    return
-                yield item
-        finally:
-            it.close()
+        self._bury()
+        return _Iterator(self, opener, step)
 
-    def _records(self, opener: Callable[[c_void_p, Any], int]) -> Generator[Record, None, None]:
+    def _bury(self) -> None:
+        """Close the C iterators of iterators dropped without close()
+        (see _Iterator): from an ordinary call, where a Ctrl-C is raised
+        to the caller instead of being lost in a finaliser."""
+        graves = self._graves
+        while graves:
+            try:
+                ref = graves.pop()
+            except IndexError:  # another thread emptied it meanwhile
+                return
+            it = self._dropped.pop(ref, None)
+            if it is not None:
+                it.close()
+
+    def _records(self, opener: Callable[[c_void_p, Any], int]) -> "_Iterator[Record]":
         rec = _ffi.bindlog_record()
         lib = self._lib
 
@@ -722,7 +794,7 @@ class Store(Maintenance):
     def log(self, from_lsn: int = 1, to_lsn: Optional[int] = None) -> Iterator[Record]:
         """Log records with ``from_lsn <= lsn <= to_lsn`` (None: to the head),
         oldest first, from one snapshot taken at the first ``next()``.
-        Compacted records are not there.  Close the generator (or exhaust
+        Compacted records are not there.  Close the iterator (or exhaust
         it) promptly: an open snapshot keeps LMDB from reusing pages."""
         try:
             lo = _args.u64(from_lsn, "from_lsn")

@@ -47,6 +47,7 @@ int main(void)
     F(bindlog_binding, lsn);
     F(bindlog_binding, updated_ms);
     F(bindlog_binding, key);
+    F(bindlog_binding, last_activity_ms);
 
     S(bindlog_session);
     F(bindlog_session, session_id);
