@@ -1031,6 +1031,21 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  */
 BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
                                bindlog_progress_fn progress, void *progress_ctx);
+
+/**
+ * Write what the file (or directory) open as `fd` holds to stable storage,
+ * the way the library flushes its own files: fsync() on Linux and the
+ * BSDs; fcntl(F_FULLFSYNC) on macOS, where fsync() only hands the data to
+ * the drive's cache and a power loss can still take it (falling back to
+ * fsync() only where the file system refuses F_FULLFSYNC).  For a program
+ * that writes an export (or anything else) beside the store and wants
+ * FULL's promise for it: flush the file, rename it into place, flush the
+ * directory.  EINTR is retried.  Returns 0, BINDLOG_EINVAL (fd < 0, or a
+ * descriptor that cannot be flushed, such as a pipe), or BINDLOG_EIO (the
+ * flush failed: what was written may be lost; do not retry and trust it).
+ * Thread-safe.
+ */
+BINDLOG_API int bindlog_fsync(int fd);
 /**@}*/
 
 /* ------------------------------------------------------------------------ */
