@@ -17,12 +17,12 @@
  *   --seconds S time budget of each timed measurement (default 1.5; --quick 0.3)
  *   --seed N    workload seed (default 42)
  *   --only G,.. run only these groups (for profiling): fsync lmdb full1
- *               fresh1 sqlite1 full16 sqlite16 full64 sqlite64 normal1 sqlnormal1
- *               none1 off1 batchfull json bulk wake etcd, route (bindlog_route
- *               x1/x16 at FULL against pure splits and SQLite's read-decide-
- *               update, on streams of their own), and maint (the
- *               check/replay/export/import rows alone, on their own store:
- *               bulk runs them too)
+ *               fresh1 sqlite1 full16 sqlite16 full64 sqlite64 fresh16 fresh64
+ *               normal1 sqlnormal1 none1 off1 batchfull json bulk wake etcd,
+ *               route (bindlog_route x1/x16 at FULL against pure splits and
+ *               SQLite's read-decide-update, on streams of their own), and
+ *               maint (the check/replay/export/import rows alone, on their
+ *               own store: bulk runs them too)
  *   --etcd      also measure the etcd backend (docs/scale-out.md): a raw etcd
  *               client doing the same Txns (the ceiling), bindlog on etcd://
  *               with 1 and with 16 writers, on a 1-member and a 3-member
@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -99,6 +100,8 @@ enum {
     M_SQ16,
     M_BL64,
     M_SQ64,
+    M_BLFRESH16,
+    M_BLFRESH64,
     M_BLNORMAL1,
     M_SQNORMAL1,
     M_BLNONE1,
@@ -147,6 +150,11 @@ typedef struct meas {
     uint64_t events, errors, mismatches;
     double per_commit; /* events per commit (bindlog), 0 unknown */
     double cpu_secs;   /* CPU time of the measuring threads (user + system) */
+    /* The whole process over a writers' window (getrusage): CPU time of
+     * every thread (the checkpointer's too) and context switches
+     * (voluntary and not), per event; <0 not measured. */
+    double proc_cpu_us, csw; /* 0: not measured */
+    double early_rate; /* writers: the rate over the window's first 0.5 s */
     char note[112];
 } meas;
 
@@ -161,6 +169,10 @@ static meas M[M_COUNT] = {
     [M_SQ16] = {.id = "sqlite_full_16", .label = "SQLite WAL FULL, 16 writers", .unit = "events"},
     [M_BL64] = {.id = "bindlog_full_64", .label = "bindlog FULL, 64 writers", .unit = "events"},
     [M_SQ64] = {.id = "sqlite_full_64", .label = "SQLite WAL FULL, 64 writers", .unit = "events"},
+    [M_BLFRESH16] = {.id = "bindlog_full_16_fresh", .label = "bindlog FULL, 16 writers, fresh store",
+                     .unit = "events"},
+    [M_BLFRESH64] = {.id = "bindlog_full_64_fresh", .label = "bindlog FULL, 64 writers, fresh store",
+                     .unit = "events"},
     [M_BLNORMAL1] = {.id = "bindlog_normal_1", .label = "bindlog NORMAL, 1 writer", .unit = "events"},
     [M_SQNORMAL1] = {.id = "sqlite_normal_1", .label = "SQLite WAL NORMAL, 1 writer", .unit = "events"},
     [M_BLNONE1] = {.id = "bindlog_none_1", .label = "bindlog NONE, 1 writer", .unit = "events"},
@@ -224,8 +236,8 @@ static int g_failed; /* a store error or an outcome mismatch happened */
 uint64_t bench_deadline_ns;
 
 /* --only: is group `g` selected?  Groups: fsync lmdb full1 fresh1 sqlite1 full16
- * sqlite16 full64 sqlite64 normal1 sqlnormal1 none1 off1 batchfull json bulk
- * wake; and maint: the maintenance rows alone (bulk runs them too). */
+ * sqlite16 full64 sqlite64 fresh16 fresh64 normal1 sqlnormal1 none1 off1 batchfull
+ * json bulk wake; and maint: the maintenance rows alone (bulk runs them too). */
 static int want(const cfg *c, const char *g)
 {
     if (c->only == NULL)
@@ -258,6 +270,17 @@ static double thread_cpu(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The process's CPU seconds (every thread, user + system) and context
+ * switches (voluntary and involuntary) so far. */
+static void proc_usage(double *cpu, double *csw)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    *csw = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
 }
 
 /* Rate per CPU-second: on a shared machine, the figure other processes'
@@ -295,6 +318,7 @@ typedef struct runner {
     void *shared;
     const workload *w;
     int nthreads;
+    int first_contacts; /* each thread applies its keys' setup events first */
     pthread_barrier_t ready, go;
     uint64_t t0, deadline;
 } runner;
@@ -306,6 +330,7 @@ typedef struct worker {
     void *ctx;
     uint32_t *idx; /* this thread's events, in stream order */
     size_t nidx;
+    size_t nfirst; /* first_contacts: idx[0, nfirst) index w->setup */
     uint64_t *lat;
     uint64_t done, errors, mism, t_end;
     double cpu;
@@ -323,7 +348,7 @@ static void *worker_main(void *arg)
     if (k->ctx != NULL) {
         uint64_t deadline = r->deadline, t = now_ns();
         for (size_t i = 0; i < k->nidx && t < deadline; i++) {
-            const wl_event *e = &r->w->ev[k->idx[i]];
+            const wl_event *e = i < k->nfirst ? &r->w->setup[k->idx[i]] : &r->w->ev[k->idx[i]];
             int rc = r->c->apply(k->ctx, r->w, e);
             uint64_t t2 = now_ns();
             if (rc == BENCH_CANCELLED)
@@ -347,11 +372,15 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Run `nthreads` writers for `budget` seconds; fill m (events, rate, latency). */
-static void run_writers(meas *m, const contender *c, void *shared, const workload *w,
-                        int nthreads, double budget)
+/* Run `nthreads` writers for `budget` seconds; fill m (events, rate, latency).
+ * first_contacts: the store is empty, and each thread first applies the
+ * setup's first contacts of its keys, then their stream events (a key's
+ * events stay in order, so the outcomes stay predictable). */
+static void run_writers_from(meas *m, const contender *c, void *shared, const workload *w,
+                             int nthreads, double budget, int first_contacts)
 {
-    runner r = {.c = c, .shared = shared, .w = w, .nthreads = nthreads};
+    runner r = {.c = c, .shared = shared, .w = w, .nthreads = nthreads,
+                .first_contacts = first_contacts};
     worker *k = calloc((size_t)nthreads, sizeof(*k));
     size_t *count = calloc((size_t)nthreads, sizeof(size_t));
     if (k == NULL || count == NULL) {
@@ -360,6 +389,9 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
     }
     for (size_t i = 0; i < w->n; i++)
         count[w->ev[i].key % (uint32_t)nthreads]++;
+    if (first_contacts)
+        for (uint32_t i = 0; i < w->nkeys; i++)
+            count[w->setup[i].key % (uint32_t)nthreads]++;
     for (int t = 0; t < nthreads; t++) {
         k[t].r = &r;
         k[t].tid = t;
@@ -369,6 +401,14 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
             fprintf(stderr, "bindlog-bench: out of memory\n");
             exit(1);
         }
+    }
+    if (first_contacts) {
+        for (uint32_t i = 0; i < w->nkeys; i++) {
+            worker *x = &k[w->setup[i].key % (uint32_t)nthreads];
+            x->idx[x->nidx++] = i;
+        }
+        for (int t = 0; t < nthreads; t++)
+            k[t].nfirst = k[t].nidx;
     }
     for (size_t i = 0; i < w->n; i++) {
         worker *x = &k[w->ev[i].key % (uint32_t)nthreads];
@@ -382,6 +422,8 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
     r.t0 = now_ns();
     r.deadline = r.t0 + (uint64_t)(budget * 1e9);
     bench_deadline_ns = r.deadline;
+    double cpu0, csw0, cpu1, csw1;
+    proc_usage(&cpu0, &csw0);
     pthread_barrier_wait(&r.go);
 
     uint64_t t_end = r.t0, total = 0;
@@ -391,7 +433,17 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
             t_end = k[t].t_end;
         total += k[t].done;
     }
+    proc_usage(&cpu1, &csw1);
     bench_deadline_ns = 0;
+    /* events done in the window's first half second (a thread's latencies
+     * add up to its time since the start): a fresh store's first lap */
+    uint64_t early = 0;
+    for (int t = 0; t < nthreads; t++) {
+        uint64_t at = 0;
+        for (uint64_t i = 0; i < k[t].done && (at += k[t].lat[i]) <= 500000000u; i++)
+            early++;
+    }
+    m->early_rate = budget >= 1.0 ? (double)early / 0.5 : 0; /* a short window: none */
     uint64_t *all = malloc((total ? total : 1) * sizeof(uint64_t));
     size_t n = 0;
     int first_err = 0;
@@ -408,6 +460,10 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
         free(k[t].lat);
     }
     m->events = total;
+    if (total > 0) {
+        m->proc_cpu_us = (cpu1 - cpu0) * 1e6 / (double)total;
+        m->csw = (csw1 - csw0) / (double)total;
+    }
     m->secs = (double)(t_end - r.t0) / 1e9;
     m->rate = m->secs > 0 ? (double)total / m->secs : 0;
     percentiles(all, n, &m->p50_us, &m->p99_us);
@@ -422,6 +478,12 @@ static void run_writers(meas *m, const contender *c, void *shared, const workloa
     free(all);
     free(k);
     free(count);
+}
+
+static void run_writers(meas *m, const contender *c, void *shared, const workload *w,
+                        int nthreads, double budget)
+{
+    run_writers_from(m, c, shared, w, nthreads, budget, 0);
 }
 
 /* ---- contenders: bindlog and JSON as `contender`s --------------------- */
@@ -531,12 +593,76 @@ static void measure_bindlog(const cfg *c, meas *m, const workload *w, int durabi
     bindlog_stats_get(h, &before);
     run_writers(m, &bl_contender, h, w, threads, budget);
     note_group(m, h, &before);
+    size_t len = strlen(m->note);
+    if (threads > 1 && !m->errors && m->early_rate > 0 && len + 40 < sizeof m->note)
+        snprintf(m->note + len, sizeof m->note - len, "%sfirst 0.5 s %.1fk/s", len ? "; " : "",
+                 m->early_rate / 1e3);
     if (durability == BINDLOG_DURABILITY_NONE && m->note[0] != '\0' && !m->errors)
         snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "; %.1fk/CPU-s",
                  per_cpu(m) / 1e3);
     bindlog_close(h);
     if (!c->keep)
         rm_tree(dir);
+}
+
+/* `threads` FULL writers on a store made by the measurement, from its
+ * first event: each thread binds its keys for the first time (the setup's
+ * first contacts, one call each) and goes on with their stream events, so
+ * the window holds the log's first lap, while its ring is still being
+ * zero-filled, and the store's first checkpoints, which grow data.mdb.
+ * measure_bindlog's store was bulk-loaded, closed and opened again before
+ * its writers start. */
+static void measure_bindlog_fresh(const cfg *c, meas *m, const workload *w, int threads,
+                                  double budget, const char *name)
+{
+    char dir[4096];
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *h = NULL;
+    int rc;
+
+    sub(dir, sizeof dir, c, name);
+    rm_tree(dir);
+    o.durability = BINDLOG_DURABILITY_FULL;
+    if ((rc = bindlog_open(&h, dir, &o)) != 0) {
+        fprintf(stderr, "bindlog-bench: creating %s: %s\n", dir, bindlog_strerror(rc));
+        m->na = "setup failed";
+        g_failed = 1;
+        return;
+    }
+    bindlog_stats before;
+    memset(&before, 0, sizeof before);
+    bindlog_stats_get(h, &before);
+    run_writers_from(m, &bl_contender, h, w, threads, budget, 1);
+    note_group(m, h, &before);
+    size_t len = strlen(m->note);
+    if (!m->errors && m->early_rate > 0 && len + 40 < sizeof m->note)
+        snprintf(m->note + len, sizeof m->note - len, "%sfirst 0.5 s %.1fk/s", len ? "; " : "",
+                 m->early_rate / 1e3);
+    bindlog_close(h);
+    if (!c->keep)
+        rm_tree(dir);
+}
+
+/* One row from two measurements of the same thing (alternated with
+ * another row's): summed events and time, the slower half's latencies. */
+static void combine_halves(meas *out, const meas *a, const meas *b)
+{
+    *out = *a;
+    if (!a->ran || !b->ran) {
+        if (!a->ran)
+            *out = *b;
+        return;
+    }
+    out->events = a->events + b->events;
+    out->errors = a->errors + b->errors;
+    out->mismatches = a->mismatches + b->mismatches;
+    out->secs = a->secs + b->secs;
+    out->cpu_secs = a->cpu_secs + b->cpu_secs;
+    out->rate = out->secs > 0 ? (double)out->events / out->secs : 0;
+    out->p50_us = a->p50_us > b->p50_us ? a->p50_us : b->p50_us;
+    out->p99_us = a->p99_us > b->p99_us ? a->p99_us : b->p99_us;
+    snprintf(out->note, sizeof out->note, "%.1f events/commit; 2 alternated halves",
+             (a->per_commit + b->per_commit) / 2);
 }
 
 /* A store made by this open, FULL, one writer: its first FRESH_EVENTS
@@ -1691,6 +1817,10 @@ static ratio R[] = {
     {"first_write_ms", "first write ms, bulk store (median)", M_FIRST_WRITE, -1, 2, 1, 0, 0, 0},
     {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0, 0},
     {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 20, 0, 0, 0, 0},
+    {"fresh16_over_sqlite16", "FULL x16 fresh store / SQLite x16", M_BLFRESH16, M_SQ16, 8, 0, 0,
+     0, 0},
+    {"fresh64_over_sqlite64", "FULL x64 fresh store / SQLite x64", M_BLFRESH64, M_SQ64, 20, 0, 0,
+     0, 0},
     {"normal1_over_sqlitenormal1", "NORMAL x1 / SQLite NORMAL x1", M_BLNORMAL1, M_SQNORMAL1,
      1.5, 0, 0, 0, 0},
     {"none1_over_sqliteoff1", "NONE x1 / SQLite OFF x1", M_BLNONE1, M_SQOFF1, 3, 0, 0, 0, 0},
@@ -1718,6 +1848,11 @@ static ratio R[] = {
     {"route1_over_sqlite1", "route x1 / SQLite route x1", M_ROUTE1, M_SQROUTE1, 1.1, 0, 0, 0, 0},
     {"route16_over_sqlite16", "route x16 / SQLite route x16", M_ROUTE16, M_SQROUTE16, 8, 0, 0, 0,
      0},
+    /* the same per CPU-second of the callers: what the disk's noise at x1 hides */
+    {"route1_over_split1_cpu", "route x1 / split x1, per CPU-s", M_ROUTE1, M_SPLIT1, 0, 0, 0, 0,
+     1},
+    {"route16_over_split16_cpu", "route x16 / split x16, per CPU-s", M_ROUTE16, M_SPLIT16, 0, 0,
+     0, 0, 1},
     /* context, no target */
     {"full1_over_json1k", "FULL x1 / JSON 1k", M_BL1, M_JSON1K, 0, 0, 0, 0, 0},
     {"normal1_over_full1", "NORMAL x1 / FULL x1", M_BLNORMAL1, M_BL1, 0, 0, 0, 0, 0},
@@ -1822,7 +1957,7 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("dir: %s\n\n", c->root);
     printf("%-3s %-40s %10s %10s %10s  %s\n", "#", "measurement", "per second", "p50", "p99",
            "notes");
-    static const int item[M_COUNT] = {1, 2, 3, 3, 4, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
+    static const int item[M_COUNT] = {1, 2, 3, 3, 4, 5, 5, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
                                       8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 10, 10, 10, 10, 10, 10,
                                       9, 9, 9, 9, 9, 9};
     for (int i = 0; i < M_COUNT; i++) {
@@ -1837,8 +1972,11 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
         fmt_rate(a, sizeof a, m->rate);
         fmt_lat(b, sizeof b, m->p50_us);
         fmt_lat(d, sizeof d, m->p99_us);
-        printf("%-3d %-40s %10s %10s %10s  %s%s%" PRIu64 " %s in %.1f s\n", item[i], m->label, a,
-               b, d, m->note, m->note[0] ? "; " : "", m->events, m->unit, m->secs);
+        char u[64] = "";
+        if (m->proc_cpu_us > 0)
+            snprintf(u, sizeof u, "; %.1f us CPU, %.2f cs per event", m->proc_cpu_us, m->csw);
+        printf("%-3d %-40s %10s %10s %10s  %s%s%" PRIu64 " %s in %.1f s%s\n", item[i], m->label,
+               a, b, d, m->note, m->note[0] ? "; " : "", m->events, m->unit, m->secs, u);
     }
     char s1[96], s2[96], s3[96], s4[96];
     fmt_bytes_per(s1, sizeof s1, S.events > 0, S.file_before, S.live_bindings, "n/a");
@@ -1957,6 +2095,9 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
             json_num("events_per_commit", m->per_commit, m->per_commit > 0, 0);
             json_num("cpu_seconds", m->cpu_secs, m->cpu_secs > 0, 0);
             json_num("per_cpu_second", per_cpu(m), m->cpu_secs > 0, 0);
+            json_num("process_cpu_us_per_event", m->proc_cpu_us, m->proc_cpu_us > 0, 0);
+            json_num("context_switches_per_event", m->csw, m->proc_cpu_us > 0, 0);
+            json_num("first_half_second_per_second", m->early_rate, m->early_rate > 0, 0);
             json_str("note", m->note, 1);
         }
         printf("}%s", i + 1 < M_COUNT ? "," : "");
@@ -2113,6 +2254,14 @@ int main(int argc, char **argv)
         progress(&c, "5. bindlog FULL, 64 writers");
         measure_bindlog(&c, &M[M_BL64], &w, BINDLOG_DURABILITY_FULL, 64, t, "bl-full-64");
     }
+    if (want(&c, "fresh16")) {
+        progress(&c, "5. bindlog FULL, 16 writers, a fresh store");
+        measure_bindlog_fresh(&c, &M[M_BLFRESH16], &w, 16, t, "bl-full-16-fresh");
+    }
+    if (want(&c, "fresh64")) {
+        progress(&c, "5. bindlog FULL, 64 writers, a fresh store");
+        measure_bindlog_fresh(&c, &M[M_BLFRESH64], &w, 64, t, "bl-full-64-fresh");
+    }
     if (want(&c, "sqlite64")) {
         progress(&c, "5. SQLite FULL, 64 writers");
         measure_sqlite(&c, &M[M_SQ64], &w, "FULL", 64, t, "sq-full-64");
@@ -2163,16 +2312,28 @@ int main(int argc, char **argv)
             fprintf(stderr, "bindlog-bench: out of memory\n");
             return 1;
         }
-        progress(&c, "route: bindlog_route FULL, 1 writer");
-        measure_bindlog(&c, &M[M_ROUTE1], &wr, BINDLOG_DURABILITY_FULL, 1, t, "bl-route-1");
-        progress(&c, "route: bindlog_split FULL, 1 writer");
-        measure_bindlog(&c, &M[M_SPLIT1], &wsp, BINDLOG_DURABILITY_FULL, 1, t, "bl-split-1");
+        /* route and split alternate in halves, route-split-split-route, so
+         * that a disk whose speed drifts during the run (a shared machine)
+         * weighs on both alike */
+        static const int threads[2] = {1, 16};
+        static const int mr[2] = {M_ROUTE1, M_ROUTE16}, ms[2] = {M_SPLIT1, M_SPLIT16};
+        for (int i = 0; i < 2; i++) {
+            meas h[4];
+            char what[96];
+            snprintf(what, sizeof what, "route: bindlog_route and bindlog_split FULL, %d writer%s",
+                     threads[i], threads[i] > 1 ? "s" : "");
+            progress(&c, what);
+            for (int j = 0; j < 4; j++) {
+                int route = j == 0 || j == 3;
+                h[j] = route ? M[mr[i]] : M[ms[i]];
+                measure_bindlog(&c, &h[j], route ? &wr : &wsp, BINDLOG_DURABILITY_FULL,
+                                threads[i], t / 2, route ? "bl-route" : "bl-split");
+            }
+            combine_halves(&M[mr[i]], &h[0], &h[3]);
+            combine_halves(&M[ms[i]], &h[1], &h[2]);
+        }
         progress(&c, "route: SQLite route transaction FULL, 1 writer");
         measure_sqlite(&c, &M[M_SQROUTE1], &wr, "FULL", 1, t, "sq-route-1");
-        progress(&c, "route: bindlog_route FULL, 16 writers");
-        measure_bindlog(&c, &M[M_ROUTE16], &wr, BINDLOG_DURABILITY_FULL, 16, t, "bl-route-16");
-        progress(&c, "route: bindlog_split FULL, 16 writers");
-        measure_bindlog(&c, &M[M_SPLIT16], &wsp, BINDLOG_DURABILITY_FULL, 16, t, "bl-split-16");
         progress(&c, "route: SQLite route transaction FULL, 16 writers");
         measure_sqlite(&c, &M[M_SQROUTE16], &wr, "FULL", 16, t, "sq-route-16");
         wl_free_derived(&wr);

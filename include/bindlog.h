@@ -657,9 +657,11 @@ BINDLOG_API int bindlog_route(bindlog *s, const char *key, int64_t now_ms,
  * routed meanwhile stays).  With `dry_run` non-zero nothing is written and
  * `*count` says how many keys would go.  `count` may be NULL.
  *
- * @return 0, BINDLOG_EINVAL (NULL handle, a prefix over BINDLOG_KEY_MAX
- *   bytes), BINDLOG_EREADONLY (not for a dry run), or a storage error:
- *   keys unbound before it stay unbound and are counted.  Thread-safe.
+ * @return 0, BINDLOG_EINVAL (NULL handle, cutoff_ms <= 0, a prefix over
+ *   BINDLOG_KEY_MAX bytes), BINDLOG_EREADONLY (not for a dry run), or a
+ *   storage error: keys unbound in group commits before it stay unbound and
+ *   are counted in *count.  Thread-safe; each UNBIND counts in the
+ *   statistics like a bindlog_unbind() call.
  */
 BINDLOG_API int bindlog_expire(bindlog *s, int64_t cutoff_ms, const char *prefix, int dry_run,
                                uint64_t *count);
@@ -1029,6 +1031,21 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  */
 BINDLOG_API int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
                                bindlog_progress_fn progress, void *progress_ctx);
+
+/**
+ * Write what the file (or directory) open as `fd` holds to stable storage,
+ * the way the library flushes its own files: fsync() on Linux and the
+ * BSDs; fcntl(F_FULLFSYNC) on macOS, where fsync() only hands the data to
+ * the drive's cache and a power loss can still take it (falling back to
+ * fsync() only where the file system refuses F_FULLFSYNC).  For a program
+ * that writes an export (or anything else) beside the store and wants
+ * FULL's promise for it: flush the file, rename it into place, flush the
+ * directory.  EINTR is retried.  Returns 0, BINDLOG_EINVAL (fd < 0, or a
+ * descriptor that cannot be flushed, such as a pipe), or BINDLOG_EIO (the
+ * flush failed: what was written may be lost; do not retry and trust it).
+ * Thread-safe.
+ */
+BINDLOG_API int bindlog_fsync(int fd);
 /**@}*/
 
 /* ------------------------------------------------------------------------ */

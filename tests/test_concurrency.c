@@ -472,6 +472,135 @@ static void concurrency__groups_are_cut_to_fit_the_log(void **state)
     bindlog_close(s);
 }
 
+/* Many more writers than CPUs, FULL, on one handle: single calls and
+ * bindlog_apply_each calls (one request per event, so one thread waits
+ * for many requests) mixed, with big origins in a small log so that the
+ * leader's budget cuts groups inside a thread's requests.  Every thread
+ * must hear exactly its own outcomes (the LSN and session id each result
+ * names are checked against the log), none may be left asleep, and the
+ * log must hold each acknowledged event once. */
+#define CROWD 64
+#define CROWD_ROUNDS 6
+#define CROWD_EACH 5
+
+typedef struct crowd_arg {
+    bindlog *s;
+    int id, bad;
+    uint64_t lsns[CROWD_ROUNDS * (1 + CROWD_EACH)];
+    char sids[CROWD_ROUNDS * (1 + CROWD_EACH)][32];
+    int n;
+} crowd_arg;
+
+static char crowd_origin[6000]; /* filled before the writers start */
+
+static void crowd_note(crowd_arg *a, const bindlog_result *r, const char *sid)
+{
+    if (r->outcome != BINDLOG_APPLIED || strcmp(r->session_id, sid) != 0) {
+        a->bad++;
+        return;
+    }
+    a->lsns[a->n] = r->lsn;
+    snprintf(a->sids[a->n], sizeof a->sids[a->n], "%s", sid);
+    a->n++;
+}
+
+static void *crowd_writer(void *p)
+{
+    crowd_arg *a = p;
+    for (int round = 0; round < CROWD_ROUNDS; round++) {
+        char key[64], sid[32];
+        bindlog_result r;
+        snprintf(key, sizeof key, "crowd:%d:%d", a->id, round);
+        snprintf(sid, sizeof sid, "S%d-%d", a->id, round);
+        if (bindlog_bind(a->s, key, sid, "", NULL, crowd_origin,
+                         (size_t)(a->id % 3) * 3000, &r) != BINDLOG_APPLIED)
+            a->bad++;
+        else
+            crowd_note(a, &r, sid);
+
+        bindlog_event ev[CROWD_EACH];
+        bindlog_result out[CROWD_EACH];
+        char keys[CROWD_EACH][64], sids[CROWD_EACH][32];
+        int codes[CROWD_EACH];
+        for (int i = 0; i < CROWD_EACH; i++) {
+            snprintf(keys[i], sizeof keys[i], "crowd:%d:%d:%d", a->id, round, i);
+            snprintf(sids[i], sizeof sids[i], "E%d-%d-%d", a->id, round, i);
+            ev[i] = (bindlog_event){.type = BINDLOG_EVENT_BIND, .key = keys[i],
+                                    .session_id = sids[i], .expect = "",
+                                    .origin = crowd_origin, .origin_len = sizeof crowd_origin};
+        }
+        if (bindlog_apply_each(a->s, ev, CROWD_EACH, out, codes, NULL) != 0) {
+            a->bad++;
+            continue;
+        }
+        for (int i = 0; i < CROWD_EACH; i++) {
+            if (codes[i] != BINDLOG_APPLIED)
+                a->bad++;
+            else
+                crowd_note(a, &out[i], sids[i]);
+        }
+    }
+    return NULL;
+}
+
+static void concurrency__a_crowd_hears_its_own_outcomes(void **state)
+{
+    fx *f = *state;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    o.durability = BINDLOG_DURABILITY_FULL;
+    o.log_size = 1 << 20; /* budget 256 KiB: about 40 of the apply_each events */
+    assert_int_equal(bindlog_open(&s, f->dir, &o), 0);
+    memset(crowd_origin, 'c', sizeof crowd_origin);
+    pthread_t t[CROWD];
+    crowd_arg *a = calloc(CROWD, sizeof(*a));
+    assert_non_null(a);
+    for (int i = 0; i < CROWD; i++) {
+        a[i].s = s;
+        a[i].id = i;
+        assert_int_equal(pthread_create(&t[i], NULL, crowd_writer, &a[i]), 0);
+    }
+    for (int i = 0; i < CROWD; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+
+    uint64_t total = (uint64_t)CROWD * CROWD_ROUNDS * (1 + CROWD_EACH);
+    char (*owner)[32] = calloc(total + 1, 32);
+    assert_non_null(owner);
+    for (int i = 0; i < CROWD; i++) {
+        assert_int_equal(a[i].bad, 0);
+        assert_int_equal(a[i].n, CROWD_ROUNDS * (1 + CROWD_EACH));
+        for (int j = 0; j < a[i].n; j++) {
+            uint64_t lsn = a[i].lsns[j];
+            assert_true(lsn >= 1 && lsn <= total);
+            assert_int_equal(owner[lsn][0], '\0'); /* nobody else heard this LSN */
+            memcpy(owner[lsn], a[i].sids[j], 32);
+        }
+    }
+    /* the record at each LSN is the event its caller was told it is */
+    bindlog_iter *it;
+    bindlog_record rec;
+    uint64_t want = 1;
+    int rc;
+    assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &it), 0);
+    while ((rc = bindlog_iter_next_record(it, &rec)) == 1) {
+        assert_int_equal(rec.lsn, want);
+        assert_string_equal(rec.session_id, owner[want]);
+        want++;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(want - 1, total);
+    bindlog_iter_close(it);
+    bindlog_stats st;
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.head_lsn, total);
+    print_message("    %llu events in %llu commits (%.1f events per sync)\n",
+                  (unsigned long long)st.grouped_events, (unsigned long long)st.commits,
+                  st.commits ? (double)st.grouped_events / (double)st.commits : 0.0);
+    free(owner);
+    free(a);
+    bindlog_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -480,6 +609,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(concurrency__reads_survive_map_growth, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrency__processes_share_one_store, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrency__batches_are_atomic_among_singles, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(concurrency__a_crowd_hears_its_own_outcomes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(concurrency__groups_are_cut_to_fit_the_log, setup,
                                         teardown),

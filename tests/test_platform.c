@@ -10,7 +10,11 @@
  *    holder killed with SIGKILL leaves it to the next locker with
  *    owner_died set, exclusion holds between processes,
  *    and a lock not made consistent is reported again;
- *  - reserving space, temporary files, random bytes, the flush.
+ *  - reserving space, temporary files, random bytes, the flush (and
+ *    bindlog_fsync, the same flush on the public API);
+ *  - a lock of an open file description survives the close of another
+ *    descriptor of its file, and conflicts with another description of the
+ *    same process.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -32,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bindlog.h"
 #include "platform/platform.h"
 #include "testutil.h"
 
@@ -254,6 +259,94 @@ static void platform__files_random_and_flush(void **state)
     free(dir);
 }
 
+/* A lock of an open file description (the world lock's kind): closing
+ * another descriptor of the file leaves it held (a process's fcntl lock
+ * would be gone), another description of the same process conflicts with
+ * it, another process sees it, and a shared lock turned exclusive and
+ * back is still a lock. */
+static int conflicts(int err) { return err == EAGAIN || err == EACCES; }
+
+static void platform__an_fdlock_outlives_the_other_descriptors(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("plat-fdlock");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/data", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(bl_plat_fdlock(fd, 1000, BL_PLAT_SHARED, 0), 0);
+
+    int other = open(path, O_RDONLY | O_CLOEXEC); /* what LMDB or a check does */
+    assert_true(other >= 0);
+    assert_int_equal(close(other), 0);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int cfd = open(path, O_RDWR | O_CLOEXEC);
+        int held = cfd >= 0 && bl_plat_fdlock_held(cfd, 1000);
+        int excl = cfd >= 0 ? bl_plat_fdlock(cfd, 1000, BL_PLAT_EXCLUSIVE, 0) : -1;
+        int shr = cfd >= 0 ? bl_plat_fdlock(cfd, 1000, BL_PLAT_SHARED, 0) : -1;
+        if (!held || !conflicts(excl) || shr != 0) {
+            fprintf(stderr, "child: held %d, exclusive %d, shared %d\n", held, excl, shr);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    wait_ok(pid);
+
+    /* a second description in this very process conflicts like a process */
+    int fd2 = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(fd2 >= 0);
+    assert_true(conflicts(bl_plat_fdlock(fd2, 1000, BL_PLAT_EXCLUSIVE, 0)));
+    assert_int_equal(bl_plat_fdlock(fd, 1000, BL_PLAT_UNLOCK, 0), 0);
+    assert_int_equal(bl_plat_fdlock_held(fd2, 1000), 0);
+    assert_int_equal(bl_plat_fdlock(fd2, 1000, BL_PLAT_EXCLUSIVE, 0), 0);
+    assert_true(conflicts(bl_plat_fdlock(fd, 1000, BL_PLAT_SHARED, 0)));
+    assert_int_equal(bl_plat_fdlock(fd2, 1000, BL_PLAT_SHARED, 0), 0); /* converted */
+    assert_int_equal(bl_plat_fdlock(fd, 1000, BL_PLAT_SHARED, 0), 0);
+    int fd3 = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd3 >= 0);
+    assert_int_equal(bl_plat_fdlock_held(fd3, 1000), 1);
+    close(fd3);
+    close(fd2);
+    close(fd);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* bindlog_fsync, the platform's flush for programs on the public API (the
+ * CLI's export): a file and a directory flush; what cannot be flushed (a
+ * pipe, no descriptor) is BINDLOG_EINVAL with a message. */
+static void platform__bindlog_fsync_flushes_files_and_directories(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("plat-fsync");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/export", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "stream", 6), 6);
+    assert_int_equal(bindlog_fsync(fd), 0);
+    assert_string_equal(bindlog_last_error(), "");
+    close(fd);
+    int dfd = open(dir, O_RDONLY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    assert_int_equal(bindlog_fsync(dfd), 0);
+    close(dfd);
+
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(bindlog_fsync(p[1]), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "fsync"));
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(bindlog_fsync(-1), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "negative"));
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +355,8 @@ int main(void)
         cmocka_unit_test(platform__a_killed_holder_leaves_the_lock_marked),
         cmocka_unit_test(platform__the_lock_excludes_other_processes),
         cmocka_unit_test(platform__files_random_and_flush),
+        cmocka_unit_test(platform__an_fdlock_outlives_the_other_descriptors),
+        cmocka_unit_test(platform__bindlog_fsync_flushes_files_and_directories),
     };
     print_message("platform layer: %s\n", bl_plat_name());
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -506,15 +506,19 @@ static int split_path(const char *path, char **dir, char **base)
     return 0;
 }
 
-/* fsync a directory, so that a rename in it survives a power loss. */
+/* Flush a directory, so that a rename in it survives a power loss
+ * (bindlog_fsync: F_FULLFSYNC on macOS, where fsync stops at the drive's
+ * cache).  0, or -1 with errno set. */
 static int sync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    int rc = fsync(fd);
+    int rc = bindlog_fsync(fd);
     close(fd);
-    return rc;
+    if (rc != 0)
+        errno = rc == BINDLOG_EINVAL ? EINVAL : EIO;
+    return rc != 0 ? -1 : 0;
 }
 
 /*
@@ -584,7 +588,13 @@ static int safe_out_open(const cli *c, safe_out *o, const char *path)
 static int safe_out_commit(const cli *c, safe_out *o)
 {
     int rc;
-    if (fsync(o->fd) != 0 || close(o->fd) != 0) {
+    /* F_FULLFSYNC on macOS (bindlog_fsync), as the store's own files */
+    if (bindlog_fsync(o->fd) != 0) {
+        fprintf(stderr, "bindlog %s: cannot write '%s': %s\n", c->cmd, o->tmp,
+                bindlog_last_error());
+        return CLI_STORE;
+    }
+    if (close(o->fd) != 0) {
         o->fd = -1;
         fprintf(stderr, "bindlog %s: cannot write '%s': %s\n", c->cmd, o->tmp, strerror(errno));
         return CLI_STORE;

@@ -10,6 +10,7 @@
  * arguments (BINDLOG_EINVAL), then read-only (BINDLOG_EREADONLY), then state.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/module.h"
+#include "platform/platform.h"
 
 const char *bindlog_version(void) { return BINDLOG_VERSION_STRING; }
 
@@ -1025,4 +1027,19 @@ int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
         bl_err_set(rc, "stream refused at byte %llu: %s", (unsigned long long)off, why);
     }
     return bl_api_done(rc, "import");
+}
+
+int bindlog_fsync(int fd)
+{
+    bl_err_clear();
+    if (fd < 0)
+        return bl_api_done(bl_err_set(BINDLOG_EINVAL, "a negative file descriptor"), "fsync %d",
+                           fd);
+    int err = bl_plat_flush_file(fd);
+    if (err == 0)
+        return bl_api_done(0, "fsync %d", fd);
+    return bl_api_done(bl_err_set(err == EBADF || err == EINVAL || err == EROFS ? BINDLOG_EINVAL
+                                                                                : BINDLOG_EIO,
+                                  "%s", strerror(err)),
+                       "fsync %d", fd);
 }

@@ -10,11 +10,22 @@
 #include <string.h>
 #include <time.h>
 
+#include "platform/platform.h"
+
 void bl_group_init(bl_group *g)
 {
     memset(g, 0, sizeof(*g));
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->fill_cv, NULL);
+    pthread_cond_init(&g->lead_cv, NULL);
+    pthread_mutex_init(&g->done_mu, NULL);
+    pthread_cond_init(&g->done_cv[0], NULL);
+    pthread_cond_init(&g->done_cv[1], NULL);
+    atomic_init(&g->done_word[0], 0);
+    atomic_init(&g->done_word[1], 0);
+    /* the portable layer's word wait polls (naps of up to 2 ms): a
+     * blocked writer would wait that long for its outcome */
+    g->native_wait = strcmp(bl_plat_name(), "posix") != 0;
     atomic_init(&g->panic, 0);
 }
 
@@ -22,6 +33,10 @@ void bl_group_destroy(bl_group *g)
 {
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->fill_cv);
+    pthread_cond_destroy(&g->lead_cv);
+    pthread_mutex_destroy(&g->done_mu);
+    pthread_cond_destroy(&g->done_cv[0]);
+    pthread_cond_destroy(&g->done_cv[1]);
 }
 
 void bl_group_fill(bl_group *g, unsigned max_us) { g->fill_us = max_us; }
@@ -92,7 +107,7 @@ static void fill(bl_group *g)
  * that much latency, once (g->mu held).  Measured: 16 FULL writers formed
  * groups of 7.7 and ran 27k events/s; with this, 13-14 and 33k.
  */
-static void rejoin(bl_group *g, bl_gwaiter *me)
+static void rejoin(bl_group *g)
 {
     if (g->queued >= g->rejoin)
         return;
@@ -106,7 +121,7 @@ static void rejoin(bl_group *g, bl_gwaiter *me)
     until.tv_nsec = (long)(ns % 1000000000);
     g->rejoining = 1;
     while (g->queued < g->rejoin)
-        if (pthread_cond_timedwait(&me->cv, &g->mu, &until) == ETIMEDOUT)
+        if (pthread_cond_timedwait(&g->lead_cv, &g->mu, &until) == ETIMEDOUT)
             break;
     g->rejoining = 0;
 }
@@ -144,37 +159,183 @@ void bl_group_stats(bl_group *g, bindlog_stats *out)
     pthread_mutex_unlock(&g->mu);
 }
 
-/* Statistics and wake-ups for a finished group (g->mu held).  Outcomes
- * are counted by the caller's handle (api.c), not here. */
-static void complete(bl_group *g, bl_greq *group)
+/* ---- sleeping and waking ------------------------------------------------------ */
+
+/*
+ * Who sleeps and who wakes whom.  Every cost here is paid per event by
+ * blocking callers, so the rule is: a writer that does not lead sleeps
+ * once and is woken once, together with the rest of its group; nobody is
+ * woken to find there is nothing to do, and nobody woken has to queue
+ * again for a lock to learn that it is done.
+ *
+ *   - The requests queued between two takes of the queue form one epoch,
+ *     and (but for a budget's leftovers, below) one group.  A writer that
+ *     does not lead sleeps on its epoch's completion word (done_word),
+ *     with no lock held.  The group's leader, once the group is complete
+ *     (flushed, in FULL), marks each request done, bumps the word and
+ *     wakes every sleeper on it in one call: each finds its request done
+ *     and returns.  Waking them one by one on a condition variable of
+ *     their own cost the leader a preemption per writer (each woken
+ *     writer took its CPU), and the writers a second sleep each on the
+ *     mutex the leader still held: about three context switches an event
+ *     at 64 writers, instead of one.
+ *   - The thread of the queue's head request takes it: a writer that
+ *     queues into an empty queue leads at once if no group runs (and,
+ *     holding, none is being flushed), else waits on lead_cv until then.
+ *     The leader that ends a group signals lead_cv; holding, with the
+ *     group still to flush, the flush's end does instead (the queue could
+ *     not be taken before anyway: one sleep, not two).
+ *   - A budget can leave requests queued after a take.  They move to the
+ *     next epoch; their threads, asleep on the old word, wake when the
+ *     group taken completes, find their request not done, and look again
+ *     under the queue lock: the head's thread then leads.  That costs one
+ *     spurious wake-up each, only for groups of more than a quarter of
+ *     the log.
+ */
+
+/* Sleep while done_word[p] == seen (without g->mu). */
+static void word_wait(bl_group *g, unsigned p, uint32_t seen)
 {
+    if (g->native_wait) {
+        bl_plat_wait(&g->done_word[p], seen, -1);
+        return;
+    }
+    pthread_mutex_lock(&g->done_mu);
+    while (atomic_load(&g->done_word[p]) == seen)
+        pthread_cond_wait(&g->done_cv[p], &g->done_mu);
+    pthread_mutex_unlock(&g->done_mu);
+}
+
+/* Wake every thread asleep on done_word[p] (bumped before, without g->mu). */
+static void word_wake(bl_group *g, unsigned p)
+{
+    if (g->native_wait) {
+        bl_plat_wake_all(&g->done_word[p]);
+        return;
+    }
+    pthread_mutex_lock(&g->done_mu); /* a sleeper is either before its check or asleep */
+    pthread_mutex_unlock(&g->done_mu);
+    pthread_cond_broadcast(&g->done_cv[p]);
+}
+
+/* A finished group: statistics, every request done, its epoch's word
+ * bumped (g->mu held); returns the word to wake (word_wake, after g->mu
+ * is let go).  Each request's next is read before it is marked done: its
+ * thread may return as soon as it is, taking the request with it. */
+static unsigned mark_done(bl_group *g, bl_greq *group)
+{
+    unsigned p = group->par;
     for (bl_greq *r = group, *next; r != NULL; r = next) {
         next = r->next;
         g->grouped_events += r->n;
-        r->done = 1;
-        pthread_cond_signal(&r->waiter->cv); /* its thread, and only it */
+        atomic_store_explicit(&r->done, 1, memory_order_release);
     }
+    atomic_fetch_add(&g->done_word[p], 1);
+    return p;
+}
+
+/* Is a group running, or (holding) one being flushed?  Then the queue's
+ * head waits (g->mu held). */
+static int busy(const bl_group *g) { return g->leader || (g->hold && g->finishing > 0); }
+
+/* A group ended (g->mu held): the head's thread may take the queue. */
+static void next_leader(bl_group *g)
+{
+    if (g->head != NULL && !busy(g))
+        pthread_cond_signal(&g->lead_cv);
 }
 
 /*
- * Queue the requests first..last (linked through ->next) and return once
- * `last` is done, leading groups meanwhile whenever no one else does.  The
- * queue is FIFO and a leader takes all of it, so requests queued together
- * finish together.  Returns with g->mu unlocked.
+ * Lead one group: take the queue (after the waits holding and filling ask
+ * for), run it, let go of leadership, finish it, and wake its callers.
+ * Entered with g->mu held, no leader and nothing being flushed while
+ * holding; returns with g->mu released.  The queue is FIFO and a leader
+ * takes all of it (or what fits the budget), so requests queued together
+ * finish together, or in order.
+ */
+static void lead(bl_group *g, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx)
+{
+    g->leader = 1;
+    if (g->hold)
+        rejoin(g);
+    if (g->fill_us != 0 && g->queued < g->expect)
+        fill(g);
+    bl_greq *group = g->head;
+    size_t size = g->queued;
+    g->rejoin_until = 0; /* the flush's writers are in this group or late */
+    g->epoch++;          /* whoever queues from now on is in the next group */
+    if (g->budget != 0) {
+        /* what does not fit stays queued, for the next leader, in the
+         * next epoch */
+        size_t taken;
+        bl_greq *last_taken = take_within_budget(g, &taken);
+        g->head = last_taken->next;
+        last_taken->next = NULL;
+        if (g->head == NULL)
+            g->tail = NULL;
+        for (bl_greq *r = g->head; r != NULL; r = r->next)
+            r->par = g->epoch & 1;
+        size = taken;
+        g->queued -= taken;
+    } else {
+        g->head = g->tail = NULL;
+        g->queued = 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+
+    int64_t t0 = g->fill_us != 0 ? mono_ns() : 0;
+    int pending = run(ctx, group) && finish != NULL;
+
+    pthread_mutex_lock(&g->mu);
+    if (g->fill_us != 0) {
+        g->last_run_ns = mono_ns() - t0;
+        g->expect = size + g->queued; /* in flight while it ran */
+    }
+    g->leader = 0;
+    if (pending) {
+        /* Committed, but callers must wait for `finish`; the next group
+         * need not (unless holding): it builds meanwhile. */
+        g->finishing++;
+        next_leader(g);
+        pthread_mutex_unlock(&g->mu);
+        int64_t t1 = mono_ns();
+        int rc = finish(ctx, group);
+        if (rc != 0)
+            bl_group_fail(group, rc);
+        pthread_mutex_lock(&g->mu);
+        if (--g->finishing == 0 && g->hold) {
+            /* the group's writers will be back at once: the next leader
+             * waits a little for them (rejoin) */
+            int64_t now = mono_ns();
+            g->finish_ns = now - t1;
+            g->rejoin = g->queued + size;
+            g->rejoin_until = now + (g->finish_ns / 2 < REJOIN_MAX_NS ? g->finish_ns / 2
+                                                                      : REJOIN_MAX_NS);
+        }
+    }
+    next_leader(g);
+    unsigned p = mark_done(g, group);
+    pthread_mutex_unlock(&g->mu);
+    word_wake(g, p);
+}
+
+/* Is the queue's head one of the caller's requests (g->mu held)? */
+static int at_head(const bl_group *g, const void *owner)
+{
+    return g->head != NULL && g->head->owner == owner;
+}
+
+/*
+ * Queue the requests first..last (linked through ->next, g->mu held) and
+ * return once `last` is done, leading groups meanwhile whenever the
+ * queue's head is ours.  Returns with g->mu released.
  */
 static void queue_and_wait(bl_group *g, bl_greq *first, bl_greq *last, size_t count,
                            bl_group_run_fn run, bl_group_finish_fn finish, void *ctx)
 {
-    /* Every thread sleeps on a condition variable of its own, woken only
-     * when its requests are done, when it is to lead the next group (its
-     * request heads the queue as leadership is let go), or when, leading,
-     * it waits for a flush to end (bl_group_hold).  One variable for all
-     * woke every waiter at every group's end: with 16 writers, some 15
-     * context switches a group for nothing. */
-    bl_gwaiter me;
-    pthread_cond_init(&me.cv, NULL);
     for (bl_greq *r = first;; r = r->next) {
-        r->waiter = &me;
+        r->owner = last;
+        r->par = g->epoch & 1;
         if (r == last)
             break;
     }
@@ -187,81 +348,28 @@ static void queue_and_wait(bl_group *g, bl_greq *first, bl_greq *last, size_t co
     if (g->filling && g->queued >= g->expect)
         pthread_cond_signal(&g->fill_cv);
     if (g->rejoining && g->queued >= g->rejoin)
-        pthread_cond_signal(&g->leader_w->cv);
+        pthread_cond_signal(&g->lead_cv);
 
-    while (!last->done) {
-        if (g->leader || g->head == NULL) {
-            pthread_cond_wait(&me.cv, &g->mu);
-            continue;
-        }
-        /* lead: take everything queued, ourselves included (after letting
-         * the group fill, if the backend asked for it) */
-        g->leader = 1;
-        g->leader_w = &me;
-        if (g->hold) {
-            while (g->finishing > 0) /* the flush in progress: gather */
-                pthread_cond_wait(&me.cv, &g->mu);
-            rejoin(g, &me);
-        }
-        if (g->fill_us != 0 && g->queued < g->expect)
-            fill(g);
-        bl_greq *group = g->head;
-        size_t size = g->queued;
-        g->rejoin_until = 0; /* the flush's writers are in this group or late */
-        if (g->budget != 0) {
-            /* what does not fit stays queued, for the next leader */
-            size_t taken;
-            bl_greq *last_taken = take_within_budget(g, &taken);
-            g->head = last_taken->next;
-            last_taken->next = NULL;
-            if (g->head == NULL)
-                g->tail = NULL;
-            size = taken;
-            g->queued -= taken;
+    for (;;) {
+        if (atomic_load_explicit(&last->done, memory_order_acquire))
+            break;
+        if (at_head(g, last)) {
+            while (busy(g))
+                pthread_cond_wait(&g->lead_cv, &g->mu);
+            lead(g, run, finish, ctx);
         } else {
-            g->head = g->tail = NULL;
-            g->queued = 0;
-        }
-        pthread_mutex_unlock(&g->mu);
-
-        int64_t t0 = g->fill_us != 0 ? mono_ns() : 0;
-        int pending = run(ctx, group);
-
-        pthread_mutex_lock(&g->mu);
-        if (g->fill_us != 0) {
-            g->last_run_ns = mono_ns() - t0;
-            g->expect = size + g->queued; /* in flight while it ran */
-        }
-        g->leader = 0;
-        g->leader_w = NULL;
-        if (g->head != NULL) /* the next leader */
-            pthread_cond_signal(&g->head->waiter->cv);
-        if (pending && finish != NULL) {
-            /* Committed, but callers must wait for `finish`; the next group
-             * need not: it builds meanwhile. */
-            g->finishing++;
+            /* the word is read under g->mu: a completion after this
+             * changes it, and the wait returns at once */
+            unsigned p = last->par;
+            uint32_t seen = atomic_load(&g->done_word[p]);
             pthread_mutex_unlock(&g->mu);
-            int64_t t1 = mono_ns();
-            int rc = finish(ctx, group);
-            if (rc != 0)
-                bl_group_fail(group, rc);
-            pthread_mutex_lock(&g->mu);
-            if (--g->finishing == 0) {
-                /* the group's writers will be back at once: the held
-                 * leader waits a little for them (rejoin) */
-                int64_t now = mono_ns();
-                g->finish_ns = now - t1;
-                g->rejoin = g->queued + size;
-                g->rejoin_until = now + (g->finish_ns / 2 < REJOIN_MAX_NS ? g->finish_ns / 2
-                                                                          : REJOIN_MAX_NS);
-                if (g->leader_w != NULL)
-                    pthread_cond_signal(&g->leader_w->cv); /* held for this flush */
-            }
+            word_wait(g, p, seen);
         }
-        complete(g, group);
+        if (atomic_load_explicit(&last->done, memory_order_acquire))
+            return;
+        pthread_mutex_lock(&g->mu); /* not ours yet: look again */
     }
     pthread_mutex_unlock(&g->mu);
-    pthread_cond_destroy(&me.cv);
 }
 
 int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindlog_result *out,

@@ -3,15 +3,18 @@
  *
  * Every mutating call becomes a request on a queue.  If no thread is
  * committing, the caller becomes the leader at once (a lone caller never
- * waits on a timer); otherwise it sleeps while the current leader works, and
- * one of the waiters leads the next group with everything that queued up
- * meanwhile.  The backend supplies `run`, which commits one group in one
- * storage transaction and sets every request's rc and outcomes, and
- * optionally `finish`, a step that must complete before the group's callers
- * hear their outcomes but need not hold up the next group's queueing (LMDB:
- * the write-ahead log's flush in FULL durability).  The queue also keeps the sticky-failure flag and this
- * process's commit statistics (commits, grouped events).  Calls by type and
- * outcome are counted per handle, above the seam (api.c).
+ * waits on a timer); otherwise it sleeps while the current leader works:
+ * the first caller to queue after a group was taken leads the next one,
+ * with everything that queued up meanwhile, and the others sleep until
+ * their group is complete and are woken together, in one call (group.c,
+ * "Who sleeps and who wakes whom").  The backend supplies `run`, which
+ * commits one group in one storage transaction and sets every request's
+ * rc and outcomes, and optionally `finish`, a step that must complete
+ * before the group's callers hear their outcomes but need not hold up the
+ * next group's queueing (LMDB: the write-ahead log's flush in FULL
+ * durability).  The queue also keeps the sticky-failure flag and this
+ * process's commit statistics (commits, grouped events).  Calls by type
+ * and outcome are counted per handle, above the seam (api.c).
  */
 #ifndef BL_GROUP_H
 #define BL_GROUP_H
@@ -28,14 +31,10 @@
  * commit_each hands back per event (backend.h). */
 #define BL_GREQ_MSG_MAX BL_EACH_MSG_MAX
 
-/* A thread waiting in the queue (its own condition variable). */
-typedef struct bl_gwaiter {
-    pthread_cond_t cv;
-} bl_gwaiter;
-
 typedef struct bl_greq {
     struct bl_greq *next;
-    bl_gwaiter *waiter;   /* the thread waiting for this request */
+    const void *owner;    /* the calling thread's (its last request): who waits for it */
+    unsigned par;         /* the parity of the group that takes it (bl_group.epoch) */
     bindlog *h;
     const bl_event *ev;
     size_t n;
@@ -43,7 +42,10 @@ typedef struct bl_greq {
     int *outcomes;        /* per event: outcome or error (the backend's bookkeeping) */
     size_t err_index;     /* the failing event when rc < 0 */
     int rc;               /* 0 or the request's error */
-    int done;
+    /* 1 once the group that took it is complete: its rc, outcomes and
+     * results are final.  Set last, with release order; after that the
+     * leader never touches the request (its thread may have returned). */
+    atomic_int done;
     /* The detail of rc, in words, for the caller's bindlog_last_error():
      * the leader runs in another thread, so it cannot set the caller's
      * thread-local message itself.  "" = none (the code's text is used). */
@@ -54,7 +56,19 @@ typedef struct bl_group {
     pthread_mutex_t mu;   /* queue, leader, statistics */
     bl_greq *head, *tail;
     int leader;           /* a thread is running a group */
-    bl_gwaiter *leader_w; /* the leader, while it waits to take the queue */
+    /* The head request's thread waits here to take the queue (while a
+     * group runs, or is flushed when holding), and the leader waits here
+     * for the flush's writers (rejoin): one waiter at a time. */
+    pthread_cond_t lead_cv;
+    /* Completion words: a group taken in epoch e bumps done_word[e & 1]
+     * when it completes and wakes every thread asleep on it, in one call
+     * (bl_plat_wake_all, or done_cv where the platform can only poll).
+     * The epoch moves on each time a leader takes the queue. */
+    unsigned epoch;
+    _Atomic uint32_t done_word[2];
+    int native_wait;      /* the platform sleeps on a word (else done_mu/done_cv) */
+    pthread_mutex_t done_mu;
+    pthread_cond_t done_cv[2];
     /* Filling (bl_group_fill): requests queued, how many the next leader
      * expects (the last group's plus those queued while it ran), and the
      * leader's wait for them. */

@@ -1,13 +1,16 @@
 /*
  * shm.c -- the shared-memory file of a store (shm.h).
  *
- * Attaching: every process holds an OFD lock on one byte of data.mdb at
- * BL_SHM_WORLD_OFF (the world lock) for as long as it has the store open:
- * shared normally, exclusive while it rebuilds bindlog.shm.  OFD locks
- * belong to the open file description, they die with the process, and
- * turning an exclusive lock into a shared one is atomic (a flock() would
- * drop it in between).  LMDB locks lock.mdb, never data.mdb, so they do
- * not meet.
+ * Attaching: every process holds a lock on data.mdb (the world lock) for
+ * as long as it has the store open: shared normally, exclusive while it
+ * rebuilds bindlog.shm.  It is a lock of the open file description this
+ * handle keeps (bl_plat_fdlock: an OFD lock on the byte BL_SHM_WORLD_OFF on
+ * Linux, flock() elsewhere), never a process's fcntl lock: the kernel drops
+ * all of a process's fcntl locks on a file when the process closes *any*
+ * descriptor of it -- LMDB's own, a check's, a backup's, the CLI's -- and a
+ * newcomer would then believe it was alone and rebuild bindlog.shm under
+ * live writers: two writer worlds (tests/test_world.c).  LMDB locks
+ * lock.mdb, never data.mdb, so they do not meet.
  *
  *   1. try the exclusive lock: granted = nobody else is attached: alone;
  *   2. otherwise wait (bounded) for a shared lock (a rebuilder holds
@@ -18,6 +21,26 @@
  *      (the device and inode it records), else the open is refused.
  * A process that died while initialising leaves the magic cleared (it is
  * written last), and its world lock gone: the next one rebuilds.
+ *
+ * The gate.  The rebuilder's exclusive lock turns into a shared one when
+ * the file is ready (bl_shm_share), and a newcomer's shared lock is tried
+ * as exclusive (step 2).  An OFD lock converts atomically.  flock(2) does
+ * not promise to (macOS's, the BSDs' and Linux's manuals: the old lock is
+ * removed, then the new one set, and another process may get in between),
+ * and a refused non-blocking upgrade leaves nothing held (Linux does
+ * that: tests/test_world.c's racing opens fail without the re-take
+ * below).  So where conversions are not atomic (BL_PLAT_FDLOCK_ATOMIC 0)
+ * every exclusive attempt and every conversion is made holding a second
+ * lock, the gate: nobody tries for exclusive while a conversion is under
+ * way.  A shared lock taken from nothing needs no gate (it never makes
+ * another process alone).  The gate is held for a few system calls at a
+ * time, never during a rebuild, and waited for at most the lock timeout.
+ * It is a flock of the store directory: data.mdb's flock is the world
+ * lock itself (one flock a file); lock.mdb carries LMDB's fcntl locks,
+ * which closing a descriptor of it would drop; bindlog.lock's flock says
+ * "a writer is here" to vacuum and upgrade; bindlog.shm may be removed or
+ * replaced.  The directory lasts as long as the store, and nothing else
+ * locks it.
  *
  * Updates: one store per field, or a double-buffered record (end, ckpt):
  * the copy not in use is written with a check word, then the counter is
@@ -71,15 +94,21 @@ static void nap_ms(long ms)
 
 /* ---- the world lock ---------------------------------------------------------- */
 
-static int ofd_lock(int fd, int type, int wait)
+static int world_lock(int fd, int type, int wait)
 {
-    return bl_plat_lock_range(fd, BL_SHM_WORLD_OFF, 1, type, wait);
+    return bl_plat_fdlock(fd, BL_SHM_WORLD_OFF, type, wait);
 }
 
-/* 1 if some process holds the world lock (any mode). */
-static int world_held(int fd) { return bl_plat_lock_held(fd, BL_SHM_WORLD_OFF, 1); }
+static int conflict(int err) { return err == EAGAIN || err == EACCES; }
 
-/* The pid a rebuilder wrote into the file (0: unknown). */
+static int64_t deadline_of(int64_t timeout_ms)
+{
+    return timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+}
+
+/* The pid a rebuilder wrote into the file (0: unknown).  Only called while
+ * this process does not map it (a second descriptor of bindlog.shm would
+ * drop the process's fcntl locks on it, platform.h). */
 static int32_t rebuilder_pid(const char *path)
 {
     int32_t pid = 0;
@@ -92,13 +121,12 @@ static int32_t rebuilder_pid(const char *path)
     return pid;
 }
 
-/* Wait for the shared world lock, at most timeout_ms (< 0: no bound). */
-static int world_shared(int fd, int64_t timeout_ms, const char *path)
+/* Wait for the shared world lock until deadline. */
+static int world_shared(int fd, int64_t deadline, int64_t timeout_ms, const char *path)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
     for (long nap = 1;; nap = nap < 16 ? nap * 2 : 16) {
-        int err = ofd_lock(fd, BL_PLAT_SHARED, 0);
-        if (err != EAGAIN && err != EACCES) {
+        int err = world_lock(fd, BL_PLAT_SHARED, 0);
+        if (!conflict(err)) {
             if (err == 0)
                 return 0;
             return bl_err_set(BINDLOG_EIO, "data.mdb: cannot lock: %s", strerror(err));
@@ -110,6 +138,87 @@ static int world_shared(int fd, int64_t timeout_ms, const char *path)
                               (int)rebuilder_pid(path), BL_SHM_FILE, (long long)timeout_ms);
         nap_ms(nap);
     }
+}
+
+/* Take the gate (nothing to do where conversions are atomic), waiting
+ * until deadline. */
+static int gate_take(const bl_shmh *h, int64_t deadline, int64_t timeout_ms)
+{
+    if (BL_PLAT_FDLOCK_ATOMIC)
+        return 0;
+    for (long nap = 1;; nap = nap < 16 ? nap * 2 : 16) {
+        int err = bl_plat_fdlock(h->gate_fd, 0, BL_PLAT_EXCLUSIVE, 0);
+        if (err == 0)
+            return 0;
+        if (!conflict(err))
+            return bl_err_set(BINDLOG_EIO, "the store directory: cannot lock: %s", strerror(err));
+        if (mono_ms() >= deadline)
+            return bl_err_set(BINDLOG_EBUSY,
+                              "another process holds the store directory's lock (taken for a "
+                              "few system calls while a process joins the store) for more than "
+                              "%lld ms (stopped?)",
+                              (long long)timeout_ms);
+        nap_ms(nap);
+    }
+}
+
+/* Let go of the gate explicitly, not by closing: a fork's child shares
+ * the description and would keep it held. */
+static void gate_release(const bl_shmh *h)
+{
+    if (!BL_PLAT_FDLOCK_ATOMIC)
+        (void)bl_plat_fdlock(h->gate_fd, 0, BL_PLAT_UNLOCK, 0);
+}
+
+/*
+ * Join the processes that have the store open: *alone = 1 with the world
+ * lock exclusive (nobody else attached), or 0 with it shared.  excl = 0
+ * (data.mdb open read-only): never alone; BINDLOG_ENOTFOUND when nobody
+ * else is attached.
+ */
+static int world_join(const bl_shmh *h, int excl, int64_t timeout_ms, int *alone)
+{
+    int64_t deadline = deadline_of(timeout_ms);
+    int fd = h->world_fd, err, rc;
+
+    *alone = 0;
+    if ((rc = gate_take(h, deadline, timeout_ms)) != 0)
+        return rc;
+    if (!excl) {
+        int held = bl_plat_fdlock_held(fd, BL_SHM_WORLD_OFF);
+        gate_release(h);
+        if (!held)
+            return BINDLOG_ENOTFOUND; /* nobody to share with: private mode */
+    } else {
+        err = world_lock(fd, BL_PLAT_EXCLUSIVE, 0);
+        gate_release(h);
+        if (err == 0) {
+            *alone = 1;
+            return 0;
+        }
+        if (!conflict(err))
+            return bl_err_set(BINDLOG_EIO, "data.mdb: cannot lock: %s", strerror(err));
+    }
+    if ((rc = world_shared(fd, deadline, timeout_ms, h->path)) != 0 || !excl)
+        return rc;
+    /* everybody may have left meanwhile: then this one is alone after all */
+    if ((rc = gate_take(h, deadline, timeout_ms)) != 0)
+        return rc;
+    err = world_lock(fd, BL_PLAT_EXCLUSIVE, 0);
+    if (err == 0) {
+        *alone = 1;
+    } else if (!BL_PLAT_FDLOCK_ATOMIC) {
+        /* a refused flock upgrade may have dropped the shared lock: take it
+         * again (nobody holds exclusive: every attempt is under the gate) */
+        err = world_lock(fd, BL_PLAT_SHARED, 0);
+        if (err != 0) {
+            gate_release(h);
+            return bl_err_set(BINDLOG_EIO, "data.mdb: cannot lock shared again: %s",
+                              strerror(err));
+        }
+    }
+    gate_release(h);
+    return 0;
 }
 
 static char *join(const char *dir, const char *name)
@@ -141,6 +250,8 @@ int bl_shm_open(const char *dir, int read_only, int64_t timeout_ms, bl_shmh *h, 
 
     h->fd = -1;
     h->world_fd = -1;
+    h->gate_fd = -1;
+    h->timeout_ms = timeout_ms;
     h->m = NULL;
     h->made = 0;
     *alone = 0;
@@ -165,22 +276,17 @@ int bl_shm_open(const char *dir, int read_only, int64_t timeout_ms, bl_shmh *h, 
         return open_error(err, "data.mdb");
     }
     h->world_fd = fd;
-    if (!excl && !world_held(fd)) {
-        bl_shm_close(h);
-        return BINDLOG_ENOTFOUND; /* nobody to share with: private mode */
+    if (!BL_PLAT_FDLOCK_ATOMIC) {
+        h->gate_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        err = errno;
     }
-    if (excl && (err = ofd_lock(fd, BL_PLAT_EXCLUSIVE, 0)) == 0) {
-        *alone = 1;
-    } else if (excl && err != EAGAIN && err != EACCES) {
+    if (!BL_PLAT_FDLOCK_ATOMIC && h->gate_fd < 0) {
         bl_shm_close(h);
-        return bl_err_set(BINDLOG_EIO, "data.mdb: cannot lock: %s", strerror(err));
-    } else {
-        if ((err = world_shared(fd, timeout_ms, h->path)) != 0) {
-            bl_shm_close(h);
-            return err;
-        }
-        if (excl && ofd_lock(fd, BL_PLAT_EXCLUSIVE, 0) == 0)
-            *alone = 1;
+        return open_error(err, "the store directory");
+    }
+    if ((err = world_join(h, excl, timeout_ms, alone)) != 0) {
+        bl_shm_close(h);
+        return err;
     }
 
     /* 2. the file */
@@ -266,11 +372,14 @@ void bl_shm_close(bl_shmh *h)
     if (h->fd >= 0)
         close(h->fd);
     if (h->world_fd >= 0)
-        close(h->world_fd); /* drops the world lock */
+        close(h->world_fd); /* drops the world lock (shared with a fork's child, if any) */
+    if (h->gate_fd >= 0)
+        close(h->gate_fd); /* never held here: gate_release came first */
     free(h->path);
     h->m = NULL;
     h->fd = -1;
     h->world_fd = -1;
+    h->gate_fd = -1;
     h->path = NULL;
     h->made = 0;
 }
@@ -406,7 +515,13 @@ int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
 
 int bl_shm_share(bl_shmh *h)
 {
-    int err = ofd_lock(h->world_fd, BL_PLAT_SHARED, 1);
+    int rc = gate_take(h, deadline_of(h->timeout_ms), h->timeout_ms);
+    if (rc != 0)
+        return rc;
+    /* atomic with an OFD lock; with flock the exclusive lock goes first,
+     * but nobody can try for it meanwhile (the gate) */
+    int err = world_lock(h->world_fd, BL_PLAT_SHARED, 0);
+    gate_release(h);
     h->made = 0; /* in use from now on: never removed */
     return err == 0 ? 0 : bl_err_set(BINDLOG_EIO, "data.mdb: cannot lock: %s", strerror(err));
 }

@@ -21,14 +21,16 @@
  *
  * Nothing in it is durable, but it is the one meeting point of the
  * processes that have the store open, so it is rebuilt only when none
- * has: that is decided by an OFD lock on a byte of data.mdb far beyond
- * anything LMDB uses (the "world lock"), which a process holds for as long
- * as it has the store open -- shared, or exclusive while it rebuilds
- * bindlog.shm.  data.mdb cannot be removed or replaced without destroying
- * the store, so a deleted or replaced bindlog.shm makes a newcomer refuse
- * (BINDLOG_EBUSY), never rebuild beside a live writer; the processes that
- * still map the removed file notice at their next commit (the file's link
- * count) and fail it with a clear error.
+ * has: that is decided by a lock on data.mdb (the "world lock": an OFD
+ * lock on a byte far beyond anything LMDB uses on Linux, a flock
+ * elsewhere; never a process's fcntl lock, which any close of data.mdb in
+ * the process would drop), which a process holds for as long as it has
+ * the store open -- shared, or exclusive while it rebuilds bindlog.shm.
+ * data.mdb cannot be removed or replaced without destroying the store, so
+ * a deleted or replaced bindlog.shm makes a newcomer refuse (BINDLOG_EBUSY),
+ * never rebuild beside a live writer; the processes that still map the
+ * removed file notice at their next commit (the file's link count) and
+ * fail it with a clear error.
  *
  * The layout is this library version's own: processes of one store must
  * run the same library version (the version field refuses others).
@@ -111,7 +113,10 @@ typedef struct bl_shm {
 /* A process's mapping of the file. */
 typedef struct bl_shmh {
     int fd;
-    int world_fd; /* data.mdb, for the world lock */
+    int world_fd;       /* data.mdb, for the world lock (kept until close) */
+    int gate_fd;        /* the store directory, where the world lock's
+                         * conversions need the gate (shm.c); else -1 */
+    int64_t timeout_ms; /* the bound of every wait for the world lock or the gate */
     bl_shm *m;
     char *path; /* dir/bindlog.shm */
     int made;   /* this open created the file */
@@ -141,7 +146,9 @@ void bl_shm_discard(bl_shmh *h);
  * `end` (written and visible), checkpoint at `ckpt`. */
 int bl_shm_init(bl_shmh *h, uint64_t salt, uint64_t cap, const bl_wal_at *end,
                 const bl_wal_at *ckpt);
-/* Turn the exclusive world lock into a shared one (atomically). */
+/* Turn the exclusive world lock into a shared one, with nobody able to
+ * take it exclusively in between (atomically, or under the gate).  May
+ * fail (BINDLOG_EBUSY: the gate held beyond the timeout, BINDLOG_EIO). */
 int bl_shm_share(bl_shmh *h);
 /* 1 if the content describes the log (salt, cap) in this layout, and was
  * built in this very file. */

@@ -471,7 +471,7 @@ static void undo(int dfd)
         unlinkat(dfd, backup_of("data.mdb"), 0);
         unlinkat(dfd, BACKUP, AT_REMOVEDIR); /* only if empty */
     }
-    fsync(dfd);
+    (void)bl_plat_flush_file(dfd);
 }
 
 /* Format 2 keeps its latest records in bindlog.wal until a checkpoint
@@ -680,7 +680,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     (void)BL_FAILPOINT("upgrade.switch"); /* kill only: the store is upgraded */
     /* what is left is tidying: a failure here leaves the new store */
     if (remove_staging(dfd) == 0)
-        fsync(dfd);
+        (void)bl_plat_flush_file(dfd);
     (void)BL_FAILPOINT("upgrade.clean");
     rc = 0;
 out:

@@ -16,7 +16,9 @@
  * bl_plat_flush_weakened() tells the caller once.
  *
  * No robust mutexes on macOS: the cross-process mutex is fallback.c's fcntl
- * lock.  No OFD locks either: bindlog.shm is opened once per process.
+ * lock (bindlog.shm is opened once per process).  No OFD locks either: a
+ * lock that must outlive the process's other descriptors of its file (the
+ * world lock on data.mdb) is a flock() lock, independent of fcntl locks.
  */
 /* the BSD and Darwin names (F_FULLFSYNC, fstore_t, issetugid) also in a
  * build that defines _POSIX_C_SOURCE */
@@ -117,9 +119,16 @@ void bl_plat_wake_all(_Atomic uint32_t *word)
 
 /* ---- locks ---------------------------------------------------------------------- */
 
-int bl_plat_lock_range(int fd, off_t start, off_t len, int type, int wait)
+int bl_plat_fdlock(int fd, off_t byte, int type, int wait)
 {
-    return bl_plat_fb_lock_range(fd, start, len, type, wait);
+    (void)byte; /* flock: the whole file */
+    return bl_plat_fb_flock(fd, type, wait);
+}
+
+int bl_plat_fdlock_held(int fd, off_t byte)
+{
+    (void)byte;
+    return bl_plat_fb_flock_held(fd);
 }
 
 int bl_plat_xlock_init(bl_plat_xlock *l, uint32_t byte) { return bl_plat_fb_xlock_init(l, byte); }
@@ -129,7 +138,6 @@ int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
 {
     return bl_plat_fb_xlock_lock(l, owner_died, timeout_ms);
 }
-int bl_plat_lock_held(int fd, off_t start, off_t len) { return bl_plat_fb_lock_held(fd, start, len); }
 void bl_plat_xlock_consistent(bl_plat_xlock *l) { bl_plat_fb_xlock_consistent(l); }
 void bl_plat_xlock_unlock(bl_plat_xlock *l) { bl_plat_fb_xlock_unlock(l); }
 

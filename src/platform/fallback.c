@@ -18,6 +18,13 @@
  * mapping is set by each holder after it got both and cleared before it
  * lets go: a locker that finds it set knows the previous holder died
  * holding the lock.
+ *
+ * A lock of an open file description (bl_plat_fdlock) without OFD locks:
+ * flock(), whole-file, which no close of another descriptor drops.
+ *
+ * The fcntl calls themselves are one function with the command as a
+ * parameter: linux.c passes the OFD commands, the mutex above the
+ * process's ones.
  */
 #define _GNU_SOURCE
 #include "platform/fallback.h"
@@ -27,6 +34,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +71,7 @@ void bl_plat_fb_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
     }
 }
 
-int bl_plat_fb_lock_range(int fd, off_t start, off_t len, int type, int wait)
+int bl_plat_fb_fcntl_lock(int fd, int cmd, off_t start, off_t len, int type)
 {
     struct flock fl;
     memset(&fl, 0, sizeof fl);
@@ -72,14 +80,14 @@ int bl_plat_fb_lock_range(int fd, off_t start, off_t len, int type, int wait)
     fl.l_start = start;
     fl.l_len = len;
     for (;;) {
-        if (fcntl(fd, wait ? F_SETLKW : F_SETLK, &fl) == 0)
+        if (fcntl(fd, cmd, &fl) == 0)
             return 0;
         if (errno != EINTR)
             return errno;
     }
 }
 
-int bl_plat_fb_lock_held(int fd, off_t start, off_t len)
+int bl_plat_fb_fcntl_held(int fd, int getcmd, off_t start, off_t len)
 {
     struct flock fl;
     memset(&fl, 0, sizeof fl);
@@ -87,9 +95,35 @@ int bl_plat_fb_lock_held(int fd, off_t start, off_t len)
     fl.l_whence = SEEK_SET;
     fl.l_start = start;
     fl.l_len = len;
-    if (fcntl(fd, F_GETLK, &fl) != 0)
+    if (fcntl(fd, getcmd, &fl) != 0)
         return 1;
     return fl.l_type != F_UNLCK;
+}
+
+/* flock() is not in POSIX, but every system this layer is for has it (the
+ * BSDs, macOS, illumos, Linux), and store.c relies on it already for
+ * bindlog.lock.  It is the only portable lock that belongs to an open file
+ * description rather than to the process. */
+int bl_plat_fb_flock(int fd, int type, int wait)
+{
+    int op = type == BL_PLAT_EXCLUSIVE ? LOCK_EX : type == BL_PLAT_SHARED ? LOCK_SH : LOCK_UN;
+    if (!wait && type != BL_PLAT_UNLOCK)
+        op |= LOCK_NB;
+    for (;;) {
+        if (flock(fd, op) == 0)
+            return 0;
+        if (errno != EINTR)
+            return errno == EWOULDBLOCK ? EAGAIN : errno;
+    }
+}
+
+int bl_plat_fb_flock_held(int fd)
+{
+    int err = bl_plat_fb_flock(fd, BL_PLAT_EXCLUSIVE, 0);
+    if (err != 0)
+        return 1;
+    bl_plat_fb_flock(fd, BL_PLAT_UNLOCK, 0);
+    return 0;
 }
 
 int bl_plat_fb_write_zeros(int fd, off_t off, off_t len)
@@ -261,7 +295,8 @@ int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
      * The thread holding it will let go: wait and ask again.  With a
      * timeout the lock is tried and the wait is a poll. */
     for (;;) {
-        err = bl_plat_fb_lock_range(x->fd, (off_t)l->byte, 1, BL_PLAT_EXCLUSIVE, timeout_ms < 0);
+        err = bl_plat_fb_fcntl_lock(x->fd, timeout_ms < 0 ? F_SETLKW : F_SETLK, (off_t)l->byte, 1,
+                                    BL_PLAT_EXCLUSIVE);
         if (err == 0)
             break;
         if (err != EDEADLK && err != EAGAIN && err != EACCES)
@@ -300,7 +335,7 @@ void bl_plat_fb_xlock_unlock(bl_plat_xlock *l)
     if (!x->dirty)
         atomic_store(&l->held, 0);
     x->dirty = 0;
-    bl_plat_fb_lock_range(x->fd, (off_t)l->byte, 1, BL_PLAT_UNLOCK, 0);
+    bl_plat_fb_fcntl_lock(x->fd, F_SETLK, (off_t)l->byte, 1, BL_PLAT_UNLOCK);
     pthread_mutex_unlock(&x->mu);
 }
 

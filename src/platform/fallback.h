@@ -10,8 +10,15 @@
 #include "platform/platform.h"
 
 void bl_plat_fb_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms);
-int bl_plat_fb_lock_range(int fd, off_t start, off_t len, int type, int wait);
-int bl_plat_fb_lock_held(int fd, off_t start, off_t len);
+/* An fcntl lock on [start, start + len) with the command given: F_SETLK,
+ * F_SETLKW, or Linux's F_OFD_SETLK, F_OFD_SETLKW (EINTR retried); whether
+ * another holder's lock covers any of it, asked with F_GETLK or
+ * F_OFD_GETLK.  The lock kinds behind bl_plat_fdlock and bl_plat_xlock. */
+int bl_plat_fb_fcntl_lock(int fd, int cmd, off_t start, off_t len, int type);
+int bl_plat_fb_fcntl_held(int fd, int getcmd, off_t start, off_t len);
+/* bl_plat_fdlock and bl_plat_fdlock_held with flock(). */
+int bl_plat_fb_flock(int fd, int type, int wait);
+int bl_plat_fb_flock_held(int fd);
 int bl_plat_fb_write_zeros(int fd, off_t off, off_t len);
 int bl_plat_fb_tmpfile_at(int dirfd, const char *name);
 int bl_plat_fb_fsync(int fd);

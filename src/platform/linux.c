@@ -46,24 +46,20 @@ void bl_plat_wake_all(_Atomic uint32_t *word) { futex(word, FUTEX_WAKE, INT_MAX,
 
 /* ---- locks --------------------------------------------------------------- */
 
-int bl_plat_lock_range(int fd, off_t start, off_t len, int type, int wait)
-{
-#ifdef F_OFD_SETLK
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = type == BL_PLAT_EXCLUSIVE ? F_WRLCK : type == BL_PLAT_SHARED ? F_RDLCK : F_UNLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = start;
-    fl.l_len = len;
-    for (;;) {
-        if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
-            return 0;
-        if (errno != EINTR)
-            return errno;
-    }
-#else
-    return bl_plat_fb_lock_range(fd, start, len, type, wait);
+/* Without OFD locks there would be only the process's fcntl locks, which
+ * any close of the file drops: refuse to build rather than fall back. */
+#ifndef F_OFD_SETLK
+#error "bindlog needs OFD locks (F_OFD_SETLK: Linux 3.15 with glibc 2.20, or musl)"
 #endif
+
+int bl_plat_fdlock(int fd, off_t byte, int type, int wait)
+{
+    return bl_plat_fb_fcntl_lock(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, byte, 1, type);
+}
+
+int bl_plat_fdlock_held(int fd, off_t byte)
+{
+    return bl_plat_fb_fcntl_held(fd, F_OFD_GETLK, byte, 1);
 }
 
 int bl_plat_xlock_init(bl_plat_xlock *l, uint32_t byte)
@@ -108,23 +104,6 @@ int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
     if (rc == EBUSY)
         rc = ETIMEDOUT;
     return rc == EOWNERDEAD ? 0 : rc;
-}
-
-int bl_plat_lock_held(int fd, off_t start, off_t len)
-{
-#ifdef F_OFD_GETLK
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = start;
-    fl.l_len = len;
-    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
-        return 1;
-    return fl.l_type != F_UNLCK;
-#else
-    return bl_plat_fb_lock_held(fd, start, len);
-#endif
 }
 
 void bl_plat_xlock_consistent(bl_plat_xlock *l) { pthread_mutex_consistent(l); }

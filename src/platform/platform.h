@@ -48,22 +48,47 @@ void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms);
 /* Wake every thread of every process sleeping on word. */
 void bl_plat_wake_all(_Atomic uint32_t *word);
 
-/* ---- file locks the kernel drops when their holder dies ------------------ */
+/* ---- locks of an open file description ---------------------------------- */
 
 enum { BL_PLAT_UNLOCK = 0, BL_PLAT_SHARED = 1, BL_PLAT_EXCLUSIVE = 2 };
 
-/* Lock, change or release bytes [start, start + len) of fd: an OFD lock
- * where the system has them (owned by the open file description), a POSIX
- * fcntl lock otherwise (owned by the process: never open and close the
- * same file a second time in a process that holds one).  Turning an
- * exclusive lock into a shared one is atomic either way.  wait = 0: EAGAIN
- * (or EACCES) when another holder conflicts. */
-int bl_plat_lock_range(int fd, off_t start, off_t len, int type, int wait);
-/* 1 if a lock of another holder (another open file description or process)
- * covers any of [start, start + len), else 0 (1 when it cannot tell).  A
- * process's own POSIX fcntl locks are not seen (OFD ones of another
- * descriptor are). */
-int bl_plat_lock_held(int fd, off_t start, off_t len);
+/*
+ * A lock that belongs to fd's open file description, not to the process:
+ * closing another descriptor of the same file (LMDB's own, a check's, a
+ * backup's, the CLI's) leaves it held; two descriptions conflict even
+ * within one process; the kernel drops it when the last descriptor of the
+ * description is closed (a fork's child shares it) or its process dies.
+ * A process's POSIX fcntl lock has none of these properties: every close of
+ * any descriptor of the file drops it.
+ *
+ * Linux: an OFD lock (F_OFD_SETLK) on byte `byte`.  Elsewhere: flock(),
+ * which covers the whole file (`byte` is ignored: one such lock a file)
+ * and also locks a directory's descriptor.  flock and fcntl locks are
+ * independent on macOS, the BSDs and Linux, so neither meets LMDB's fcntl
+ * locks (and bindlog.lock's flock is on another file).
+ *
+ * BL_PLAT_FDLOCK_ATOMIC: 1 where turning an exclusive lock into a shared
+ * one, or back, keeps it held throughout (OFD locks); 0 where the old lock
+ * is dropped before the new one is taken (flock: another process may get
+ * in between, and a refused non-blocking upgrade may leave nothing held):
+ * the caller then serialises every exclusive attempt and every conversion
+ * under a second lock (src/lmdb/shm.c, "the gate").
+ *
+ * type: BL_PLAT_UNLOCK, BL_PLAT_SHARED or BL_PLAT_EXCLUSIVE.  wait = 0:
+ * EAGAIN (EWOULDBLOCK, or EACCES) when another holder conflicts.
+ */
+#if defined(BL_PLATFORM_LINUX)
+#define BL_PLAT_FDLOCK_ATOMIC 1
+#else
+#define BL_PLAT_FDLOCK_ATOMIC 0
+#endif
+int bl_plat_fdlock(int fd, off_t byte, int type, int wait);
+/* 1 if another open file description (of any process) holds a lock on fd's
+ * file (byte `byte`) that an exclusive one would conflict with, else 0 (1
+ * when it cannot tell).  fd must hold none itself: with flock the question
+ * is a non-blocking exclusive lock, let go at once (so, where
+ * BL_PLAT_FDLOCK_ATOMIC is 0, it is an exclusive attempt like any other). */
+int bl_plat_fdlock_held(int fd, off_t byte);
 
 /* ---- the cross-process mutex of a shared mapping ------------------------- */
 
@@ -76,6 +101,10 @@ int bl_plat_lock_held(int fd, off_t start, off_t len);
  * mapped file (the kernel drops it when the holder dies, as SQLite's and
  * LMDB's are), a process-local mutex between the threads of one process, and
  * a word in the mapping saying it is held (still set when its holder died).
+ * That fcntl lock is the process's (two locks share one file, which flock
+ * cannot do): the process must never open and close the mapped file a
+ * second time while it holds one (bindlog maps bindlog.shm once per store
+ * and process, and opens it nowhere else while it maps it).
  */
 #if defined(BL_PLATFORM_LINUX)
 #include <pthread.h>

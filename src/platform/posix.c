@@ -1,7 +1,9 @@
 /*
  * posix.c -- the platform layer on nothing but POSIX (the BSDs, and Linux
  * with -DBINDLOG_PLATFORM=posix so that CI runs the whole test suite on
- * these fallbacks): every item is the portable one of fallback.c.
+ * these fallbacks): every item is the portable one of fallback.c.  Locks
+ * of an open file description are flock(), the one item outside POSIX
+ * (fallback.c says why).
  */
 #include "platform/fallback.h"
 
@@ -22,9 +24,16 @@ void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
 /* The sleepers poll: nothing to wake. */
 void bl_plat_wake_all(_Atomic uint32_t *word) { (void)word; }
 
-int bl_plat_lock_range(int fd, off_t start, off_t len, int type, int wait)
+int bl_plat_fdlock(int fd, off_t byte, int type, int wait)
 {
-    return bl_plat_fb_lock_range(fd, start, len, type, wait);
+    (void)byte; /* flock: the whole file */
+    return bl_plat_fb_flock(fd, type, wait);
+}
+
+int bl_plat_fdlock_held(int fd, off_t byte)
+{
+    (void)byte;
+    return bl_plat_fb_flock_held(fd);
 }
 
 int bl_plat_xlock_init(bl_plat_xlock *l, uint32_t byte) { return bl_plat_fb_xlock_init(l, byte); }
@@ -34,7 +43,6 @@ int bl_plat_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
 {
     return bl_plat_fb_xlock_lock(l, owner_died, timeout_ms);
 }
-int bl_plat_lock_held(int fd, off_t start, off_t len) { return bl_plat_fb_lock_held(fd, start, len); }
 void bl_plat_xlock_consistent(bl_plat_xlock *l) { bl_plat_fb_xlock_consistent(l); }
 void bl_plat_xlock_unlock(bl_plat_xlock *l) { bl_plat_fb_xlock_unlock(l); }
 
