@@ -390,6 +390,7 @@ _REQUIRED = {
 }
 
 _OPTIONAL = {
+    "bindlog_fsync": (c_int, [c_int]),
     "bindlog_check": (
         c_int,
         [_h, POINTER(bindlog_check_report), progress_fn, c_void_p],

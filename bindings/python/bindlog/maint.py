@@ -42,6 +42,20 @@ def vacuum(path: PathLike) -> Tuple[int, int]:
     return before.value, after.value
 
 
+def _full_flush(fd: int, call: str) -> None:
+    """Flush a file the package wrote to the disk itself: the library's
+    bindlog_fsync (F_FULLFSYNC on macOS, where fsync stops at the drive's
+    cache); os.fsync with a library that predates it."""
+    try:
+        fn = _ffi.optional("bindlog_fsync")
+    except NotImplementedError:
+        os.fsync(fd)
+        return
+    rc = int(fn(fd))
+    if rc < 0:
+        raise error_for(rc, call)
+
+
 class Maintenance:
     """The maintenance half of :class:`bindlog.Store` (see there)."""
 
@@ -160,7 +174,7 @@ class Maintenance:
         if isinstance(dest, (str, bytes, os.PathLike)):
             with open(_args.fspath(dest), "wb") as f:
                 run(f.fileno())
-                os.fsync(f.fileno())
+                _full_flush(f.fileno(), "export")
             return records.value
         if not hasattr(dest, "write"):
             raise TypeError("dest must be a path or a binary file object")
