@@ -11,11 +11,12 @@
  *
  * record seeds: valid records of every event type through the real encoder
  * (with and without origin, the longest key, ids and reason, a 64 KiB
- * origin), the example record of docs/format.md byte for byte (version 2, and
- * version 1 which is still read), binding and session values, and near
- * misses (wrong checksum, version 0 and 3, a version-1 body under version 2,
- * prev_lsn not below lsn, one byte
- * short, trailing byte, reserved flag).
+ * origin), the example record of docs/format.md byte for byte (version 3,
+ * and versions 2 and 1 which are still read), binding and session values of
+ * both versions, and near misses of version 3 (wrong checksum, version 0
+ * and 4, a gap back past LSN 0, a varint in a longer form, one byte short,
+ * trailing byte, reserved flag, a length over the bytes) and a version-1
+ * body under version 2.
  *
  * machine seeds: programs for machine_fuzzer.c, written with the same byte
  * meanings its decoder gives them (see the op and choose_* switches there):
@@ -112,15 +113,19 @@ static void record_seeds(void)
         sizeof(origin), 1);
 
     /* docs/format.md's example: BIND k -> s1 from s, reason rx, origin "{",
-     * lsn 42, time 1000, generation 3, prev_lsn 40 (record version 2) */
-    static const unsigned char example[60] = {
+     * lsn 42, time 1000, generation 3, prev_lsn 40 (record version 3) */
+    static const unsigned char example[27] = {
+        0x03, 0x11, 0x2a, 0xd0, 0x0f, 0x03, 0x02, 0x01, 0x02, 0x01, 0x02, 0x01, 0x6b, 0x73,
+        0x31, 0x73, 0x72, 0x78, 0x7b, 0x45, 0xbe, 0x42, 0x56, 0x5e, 0x8f, 0x33, 0x93};
+    put_file("record", "format-example", example, sizeof(example));
+    /* the same record in version 2 (format 3) and 1 (formats 1 and 2): still read */
+    static const unsigned char example_v2[60] = {
         0x02, 0x01, 0x01, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe8,
         0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
         0x00, 0x00, 0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0x00, 0x00, 0x00, 0x28, 0x00,
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x6b, 0x73, 0x31, 0x73, 0x72, 0x78, 0x7b,
         0x14, 0xe6, 0x86, 0x0a, 0x12, 0xd1, 0xe1, 0xa8};
-    put_file("record", "format-example", example, sizeof(example));
-    /* the same record in version 1 (formats 1 and 2, old streams): still read */
+    put_file("record", "format-example-v2", example_v2, sizeof(example_v2));
     static const unsigned char example_v1[52] = {
         0x01, 0x01, 0x01, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe8,
         0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -128,38 +133,42 @@ static void record_seeds(void)
         0x31, 0x73, 0x72, 0x78, 0x7b, 0x3f, 0x86, 0x64, 0xfa, 0x6c, 0xf6, 0x59, 0xc2};
     put_file("record", "format-example-v1", example_v1, sizeof(example_v1));
 
-    /* near misses, each of a different rule */
+    /* near misses of version 3, each of a different rule */
     memcpy(buf, example, sizeof(example));
-    buf[59] ^= 1;
-    put_file("record", "bad-checksum", buf, 60);
+    buf[26] ^= 1;
+    put_file("record", "bad-checksum", buf, 27);
     memcpy(buf, example, sizeof(example));
-    buf[0] = 3;
-    reseal(60);
-    put_file("record", "version-3", buf, 60);
+    buf[0] = 4;
+    reseal(27);
+    put_file("record", "version-4", buf, 27);
     buf[0] = 0;
-    reseal(60);
-    put_file("record", "version-0", buf, 60);
+    reseal(27);
+    put_file("record", "version-0", buf, 27);
+    memcpy(buf, example, sizeof(example));
+    buf[6] = 43; /* a gap back past LSN 0 */
+    reseal(27);
+    put_file("record", "prev-not-below", buf, 27);
+    memcpy(buf, example, sizeof(example));
+    buf[1] = 0x51; /* a reserved flag bit */
+    reseal(27);
+    put_file("record", "reserved-flag", buf, 27);
+    memcpy(buf, example, sizeof(example));
+    buf[8] = 3; /* sid_len one more than the bytes there */
+    reseal(27);
+    put_file("record", "bad-length", buf, 27);
+    buf[0] = 3, buf[1] = 0x11, buf[2] = 0xaa, buf[3] = 0x00; /* lsn 42 in two bytes */
+    memcpy(buf + 4, example + 3, 24);
+    reseal(28);
+    put_file("record", "varint-longer", buf, 28);
+    memcpy(buf, example, 19);
+    buf[19] = 'x'; /* one byte more than the lengths account for */
+    reseal(28);
+    put_file("record", "trailing", buf, 28);
+    put_file("record", "short", example, 26);
     memcpy(buf, example_v1, sizeof(example_v1));
     buf[0] = 2; /* a version-1 body under version 2: the lengths do not add up */
     reseal(52);
     put_file("record", "version-2-short", buf, 52);
-    memcpy(buf, example, sizeof(example));
-    buf[37] = 42; /* prev_lsn not below lsn */
-    reseal(60);
-    put_file("record", "prev-not-below", buf, 60);
-    memcpy(buf, example, sizeof(example));
-    buf[2] = 0x03;
-    reseal(60);
-    put_file("record", "reserved-flag", buf, 60);
-    memcpy(buf, example, sizeof(example));
-    buf[29 + 1] = 3; /* sid_len one more than the bytes there */
-    reseal(60);
-    put_file("record", "bad-length", buf, 60);
-    memcpy(buf, example, 52);
-    buf[52] = 'x'; /* one byte more than the lengths account for */
-    reseal(61);
-    put_file("record", "trailing", buf, 61);
-    put_file("record", "short", example, 59);
 
     /* state values */
     bl_bval bv = {"A", 1, 5, 9, 1767225600000, 0};
@@ -171,6 +180,8 @@ static void record_seeds(void)
     bl_sval sv2 = {key, sizeof(key), id, BINDLOG_ID_MAX, 3, 4, 5, 6, reason, BINDLOG_REASON_MAX,
                    "o", 1};
     put_file("record", "sval-longest", buf, bl_sval_encode(&sv2, buf, sizeof(buf)));
+    put_file("record", "bval-v1", buf, bl_bval_encode_v1(&bv, buf, sizeof(buf)));
+    put_file("record", "sval-v1", buf, bl_sval_encode_v1(&sv, buf, sizeof(buf)));
 }
 
 /* ---- machine seeds --------------------------------------------------------- */

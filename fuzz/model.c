@@ -608,7 +608,7 @@ void fm_digest(const fm_model *cm, unsigned char out[BINDLOG_DIGEST_SIZE])
         const fm_binding *b = &m->b[i];
         bl_bval v = {b->sid, b->sid_len, b->generation, b->lsn, b->updated_ms,
                      b->last_activity_ms};
-        size_t n = bl_bval_encode(&v, buf, BL_RECORD_MAX);
+        size_t n = bl_bval_encode_v1(&v, buf, BL_RECORD_MAX);
         if (n == 0)
             abort();
         hash_entry(st, 'B', b->key, b->key_len, buf, n);
@@ -619,7 +619,7 @@ void fm_digest(const fm_model *cm, unsigned char out[BINDLOG_DIGEST_SIZE])
                      s->created_lsn, s->ended_lsn,  s->created_ms, s->ended_ms,
                      s->reason,     s->reason_len,  s->origin ? (const void *)s->origin : "",
                      s->origin_len};
-        size_t n = bl_sval_encode(&v, buf, BL_RECORD_MAX);
+        size_t n = bl_sval_encode_v1(&v, buf, BL_RECORD_MAX);
         if (n == 0)
             abort();
         hash_entry(st, 'S', s->id, s->id_len, buf, n);

@@ -500,7 +500,7 @@ static void bulk__replay_of_many_transactions(void **state)
     path_of(f, out, sizeof out, "big-src");
     s = wl_open_store(out);
     wl_gen_init(&g, 11);
-    for (int n = 0; n < 80000; n++)
+    for (int n = 0; n < 110000; n++)
         assert_true(wl_gen_step(&g, s) > 0);
     assert_int_equal(bindlog_digest(s, src, &head), 0);
     path_of(f, out, sizeof out, "big");

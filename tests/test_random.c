@@ -807,7 +807,7 @@ static void model_digest(const model *m, const int *kord, size_t nk, const int *
         digest_put(st, hdr, 3);
         digest_put(st, key, klen);
         bl_bval v = {b->sid, strlen(b->sid), b->gen, b->lsn, b->upd, 0};
-        size_t n = bl_bval_encode(&v, enc, sizeof enc);
+        size_t n = bl_bval_encode_v1(&v, enc, sizeof enc);
         assert_true(n > 0);
         bl_put32(hdr, (uint32_t)n);
         digest_put(st, hdr, 4);
@@ -834,7 +834,7 @@ static void model_digest(const model *m, const int *kord, size_t nk, const int *
         v.reason_len = strlen(s->reason);
         v.origin = origins[s->origin];
         v.origin_len = origin_lens[s->origin];
-        size_t n = bl_sval_encode(&v, enc, sizeof enc);
+        size_t n = bl_sval_encode_v1(&v, enc, sizeof enc);
         assert_true(n > 0);
         bl_put32(hdr, (uint32_t)n);
         digest_put(st, hdr, 4);

@@ -96,6 +96,48 @@ static void assert_records_equal(const bl_record *a, const bl_record *b)
     assert_bytes(a->origin, a->origin_len, b->origin, b->origin_len);
 }
 
+/* The bytes of r's strings, which end right before the checksum. */
+static size_t strings_len(const bl_record *r)
+{
+    return r->key_len + r->sid_len + r->other_len + r->reason_len + r->origin_len;
+}
+
+/* Where the key starts in an encoding of n bytes of r. */
+static size_t key_at(const bl_record *r, size_t n) { return n - BL_RECORD_CHECKSUM - strings_len(r); }
+
+/*
+ * A version-3 record written by hand, field by field as docs/format.md
+ * lays it out, without the encoder's checks: numbers and lengths beyond
+ * the limits go in as they are (the decoder must refuse them).  Sealed
+ * with its checksum.  Returns its length.
+ */
+static size_t raw_v3(const bl_record *r, unsigned char *b)
+{
+    size_t pos = 2;
+    b[0] = 3;
+    b[1] = (unsigned char)(r->type | r->flags << 4);
+    pos += bl_varint_put(b + pos, r->lsn);
+    pos += bl_varint_put(b + pos, ((uint64_t)r->time_ms << 1) ^ (uint64_t)(r->time_ms >> 63));
+    pos += bl_varint_put(b + pos, r->generation);
+    pos += bl_varint_put(b + pos, r->prev_lsn ? r->lsn - r->prev_lsn : 0);
+    pos += bl_varint_put(b + pos, r->key_len);
+    pos += bl_varint_put(b + pos, r->sid_len);
+    pos += bl_varint_put(b + pos, r->other_len);
+    pos += bl_varint_put(b + pos, r->reason_len);
+    pos += bl_varint_put(b + pos, r->origin_len);
+    const void *s[5] = {r->key, r->sid, r->other, r->reason, r->origin};
+    size_t l[5] = {r->key_len, r->sid_len, r->other_len, r->reason_len, r->origin_len};
+    for (int i = 0; i < 5; i++) {
+        if (l[i] != 0 && s[i] != NULL)
+            memcpy(b + pos, s[i], l[i]);
+        else if (l[i] != 0)
+            memset(b + pos, 'a', l[i]);
+        pos += l[i];
+    }
+    bl_put64(b + pos, XXH3_64bits(b, pos));
+    return pos + 8;
+}
+
 /* Encode, decode, compare; decoded strings must point into the buffer. */
 static void round_trip_record(const bl_record *r)
 {
@@ -104,7 +146,7 @@ static void round_trip_record(const bl_record *r)
     bl_record d;
     assert_int_equal(bl_record_decode(b, n, &d), 0);
     assert_records_equal(r, &d);
-    assert_true((const unsigned char *)d.key == b + BL_RECORD_FIXED);
+    assert_true((const unsigned char *)d.key == b + key_at(r, n));
     assert_true((const unsigned char *)d.origin + d.origin_len == b + n - BL_RECORD_CHECKSUM);
     free(b);
 }
@@ -132,7 +174,8 @@ static void record__round_trip(void **state)
     /* Every optional field empty, no origin flag, negative time. */
     bl_record e = {.lsn = 1, .time_ms = -5, .type = BINDLOG_EVENT_INVALIDATE, .key = "k", .key_len = 1};
     round_trip_record(&e);
-    assert_int_equal(bl_record_size(&e), BL_RECORD_FIXED + 1 + BL_RECORD_CHECKSUM);
+    /* version, type, nine one-byte varints (time -5 zigzags to 9), the key */
+    assert_int_equal(bl_record_size(&e), 11 + 1 + BL_RECORD_CHECKSUM);
 
     /* An explicitly empty origin is distinct from no origin: only the flag says so. */
     e.flags = BL_REC_ORIGIN;
@@ -151,7 +194,8 @@ static void record__max_size(void **state)
     memset(reason, '~', sizeof reason);
     for (size_t i = 0; i < sizeof origin; i++)
         origin[i] = (unsigned char)(i * 31u); /* includes NULs: origin is opaque */
-    bl_record r = {.lsn = BINDLOG_LSN_MAX, .time_ms = BINDLOG_TIME_MIN_MS,
+    /* the longest head: 9-byte LSN and gap, 7-byte time, 10-byte generation */
+    bl_record r = {.lsn = BINDLOG_LSN_MAX, .prev_lsn = 1, .time_ms = BINDLOG_TIME_MIN_MS,
                    .generation = UINT64_MAX - 1,
                    .type = BINDLOG_EVENT_UNBIND, .flags = BL_REC_ORIGIN,
                    .key = key, .key_len = sizeof key, .sid = sid, .sid_len = sizeof sid,
@@ -173,12 +217,12 @@ static void record__golden_bytes(void **state)
     (void)state;
     /* Pins the layout documented in docs/format.md ("Example"). */
     static const unsigned char want[] = {
-        0x02, 0x01, 0x01, 0x00,                         /* version 2, BIND, flags ORIGIN */
-        0x2a, 0, 0, 0, 0, 0, 0, 0,                      /* lsn 42 */
-        0xe8, 0x03, 0, 0, 0, 0, 0, 0,                   /* time_ms 1000 */
-        0x03, 0, 0, 0, 0, 0, 0, 0,                      /* generation 3 */
-        0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0, 0, 0,    /* lengths 1,2,1,2,1 */
-        0x28, 0, 0, 0, 0, 0, 0, 0,                      /* prev_lsn 40 */
+        0x03, 0x11,                                     /* version 3, BIND | ORIGIN << 4 */
+        0x2a,                                           /* lsn 42 */
+        0xd0, 0x0f,                                     /* time_ms 1000, zigzagged: 2000 */
+        0x03,                                           /* generation 3 */
+        0x02,                                           /* prev_lsn 40: 42 - 2 */
+        0x01, 0x02, 0x01, 0x02, 0x01,                   /* lengths 1,2,1,2,1 */
         'k', 's', '1', 's', 'r', 'x', 0x7b,             /* key sid other reason origin */
     };
     bl_record r = {.lsn = 42, .prev_lsn = 40, .time_ms = 1000, .generation = 3,
@@ -190,13 +234,49 @@ static void record__golden_bytes(void **state)
     assert_memory_equal(b, want, sizeof want);
     assert_true(bl_get64(b + sizeof want) == XXH3_64bits(want, sizeof want));
     /* XXH3-64 output is frozen since xxHash 0.8, so the value itself is pinned too. */
-    static const unsigned char sum[8] = {0x14, 0xe6, 0x86, 0x0a, 0x12, 0xd1, 0xe1, 0xa8};
+    static const unsigned char sum[8] = {0x45, 0xbe, 0x42, 0x56, 0x5e, 0x8f, 0x33, 0x93};
     assert_memory_equal(b + sizeof want, sum, sizeof sum);
     bl_record d;
     assert_int_equal(bl_record_decode(b, sizeof b, &d), 0);
-    assert_int_equal(d.version, 2);
+    assert_int_equal(d.version, 3);
     assert_int_equal(d.prev_lsn, 40);
     assert_true(bl_record_same(&d, &r));
+    /* the hand-made encoding of the tests is the same bytes */
+    unsigned char h[sizeof b];
+    assert_int_equal(raw_v3(&r, h), sizeof b);
+    assert_memory_equal(h, b, sizeof b);
+    /* what import and recover read of it before decoding */
+    bl_record_head hd;
+    assert_int_equal(bl_record_peek(b, sizeof b, &hd), 0);
+    assert_true(hd.lsn == 42 && hd.prev_lsn == 40 && hd.time_ms == 1000 && hd.version == 3);
+    assert_true(hd.key == b + 12 && hd.key_len == 1);
+    assert_int_equal(bl_record_peek(b, 12, &hd), -1);
+}
+
+/* Version 2 (format 3) still decodes: the example in its fixed layout. */
+static void record__version2_still_decodes(void **state)
+{
+    (void)state;
+    static const unsigned char v2[] = {
+        0x02, 0x01, 0x01, 0x00, 0x2a, 0, 0, 0, 0, 0, 0, 0, 0xe8, 0x03, 0, 0, 0, 0, 0, 0,
+        0x03, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x00, 0x02, 0x01, 0x02, 0x01, 0, 0, 0,
+        0x28, 0, 0, 0, 0, 0, 0, 0, 'k', 's', '1', 's', 'r', 'x', 0x7b,
+        0x14, 0xe6, 0x86, 0x0a, 0x12, 0xd1, 0xe1, 0xa8, /* the version-2 example's checksum */
+    };
+    bl_record d;
+    assert_int_equal(bl_record_decode(v2, sizeof v2, &d), 0);
+    assert_int_equal(d.version, 2);
+    assert_int_equal(d.prev_lsn, 40);
+    assert_true(d.lsn == 42 && d.time_ms == 1000 && d.generation == 3);
+    assert_memory_equal(d.key, "k", 1);
+    assert_memory_equal(d.origin, "{", 1);
+    bl_record_head hd;
+    assert_int_equal(bl_record_peek(v2, sizeof v2, &hd), 0);
+    assert_true(hd.lsn == 42 && hd.prev_lsn == 40 && hd.key == v2 + BL_RECORD_FIXED);
+    /* re-encoded, it is the version-3 example */
+    unsigned char b[27];
+    assert_int_equal(bl_record_encode(&d, b, sizeof b), sizeof b);
+    assert_int_equal(b[0], 3);
 }
 
 /* Version 1 (formats 1 and 2, old export streams) still decodes: the same
@@ -217,16 +297,16 @@ static void record__version1_still_decodes(void **state)
     assert_int_equal(d.lsn, 42);
     assert_memory_equal(d.key, "k", 1);
     assert_memory_equal(d.origin, "{", 1);
-    /* the same fields re-derived in version 2, with a prev_lsn: the same record */
+    /* the same fields re-derived in version 3, with a prev_lsn: the same record */
     bl_record r = d;
-    r.version = 2;
+    r.version = 3;
     r.prev_lsn = 40;
     assert_true(bl_record_same(&r, &d));
-    /* between two version-2 records prev_lsn counts */
+    /* between two records of version 2 or later prev_lsn counts */
     bl_record r2 = r;
     r2.prev_lsn = 41;
     assert_false(bl_record_same(&r, &r2));
-    /* a version-2 record must chain backwards: prev_lsn below lsn */
+    /* a record must chain backwards: prev_lsn below lsn */
     unsigned char b[128];
     r.prev_lsn = 42;
     assert_int_equal(bl_record_encode(&r, b, sizeof b), 0);
@@ -306,39 +386,80 @@ static void record__resealed_bad_fields(void **state)
 {
     (void)state;
     bl_record r = sample_record();
-    size_t key_at = BL_RECORD_FIXED, sid_at = key_at + r.key_len;
+    size_t n = bl_record_size(&r), key = key_at(&r, n);
+    /* the five length varints end the head, one byte each here */
+    size_t lens = key - 5, sid_at = key + r.key_len;
     size_t other_at = sid_at + r.sid_len, reason_at = other_at + r.other_len;
 
-    expect_patched(1, 0, BINDLOG_ECORRUPT);              /* type 0 */
-    expect_patched(1, BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT);
-    expect_patched(2, BL_REC_ORIGIN | 0x04, BINDLOG_ECORRUPT); /* reserved flag bit */
-    expect_patched(3, 0x80, BINDLOG_ECORRUPT);           /* reserved high flag byte */
-    expect_patched(2, 0, BINDLOG_ECORRUPT);              /* origin bytes without the flag */
-    expect_patched(28, (unsigned char)(r.key_len + 1), BINDLOG_ECORRUPT); /* lengths */
-    expect_patched(30, (unsigned char)(r.sid_len - 1), BINDLOG_ECORRUPT);
-    expect_patched(31, 0xff, BINDLOG_ECORRUPT);
-    expect_patched(32, 0, BINDLOG_ECORRUPT);
-    expect_patched(36, 0x01, BINDLOG_ECORRUPT);          /* origin_len + 16 MiB */
-    expect_patched(key_at + 3, '\0', BINDLOG_ECORRUPT);  /* NUL in key */
+    expect_patched(1, 0x10, BINDLOG_ECORRUPT);           /* type 0 */
+    expect_patched(1, 0x10 | BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT); /* type 7 */
+    expect_patched(1, 0x10 | 0x08 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* type bit 3 */
+    expect_patched(1, 0x50 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* reserved flag bit */
+    expect_patched(1, 0x30 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* activity on a SPLIT */
+    expect_patched(1, 0x90 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT);
+    expect_patched(1, BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* origin bytes without the flag */
+    expect_patched(lens, (unsigned char)(r.key_len + 1), BINDLOG_ECORRUPT); /* lengths */
+    expect_patched(lens + 1, (unsigned char)(r.sid_len - 1), BINDLOG_ECORRUPT);
+    expect_patched(lens + 2, 0x7f, BINDLOG_ECORRUPT);
+    expect_patched(lens + 3, 0, BINDLOG_ECORRUPT);
+    expect_patched(lens + 4, 0x80, BINDLOG_ECORRUPT);    /* a varint that runs on */
+    expect_patched(key + 3, '\0', BINDLOG_ECORRUPT);     /* NUL in key */
     expect_patched(sid_at, '\n', BINDLOG_ECORRUPT);      /* control bytes */
     expect_patched(other_at + 1, 0x7f, BINDLOG_ECORRUPT);
     expect_patched(reason_at, 0x1f, BINDLOG_ECORRUPT);
     expect_patched(sid_at, 0x80, 0);                     /* high bytes are fine */
 }
 
-/* lsn 0 only when all eight bytes are zero: patch them all at once. */
+/* Varints have one encoding each: a longer form of the same number, or
+ * bits beyond 64, are damage. */
+static void record__varint_forms(void **state)
+{
+    (void)state;
+    uint64_t v;
+    unsigned char b[12];
+    static const uint64_t nums[] = {0, 1, 127, 128, 16383, 16384, UINT64_MAX / 2, UINT64_MAX};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        size_t n = bl_varint_put(b, nums[i]);
+        assert_int_equal(n, bl_varint_size(nums[i]));
+        assert_int_equal(bl_varint_get(b, n, &v), n);
+        assert_true(v == nums[i]);
+        assert_int_equal(bl_varint_get(b, n - 1, &v), 0); /* cut short */
+    }
+    static const unsigned char longer[] = {0x81, 0x00};   /* 1 in two bytes */
+    assert_int_equal(bl_varint_get(longer, 2, &v), 0);
+    static const unsigned char over[] = {0xff, 0xff, 0xff, 0xff, 0xff,
+                                         0xff, 0xff, 0xff, 0xff, 0x02}; /* bit 64 */
+    assert_int_equal(bl_varint_get(over, 10, &v), 0);
+    static const unsigned char eleven[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                           0x80, 0x80, 0x80, 0x80, 0x01};
+    assert_int_equal(bl_varint_get(eleven, 11, &v), 0);
+    assert_true(bl_zigzag(-1) == 1 && bl_zigzag(1) == 2 &&
+                bl_unzigzag(bl_zigzag(INT64_MIN)) == INT64_MIN);
+
+    /* a record whose LSN is written in a longer form, resealed */
+    bl_record r = sample_record();
+    r.lsn = 5;
+    r.prev_lsn = 0;
+    unsigned char rb[256], lb[257];
+    size_t n = raw_v3(&r, rb);
+    assert_int_equal(decode_copy(rb, n), 0);
+    memcpy(lb, rb, 2);
+    lb[2] = 0x85, lb[3] = 0x00;
+    memcpy(lb + 4, rb + 3, n - 3);
+    reseal(lb, n + 1);
+    assert_int_equal(decode_copy(lb, n + 1), BINDLOG_ECORRUPT);
+}
+
+/* lsn 0 is damage, and never encoded. */
 static void record__lsn_zero(void **state)
 {
     (void)state;
     bl_record r = sample_record();
-    size_t n;
-    unsigned char *b = encode_record(&r, &n);
-    bl_put64(b + 4, 0);
-    reseal(b, n);
-    assert_int_equal(decode_copy(b, n), BINDLOG_ECORRUPT);
-    free(b);
+    static unsigned char buf[BL_RECORD_MAX];
     r.lsn = 0;
-    unsigned char buf[BL_RECORD_MAX];
+    r.prev_lsn = 0;
+    size_t n = raw_v3(&r, buf);
+    assert_int_equal(decode_copy(buf, n), BINDLOG_ECORRUPT);
     assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 0);
 }
 
@@ -366,14 +487,11 @@ static void record__lsn_and_time_limits(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         bl_record r = sample_record();
-        size_t n;
-        unsigned char *b = encode_record(&r, &n);
-        bl_put64(b + 4, cases[i].lsn);
-        bl_put64(b + 12, (uint64_t)cases[i].t);
-        reseal(b, n);
-        assert_int_equal(decode_copy(b, n), cases[i].rc);
-        free(b);
         unsigned char buf[BL_RECORD_MAX];
+        r.lsn = cases[i].lsn;
+        r.prev_lsn = 0;
+        r.time_ms = cases[i].t;
+        assert_int_equal(decode_copy(buf, raw_v3(&r, buf)), cases[i].rc);
         r.lsn = cases[i].lsn;
         r.time_ms = cases[i].t;
         assert_int_equal(bl_record_encode(&r, buf, sizeof buf) != 0, cases[i].rc == 0);
@@ -389,12 +507,24 @@ static void record__lsn_and_time_limits(void **state)
     assert_int_equal(bl_bval_encode(&bv, b, sizeof b), 0);
     bv.updated_ms = 5;
     size_t bn = bl_bval_encode(&bv, b, sizeof b);
-    assert_int_equal(bn, 27);
-    bl_put64(b + 18, (uint64_t)INT64_MAX);
-    assert_int_equal(bl_bval_decode(b, bn, &dv), BINDLOG_ECORRUPT);
-    bl_put64(b + 18, 5);
-    bl_put64(b + 10, UINT64_MAX);
-    assert_int_equal(bl_bval_decode(b, bn, &dv), BINDLOG_ECORRUPT);
+    assert_int_equal(bn, 7); /* 2, generation 1, lsn 1, time 10, activity 0, "s" */
+    assert_int_equal(bl_bval_decode(b, bn, &dv), 0);
+    /* by hand: the same value with a time of INT64_MAX, then an LSN of
+     * 2^64-1, then an activity of INT64_MAX */
+    unsigned char h[40] = {2, 1, 1, 1};
+    size_t hn = 4 + bl_varint_put(h + 4, bl_zigzag(INT64_MAX));
+    h[hn++] = 0;
+    h[hn++] = 's';
+    assert_int_equal(bl_bval_decode(h, hn, &dv), BINDLOG_ECORRUPT);
+    hn = 3 + bl_varint_put(h + 3, UINT64_MAX);
+    h[hn++] = 10;
+    h[hn++] = 0;
+    h[hn++] = 's';
+    assert_int_equal(bl_bval_decode(h, hn, &dv), BINDLOG_ECORRUPT);
+    h[3] = 1, h[4] = 10;
+    hn = 5 + bl_varint_put(h + 5, bl_zigzag(INT64_MAX));
+    h[hn++] = 's';
+    assert_int_equal(bl_bval_decode(h, hn, &dv), BINDLOG_ECORRUPT);
 
     bl_sval sv = {.key = "k", .key_len = 1, .created_lsn = 1, .created_ms = 1,
                   .ended_ms = BINDLOG_TIME_MIN_MS - 1};
@@ -405,32 +535,30 @@ static void record__lsn_and_time_limits(void **state)
     assert_int_equal(bl_sval_encode(&sv, sb, sizeof sb), 0);
     sv.created_lsn = 1;
     size_t sn = bl_sval_encode(&sv, sb, sizeof sb);
-    assert_int_equal(sn, 43);
-    bl_put64(sb + 26, (uint64_t)INT64_MAX); /* created_ms */
-    assert_int_equal(bl_sval_decode(sb, sn, &ds), BINDLOG_ECORRUPT);
-    bl_put64(sb + 26, 1);
-    bl_put64(sb + 18, BINDLOG_LSN_MAX + 1); /* ended_lsn */
-    assert_int_equal(bl_sval_decode(sb, sn, &ds), BINDLOG_ECORRUPT);
+    assert_int_equal(sn, 11); /* 2, eight one-byte varints, "k" */
+    assert_int_equal(bl_sval_decode(sb, sn, &ds), 0);
+    /* by hand: created_ms INT64_MAX, then ended_lsn 2^63 */
+    unsigned char sh[48] = {2, 0, 1, 0, 0, 0, 1, 0};
+    hn = 8 + bl_varint_put(sh + 8, bl_zigzag(INT64_MAX));
+    sh[hn++] = 0;
+    sh[hn++] = 'k';
+    assert_int_equal(bl_sval_decode(sh, hn, &ds), BINDLOG_ECORRUPT);
+    hn = 7 + bl_varint_put(sh + 7, BINDLOG_LSN_MAX + 1);
+    sh[hn++] = 2;
+    sh[hn++] = 0;
+    sh[hn++] = 'k';
+    assert_int_equal(bl_sval_decode(sh, hn, &ds), BINDLOG_ECORRUPT);
 }
 
 /* A record whose lengths are over the limits but consistent and resealed. */
 static int decode_oversized(size_t key, size_t sid, size_t other, size_t reason, size_t origin)
 {
-    size_t n = BL_RECORD_FIXED + key + sid + other + reason + origin + 8;
-    unsigned char *b = calloc(1, n);
+    bl_record r = {.lsn = 1, .type = BINDLOG_EVENT_BIND, .flags = BL_REC_ORIGIN,
+                   .key_len = key, .sid_len = sid, .other_len = other, .reason_len = reason,
+                   .origin_len = origin};
+    unsigned char *b = calloc(1, 64 + key + sid + other + reason + origin);
     assert_non_null(b);
-    b[0] = BINDLOG_RECORD_VERSION;
-    b[1] = BINDLOG_EVENT_BIND;
-    bl_put16(b + 2, BL_REC_ORIGIN);
-    bl_put64(b + 4, 1);
-    bl_put16(b + 28, (uint16_t)key);
-    b[30] = (unsigned char)sid;
-    b[31] = (unsigned char)other;
-    b[32] = (unsigned char)reason;
-    bl_put32(b + 33, (uint32_t)origin);
-    memset(b + BL_RECORD_FIXED, 'a', n - BL_RECORD_FIXED - 8);
-    reseal(b, n);
-    int rc = decode_copy(b, n);
+    int rc = decode_copy(b, raw_v3(&r, b));
     free(b);
     return rc;
 }
@@ -486,10 +614,12 @@ static void bval__round_trip(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bl_bval *v = &cases[i];
-        unsigned char b[26 + BINDLOG_ID_MAX];
+        unsigned char b[BL_BVAL_MAX];
         size_t n = bl_bval_encode(v, b, sizeof b);
         assert_int_equal(n, bl_bval_size(v));
-        assert_int_equal(n, 26 + v->sid_len);
+        /* the first: a 10-byte generation, 9-byte LSN, 7-byte time, no
+         * activity (1 byte) */
+        assert_int_equal(n, (i == 0 ? BL_BVAL_HEAD_MAX - 6 : 2 + 1 + 1 + 1 + 1) + v->sid_len);
         assert_int_equal(bl_bval_encode(v, b, n - 1), 0);
         bl_bval d;
         assert_int_equal(bl_bval_decode(b, n, &d), 0);
@@ -499,9 +629,46 @@ static void bval__round_trip(void **state)
     }
 }
 
-/* A ROUTE record: the key and the activity time, nothing else: 53 +
- * key_len bytes (docs/format.md).  The activity flag belongs to a BIND or
- * NEW_SESSION only. */
+static void bval__damage(void **state)
+{
+    (void)state;
+    bl_bval v = {.sid = "abc", .sid_len = 3, .generation = 1, .lsn = 1, .updated_ms = 5};
+    unsigned char b[9];
+    unsigned char t[10];
+    assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof b);
+    static const unsigned char want[9] = {2, 3, 1, 1, 10, 0, 'a', 'b', 'c'};
+    assert_memory_equal(b, want, sizeof want);
+    bl_bval d;
+    for (size_t len = 0; len < sizeof b; len++) {
+        unsigned char *c = malloc(len ? len : 1);
+        memcpy(c, b, len);
+        assert_int_equal(bl_bval_decode(c, len, &d), BINDLOG_ECORRUPT);
+        free(c);
+    }
+    memcpy(t, b, sizeof b);
+    t[9] = 'x';
+    assert_int_equal(bl_bval_decode(t, sizeof t, &d), BINDLOG_ECORRUPT); /* trailing */
+    t[0] = 3;
+    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_EVERSION);
+    t[0] = 0;
+    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT);
+    t[0] = 2, t[7] = 0x1b;
+    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT); /* control byte */
+    t[1] = 4, t[7] = 'b';
+    assert_int_equal(bl_bval_decode(t, sizeof t, &d), 0); /* sid_len covers the extra byte */
+    assert_int_equal(d.sid_len, 4);
+    t[1] = 3, t[4] = 0x8a;
+    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT); /* varint runs on */
+
+    v.sid_len = BINDLOG_ID_MAX + 1;
+    assert_int_equal(bl_bval_encode(&v, t, sizeof t), 0);
+    unsigned char big[6 + 255] = {2, 255, 1, 1, 10, 0};
+    memset(big + 6, 'a', 255);
+    assert_int_equal(bl_bval_decode(big, sizeof big, &d), BINDLOG_ECORRUPT); /* sid over limit */
+}
+
+/* A ROUTE record: the key and the activity time, nothing else.  The
+ * activity flag belongs to a BIND or NEW_SESSION only. */
 static void record__route_is_small(void **state)
 {
     (void)state;
@@ -511,25 +678,30 @@ static void record__route_is_small(void **state)
     r.key_len = strlen(r.key);
     size_t n;
     unsigned char *b = encode_record(&r, &n);
-    assert_int_equal(n, 53 + r.key_len);
-    assert_int_equal(n, 81);
+    /* version, type, lsn 1, time 6, generation 1, gap 1, five lengths */
+    assert_int_equal(n, 16 + r.key_len + 8);
+    assert_int_equal(b[1], BINDLOG_EVENT_ROUTE);
     bl_record d;
     assert_int_equal(bl_record_decode(b, n, &d), 0);
     assert_int_equal(d.type, BINDLOG_EVENT_ROUTE);
     assert_true(d.time_ms == r.time_ms && d.prev_lsn == 3 && d.generation == 2);
     free(b);
     r.flags = BL_REC_ACTIVITY;
-    assert_int_equal(bl_record_encode(&r, NULL, 0), 0);
     unsigned char buf[128];
     assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 0); /* not on a ROUTE */
     r.type = BINDLOG_EVENT_NEW_SESSION;
     r.sid = "s2";
     r.sid_len = 2;
-    assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 53 + r.key_len + 2);
+    n = bl_record_encode(&r, buf, sizeof buf);
+    assert_int_equal(n, 16 + r.key_len + 2 + 8);
+    assert_int_equal(buf[1], BINDLOG_EVENT_NEW_SESSION | BL_REC_ACTIVITY << 4);
+    assert_int_equal(bl_record_decode(buf, n, &d), 0);
+    assert_int_equal(d.flags, BL_REC_ACTIVITY);
 }
 
-/* The interim last activity: 8 trailing bytes, present only when not 0;
- * an explicit 0 there is refused (one encoding per state). */
+/* The last activity: a zigzag varint in version 2 (one byte when 0), 8
+ * trailing bytes in version 1 present only when it is not 0, where an
+ * explicit 0 is refused (one encoding per state). */
 static void bval__last_activity(void **state)
 {
     (void)state;
@@ -537,8 +709,12 @@ static void bval__last_activity(void **state)
                  .last_activity_ms = 1767225600000};
     unsigned char b[BL_BVAL_FIXED + 3 + 8];
     bl_bval d;
-    assert_int_equal(bl_bval_size(&v), sizeof b);
-    assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof b);
+    size_t n = bl_bval_encode(&v, b, sizeof b);
+    assert_int_equal(n, bl_bval_size(&v));
+    assert_int_equal(n, 2 + 1 + 1 + 1 + 6 + 3);
+    assert_int_equal(bl_bval_decode(b, n, &d), 0);
+    assert_true(d.last_activity_ms == v.last_activity_ms);
+    assert_int_equal(bl_bval_encode_v1(&v, b, sizeof b), sizeof b);
     assert_int_equal(bl_bval_decode(b, sizeof b, &d), 0);
     assert_true(d.last_activity_ms == v.last_activity_ms);
     assert_int_equal(bl_bval_decode(b, sizeof b - 8, &d), 0); /* an older value */
@@ -548,40 +724,26 @@ static void bval__last_activity(void **state)
     assert_int_equal(bl_bval_decode(b, sizeof b - 1, &d), BINDLOG_ECORRUPT);
     v.last_activity_ms = BINDLOG_TIME_MAX_MS + 1;
     assert_int_equal(bl_bval_encode(&v, b, sizeof b), 0);
+    assert_int_equal(bl_bval_encode_v1(&v, b, sizeof b), 0);
 }
 
-static void bval__damage(void **state)
+/* Version 1 (format 3 and before, and the digest's canonical form) still
+ * decodes, and bl_bval_encode_v1 writes it. */
+static void bval__version1(void **state)
 {
     (void)state;
-    bl_bval v = {.sid = "abc", .sid_len = 3, .generation = 1, .lsn = 1, .updated_ms = 5};
-    unsigned char b[29];
-    unsigned char t[30];
-    assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof b);
+    bl_bval v = {.sid = "s1", .sid_len = 2, .generation = 3, .lsn = 42, .updated_ms = 1000};
+    static const unsigned char v1[] = {1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0,
+                                       0xe8, 0x03, 0, 0, 0, 0, 0, 0, 's', '1'};
+    unsigned char b[64];
+    assert_int_equal(bl_bval_encode_v1(&v, b, sizeof b), sizeof v1);
+    assert_memory_equal(b, v1, sizeof v1);
     bl_bval d;
-    for (size_t len = 0; len < sizeof b; len++) {
-        unsigned char *c = malloc(len ? len : 1);
-        memcpy(c, b, len);
-        assert_int_equal(bl_bval_decode(c, len, &d), BINDLOG_ECORRUPT);
-        free(c);
-    }
-    memcpy(t, b, sizeof b);
-    t[29] = 'x';
-    assert_int_equal(bl_bval_decode(t, sizeof t, &d), BINDLOG_ECORRUPT); /* trailing */
-    t[0] = 2;
-    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_EVERSION);
-    t[0] = 0;
-    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT);
-    t[0] = 1, t[27] = 0x1b;
-    assert_int_equal(bl_bval_decode(t, sizeof b, &d), BINDLOG_ECORRUPT); /* control byte */
-    t[1] = 4, t[27] = 'b';
-    assert_int_equal(bl_bval_decode(t, sizeof t, &d), 0); /* sid_len covers the extra byte */
-    assert_int_equal(d.sid_len, 4);
-
-    v.sid_len = BINDLOG_ID_MAX + 1;
-    assert_int_equal(bl_bval_encode(&v, t, sizeof t), 0);
-    unsigned char big[26 + 255] = {1, 255};
-    memset(big + 26, 'a', 255);
-    assert_int_equal(bl_bval_decode(big, sizeof big, &d), BINDLOG_ECORRUPT); /* sid over limit */
+    assert_int_equal(bl_bval_decode(v1, sizeof v1, &d), 0);
+    assert_true(d.generation == 3 && d.lsn == 42 && d.updated_ms == 1000 && d.sid_len == 2);
+    static const unsigned char v2[] = {2, 2, 3, 42, 0xd0, 0x0f, 0, 's', '1'};
+    assert_int_equal(bl_bval_encode(&v, b, sizeof b), sizeof v2);
+    assert_memory_equal(b, v2, sizeof v2);
 }
 
 /* ---- session values ---------------------------------------------------- */
@@ -628,7 +790,7 @@ static void sval__round_trip(void **state)
 
     bl_sval root = {.key = "k", .key_len = 1, .created_lsn = 1, .created_ms = -3};
     sval_round_trip_one(&root);
-    assert_int_equal(bl_sval_size(&root), 42 + 1);
+    assert_int_equal(bl_sval_size(&root), 2 + 8 + 1);
 
     static char key[BINDLOG_KEY_MAX], parent[BINDLOG_ID_MAX], reason[BINDLOG_REASON_MAX];
     static unsigned char origin[BINDLOG_ORIGIN_MAX];
@@ -688,17 +850,43 @@ static void sval__bad_fields(void **state)
 {
     (void)state;
     bl_sval v = sample_sval();
-    size_t parent_at = 42 + v.key_len, reason_at = parent_at + v.parent_len;
-    expect_sval_patched(0, 2, BINDLOG_EVERSION);
+    /* version, flags, eight varints: created_ms 1000 and ended_ms 2000 take
+     * two bytes each, the others one */
+    size_t key_at = 2 + 6 + 4, parent_at = key_at + v.key_len, reason_at = parent_at + v.parent_len;
+    assert_int_equal(bl_sval_size(&v), key_at + v.key_len + v.parent_len + v.reason_len + 4);
+    expect_sval_patched(0, 3, BINDLOG_EVERSION);
     expect_sval_patched(0, 0, BINDLOG_ECORRUPT);
     expect_sval_patched(1, 1, BINDLOG_ECORRUPT); /* reserved flags */
     expect_sval_patched(2, 0, BINDLOG_ECORRUPT); /* key_len changed */
-    expect_sval_patched(4, 0xff, BINDLOG_ECORRUPT);
-    expect_sval_patched(9, 0x80, BINDLOG_ECORRUPT); /* origin_len 2 GiB */
-    expect_sval_patched(42, 0, BINDLOG_ECORRUPT);   /* NUL in key */
+    expect_sval_patched(3, 0x7f, BINDLOG_ECORRUPT);
+    expect_sval_patched(5, 0x80, BINDLOG_ECORRUPT); /* origin_len runs on */
+    expect_sval_patched(key_at, 0, BINDLOG_ECORRUPT);   /* NUL in key */
     expect_sval_patched(parent_at, '\r', BINDLOG_ECORRUPT);
     expect_sval_patched(reason_at, 0x7f, BINDLOG_ECORRUPT);
-    expect_sval_patched(42, 0x01, 0); /* control bytes are fine in keys */
+    expect_sval_patched(key_at, 0x01, 0); /* control bytes are fine in keys */
+}
+
+/* Version 1 still decodes and bl_sval_encode_v1 writes it; the pinned
+ * version-2 bytes of docs/format.md. */
+static void sval__versions(void **state)
+{
+    (void)state;
+    bl_sval s = {.key = "k", .key_len = 1, .parent = "s", .parent_len = 1, .reason = "rx",
+                 .reason_len = 2, .origin = "{", .origin_len = 1, .created_lsn = 42,
+                 .created_ms = 1000};
+    static const unsigned char v2[] = {2, 0, 1, 1, 2, 1, 42, 0, 0xd0, 0x0f, 0,
+                                       'k', 's', 'r', 'x', '{'};
+    unsigned char b[128];
+    assert_int_equal(bl_sval_encode(&s, b, sizeof b), sizeof v2);
+    assert_memory_equal(b, v2, sizeof v2);
+    size_t n = bl_sval_encode_v1(&s, b, sizeof b);
+    assert_int_equal(n, 42 + 5);
+    assert_int_equal(b[0], 1);
+    bl_sval d;
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    assert_svals_equal(&s, &d);
+    assert_int_equal(bl_sval_decode(v2, sizeof v2, &d), 0);
+    assert_svals_equal(&s, &d);
 }
 
 /* ---- validation -------------------------------------------------------- */
@@ -782,7 +970,9 @@ int main(void)
         cmocka_unit_test(record__round_trip),
         cmocka_unit_test(record__max_size),
         cmocka_unit_test(record__golden_bytes),
+        cmocka_unit_test(record__version2_still_decodes),
         cmocka_unit_test(record__version1_still_decodes),
+        cmocka_unit_test(record__varint_forms),
         cmocka_unit_test(record__every_truncation_rejected),
         cmocka_unit_test(record__single_bit_flips_rejected),
         cmocka_unit_test(record__trailing_bytes),
@@ -792,12 +982,14 @@ int main(void)
         cmocka_unit_test(record__limits),
         cmocka_unit_test(record__lsn_and_time_limits),
         cmocka_unit_test(bval__round_trip),
+        cmocka_unit_test(bval__damage),
+        cmocka_unit_test(bval__version1),
         cmocka_unit_test(bval__last_activity),
         cmocka_unit_test(record__route_is_small),
-        cmocka_unit_test(bval__damage),
         cmocka_unit_test(sval__round_trip),
         cmocka_unit_test(sval__truncations),
         cmocka_unit_test(sval__bad_fields),
+        cmocka_unit_test(sval__versions),
         cmocka_unit_test(valid__key_id_reason),
         cmocka_unit_test(valid__id_rule_every_byte_everywhere),
         cmocka_unit_test(endian__helpers),

@@ -61,6 +61,10 @@ static unsigned char *slurp(const char *path, size_t *len)
 
 #define TARBALL2 BINDLOG_TEST_DATA_DIR "/format2/stores.tar.gz"
 #define EXPECTED2 BINDLOG_TEST_DATA_DIR "/format2/expected.txt"
+#define TARBALL3 BINDLOG_TEST_DATA_DIR "/format3/stores.tar.gz"
+#define EXPECTED3 BINDLOG_TEST_DATA_DIR "/format3/expected.txt"
+#define TARBALL3R BINDLOG_TEST_DATA_DIR "/format3/routes.tar.gz"
+#define EXPECTED3R BINDLOG_TEST_DATA_DIR "/format3/expected_routes.txt"
 
 /* Extract store `which` of a tarball into a new temp dir. */
 static fx *extract_from(const char *tarball, const char *which)
@@ -93,10 +97,13 @@ static void fx_free(fx *f)
 static void expected_in(const char *file, const char *which, uint64_t *head, char hex[33])
 {
     FILE *e = fopen(file, "r");
-    char name[64], field[64], value[41];
+    char line[512], name[64], field[64], value[41];
     int found = 0;
     assert_non_null(e);
-    while (fscanf(e, "%63s %63s %40s", name, field, value) == 3) {
+    /* line by line: other lines may hold more fields (expected_routes.txt) */
+    while (fgets(line, sizeof line, e) != NULL) {
+        if (sscanf(line, "%63s %63s %40s", name, field, value) != 3)
+            continue;
         if (strcmp(name, which) != 0)
             continue;
         if (strcmp(field, "head") == 0)
@@ -687,29 +694,35 @@ static void stamp(const char *dir, uint32_t format, int magic)
  * last records in bindlog.wal only.  Each upgrades to the digest format-2
  * code printed, and every key's history is then the chain of its records,
  * as many as the log holds for it. */
-static void upgrade__format2_stores(void **state)
+/* The golden stores of format fmt (2 or 3): plain, compacted, crashed
+ * with records in bindlog.wal only.  Each upgrades with the digest and head
+ * the old code recorded, checks clean, keeps every key's chain, and takes
+ * the next event. */
+static void upgrade_golden(int fmt, const char *tarball, const char *expected)
 {
-    (void)state;
     static const char *const which[] = {"plain", "compacted", "crashed"};
+    char says[16], backup[64];
+    snprintf(says, sizeof says, "format %d", fmt);
+    snprintf(backup, sizeof backup, "format%d-backup/data.mdb", fmt);
     for (size_t i = 0; i < 3; i++) {
-        fx *f = extract_from(TARBALL2, which[i]);
+        fx *f = extract_from(tarball, which[i]);
         bindlog_upgrade_report r;
         bindlog *s;
         uint64_t head = 0;
         char hex[33], got[33];
         unsigned char d[BINDLOG_DIGEST_SIZE];
 
-        expected_in(EXPECTED2, which[i], &head, hex);
+        expected_in(expected, which[i], &head, hex);
         assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
-        assert_non_null(strstr(bindlog_last_error(), "format 2"));
+        assert_non_null(strstr(bindlog_last_error(), says));
         assert_non_null(strstr(bindlog_last_error(), "bindlog upgrade DIR"));
         assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
-        assert_int_equal(r.from_format, 2);
+        assert_int_equal(r.from_format, fmt);
         assert_int_equal(r.upgraded, 1);
         assert_int_equal(r.head_lsn, head);
         bindlog_digest_hex(r.digest, got);
         assert_string_equal(got, hex);
-        assert_true(exists(f->dir, "format2-backup/data.mdb"));
+        assert_true(exists(f->dir, backup));
         assert_false(exists(f->dir, ".bindlog-upgrade"));
 
         assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
@@ -751,6 +764,73 @@ static void upgrade__format2_stores(void **state)
     }
 }
 
+static void upgrade__format2_stores(void **state)
+{
+    (void)state;
+    upgrade_golden(2, TARBALL2, EXPECTED2);
+}
+
+static void upgrade__format3_stores(void **state)
+{
+    (void)state;
+    upgrade_golden(3, TARBALL3, EXPECTED3);
+}
+
+/* Format 3 with routing (e1621d2): last activities in 8 trailing bytes of
+ * the binding values, ROUTE records.  The upgrade keeps the digest, so
+ * every key's last activity, which the new store reports as format-3 code
+ * did; the upgraded store routes on. */
+static void upgrade__format3_routed_stores(void **state)
+{
+    (void)state;
+    static const char *const which[] = {"routed", "routed-crashed"};
+    for (size_t i = 0; i < 2; i++) {
+        fx *f = extract_from(TARBALL3R, which[i]);
+        bindlog_upgrade_report r;
+        bindlog *s;
+        uint64_t head = 0;
+        char hex[33], got[33], line[512], name[64], field[64], key[256];
+        unsigned char d[BINDLOG_DIGEST_SIZE];
+        long long ms;
+        int activities = 0;
+
+        expected_in(EXPECTED3R, which[i], &head, hex);
+        assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+        assert_int_equal(r.from_format, 3);
+        assert_int_equal(r.head_lsn, head);
+        bindlog_digest_hex(r.digest, got);
+        assert_string_equal(got, hex);
+        assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
+        assert_int_equal(bindlog_digest(s, d, NULL), 0);
+        bindlog_digest_hex(d, got);
+        assert_string_equal(got, hex);
+        bindlog_check_report chk;
+        assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+        assert_int_equal(chk.problems, 0);
+        FILE *e = fopen(EXPECTED3R, "r");
+        assert_non_null(e);
+        while (fgets(line, sizeof line, e) != NULL)
+            if (sscanf(line, "%63s %63s %255s %lld", name, field, key, &ms) == 4 &&
+                strcmp(name, which[i]) == 0 && strcmp(field, "activity") == 0) {
+                bindlog_binding b;
+                assert_int_equal(bindlog_get(s, key, &b), 0);
+                assert_true(b.last_activity_ms == (int64_t)ms);
+                activities++;
+            }
+        fclose(e);
+        assert_true(activities > 0);
+        bindlog_policy idle = {BINDLOG_RESET_IDLE, 3600 * 1000, 0};
+        bindlog_route_result rr;
+        assert_int_equal(bindlog_route(s, "agent:main:telegram:dm:new", 1767225600000 + 86400000,
+                                       &idle, "after-upgrade", NULL, 0, &rr),
+                         BINDLOG_CREATED);
+        assert_int_equal(rr.outcome, BINDLOG_CREATED);
+        assert_int_equal(rr.lsn, head + 1);
+        bindlog_close(s);
+        fx_free(f);
+    }
+}
+
 /* A newer format, a format that never was, someone else's LMDB file:
  * refused, named, nothing changed. */
 static void upgrade__other_formats_are_refused(void **state)
@@ -761,7 +841,7 @@ static void upgrade__other_formats_are_refused(void **state)
         int magic, rc;
         const char *says;
     } cases[] = {
-        {4, 1, BINDLOG_EVERSION, "format 4, newer than this library's 3"},
+        {5, 1, BINDLOG_EVERSION, "format 5, newer than this library's 4"},
         {0, 1, BINDLOG_ECORRUPT, "no valid format record"},
         {1, 0, BINDLOG_ENOTSTORE, "no bindlog magic"},
     };
@@ -798,6 +878,8 @@ int main(void)
         cmocka_unit_test(upgrade__random_damage_never_crashes),
         cmocka_unit_test(upgrade__other_formats_are_refused),
         cmocka_unit_test(upgrade__format2_stores),
+        cmocka_unit_test(upgrade__format3_stores),
+        cmocka_unit_test(upgrade__format3_routed_stores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,8 +6,12 @@
  *     'B'  u16 key_len  key  u32 value_len  binding value
  * then every session in id byte order as
  *     'S'  u8 id_len  id  u32 value_len  session value
- * where the values are the canonical encodings of record.h (which is what
- * the tables hold, so hashing needs no decoding).  The 16 output bytes are
+ * where the values are the canonical encodings of record.h: binding and
+ * session values of version 1.  A store that keeps a later version (format
+ * 4's compact values) is hashed through version 1, so the digest is the
+ * state's, whatever format holds it: an upgrade keeps it, and stores of
+ * every format and backend compare.  A value that does not decode is hashed
+ * as it is (it then differs from any replay's).  The 16 output bytes are
  * XXH128's canonical form: high 64 bits then low 64 bits, big-endian.  Any
  * backend or model that encodes the same state gets the same digest.
  */
@@ -25,7 +29,32 @@ struct bl_digest {
     XXH3_state_t *st;
     size_t len;
     unsigned char buf[64 << 10];
+    unsigned char canon[BL_SVAL_FIXED + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX +
+                        BINDLOG_ORIGIN_MAX];
 };
+
+/* v (vn bytes) as version 1, in d->canon; v itself when it is version 1
+ * already or does not decode. */
+static const void *canonical(bl_digest *d, int tag, const void *v, size_t *vn)
+{
+    const unsigned char *b = v;
+    size_t n = 0;
+    if (*vn == 0 || b[0] == 1)
+        return v;
+    if (tag == 'B') {
+        bl_bval bv;
+        if (bl_bval_decode(v, *vn, &bv) == 0)
+            n = bl_bval_encode_v1(&bv, d->canon, sizeof d->canon);
+    } else {
+        bl_sval sv;
+        if (bl_sval_decode(v, *vn, &sv) == 0)
+            n = bl_sval_encode_v1(&sv, d->canon, sizeof d->canon);
+    }
+    if (n == 0)
+        return v;
+    *vn = n;
+    return d->canon;
+}
 
 bl_digest *bl_digest_new(void)
 {
@@ -80,6 +109,7 @@ int bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v
 
     if (rc != 0)
         return rc;
+    v = canonical(d, tag, v, &vn);
     hdr[h++] = (unsigned char)tag;
     if (tag == 'B') {
         bl_put16(hdr + h, (uint16_t)kn);

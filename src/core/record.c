@@ -4,7 +4,17 @@
  * docs/format.md is the normative description; this is a summary.  Every
  * integer is little-endian.
  *
- * Log record (version 2), 45 fixed bytes, the strings, then the checksum:
+ * Log record (version 3, format 4): no fixed part but its first two bytes,
+ * varints for every number and length, the strings, then the checksum:
+ *
+ *    0 version u8 (3)   1 type (1..6) | flags << 4 (ORIGIN 0x10, ACTIVITY 0x20)
+ *    2 varints: lsn, zigzag(time_ms), generation, lsn - prev_lsn (0: none),
+ *      key_len, sid_len, other_len, reason_len, origin_len
+ *    then key | sid | other | reason | origin
+ *   len-8  XXH3-64 (seed 0) of bytes [0, len-8), u64
+ *
+ * Log record (version 2, format 3), 45 fixed bytes, the strings, then the
+ * checksum (still read):
  *
  *    0 version u8   1 type u8        2 flags u16       4 lsn u64
  *   12 time_ms i64 20 generation u64 28 key_len u16   30 sid_len u8
@@ -15,19 +25,19 @@
  * Version 1 (still read: export streams and etcd stores written before it)
  * has no prev_lsn and its strings start at 37.
  *
- * Interim, within record version 2 (the compact format re-encodes them):
- * type 6 (BINDLOG_EVENT_ROUTE) is a routed message's activity, in this same
- * layout with empty sid, other, reason and origin and the activity time in
- * time_ms; flag 0x02 (BL_REC_ACTIVITY) on a BIND or NEW_SESSION says the
- * key's last activity becomes time_ms.
+ * Binding value (version 2): version u8, sid_len u8, varints generation,
+ * lsn, zigzag(updated_ms), zigzag(last_activity_ms), then the session id.
  *
- * Binding value (version 1), 26 fixed bytes then the session id:
+ * Session value (version 2): version u8, flags u8 (0), varints key_len,
+ * parent_len, reason_len, origin_len, created_lsn, ended_lsn,
+ * zigzag(created_ms), zigzag(ended_ms), then key | parent | reason | origin.
+ *
+ * Binding value (version 1, the digest's canonical form), 26 fixed bytes
+ * then the session id:
  *    0 version u8  1 sid_len u8  2 generation u64  10 lsn u64
- *   18 updated_ms i64  26 sid  [last_activity_ms i64]
- * The trailing last activity is present only when it is not 0 (an interim
- * addition within format 3: older values decode with no activity).
+ *   18 updated_ms i64  26 sid
  *
- * Session value (version 1), 42 fixed bytes then the strings:
+ * Session value (version 1, canonical), 42 fixed bytes then the strings:
  *    0 version u8  1 flags u8 (0)  2 key_len u16  4 parent_len u8
  *    5 reason_len u8  6 origin_len u32  10 created_lsn u64
  *   18 ended_lsn u64  26 created_ms i64  34 ended_ms i64
@@ -55,8 +65,8 @@
 #define XXH_INLINE_ALL /* every record is checksummed: no library calls */
 #include <xxhash.h>
 
-#define BL_BVAL_VERSION 1
-#define BL_SVAL_VERSION 1
+#define BL_BVAL_VERSION 2
+#define BL_SVAL_VERSION 2
 /* Smallest input whose checksum and version can be examined at all. */
 #define BL_RECORD_MIN (1 + BL_RECORD_CHECKSUM)
 
@@ -151,9 +161,21 @@ static int check_version(unsigned v, unsigned mine)
 
 /* ---- log records ------------------------------------------------------- */
 
+/* lsn - prev_lsn, or 0 for a key's first record */
+static uint64_t prev_gap(const bl_record *r) { return r->prev_lsn ? r->lsn - r->prev_lsn : 0; }
+
+static size_t record_head_size(const bl_record *r)
+{
+    return 2 + bl_varint_size(r->lsn) + bl_varint_size(bl_zigzag(r->time_ms)) +
+           bl_varint_size(r->generation) + bl_varint_size(prev_gap(r)) +
+           bl_varint_size(r->key_len) + bl_varint_size(r->sid_len) +
+           bl_varint_size(r->other_len) + bl_varint_size(r->reason_len) +
+           bl_varint_size(r->origin_len);
+}
+
 size_t bl_record_size(const bl_record *r)
 {
-    return BL_RECORD_FIXED + r->key_len + r->sid_len + r->other_len + r->reason_len +
+    return record_head_size(r) + r->key_len + r->sid_len + r->other_len + r->reason_len +
            r->origin_len + BL_RECORD_CHECKSUM;
 }
 
@@ -191,18 +213,17 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
         return 0;
     unsigned char *b = buf;
     b[0] = BINDLOG_RECORD_VERSION;
-    b[1] = (unsigned char)r->type;
-    bl_put16(b + 2, (uint16_t)r->flags);
-    bl_put64(b + 4, r->lsn);
-    bl_put64(b + 12, (uint64_t)r->time_ms);
-    bl_put64(b + 20, r->generation);
-    bl_put16(b + 28, (uint16_t)r->key_len);
-    b[30] = (unsigned char)r->sid_len;
-    b[31] = (unsigned char)r->other_len;
-    b[32] = (unsigned char)r->reason_len;
-    bl_put32(b + 33, (uint32_t)r->origin_len);
-    bl_put64(b + 37, r->prev_lsn);
-    size_t pos = BL_RECORD_FIXED;
+    b[1] = (unsigned char)(r->type | r->flags << 4);
+    size_t pos = 2;
+    pos += bl_varint_put(b + pos, r->lsn);
+    pos += bl_varint_put(b + pos, bl_zigzag(r->time_ms));
+    pos += bl_varint_put(b + pos, r->generation);
+    pos += bl_varint_put(b + pos, prev_gap(r));
+    pos += bl_varint_put(b + pos, r->key_len);
+    pos += bl_varint_put(b + pos, r->sid_len);
+    pos += bl_varint_put(b + pos, r->other_len);
+    pos += bl_varint_put(b + pos, r->reason_len);
+    pos += bl_varint_put(b + pos, r->origin_len);
     put_bytes(b, &pos, r->key, r->key_len);
     put_bytes(b, &pos, r->sid, r->sid_len);
     put_bytes(b, &pos, r->other, r->other_len);
@@ -237,28 +258,67 @@ static int checksum_ok(const unsigned char *b, size_t len)
     return XXH3_64bits(b, body) == bl_get64(b + body);
 }
 
+/* Version 3's head: the type-and-flags byte and nine varints, read
+ * within [b+2, b+end).  Returns the offset of the key, or 0. */
+static size_t parse_head_v3(const unsigned char *b, size_t end, bl_record *r)
+{
+    uint64_t v[9];
+    size_t pos = 2;
+    if (end < 2)
+        return 0;
+    for (int i = 0; i < 9; i++) {
+        size_t n = bl_varint_get(b + pos, end - pos, &v[i]);
+        if (n == 0)
+            return 0;
+        pos += n;
+    }
+    r->type = b[1] & 0x0f;
+    r->flags = b[1] >> 4;
+    r->lsn = v[0];
+    r->time_ms = bl_unzigzag(v[1]);
+    r->generation = v[2];
+    /* a gap of 0 is "none"; one above the LSN would wrap: damage either way
+     * (record_fields_ok then sees prev_lsn >= lsn) */
+    r->prev_lsn = v[3] == 0 ? 0 : v[3] <= v[0] ? v[0] - v[3] : v[0];
+    if (v[4] > BINDLOG_KEY_MAX || v[5] > BINDLOG_ID_MAX || v[6] > BINDLOG_ID_MAX ||
+        v[7] > BINDLOG_REASON_MAX || v[8] > BINDLOG_ORIGIN_MAX)
+        return 0;
+    r->key_len = (size_t)v[4];
+    r->sid_len = (size_t)v[5];
+    r->other_len = (size_t)v[6];
+    r->reason_len = (size_t)v[7];
+    r->origin_len = (size_t)v[8];
+    return pos;
+}
+
 /*
- * Read the fixed part and point the strings into b.  The lengths are summed
- * in 64 bits (origin_len alone may be 4 GiB) and must add up to exactly len:
- * anything short or trailing is damage, not slack.
+ * Read the head and point the strings into b.  The lengths are summed in
+ * 64 bits (origin_len alone may be 4 GiB in versions 1 and 2) and must add
+ * up to exactly len: anything short or trailing is damage, not slack.
  */
 static int record_parse(const unsigned char *b, size_t len, bl_record *r)
 {
-    size_t fixed = bl_record_fixed(b[0]);
-    if (len < fixed + BL_RECORD_CHECKSUM)
-        return BINDLOG_ECORRUPT;
+    size_t fixed;
     r->version = b[0];
-    r->prev_lsn = b[0] >= 2 ? bl_get64(b + 37) : 0;
-    r->type = b[1];
-    r->flags = bl_get16(b + 2);
-    r->lsn = bl_get64(b + 4);
-    r->time_ms = (int64_t)bl_get64(b + 12);
-    r->generation = bl_get64(b + 20);
-    r->key_len = bl_get16(b + 28);
-    r->sid_len = b[30];
-    r->other_len = b[31];
-    r->reason_len = b[32];
-    r->origin_len = bl_get32(b + 33);
+    if (b[0] >= 3) {
+        if ((fixed = parse_head_v3(b, len - BL_RECORD_CHECKSUM, r)) == 0)
+            return BINDLOG_ECORRUPT;
+    } else {
+        fixed = bl_record_fixed(b[0]);
+        if (len < fixed + BL_RECORD_CHECKSUM)
+            return BINDLOG_ECORRUPT;
+        r->prev_lsn = b[0] >= 2 ? bl_get64(b + 37) : 0;
+        r->type = b[1];
+        r->flags = bl_get16(b + 2);
+        r->lsn = bl_get64(b + 4);
+        r->time_ms = (int64_t)bl_get64(b + 12);
+        r->generation = bl_get64(b + 20);
+        r->key_len = bl_get16(b + 28);
+        r->sid_len = b[30];
+        r->other_len = b[31];
+        r->reason_len = b[32];
+        r->origin_len = bl_get32(b + 33);
+    }
     uint64_t total = (uint64_t)fixed + r->key_len + r->sid_len + r->other_len + r->reason_len +
                      (uint64_t)r->origin_len + BL_RECORD_CHECKSUM;
     if (total != len)
@@ -269,6 +329,37 @@ static int record_parse(const unsigned char *b, size_t len, bl_record *r)
     r->other = take(b, &pos, r->other_len);
     r->reason = take(b, &pos, r->reason_len);
     r->origin = take(b, &pos, r->origin_len);
+    return 0;
+}
+
+int bl_record_peek(const void *buf, size_t len, bl_record_head *out)
+{
+    const unsigned char *b = buf;
+    bl_record r;
+    size_t at;
+    if (b == NULL || len < BL_RECORD_MIN || len > BL_RECORD_MAX || b[0] == 0 ||
+        b[0] > BINDLOG_RECORD_VERSION)
+        return -1;
+    if (b[0] >= 3) {
+        if ((at = parse_head_v3(b, len - BL_RECORD_CHECKSUM, &r)) == 0)
+            return -1;
+    } else {
+        at = bl_record_fixed(b[0]);
+        if (len < at + BL_RECORD_CHECKSUM)
+            return -1;
+        r.lsn = bl_get64(b + 4);
+        r.time_ms = (int64_t)bl_get64(b + 12);
+        r.prev_lsn = b[0] >= 2 ? bl_get64(b + 37) : 0;
+        r.key_len = bl_get16(b + 28);
+    }
+    if (at + r.key_len + BL_RECORD_CHECKSUM > len)
+        return -1;
+    out->version = b[0];
+    out->lsn = r.lsn;
+    out->prev_lsn = r.prev_lsn;
+    out->time_ms = r.time_ms;
+    out->key = b + at;
+    out->key_len = r.key_len;
     return 0;
 }
 
@@ -303,11 +394,6 @@ int bl_record_decode(const void *buf, size_t len, bl_record *out)
 
 /* ---- binding values ---------------------------------------------------- */
 
-size_t bl_bval_size(const bl_bval *v)
-{
-    return BL_BVAL_FIXED + v->sid_len + (v->last_activity_ms != 0 ? BL_BVAL_ACTIVITY : 0);
-}
-
 /* The LSN and time of a state value come from a record, so they obey the
  * record's limits; an LSN of 0 means "none" (a session not ended). */
 static int valid_lsn(uint64_t lsn) { return lsn <= BINDLOG_LSN_MAX; }
@@ -316,6 +402,13 @@ static int bval_fields_ok(const bl_bval *v)
 {
     return valid_opt_id(v->sid, v->sid_len) && valid_lsn(v->lsn) && bl_valid_time(v->updated_ms) &&
            bl_valid_time(v->last_activity_ms);
+}
+
+size_t bl_bval_size(const bl_bval *v)
+{
+    return 2 + bl_varint_size(v->generation) + bl_varint_size(v->lsn) +
+           bl_varint_size(bl_zigzag(v->updated_ms)) +
+           bl_varint_size(bl_zigzag(v->last_activity_ms)) + v->sid_len;
 }
 
 size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
@@ -328,14 +421,45 @@ size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap)
     unsigned char *b = buf;
     b[0] = BL_BVAL_VERSION;
     b[1] = (unsigned char)v->sid_len;
+    size_t pos = 2;
+    pos += bl_varint_put(b + pos, v->generation);
+    pos += bl_varint_put(b + pos, v->lsn);
+    pos += bl_varint_put(b + pos, bl_zigzag(v->updated_ms));
+    pos += bl_varint_put(b + pos, bl_zigzag(v->last_activity_ms));
+    put_bytes(b, &pos, v->sid, v->sid_len);
+    return n;
+}
+
+size_t bl_bval_encode_v1(const bl_bval *v, void *buf, size_t cap)
+{
+    if (!bval_fields_ok(v))
+        return 0;
+    size_t n = BL_BVAL_FIXED + v->sid_len + (v->last_activity_ms != 0 ? BL_BVAL_ACTIVITY : 0);
+    if (buf == NULL || cap < n)
+        return 0;
+    unsigned char *b = buf;
+    b[0] = 1;
+    b[1] = (unsigned char)v->sid_len;
     bl_put64(b + 2, v->generation);
     bl_put64(b + 10, v->lsn);
     bl_put64(b + 18, (uint64_t)v->updated_ms);
     size_t pos = BL_BVAL_FIXED;
     put_bytes(b, &pos, v->sid, v->sid_len);
     if (v->last_activity_ms != 0)
-        bl_put64(b + pos, (uint64_t)v->last_activity_ms);
+        bl_put64(b + pos, (uint64_t)v->last_activity_ms); /* format 3's trailing activity */
     return n;
+}
+
+/* n varints from b[*pos] within len into out; 0 or BINDLOG_ECORRUPT */
+static int get_varints(const unsigned char *b, size_t len, size_t *pos, uint64_t *out, int n)
+{
+    for (int i = 0; i < n; i++) {
+        size_t k = *pos <= len ? bl_varint_get(b + *pos, len - *pos, &out[i]) : 0;
+        if (k == 0)
+            return BINDLOG_ECORRUPT;
+        *pos += k;
+    }
+    return 0;
 }
 
 int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
@@ -343,25 +467,42 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
     const unsigned char *b = buf;
     if (len > BL_BVAL_MAX)
         return over_limit("binding value", len, BL_BVAL_MAX);
-    if (b == NULL || len < BL_BVAL_FIXED)
+    if (b == NULL || len < 2)
         return BINDLOG_ECORRUPT;
     int rc = check_version(b[0], BL_BVAL_VERSION);
     if (rc != 0)
         return rc;
     bl_bval v;
+    size_t pos;
     v.sid_len = b[1];
     v.last_activity_ms = 0;
-    if (BL_BVAL_FIXED + v.sid_len + BL_BVAL_ACTIVITY == len) {
-        v.last_activity_ms = (int64_t)bl_get64(b + BL_BVAL_FIXED + v.sid_len);
-        if (v.last_activity_ms == 0)
-            return BINDLOG_ECORRUPT; /* 0 is written as absent: one encoding per state */
-    } else if (BL_BVAL_FIXED + v.sid_len != len) {
-        return BINDLOG_ECORRUPT;
+    if (b[0] == 1) {
+        if (len < BL_BVAL_FIXED)
+            return BINDLOG_ECORRUPT;
+        v.generation = bl_get64(b + 2);
+        v.lsn = bl_get64(b + 10);
+        v.updated_ms = (int64_t)bl_get64(b + 18);
+        pos = BL_BVAL_FIXED;
+        /* format 3's last activity: 8 trailing bytes when not 0 */
+        if (pos + v.sid_len + BL_BVAL_ACTIVITY == len) {
+            v.last_activity_ms = (int64_t)bl_get64(b + pos + v.sid_len);
+            if (v.last_activity_ms == 0)
+                return BINDLOG_ECORRUPT; /* 0 is written as absent: one encoding per state */
+            len -= BL_BVAL_ACTIVITY;
+        }
+    } else {
+        uint64_t f[4];
+        pos = 2;
+        if (get_varints(b, len, &pos, f, 4) != 0)
+            return BINDLOG_ECORRUPT;
+        v.generation = f[0];
+        v.lsn = f[1];
+        v.updated_ms = bl_unzigzag(f[2]);
+        v.last_activity_ms = bl_unzigzag(f[3]);
     }
-    v.generation = bl_get64(b + 2);
-    v.lsn = bl_get64(b + 10);
-    v.updated_ms = (int64_t)bl_get64(b + 18);
-    v.sid = (const char *)(b + BL_BVAL_FIXED);
+    if (pos + v.sid_len != len)
+        return BINDLOG_ECORRUPT;
+    v.sid = (const char *)(b + pos);
     if (!bval_fields_ok(&v))
         return BINDLOG_ECORRUPT;
     *out = v;
@@ -372,7 +513,11 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
 
 size_t bl_sval_size(const bl_sval *v)
 {
-    return BL_SVAL_FIXED + v->key_len + v->parent_len + v->reason_len + v->origin_len;
+    return 2 + bl_varint_size(v->key_len) + bl_varint_size(v->parent_len) +
+           bl_varint_size(v->reason_len) + bl_varint_size(v->origin_len) +
+           bl_varint_size(v->created_lsn) + bl_varint_size(v->ended_lsn) +
+           bl_varint_size(bl_zigzag(v->created_ms)) + bl_varint_size(bl_zigzag(v->ended_ms)) +
+           v->key_len + v->parent_len + v->reason_len + v->origin_len;
 }
 
 static int sval_fields_ok(const bl_sval *v)
@@ -381,6 +526,14 @@ static int sval_fields_ok(const bl_sval *v)
            bl_valid_reason(v->reason, v->reason_len) && valid_origin(v->origin, v->origin_len) &&
            valid_lsn(v->created_lsn) && valid_lsn(v->ended_lsn) &&
            bl_valid_time(v->created_ms) && bl_valid_time(v->ended_ms);
+}
+
+static void sval_strings(unsigned char *b, size_t pos, const bl_sval *v)
+{
+    put_bytes(b, &pos, v->key, v->key_len);
+    put_bytes(b, &pos, v->parent, v->parent_len);
+    put_bytes(b, &pos, v->reason, v->reason_len);
+    put_bytes(b, &pos, v->origin, v->origin_len);
 }
 
 size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
@@ -393,6 +546,29 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
     unsigned char *b = buf;
     b[0] = BL_SVAL_VERSION;
     b[1] = 0; /* flags: none defined yet */
+    size_t pos = 2;
+    pos += bl_varint_put(b + pos, v->key_len);
+    pos += bl_varint_put(b + pos, v->parent_len);
+    pos += bl_varint_put(b + pos, v->reason_len);
+    pos += bl_varint_put(b + pos, v->origin_len);
+    pos += bl_varint_put(b + pos, v->created_lsn);
+    pos += bl_varint_put(b + pos, v->ended_lsn);
+    pos += bl_varint_put(b + pos, bl_zigzag(v->created_ms));
+    pos += bl_varint_put(b + pos, bl_zigzag(v->ended_ms));
+    sval_strings(b, pos, v);
+    return n;
+}
+
+size_t bl_sval_encode_v1(const bl_sval *v, void *buf, size_t cap)
+{
+    if (!sval_fields_ok(v))
+        return 0;
+    size_t n = BL_SVAL_FIXED + v->key_len + v->parent_len + v->reason_len + v->origin_len;
+    if (buf == NULL || cap < n)
+        return 0;
+    unsigned char *b = buf;
+    b[0] = 1;
+    b[1] = 0;
     bl_put16(b + 2, (uint16_t)v->key_len);
     b[4] = (unsigned char)v->parent_len;
     b[5] = (unsigned char)v->reason_len;
@@ -401,11 +577,7 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
     bl_put64(b + 18, v->ended_lsn);
     bl_put64(b + 26, (uint64_t)v->created_ms);
     bl_put64(b + 34, (uint64_t)v->ended_ms);
-    size_t pos = BL_SVAL_FIXED;
-    put_bytes(b, &pos, v->key, v->key_len);
-    put_bytes(b, &pos, v->parent, v->parent_len);
-    put_bytes(b, &pos, v->reason, v->reason_len);
-    put_bytes(b, &pos, v->origin, v->origin_len);
+    sval_strings(b, BL_SVAL_FIXED, v);
     return n;
 }
 
@@ -415,7 +587,7 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
     const unsigned char *b = buf;
     if (len > BL_SVAL_MAX)
         return over_limit("session value", len, BL_SVAL_MAX);
-    if (b == NULL || len < BL_SVAL_FIXED)
+    if (b == NULL || len < 2)
         return BINDLOG_ECORRUPT;
     int rc = check_version(b[0], BL_SVAL_VERSION);
     if (rc != 0)
@@ -423,19 +595,37 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
     if (b[1] != 0)
         return BINDLOG_ECORRUPT; /* reserved flags */
     bl_sval v;
-    v.key_len = bl_get16(b + 2);
-    v.parent_len = b[4];
-    v.reason_len = b[5];
-    v.origin_len = bl_get32(b + 6);
-    uint64_t total = (uint64_t)BL_SVAL_FIXED + v.key_len + v.parent_len + v.reason_len +
-                     (uint64_t)v.origin_len;
+    size_t pos;
+    uint64_t f[8];
+    if (b[0] == 1) {
+        if (len < BL_SVAL_FIXED)
+            return BINDLOG_ECORRUPT;
+        f[0] = bl_get16(b + 2);
+        f[1] = b[4];
+        f[2] = b[5];
+        f[3] = bl_get32(b + 6);
+        f[4] = bl_get64(b + 10);
+        f[5] = bl_get64(b + 18);
+        f[6] = bl_zigzag((int64_t)bl_get64(b + 26));
+        f[7] = bl_zigzag((int64_t)bl_get64(b + 34));
+        pos = BL_SVAL_FIXED;
+    } else {
+        pos = 2;
+        if (get_varints(b, len, &pos, f, 8) != 0 || f[0] > BINDLOG_KEY_MAX ||
+            f[1] > BINDLOG_ID_MAX || f[2] > BINDLOG_REASON_MAX || f[3] > BINDLOG_ORIGIN_MAX)
+            return BINDLOG_ECORRUPT;
+    }
+    v.key_len = (size_t)f[0];
+    v.parent_len = (size_t)f[1];
+    v.reason_len = (size_t)f[2];
+    v.origin_len = (size_t)f[3];
+    uint64_t total = (uint64_t)pos + v.key_len + v.parent_len + v.reason_len + f[3];
     if (total != len)
         return BINDLOG_ECORRUPT;
-    v.created_lsn = bl_get64(b + 10);
-    v.ended_lsn = bl_get64(b + 18);
-    v.created_ms = (int64_t)bl_get64(b + 26);
-    v.ended_ms = (int64_t)bl_get64(b + 34);
-    size_t pos = BL_SVAL_FIXED;
+    v.created_lsn = f[4];
+    v.ended_lsn = f[5];
+    v.created_ms = bl_unzigzag(f[6]);
+    v.ended_ms = bl_unzigzag(f[7]);
     v.key = take(b, &pos, v.key_len);
     v.parent = take(b, &pos, v.parent_len);
     v.reason = take(b, &pos, v.reason_len);

@@ -45,25 +45,96 @@ static inline uint64_t bl_get64be(const unsigned char *p) { uint64_t v = 0; for 
 #define BL_RECORD_FIXED_V1 37
 #define BL_RECORD_FIXED 45
 #define BL_RECORD_CHECKSUM 8
+/* Version 3 (format 4) has no fixed part: a version byte, a type-and-flags
+ * byte, then nine varints (docs/format.md).  Its largest head is 47 bytes
+ * (an LSN near 2^63, a time in year 9999, a generation near 2^64), two more
+ * than version 2's fixed part: the limit is the larger of the two. */
+#define BL_RECORD_HEAD_MAX 47
 #define BL_RECORD_MAX \
-    (BL_RECORD_FIXED + BINDLOG_KEY_MAX + 2 * BINDLOG_ID_MAX + BINDLOG_REASON_MAX + \
+    (BL_RECORD_HEAD_MAX + BINDLOG_KEY_MAX + 2 * BINDLOG_ID_MAX + BINDLOG_REASON_MAX + \
      BINDLOG_ORIGIN_MAX + BL_RECORD_CHECKSUM)
 
-/* The fixed part of a record whose version byte is v (the key starts right
- * after it).  Only for a record that decoded, or whose length the caller
- * checks against the result before reading the key. */
+/* The fixed part of a record of version 1 or 2 whose version byte is v
+ * (the key starts right after it).  Version 3 has none: bl_record_peek(). */
 static inline size_t bl_record_fixed(unsigned v) { return v >= 2 ? BL_RECORD_FIXED : BL_RECORD_FIXED_V1; }
+
+/* ---- varints (records of version 3, state values of version 2) --------- */
+
+/* LEB128: seven bits a byte, least significant first, the high bit set on
+ * every byte but the last.  At most 10 bytes for a u64. */
+#define BL_VARINT_MAX 10
+static inline size_t bl_varint_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+static inline size_t bl_varint_put(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+/* Read one varint of at most `avail` bytes.  Returns the bytes it took, or
+ * 0 if it is cut short, longer than 10 bytes, over 64 bits, or not in its
+ * shortest form (a last byte of 0 after others): one value, one encoding. */
+static inline size_t bl_varint_get(const unsigned char *p, size_t avail, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < avail && i < BL_VARINT_MAX; i++) {
+        uint64_t b = p[i] & 0x7f;
+        if (i == 9 && p[i] > 1)
+            return 0; /* bits beyond 64 */
+        v |= b << (7 * i);
+        if (!(p[i] & 0x80)) {
+            if (i > 0 && p[i] == 0)
+                return 0; /* not the shortest form */
+            *out = v;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+/* Signed values (times) zigzag-mapped first: small magnitudes stay short. */
+static inline uint64_t bl_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int64_t bl_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+/*
+ * The head of a record read without verifying it: its version, LSN, time,
+ * previous LSN of its key and where its key lies.  For scans that sort or
+ * place records before decoding them (import, bulk replay, recover); the
+ * record is still decoded (checksum first) before any of it is trusted.
+ * Returns 0 when the head parses and the key lies inside [buf, buf+len-8),
+ * else -1.
+ */
+typedef struct bl_record_head {
+    unsigned version;
+    uint64_t lsn, prev_lsn;
+    int64_t time_ms;
+    const unsigned char *key;
+    size_t key_len;
+} bl_record_head;
+int bl_record_peek(const void *buf, size_t len, bl_record_head *out);
 
 /* Fixed parts and largest encodings of the state values (docs/format.md).
  * A length from a store or a stream is compared with these before a single
  * byte past the fixed part is read: a damaged page can hand back any length,
  * and hashing or copying one that runs off the map is a crash, not an error. */
 #define BL_BVAL_FIXED 26
-/* Interim encoding, no format bump: a binding with a last activity carries
- * it as 8 trailing bytes after the session id (absent = 0).  The compact
- * format folds it into its own layout. */
+/* Version 1 as format 3 left it: a binding with a last activity carries it
+ * as 8 trailing bytes after the session id (absent = 0). */
 #define BL_BVAL_ACTIVITY 8
-#define BL_BVAL_MAX (BL_BVAL_FIXED + BINDLOG_ID_MAX + BL_BVAL_ACTIVITY)
+/* version 2's largest head: version, sid_len, varints of a u64 generation,
+ * an LSN and two zigzagged times (10 + 9 + 7 + 7) */
+#define BL_BVAL_HEAD_MAX 35
+#define BL_BVAL_MAX (BL_BVAL_HEAD_MAX + BINDLOG_ID_MAX)
 #define BL_SVAL_FIXED 42
 #define BL_SVAL_MAX \
     (BL_SVAL_FIXED + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + BINDLOG_ORIGIN_MAX)
@@ -164,6 +235,12 @@ int bl_sval_decode(const void *buf, size_t len, bl_sval *out);
 /* bl_sval_decode() without checking the fields' byte rules: only for values
  * this process encoded itself (the bulk replay's in-memory state). */
 int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out);
+
+/* The canonical encodings of the state digest and export streams: binding
+ * and session values of version 1 (docs/format.md), whatever version the
+ * store keeps.  Same contract as the encoders above. */
+size_t bl_bval_encode_v1(const bl_bval *v, void *buf, size_t cap);
+size_t bl_sval_encode_v1(const bl_sval *v, void *buf, size_t cap);
 
 /* ---- index keys (docs/format.md, "Tables") ------------------------------- */
 

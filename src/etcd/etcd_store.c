@@ -7,7 +7,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+
+#include "core/digest.h"
 
 /* ---- buffers and keys ------------------------------------------------------- */
 
@@ -376,58 +377,40 @@ int bl_es_scan(bl_estore *st, int table, const void *name, size_t name_len, int6
 
 /* ---- digest ---------------------------------------------------------------------- */
 
+/* The state digest of core/digest.c (values hashed in their canonical
+ * version-1 form, whichever version the prefix holds), over the tables as
+ * of one revision. */
 typedef struct hash_ctx {
     bl_estore *st;
     int table, tag;
-    XXH3_state_t *x;
+    bl_digest *d;
 } hash_ctx;
 
 static int hash_one(void *ctx, const bl_etcd_kv *kv)
 {
     hash_ctx *h = ctx;
-    unsigned char hdr[1 + 2 + 4];
-    size_t n, k = 0;
+    size_t n;
     const unsigned char *name = bl_es_key_name(h->st, h->table, kv, &n);
     if (name == NULL)
         return BINDLOG_ECORRUPT;
-    hdr[k++] = (unsigned char)h->tag;
-    if (h->tag == 'B') {
-        if (n == 0 || n > BINDLOG_KEY_MAX)
-            return BINDLOG_ECORRUPT;
-        bl_put16(hdr + k, (uint16_t)n);
-        k += 2;
-    } else {
-        if (n == 0 || n > BINDLOG_ID_MAX)
-            return BINDLOG_ECORRUPT;
-        hdr[k++] = (unsigned char)n;
-    }
-    XXH3_128bits_update(h->x, hdr, k);
-    XXH3_128bits_update(h->x, name, n);
-    bl_put32(hdr, (uint32_t)kv->value_len);
-    XXH3_128bits_update(h->x, hdr, 4);
-    XXH3_128bits_update(h->x, kv->value, kv->value_len);
-    return 0;
+    return bl_digest_add(h->d, h->tag, name, n, kv->value, kv->value_len);
 }
 
 int bl_es_digest_tables(bl_estore *st, int btable, int stable, int64_t revision,
                         unsigned char out[BINDLOG_DIGEST_SIZE])
 {
-    hash_ctx h = {st, btable, 'B', XXH3_createState()};
+    hash_ctx h = {st, btable, 'B', bl_digest_new()};
     int rc;
-    if (h.x == NULL)
+    if (h.d == NULL)
         return BINDLOG_ENOMEM;
-    XXH3_128bits_reset(h.x);
     rc = bl_es_scan(st, btable, NULL, 0, revision, hash_one, &h, NULL);
     if (rc == 0) {
         h.table = stable;
         h.tag = 'S';
         rc = bl_es_scan(st, stable, NULL, 0, revision, hash_one, &h, NULL);
     }
-    if (rc == 0) {
-        XXH128_canonical_t c;
-        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h.x));
-        memcpy(out, c.digest, BINDLOG_DIGEST_SIZE);
-    }
-    XXH3_freeState(h.x);
+    if (rc == 0)
+        bl_digest_final(h.d, out);
+    bl_digest_free(h.d);
     return rc;
 }

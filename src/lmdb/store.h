@@ -92,9 +92,10 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out);
 int bl_env_init_tables(bl_env *e, int may_create, uint64_t salt, uint64_t cap);
 
 /* Set (on the calling thread) only by bindlog upgrade around the open and
- * close that checkpoint a format-2 store before it is read: the tables of
- * format 2 are format 3's plus a history index, which a checkpoint of its
- * log keeps up.  Never set for anything that writes events. */
+ * close that checkpoint a format-2 or format-3 store before it is read: a
+ * checkpoint copies its log's puts into the tables as they are (format 2's
+ * history index included), in the encodings that log carries.  Never set
+ * for anything that writes events. */
 extern _Thread_local int bl_open_format2;
 void bl_env_release(bl_env *e);
 /* A writable handle closes: the last one drops the advisory writer lock so

@@ -338,12 +338,10 @@ int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void 
 /* The partition of a record, by its key; UINT_MAX if it has none. */
 static unsigned record_part(const bl_bulk *b, const unsigned char *r, size_t len)
 {
-    if (len < BL_RECORD_FIXED + BL_RECORD_CHECKSUM)
+    bl_record_head h;
+    if (bl_record_peek(r, len, &h) != 0 || h.key_len == 0)
         return UINT_MAX;
-    size_t key_len = bl_get16(r + 28);
-    if (key_len == 0 || BL_RECORD_FIXED + key_len + BL_RECORD_CHECKSUM > len)
-        return UINT_MAX;
-    return part_of(b, r + BL_RECORD_FIXED, key_len);
+    return part_of(b, h.key, h.key_len);
 }
 
 static int refs_to_spill(bl_bulk *b);

@@ -317,12 +317,15 @@ static int add_image_session(dstate *d, const unsigned char *p, size_t len)
     if (rc != 0 || s.parent_len == 0)
         return rc;
     /* the children index of the image: its parent is looked up at the end,
-     * it may come later; the parent bytes live in the stored value, which
-     * the arena keeps until the partition is done */
-    const ent *e = &d->sess.v[idx];
+     * it may come later.  The parent's id is copied into the arena: a
+     * record may rewrite the session's value in place meanwhile (its end),
+     * and with varints that moves the bytes after the numbers. */
+    char *parent = arena_alloc(d, s.parent_len);
+    if (parent == NULL)
+        return BINDLOG_ENOMEM;
+    memcpy(parent, s.parent, s.parent_len);
     GROW(d->pd, d->npd, d->cappd);
-    d->pd[d->npd++] = (pend){(const char *)e->val + ((const unsigned char *)s.parent - val),
-                             (uint32_t)s.parent_len, idx};
+    d->pd[d->npd++] = (pend){parent, (uint32_t)s.parent_len, idx};
     return 0;
 }
 

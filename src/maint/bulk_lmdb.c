@@ -321,13 +321,13 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
         }
         /* a hole, a foreign key or time going back: the sequential path
          * gives the exact report */
+        bl_record_head h;
         if (rc == 0 || k.mv_size != 8 || bl_get64be(k.mv_data) != x->next_lsn ||
-            v.mv_size < BL_RECORD_FIXED + BL_RECORD_CHECKSUM) {
+            bl_record_peek(v.mv_data, v.mv_size, &h) != 0) {
             rc = BL_BULK_FALLBACK;
             break;
         }
-        const unsigned char *rec = v.mv_data;
-        int64_t t = (int64_t)bl_get64(rec + 12);
+        int64_t t = h.time_ms;
         if (t < x->last_time) {
             rc = BL_BULK_FALLBACK;
             break;

@@ -51,13 +51,10 @@ int bl_salvage_record_after(bl_salvage *sv, uint64_t lsn, const unsigned char *p
     int rc = PUSH(sv->recs, r);
     /* From version 2 on a record names its key's previous record: if that
      * one is lost, this names its key, as format 2's history index did. */
-    if (rc == 0 && n >= BL_RECORD_FIXED + BL_RECORD_CHECKSUM && p[0] >= 2) {
-        size_t kl = bl_get16(p + 28);
-        uint64_t prev = bl_get64(p + 37);
-        if (prev != 0 && BL_RECORD_FIXED + kl + BL_RECORD_CHECKSUM <= n) {
-            bl_shist h = {prev, p + BL_RECORD_FIXED, kl};
-            rc = PUSH(sv->hist, h);
-        }
+    bl_record_head rh;
+    if (rc == 0 && bl_record_peek(p, n, &rh) == 0 && rh.version >= 2 && rh.prev_lsn != 0) {
+        bl_shist h = {rh.prev_lsn, rh.key, rh.key_len};
+        rc = PUSH(sv->hist, h);
     }
     return rc;
 }

@@ -170,6 +170,35 @@ static void import_bulk_drop(importer *im)
     im->bulk = NULL;
 }
 
+/*
+ * An image value of an older version (a stream of format 3 or before
+ * carries version-1 values) re-encoded in the current one, so that a store
+ * holds one version of each table's values.  *val then points into a
+ * buffer of this thread, valid until the next call.  A value that does
+ * not decode is left for the checks after this.
+ */
+static int current_value(int sess, const unsigned char **val, size_t *vl)
+{
+    static _Thread_local unsigned char buf[BL_SVAL_MAX];
+    size_t n = 0;
+    if (*vl == 0 || (*val)[0] >= 2)
+        return 0;
+    if (sess) {
+        bl_sval sv;
+        if (bl_sval_decode(*val, *vl, &sv) == 0)
+            n = bl_sval_encode(&sv, buf, sizeof buf);
+    } else {
+        bl_bval b;
+        if (bl_bval_decode(*val, *vl, &b) == 0)
+            n = bl_bval_encode(&b, buf, sizeof buf);
+    }
+    if (n != 0) {
+        *val = buf;
+        *vl = n;
+    }
+    return 0;
+}
+
 /* The base image of a full stream, into an empty store: live and base
  * tables, the children index, and the base meta records. */
 static int import_image(importer *im, uint64_t first, bl_base *base)
@@ -211,6 +240,8 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
         const char *key = (const char *)p + ko;
         const unsigned char *val = p + ko + kl;
         size_t vl = body - ko - kl;
+        if ((rc = current_value(sess, &val, &vl)) != 0)
+            return rc;
         if (im->scan) {
             /* base tables now, live ones from the bulk replay */
             bl_bval b;
@@ -304,11 +335,11 @@ static void import_bulk_start(importer *im)
 static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, size_t len)
 {
     bl_record dec;
+    bl_record_head h;
     unsigned char kb[8];
     int rc;
 
-    if (len < BL_RECORD_FIXED + BL_RECORD_CHECKSUM || bl_get64(rec + 4) != r->next_lsn ||
-        (int64_t)bl_get64(rec + 12) < r->last_time) {
+    if (bl_record_peek(rec, len, &h) != 0 || h.lsn != r->next_lsn || h.time_ms < r->last_time) {
         rc = bl_record_decode(rec, len, &dec); /* EVERSION, as the sequential path says */
         return rc != 0 ? rc : BINDLOG_ECORRUPT;
     }
@@ -340,7 +371,7 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
         import_bulk_drop(im);
     }
     r->next_lsn++;
-    r->last_time = (int64_t)bl_get64(rec + 12);
+    r->last_time = h.time_ms;
     return 0;
 }
 
@@ -353,10 +384,11 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
  */
 static int record_numbers(const unsigned char *rec, size_t len)
 {
-    if (len < BL_RECORD_FIXED + BL_RECORD_CHECKSUM || len > BL_RECORD_MAX)
+    bl_record_head h;
+    if (bl_record_peek(rec, len, &h) != 0)
         return 0;
-    uint64_t lsn = bl_get64(rec + 4);
-    int64_t t = (int64_t)bl_get64(rec + 12);
+    uint64_t lsn = h.lsn;
+    int64_t t = h.time_ms;
     if (lsn <= BINDLOG_LSN_MAX && bl_valid_time(t))
         return 0;
     if (XXH3_64bits(rec, len - BL_RECORD_CHECKSUM) != bl_get64(rec + len - BL_RECORD_CHECKSUM))
@@ -587,8 +619,9 @@ static int import_once(importer *im, uint64_t *err_offset)
             goto out;
         }
         const unsigned char *rec = im->rframe + ST_FRAME_HDR;
-        /* a record's LSN is at byte 4; bl_replay_one checks it against it */
-        uint64_t lsn = len >= 12 ? bl_get64(rec + 4) : 0;
+        /* the record's own LSN; bl_replay_one checks it against it */
+        bl_record_head h;
+        uint64_t lsn = bl_record_peek(rec, len, &h) == 0 ? h.lsn : 0;
         if ((rc = record_numbers(rec, len)) != 0)
             goto out;
         if (im->scan)

@@ -36,7 +36,7 @@
  * version 1): a base image's count of ROUTE records is not carried (0). */
 #define ST_C_LEN (8 + BL_COUNTS_BYTES_V3 + 8 + 8 + ST_CHECKSUM)
 #define ST_T_LEN (8 + 8 + 8 + BINDLOG_DIGEST_SIZE + ST_CHECKSUM)
-#define ST_B_MAX (2 + BINDLOG_KEY_MAX + BL_BVAL_MAX + ST_CHECKSUM)
+#define ST_B_MAX (2 + BINDLOG_KEY_MAX + BL_BVAL_MAX + ST_CHECKSUM) /* either version */
 #define ST_S_MAX \
     (1 + BINDLOG_ID_MAX + 42 + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + \
      BINDLOG_ORIGIN_MAX + ST_CHECKSUM)

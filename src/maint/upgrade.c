@@ -1,5 +1,9 @@
 /*
- * upgrade.c -- bindlog_upgrade(): a format-1 store moved to format 2.
+ * upgrade.c -- bindlog_upgrade(): a store of format 1, 2 or 3 moved to the
+ * current format.  Formats 2 and 3 are first drained (opened as a writer
+ * and closed, which checkpoints their log into data.mdb); from there the
+ * three are read alike, by the reader of upgrade_f1.c, and the steps below
+ * are the same (named for format 1, the first one they were written for).
  *
  * The new store is built inside the store's own directory, in
  * DIR/.bindlog-upgrade/, so that every rename below stays on one file
@@ -25,9 +29,13 @@
  *             fsynced.                                   "upgrade.built"
  *   backup    DIR/format1-backup/data.mdb: a hard link to the old data.mdb
  *             (no copy; a copy when the file system has no hard links),
- *             fsynced.                                   "upgrade.backup"
+ *             fsynced.  Formats 2 and 3 also link their bindlog.wal there
+ *             (DIR/format<N>-backup/bindlog.wal).        "upgrade.backup"
  *   wal       the new bindlog.wal renamed into DIR.  Beside the old
- *             data.mdb it is ignored: opening still says format 1.
+ *             data.mdb it is ignored: opening still says format 1.  Beside
+ *             a format-2 or 3 data.mdb it is another log's: a failure
+ *             puts the old one back from the backup, and so does the next
+ *             run after a crash (restore_wal()).
  *                                                        "upgrade.wal"
  *   switch    the new data.mdb renamed over the old one: the commit point.
  *             The directory is fsynced.                  "upgrade.switch"
@@ -173,6 +181,46 @@ static int copy_backup(int dfd, int bfd)
     if (rc != 0)
         unlinkat(bfd, "data.mdb.tmp", 0);
     return rc;
+}
+
+/* 1 if DIR/a and DIR/b are the same file, 0 if not or either is missing. */
+static int same_inode(int dfd, const char *a, const char *b)
+{
+    struct stat x, y;
+    return fstatat(dfd, a, &x, AT_SYMLINK_NOFOLLOW) == 0 &&
+           fstatat(dfd, b, &y, AT_SYMLINK_NOFOLLOW) == 0 && x.st_dev == y.st_dev &&
+           x.st_ino == y.st_ino;
+}
+
+/* Format 2 and later have a log of their own, which the `wal` step
+ * replaces with the new store's: BACKUP/bindlog.wal keeps a link to the
+ * old one (made with the data.mdb link), so that the old store stays whole
+ * until the switch. */
+static int backup_wal(int dfd)
+{
+    if (same_inode(dfd, BL_WAL_FILE, backup_of(BL_WAL_FILE)))
+        return 0;
+    unlinkat(dfd, backup_of(BL_WAL_FILE), 0); /* not this store's log: a stale one */
+    if (linkat(dfd, BL_WAL_FILE, dfd, backup_of(BL_WAL_FILE), 0) != 0)
+        return sys_error(backup_of(BL_WAL_FILE));
+    return 0;
+}
+
+/* Before the switch (the backup's data.mdb is still DIR's), an attempt
+ * that died or failed after the `wal` step left the new store's log beside
+ * the old data.mdb, which refuses it as another log's: put the old one
+ * back from the backup's link. */
+static int restore_wal(int dfd)
+{
+    if (!same_inode(dfd, "data.mdb", backup_of("data.mdb")) ||
+        faccessat(dfd, backup_of(BL_WAL_FILE), F_OK, AT_SYMLINK_NOFOLLOW) != 0 ||
+        same_inode(dfd, BL_WAL_FILE, backup_of(BL_WAL_FILE)))
+        return 0;
+    unlinkat(dfd, BL_WAL_FILE ".restore", 0);
+    if (linkat(dfd, backup_of(BL_WAL_FILE), dfd, BL_WAL_FILE ".restore", 0) != 0 ||
+        renameat(dfd, BL_WAL_FILE ".restore", dfd, BL_WAL_FILE) != 0)
+        return sys_error(BL_WAL_FILE " (putting the old log back)");
+    return bl_plat_flush_file(dfd) == 0 ? 0 : sys_error("the directory");
 }
 
 /* DIR/format1-backup/data.mdb: the old data.mdb, kept until the user
@@ -343,10 +391,10 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
         rc = bl_err_set(rc == BINDLOG_ENOSPC || rc == BINDLOG_ENOMEM || rc == BINDLOG_EIO
                             ? rc
                             : BINDLOG_ECORRUPT,
-                        "the format-1 store's log does not re-derive into a new store (%s); "
+                        "the format-%u store's log does not re-derive into a new store (%s); "
                         "nothing was changed: `bindlog recover DIR --out NEWDIR` rebuilds what "
                         "is intact",
-                        why);
+                        (unsigned)info->format, why);
         goto out;
     }
 
@@ -376,13 +424,20 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
         rc = differs("base image LSN", info->base_lsn, st.base_lsn);
         goto out;
     }
-    for (int t = 1; t <= BINDLOG_EVENT_UNBIND; t++) /* older formats have no routes */
+    for (int t = 1; t <= BINDLOG_EVENT_UNBIND; t++)
         if (st.applied[t] != bl_get64(info->counts + 8 * t)) {
             char what[64];
             snprintf(what, sizeof what, "count of applied %s events", bindlog_event_name(t));
             rc = differs(what, bl_get64(info->counts + 8 * t), st.applied[t]);
             goto out;
         }
+    /* routes (format 3 with routing): the export stream's image carries no
+     * ROUTE count, so the new store counts the retained records' */
+    if (st.applied[BINDLOG_EVENT_ROUTE] != info->routes - info->base_routes) {
+        rc = differs("count of applied route events", info->routes - info->base_routes,
+                     st.applied[BINDLOG_EVENT_ROUTE]);
+        goto out;
+    }
     bindlog_close(s); /* the last handle: checkpoints and closes the log */
     s = NULL;
     if ((rc = fsync_at(sfd, "data.mdb")) != 0 || (rc = fsync_at(sfd, BL_WAL_FILE)) != 0)
@@ -407,6 +462,8 @@ static void undo(int dfd)
     remove_staging(dfd);
     if (strcmp(backup_dir, "format1-backup") == 0)
         remove_stray(dfd, BL_WAL_FILE); /* beside format 1 it is ours; format 2's is its own */
+    else if (restore_wal(dfd) == 0)
+        unlinkat(dfd, backup_of(BL_WAL_FILE), 0);
     if (fstatat(dfd, BACKUP, &a, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(a.st_mode) &&
         fstatat(dfd, "data.mdb", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
         fstatat(dfd, backup_of("data.mdb"), &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
@@ -533,17 +590,21 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
                         (unsigned)info.format, BINDLOG_FORMAT_VERSION);
         goto out;
     }
-    if (info.format != 1 && info.format != 2) {
+    if (info.format < 1 || info.format > 3) {
         rc = bl_err_set(BINDLOG_ECORRUPT, "the store says format %u, which never existed",
                         (unsigned)info.format);
         goto out;
     }
     snprintf(backup_dir, sizeof backup_dir, "format%u-backup", (unsigned)info.format);
-    if (info.format == 2) {
-        if (locked) { /* the drain needs the locks free */
-            drop_locks(&l);
-            locked = 0;
-        }
+    if (info.format >= 2) {
+        /* an attempt that died after its `wal` step: the old log back
+         * first, or the drain's open refuses the new one */
+        if (!locked && (rc = take_locks(dfd, &l)) != 0)
+            goto out;
+        if ((rc = restore_wal(dfd)) != 0)
+            goto out;
+        drop_locks(&l); /* the drain needs the locks free */
+        locked = 0;
         if ((rc = drain_format2(dir)) != 0)
             goto out;
     }
@@ -566,7 +627,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
      * since only beside a format-1 data.mdb is a bindlog.wal not the
      * store's own */
     started = 1;
-    if (info.format == 2) {
+    if (info.format >= 2) {
         if ((rc = drained(dir, info.head_lsn)) != 0 || (rc = remove_staging(dfd)) != 0)
             goto out;
     } else if ((rc = remove_staging(dfd)) != 0 || (rc = remove_stray(dfd, BL_WAL_FILE)) != 0 ||
@@ -576,7 +637,8 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     if ((rc = build(dir, dfd, opts, &info, progress, pctx)) != 0 ||
         (rc = fail_at("upgrade.built")) != 0)
         goto out;
-    if ((rc = make_backup(dfd)) != 0 || (rc = fail_at("upgrade.backup")) != 0)
+    if ((rc = make_backup(dfd)) != 0 || (info.format >= 2 && (rc = backup_wal(dfd)) != 0) ||
+        (rc = fail_at("upgrade.backup")) != 0)
         goto out;
     /* a reader that opened meanwhile keeps the old store */
     if ((rc = held_elsewhere(l.probe_fd)) != 0) {
@@ -587,7 +649,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     }
     /* format 2's shared memory describes its own log (drained: nothing in
      * it is needed); the new store makes its own */
-    if (info.format == 2 && (rc = remove_stray(dfd, BL_SHM_FILE)) != 0)
+    if (info.format >= 2 && (rc = remove_stray(dfd, BL_SHM_FILE)) != 0)
         goto out;
     if (renameat(dfd, STAGING "/" BL_WAL_FILE, dfd, BL_WAL_FILE) != 0) {
         rc = sys_error(BL_WAL_FILE);

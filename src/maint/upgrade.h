@@ -32,6 +32,9 @@ typedef struct bl_f1_info {
     int64_t base_time;
     unsigned char counts[8 * (BINDLOG_EVENT_COUNT + 2)];      /* meta "counts", raw */
     unsigned char base_counts[8 * (BINDLOG_EVENT_COUNT + 2)]; /* meta "base_counts", raw */
+    /* applied ROUTE events (format 3 with routing: the 8 bytes after the
+     * 64 of "counts" and "base_counts"; 0 without) */
+    uint64_t routes, base_routes;
     uint64_t records;      /* log records (export) */
     uint64_t bindings;     /* entries of the bindings table (export) */
     uint64_t sessions;     /* entries of the sessions table (export) */

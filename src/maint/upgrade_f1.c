@@ -274,13 +274,16 @@ static int on_meta(void *ctx, const unsigned char *k, size_t kn, const unsigned 
             return bad_meta("base_time", vn);
         in->base_time = (int64_t)bl_get64(v);
     } else if (meta_is(k, kn, "counts")) {
-        if (vn != F1_COUNTS)
+        /* format 3 with routes: 8 more bytes, the applied ROUTE count */
+        if (vn != F1_COUNTS && vn != F1_COUNTS + 8)
             return bad_meta("counts", vn);
         memcpy(in->counts, v, F1_COUNTS);
+        in->routes = vn > F1_COUNTS ? bl_get64(v + F1_COUNTS) : 0;
     } else if (meta_is(k, kn, "base_counts")) {
-        if (vn != F1_COUNTS)
+        if (vn != F1_COUNTS && vn != F1_COUNTS + 8)
             return bad_meta("base_counts", vn);
         memcpy(in->base_counts, v, F1_COUNTS);
+        in->base_routes = vn > F1_COUNTS ? bl_get64(v + F1_COUNTS) : 0;
     }
     return 0;
 }
@@ -464,10 +467,10 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
     XXH3_64bits_reset(o.hash);
     if ((rc = read_meta(s, info)) != 0)
         goto done;
-    /* format 2 has format 1's tables (and two more meta records): once its
-     * log is checkpointed, data.mdb alone is the store */
-    if (info->format != 1 && info->format != 2) {
-        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1 or 2",
+    /* formats 2 and 3 have format 1's tables (and two more meta records):
+     * once the log is checkpointed, data.mdb alone is the store */
+    if (info->format < 1 || info->format > 3) {
+        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1, 2 or 3",
                         (unsigned)info->format);
         goto done;
     }
