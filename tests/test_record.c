@@ -667,6 +667,35 @@ static void bval__damage(void **state)
     assert_int_equal(bl_bval_decode(big, sizeof big, &d), BINDLOG_ECORRUPT); /* sid over limit */
 }
 
+/* The gap back to the key's previous record is 0 ("none") or below the
+ * LSN: a gap equal to the LSN would name record 0 and re-encode as "none",
+ * so a decoder that took it would accept two encodings of one record
+ * (found by record_fuzzer; fuzz/corpora/record/cov-563089f3ebfaaa6b2dec4755702c82ef1ba2fa17). */
+static void record__gap_of_the_lsn_itself_is_damage(void **state)
+{
+    (void)state;
+    bl_record r = {.version = BINDLOG_RECORD_VERSION, .lsn = 9, .prev_lsn = 3,
+                   .time_ms = 1767225600000, .generation = 2, .type = BINDLOG_EVENT_ROUTE,
+                   .key = "k", .sid = "", .other = "", .reason = ""};
+    r.key_len = 1;
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    /* version, type, lsn (1 byte), time (6), generation (1), then the gap */
+    assert_int_equal(b[10], 6);
+    bl_record d;
+    for (unsigned gap = 8; gap <= 10; gap++) {
+        b[10] = (unsigned char)gap;
+        reseal(b, n);
+        if (gap < 9) {
+            assert_int_equal(bl_record_decode(b, n, &d), 0);
+            assert_true(d.prev_lsn == 1);
+        } else {
+            assert_int_equal(bl_record_decode(b, n, &d), BINDLOG_ECORRUPT);
+        }
+    }
+    free(b);
+}
+
 /* A ROUTE record: the key and the activity time, nothing else.  The
  * activity flag belongs to a BIND or NEW_SESSION only. */
 static void record__route_is_small(void **state)
@@ -986,6 +1015,7 @@ int main(void)
         cmocka_unit_test(bval__version1),
         cmocka_unit_test(bval__last_activity),
         cmocka_unit_test(record__route_is_small),
+        cmocka_unit_test(record__gap_of_the_lsn_itself_is_damage),
         cmocka_unit_test(sval__round_trip),
         cmocka_unit_test(sval__truncations),
         cmocka_unit_test(sval__bad_fields),

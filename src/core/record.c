@@ -277,9 +277,10 @@ static size_t parse_head_v3(const unsigned char *b, size_t end, bl_record *r)
     r->lsn = v[0];
     r->time_ms = bl_unzigzag(v[1]);
     r->generation = v[2];
-    /* a gap of 0 is "none"; one above the LSN would wrap: damage either way
-     * (record_fields_ok then sees prev_lsn >= lsn) */
-    r->prev_lsn = v[3] == 0 ? 0 : v[3] <= v[0] ? v[0] - v[3] : v[0];
+    /* a gap of 0 is "none"; a gap of the LSN itself (a previous record 0)
+     * or above it (it would wrap) is damage: prev_lsn = lsn, which
+     * record_fields_ok refuses (prev_lsn >= lsn) */
+    r->prev_lsn = v[3] == 0 ? 0 : v[3] < v[0] ? v[0] - v[3] : v[0];
     if (v[4] > BINDLOG_KEY_MAX || v[5] > BINDLOG_ID_MAX || v[6] > BINDLOG_ID_MAX ||
         v[7] > BINDLOG_REASON_MAX || v[8] > BINDLOG_ORIGIN_MAX)
         return 0;
