@@ -444,7 +444,8 @@ static void record__resealed_bad_fields(void **state)
     expect_patched(1, 0x10, BINDLOG_ECORRUPT);           /* type 0 */
     expect_patched(1, 0x10 | BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT); /* type 7 */
     expect_patched(1, 0x10 | 0x08 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* type bit 3 */
-    expect_patched(1, 0x50 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* reserved flag bit */
+    expect_patched(1, 0x90 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* reserved flag bit 7 */
+    expect_patched(1, 0x50 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* standard reason, with bytes */
     expect_patched(1, 0x30 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* activity on a SPLIT */
     expect_patched(1, 0x90 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT);
     expect_patched(1, BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* origin bytes without the flag */
@@ -988,7 +989,8 @@ static void sval__bad_fields(void **state)
     assert_int_equal(bl_sval_size(&v), key_at + v.key_len + v.parent_len + v.reason_len + 4);
     expect_sval_patched(0, 3, BINDLOG_EVERSION);
     expect_sval_patched(0, 0, BINDLOG_ECORRUPT);
-    expect_sval_patched(1, 1, BINDLOG_ECORRUPT); /* reserved flags */
+    expect_sval_patched(1, 0x08, BINDLOG_ECORRUPT); /* reserved flag bit 3 */
+    expect_sval_patched(1, 1, BINDLOG_ECORRUPT);    /* a reason code, with reason bytes */
     expect_sval_patched(2, 0, BINDLOG_ECORRUPT); /* key_len changed */
     expect_sval_patched(3, 0x7f, BINDLOG_ECORRUPT);
     expect_sval_patched(5, 0x80, BINDLOG_ECORRUPT); /* origin_len runs on */

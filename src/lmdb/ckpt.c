@@ -18,8 +18,10 @@
  *      the same transaction as the meta puts the groups carry (head,
  *      counts, statistics), so LMDB always names where recovery starts;
  *   5. commit with LMDB's own syncs (FULL and NORMAL; none in NONE); then
- *      publish the new checkpoint in the shared memory, wake writers waiting
- *      for space, and trim the index.
+ *      publish the new checkpoint in the shared memory and wake writers
+ *      waiting for space;
+ *   6. a settling commit (settle(), below), so that the next checkpoint can
+ *      reuse the pages this one freed; then trim the index.
  * A checkpoint that fails leaves LMDB as it was and is retried later: a
  * full disk is BINDLOG_ENOSPC, never a panic (LMDB writes its meta page
  * only after every data page is written).
