@@ -284,31 +284,41 @@ static void wal_shm__a_stray_write_into_a_point_is_rebuilt(void **state)
 /* ---- opens racing with map growth ------------------------------------------ */
 
 /* One process grows the map (a bigger size, then a checkpoint writes it
- * into LMDB's meta page) over and over; another opens and closes the
- * store: every open succeeds and reads. */
+ * into LMDB's meta page); another opens and closes the store: every open
+ * succeeds and reads.  The opener sends a byte on `go` just before each
+ * open, and the grower grows once per byte, so each growth races an open
+ * and the store grows with the number of opens, not with time: left free,
+ * the grower wrote ~130 MB/s (a map set just above the data leaves LMDB
+ * no freed page it may reuse while the opener's snapshots come and go)
+ * and a run of 1,000 opens filled the disk. */
 static void wal_shm__opens_race_with_map_growth(void **state)
 {
     (void)state;
     const char *env = getenv("BINDLOG_SHM_RACE_OPENS");
     int opens = env != NULL && atoi(env) > 0 ? atoi(env) : 200;
     char *dir = tu_mkdtemp("shmgrow");
-    int stop[2];
+    int stop[2], go[2];
     bindlog *s0 = xopen(dir, BINDLOG_DURABILITY_NONE, 0, NULL);
     assert_int_equal(bindlog_bind(s0, "k", "s", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
     bindlog_close(s0);
     assert_int_equal(pipe(stop), 0);
+    assert_int_equal(pipe(go), 0);
     pid_t g = fork();
     assert_true(g >= 0);
     if (g == 0) {
         close(stop[1]);
+        close(go[1]);
         static char origin[1000];
         memset(origin, 'o', sizeof origin);
         bindlog *s = xopen(dir, BINDLOG_DURABILITY_NONE, 0, NULL);
         if (s == NULL)
             _exit(2);
         for (unsigned i = 0;; i++) {
-            struct pollfd p = {stop[0], POLLIN, 0};
-            if (poll(&p, 1, 0) == 1)
+            struct pollfd p[2] = {{stop[0], POLLIN, 0}, {go[0], POLLIN, 0}};
+            if (poll(p, 2, -1) < 0 || (p[0].revents & (POLLIN | POLLHUP)) != 0)
+                break;
+            char byte;
+            if (read(go[0], &byte, 1) != 1)
                 break;
             /* a map just larger than the data, then more data than fits
              * in what the others mapped: their next begin is
@@ -341,9 +351,11 @@ static void wal_shm__opens_race_with_map_growth(void **state)
         _exit(0);
     }
     close(stop[0]);
+    close(go[0]);
     int errors = 0;
     for (int i = 0; i < opens; i++) {
         int rc;
+        assert_int_equal(write(go[1], "g", 1), 1);
         bindlog *s = xopen(dir, BINDLOG_DURABILITY_NONE, 0, &rc);
         bindlog_binding b;
         if (s == NULL || bindlog_get(s, "k", &b) != 0) {
@@ -353,6 +365,7 @@ static void wal_shm__opens_race_with_map_growth(void **state)
         bindlog_close(s);
     }
     close(stop[1]);
+    close(go[1]);
     wait_ok(g, "the grower");
     printf("%d racing opens against map growth: %d errors\n", opens, errors);
     fflush(stdout);
