@@ -25,7 +25,7 @@
  * only after every data page is written).
  *
  * The background thread runs in each process that has the store open for
- * writing: woken by a leader when the tail passes a quarter of the log,
+ * writing: woken by a leader when the tail passes half of the log,
  * and once a second otherwise (age), it folds whatever is visible.  A
  * caller runs a checkpoint itself only when the log is full.
  */
