@@ -177,6 +177,16 @@ void bl_plat_writeback(int fd);
  * the system's policy stands. */
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a);
 
+/* Make the calling thread's disk I/O yield to every other I/O of the
+ * system (a background scan must not delay a commit's flush) until
+ * bl_plat_io_idle_end(*saved) puts back what it had: Linux ioprio_set
+ * (IOPRIO_CLASS_IDLE) for the thread, honoured by the bfq and mq-deadline
+ * schedulers; macOS setiopolicy_np(IOPOL_THROTTLE) for the thread.  0, or
+ * the errno value (ENOTSUP on the portable layer, which has no such call:
+ * the thread then goes on at its usual priority, and _end does nothing). */
+int bl_plat_io_idle_begin(int *saved);
+void bl_plat_io_idle_end(int saved);
+
 /* ---- the process ----------------------------------------------------------- */
 
 /* n random bytes for salts (getrandom, getentropy, /dev/urandom). */
