@@ -15,8 +15,10 @@
  * and versions 2 and 1 which are still read), binding and session values of
  * both versions, and near misses of version 3 (wrong checksum, version 0
  * and 4, a gap back past LSN 0, a varint in a longer form, one byte short,
- * trailing byte, reserved flag, a length over the bytes) and a version-1
- * body under version 2.
+ * trailing byte, reserved flag, a length over the bytes, the standard
+ * reason's bit with reason bytes or on a ROUTE) and a version-1 body under
+ * version 2; a session value ended with a standard reason (its code) and
+ * one with a code no reason has.
  *
  * machine seeds: programs for machine_fuzzer.c, written with the same byte
  * meanings its decoder gives them (see the op and choose_* switches there):
@@ -58,7 +60,7 @@ static void put_file(const char *sub, const char *name, const void *p, size_t n)
 static unsigned char buf[BL_RECORD_MAX + 16];
 static unsigned char origin[BINDLOG_ORIGIN_MAX];
 
-static void rec(const char *name, unsigned type, const char *key, size_t key_len, const char *sid,
+static size_t rec(const char *name, unsigned type, const char *key, size_t key_len, const char *sid,
                 const char *other, const char *reason, const void *org, size_t org_len,
                 int org_flag)
 {
@@ -84,6 +86,7 @@ static void rec(const char *name, unsigned type, const char *key, size_t key_len
         exit(1);
     }
     put_file("record", name, buf, n);
+    return n;
 }
 
 /* Re-seal the checksum of buf[0, n) after an edit. */
@@ -149,7 +152,7 @@ static void record_seeds(void)
     reseal(27);
     put_file("record", "prev-not-below", buf, 27);
     memcpy(buf, example, sizeof(example));
-    buf[1] = 0x51; /* a reserved flag bit */
+    buf[1] = 0x91; /* a reserved flag bit (bit 7) */
     reseal(27);
     put_file("record", "reserved-flag", buf, 27);
     memcpy(buf, example, sizeof(example));
@@ -169,6 +172,17 @@ static void record_seeds(void)
     buf[0] = 2; /* a version-1 body under version 2: the lengths do not add up */
     reseal(52);
     put_file("record", "version-2-short", buf, 52);
+    /* a standard reason is the type byte's bit 6 and no bytes (the seeds
+     * "split", "bind", ... above); near misses: the bit with reason bytes,
+     * and the bit on a ROUTE, which has no standard reason */
+    memcpy(buf, example, sizeof(example));
+    buf[1] |= 0x40; /* BIND | (ORIGIN | STD_REASON) << 4, and "rx" still there */
+    reseal(27);
+    put_file("record", "std-reason-with-bytes", buf, 27);
+    size_t rn = rec("route", BINDLOG_EVENT_ROUTE, k, strlen(k), "", "", "", NULL, 0, 0);
+    buf[1] |= 0x40;
+    reseal(rn);
+    put_file("record", "std-reason-on-route", buf, rn);
 
     /* state values */
     bl_bval bv = {"A", 1, 5, 9, 1767225600000, 0};
@@ -182,6 +196,13 @@ static void record_seeds(void)
     put_file("record", "sval-longest", buf, bl_sval_encode(&sv2, buf, sizeof(buf)));
     put_file("record", "bval-v1", buf, bl_bval_encode_v1(&bv, buf, sizeof(buf)));
     put_file("record", "sval-v1", buf, bl_sval_encode_v1(&sv, buf, sizeof(buf)));
+    /* ended by a split: the standard reason as code 3 in the flags byte */
+    bl_sval ended = {k, strlen(k), "A", 1, 3, 9, 1767225600000, 1767225600500, "compression",
+                     11, "{}", 2};
+    size_t en = bl_sval_encode(&ended, buf, sizeof(buf));
+    put_file("record", "sval-std-reason", buf, en);
+    buf[1] = 6; /* a code no reason has */
+    put_file("record", "sval-reason-code-6", buf, en);
 }
 
 /* ---- machine seeds --------------------------------------------------------- */

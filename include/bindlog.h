@@ -945,7 +945,7 @@ BINDLOG_API int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uin
  * Checkpoint: fold every event acknowledged so far (everything the
  * write-ahead log holds that readers may see) into the store's data file,
  * in the calling thread, and let the log's space be reused.  A background
- * thread of every writing process does this by itself (when a quarter of
+ * thread of every writing process does this by itself (when half of
  * the log is used, and once a second otherwise), so a gateway never needs
  * to call it; it is for tools and tests, and before copying data.mdb alone
  * (bindlog_export is the safe way to copy a live store).  In FULL and

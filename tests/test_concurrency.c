@@ -499,8 +499,13 @@ static void crowd_note(crowd_arg *a, const bindlog_result *r, const char *sid)
         a->bad++;
         return;
     }
+    size_t len = strlen(sid);
+    if (len >= sizeof a->sids[a->n]) {
+        a->bad++;
+        return;
+    }
     a->lsns[a->n] = r->lsn;
-    snprintf(a->sids[a->n], sizeof a->sids[a->n], "%s", sid);
+    memcpy(a->sids[a->n], sid, len + 1);
     a->n++;
 }
 

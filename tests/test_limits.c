@@ -462,7 +462,7 @@ static size_t bind_record(unsigned char *b, uint64_t lsn, int64_t t, const char 
 {
     size_t kl = strlen(key), sl = strlen(sid), pos = 2;
     b[0] = BINDLOG_RECORD_VERSION;
-    b[1] = BINDLOG_EVENT_BIND; /* no flags */
+    b[1] = BINDLOG_EVENT_BIND | BL_REC_STD_REASON << 4; /* reason "switch", the standard one */
     pos += bl_varint_put(b + pos, lsn);
     pos += bl_varint_put(b + pos, bl_zigzag(t));
     pos += bl_varint_put(b + pos, 1); /* generation after the event */
@@ -470,14 +470,12 @@ static size_t bind_record(unsigned char *b, uint64_t lsn, int64_t t, const char 
     pos += bl_varint_put(b + pos, kl);
     pos += bl_varint_put(b + pos, sl);
     pos += bl_varint_put(b + pos, 0);
-    pos += bl_varint_put(b + pos, 6);
+    pos += bl_varint_put(b + pos, 0); /* reason: by the flag */
     pos += bl_varint_put(b + pos, 0);
     memcpy(b + pos, key, kl);
     pos += kl;
     memcpy(b + pos, sid, sl);
     pos += sl;
-    memcpy(b + pos, "switch", 6);
-    pos += 6;
     bl_put64(b + pos, XXH3_64bits(b, pos));
     return pos + 8;
 }

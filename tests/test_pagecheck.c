@@ -486,8 +486,47 @@ static void pagecheck__damaged_bindings_leaf(void **state)
     bindlog_close(s);
 }
 
+/* The bytes of data.mdb up to its last page that is not free: a cut beyond
+ * them takes only pages LMDB's free list holds (a checkpoint's settling
+ * commit frees the last pages the checkpoint wrote), which nothing reads
+ * and the next commit may write again. */
+static off_t used_length(const char *dir)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val k, v;
+    MDB_envinfo info;
+    MDB_stat st;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+    assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY, 0600), 0);
+    assert_int_equal(mdb_env_info(env, &info), 0);
+    assert_int_equal(mdb_env_stat(env, &st), 0);
+    size_t npg = info.me_last_pgno + 1;
+    unsigned char *is_free = calloc(npg, 1);
+    assert_non_null(is_free);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_cursor_open(txn, 0, &c), 0);
+    while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0) {
+        const size_t *idl = v.mv_data; /* count, then the page numbers */
+        for (size_t i = 1; i <= idl[0]; i++)
+            if (idl[i] < npg)
+                is_free[idl[i]] = 1;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    size_t keep = npg;
+    while (keep > 2 && is_free[keep - 1])
+        keep--;
+    free(is_free);
+    return (off_t)keep * st.ms_psize;
+}
+
 /* A cut file: open refuses it with ECORRUPT, a message that says truncated
- * and names recover; so does every length down to the meta pages. */
+ * and names recover; so does every length down to the meta pages, unless
+ * the cut takes free pages only. */
 static void pagecheck__truncated_file(void **state)
 {
     fx *f = *state;
@@ -498,6 +537,7 @@ static void pagecheck__truncated_file(void **state)
 
     snprintf(path, sizeof path, "%s/data.mdb", f->dir);
     assert_int_equal(stat(path, &st), 0);
+    off_t used = used_length(f->dir);
     for (off_t len = st.st_size - 4096; len > 0; len -= len > 65536 ? 61440 + 4093 : 4093) {
         assert_int_equal(truncate(path, len), 0);
         s = open_ro(f->dir, &rc);
@@ -506,7 +546,8 @@ static void pagecheck__truncated_file(void **state)
              * scans must still refuse what they cannot read */
             bindlog_check_report rep;
             assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
-            assert_true(rep.problems > 0);
+            if (len < used)
+                assert_true(rep.problems > 0);
             bindlog_close(s);
             continue;
         }

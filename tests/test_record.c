@@ -34,7 +34,7 @@ static bl_record sample_record(void)
         .key = "agent:main:telegram:dm:12345",
         .sid = "sess-child",
         .other = "sess-parent",
-        .reason = "compression",
+        .reason = "compressing", /* not a standard reason: stored as bytes */
         .origin = origin,
     };
     r.key_len = strlen(r.key);
@@ -253,6 +253,56 @@ static void record__golden_bytes(void **state)
     assert_int_equal(bl_record_peek(b, 12, &hd), -1);
 }
 
+/* A standard reason (the frozen defaults of record.c) is the type byte's
+ * bit 6 and no bytes; the bytes of one, or the bit with bytes or on a
+ * type without a standard reason, are damage (one encoding per record). */
+static void record__standard_reason_is_a_flag(void **state)
+{
+    (void)state;
+    static const char *const std[] = {NULL, "switch", "new_session", "compression",
+                                      "invalidate", "unbind"};
+    for (int t = BINDLOG_EVENT_BIND; t <= BINDLOG_EVENT_UNBIND; t++) {
+        bl_record r = sample_record();
+        r.type = t;
+        if (t != BINDLOG_EVENT_SPLIT && t != BINDLOG_EVENT_BIND && t != BINDLOG_EVENT_NEW_SESSION)
+            r.other = "", r.other_len = 0;
+        r.reason = std[t];
+        r.reason_len = strlen(std[t]);
+        size_t n;
+        unsigned char *b = encode_record(&r, &n);
+        assert_int_equal(b[1], t | (BL_REC_ORIGIN | BL_REC_STD_REASON) << 4);
+        bl_record d;
+        assert_int_equal(bl_record_decode(b, n, &d), 0);
+        assert_true(bl_record_same(&d, &r));
+        assert_int_equal(d.flags, BL_REC_ORIGIN);
+        /* the same record with its reason's bytes: no longer the one encoding */
+        unsigned char raw[512];
+        size_t rn = raw_v3(&r, raw);
+        assert_int_equal(rn, n + strlen(std[t]));
+        assert_int_equal(decode_copy(raw, rn), BINDLOG_ECORRUPT);
+        /* another type's standard reason is bytes */
+        r.reason = std[t == 1 ? 2 : 1];
+        r.reason_len = strlen(r.reason);
+        free(b);
+        b = encode_record(&r, &n);
+        assert_int_equal(b[1] & (BL_REC_STD_REASON << 4), 0);
+        assert_int_equal(bl_record_decode(b, n, &d), 0);
+        assert_true(bl_record_same(&d, &r));
+        free(b);
+    }
+    /* the flag with reason bytes, or on a ROUTE (no standard reason) */
+    bl_record r = sample_record();
+    unsigned char raw[512];
+    r.flags |= BL_REC_STD_REASON;
+    assert_int_equal(decode_copy(raw, raw_v3(&r, raw)), BINDLOG_ECORRUPT);
+    r = (bl_record){.lsn = 9, .prev_lsn = 3, .time_ms = 5, .generation = 1,
+                    .type = BINDLOG_EVENT_ROUTE, .flags = BL_REC_STD_REASON, .key = "k",
+                    .key_len = 1};
+    assert_int_equal(decode_copy(raw, raw_v3(&r, raw)), BINDLOG_ECORRUPT);
+    r.flags = 0;
+    assert_int_equal(decode_copy(raw, raw_v3(&r, raw)), 0);
+}
+
 /* Version 2 (format 3) still decodes: the example in its fixed layout. */
 static void record__version2_still_decodes(void **state)
 {
@@ -394,7 +444,8 @@ static void record__resealed_bad_fields(void **state)
     expect_patched(1, 0x10, BINDLOG_ECORRUPT);           /* type 0 */
     expect_patched(1, 0x10 | BINDLOG_EVENT_COUNT, BINDLOG_ECORRUPT); /* type 7 */
     expect_patched(1, 0x10 | 0x08 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* type bit 3 */
-    expect_patched(1, 0x50 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* reserved flag bit */
+    expect_patched(1, 0x90 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* reserved flag bit 7 */
+    expect_patched(1, 0x50 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* standard reason, with bytes */
     expect_patched(1, 0x30 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* activity on a SPLIT */
     expect_patched(1, 0x90 | BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT);
     expect_patched(1, BINDLOG_EVENT_SPLIT, BINDLOG_ECORRUPT); /* origin bytes without the flag */
@@ -779,7 +830,7 @@ static void bval__version1(void **state)
 
 static bl_sval sample_sval(void)
 {
-    bl_sval v = {.key = "agent:main:discord:chan:9", .parent = "sess-a", .reason = "switch",
+    bl_sval v = {.key = "agent:main:discord:chan:9", .parent = "sess-a", .reason = "moved",
                  .origin = "\0\1{}", .origin_len = 4, .created_lsn = 3, .ended_lsn = 8,
                  .created_ms = 1000, .ended_ms = 2000};
     v.key_len = strlen(v.key);
@@ -861,6 +912,59 @@ static void sval__truncations(void **state)
     free(b);
 }
 
+/* A session value's standard end reason is a code (1..5) in its flags byte
+ * and no bytes; its bytes, or a code with bytes or above 5, are damage.
+ * The canonical form of the digest (version 1) carries the text. */
+static void sval__standard_reason_is_a_code(void **state)
+{
+    (void)state;
+    static const char *const std[] = {NULL, "switch", "new_session", "compression",
+                                      "invalidate", "unbind"};
+    for (unsigned c = 1; c <= 5; c++) {
+        bl_sval v = sample_sval();
+        v.reason = std[c];
+        v.reason_len = strlen(std[c]);
+        unsigned char b[256], w[256];
+        size_t n = bl_sval_encode(&v, b, sizeof b);
+        assert_int_equal(n, bl_sval_size(&v));
+        assert_int_equal(b[1], c);
+        assert_int_equal(b[4], 0); /* reason_len */
+        bl_sval d;
+        assert_int_equal(bl_sval_decode(b, n, &d), 0);
+        assert_svals_equal(&v, &d);
+        size_t n1 = bl_sval_encode_v1(&d, w, sizeof w);
+        assert_int_equal(n1, BL_SVAL_FIXED + v.key_len + v.parent_len + v.reason_len + 4);
+        assert_memory_equal(w + BL_SVAL_FIXED + v.key_len + v.parent_len, std[c], v.reason_len);
+        /* the code with bytes: damage */
+        b[1] = 1;
+        b[4] = 0;
+        v.reason = "moved";
+        v.reason_len = 5;
+        n = bl_sval_encode(&v, b, sizeof b);
+        assert_int_equal(b[1], 0);
+        b[1] = (unsigned char)c;
+        assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
+    }
+    /* the bytes of a standard reason without its code: damage */
+    bl_sval v = sample_sval();
+    v.reason = "unbinx";
+    v.reason_len = 6;
+    unsigned char b[256];
+    size_t n = bl_sval_encode(&v, b, sizeof b);
+    bl_sval d;
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    memcpy(b + n - 4 - 6, "unbind", 6);
+    assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
+    /* codes 6 and 7 and the other bits are reserved */
+    v.reason = "";
+    v.reason_len = 0;
+    n = bl_sval_encode(&v, b, sizeof b);
+    for (unsigned f = 6; f < 256; f++) {
+        b[1] = (unsigned char)f;
+        assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
+    }
+}
+
 /* Patch one byte of the sample session value, expect rc. */
 static void expect_sval_patched(size_t off, unsigned char val, int rc)
 {
@@ -885,7 +989,8 @@ static void sval__bad_fields(void **state)
     assert_int_equal(bl_sval_size(&v), key_at + v.key_len + v.parent_len + v.reason_len + 4);
     expect_sval_patched(0, 3, BINDLOG_EVERSION);
     expect_sval_patched(0, 0, BINDLOG_ECORRUPT);
-    expect_sval_patched(1, 1, BINDLOG_ECORRUPT); /* reserved flags */
+    expect_sval_patched(1, 0x08, BINDLOG_ECORRUPT); /* reserved flag bit 3 */
+    expect_sval_patched(1, 1, BINDLOG_ECORRUPT);    /* a reason code, with reason bytes */
     expect_sval_patched(2, 0, BINDLOG_ECORRUPT); /* key_len changed */
     expect_sval_patched(3, 0x7f, BINDLOG_ECORRUPT);
     expect_sval_patched(5, 0x80, BINDLOG_ECORRUPT); /* origin_len runs on */
@@ -999,6 +1104,7 @@ int main(void)
         cmocka_unit_test(record__round_trip),
         cmocka_unit_test(record__max_size),
         cmocka_unit_test(record__golden_bytes),
+        cmocka_unit_test(record__standard_reason_is_a_flag),
         cmocka_unit_test(record__version2_still_decodes),
         cmocka_unit_test(record__version1_still_decodes),
         cmocka_unit_test(record__varint_forms),
@@ -1019,6 +1125,7 @@ int main(void)
         cmocka_unit_test(sval__round_trip),
         cmocka_unit_test(sval__truncations),
         cmocka_unit_test(sval__bad_fields),
+        cmocka_unit_test(sval__standard_reason_is_a_code),
         cmocka_unit_test(sval__versions),
         cmocka_unit_test(valid__key_id_reason),
         cmocka_unit_test(valid__id_rule_every_byte_everywhere),

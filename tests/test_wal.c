@@ -610,6 +610,78 @@ static void wal__a_group_larger_than_half_the_log_is_enospc(void **state)
     free(dir);
 }
 
+/* The pages LMDB's free list holds in records (one a commit, keyed by its
+ * transaction id) up to `upto`, and the highest key. */
+static uint64_t free_pages_upto(bl_env *e, uint64_t upto, uint64_t *maxkey)
+{
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint64_t n = 0;
+    *maxkey = 0;
+    assert_int_equal(mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_cursor_open(txn, 0, &c), 0);
+    while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0) {
+        size_t id, pages;
+        memcpy(&id, k.mv_data, sizeof id);
+        memcpy(&pages, v.mv_data, sizeof pages); /* an IDL: its count first */
+        if (id <= upto)
+            n += pages;
+        if (id > *maxkey)
+            *maxkey = id;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    return n;
+}
+
+/* Checkpoints back to back: LMDB reuses a page only from the second commit
+ * after the one that freed it, so without the settling commit a checkpoint
+ * could never take the pages its predecessor freed, and a store whose
+ * checkpoints rewrite the same leaves carried a second copy of them. */
+static void wal__a_checkpoint_reuses_the_pages_the_one_before_freed(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walreuse");
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 4 << 20, 0);
+    enum { NKEY = 2000, ROUNDS = 3 };
+    static char keys[NKEY][48], sids[NKEY][48];
+    bindlog_event ev[NKEY];
+    bindlog_result r[NKEY];
+    size_t bad;
+    uint64_t lsn, freed = 0, maxkey = 0, maxkey2;
+
+    for (int i = 0; i < NKEY; i++)
+        snprintf(keys[i], sizeof keys[i], "agent:main:telegram:dm:%d", (i * 7919) % 100000);
+    for (int round = 0; round < ROUNDS; round++) {
+        /* every key bound to a new session: every bindings leaf rewritten */
+        for (int i = 0; i < NKEY; i++) {
+            snprintf(sids[i], sizeof sids[i], "reuse-%d-%05d", round, i);
+            ev[i] = (bindlog_event){BINDLOG_EVENT_BIND, keys[i], sids[i], NULL, 0, NULL, "o", 1};
+        }
+        assert_int_equal(bindlog_apply_batch(s, ev, NKEY, r, &bad), 0);
+        assert_int_equal(bindlog_checkpoint(s, &lsn), 0);
+        assert_int_equal(lsn, (uint64_t)NKEY * (round + 1));
+        if (round == ROUNDS - 1) {
+            /* the previous checkpoint's records are all but used up */
+            uint64_t left = free_pages_upto(s->e, maxkey, &maxkey2);
+            if (left * 10 > freed)
+                fail_msg("the checkpoint left %llu of the %llu pages freed before it",
+                         (unsigned long long)left, (unsigned long long)freed);
+        } else if (round == ROUNDS - 2) {
+            /* it rewrote the leaves the round before wrote: they are free */
+            freed = free_pages_upto(s->e, UINT64_MAX, &maxkey);
+            assert_true(freed > 20);
+        }
+    }
+    assert_clean(s);
+    bindlog_close(s);
+    unsetenv("BINDLOG_CHECKPOINT");
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* Find the last frame of the log (for damaging it): its position in the
  * file and its size. */
 static void last_frame(const char *dir, off_t *off, size_t *size)
@@ -910,6 +982,7 @@ int main(void)
         cmocka_unit_test(wal__recovery_at_open_replays_the_log),
         cmocka_unit_test(wal__a_full_log_is_checkpointed_by_its_writer),
         cmocka_unit_test(wal__a_checkpoint_writes_the_newest_value_of_every_key),
+        cmocka_unit_test(wal__a_checkpoint_reuses_the_pages_the_one_before_freed),
         cmocka_unit_test(wal__a_group_larger_than_half_the_log_is_enospc),
         cmocka_unit_test(wal__a_torn_batch_is_all_or_nothing),
         cmocka_unit_test(wal__a_format_1_store_names_bindlog_upgrade),

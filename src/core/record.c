@@ -7,7 +7,8 @@
  * Log record (version 3, format 4): no fixed part but its first two bytes,
  * varints for every number and length, the strings, then the checksum:
  *
- *    0 version u8 (3)   1 type (1..6) | flags << 4 (ORIGIN 0x10, ACTIVITY 0x20)
+ *    0 version u8 (3)   1 type (1..6) | flags << 4 (ORIGIN 0x10, ACTIVITY 0x20,
+ *                         STD_REASON 0x40: the type's standard reason, no bytes)
  *    2 varints: lsn, zigzag(time_ms), generation, lsn - prev_lsn (0: none),
  *      key_len, sid_len, other_len, reason_len, origin_len
  *    then key | sid | other | reason | origin
@@ -28,7 +29,8 @@
  * Binding value (version 2): version u8, sid_len u8, varints generation,
  * lsn, zigzag(updated_ms), zigzag(last_activity_ms), then the session id.
  *
- * Session value (version 2): version u8, flags u8 (0), varints key_len,
+ * Session value (version 2): version u8, flags u8 (bits 0..2: 0 or the code
+ * 1..5 of a standard end reason, which then has no bytes), varints key_len,
  * parent_len, reason_len, origin_len, created_lsn, ended_lsn,
  * zigzag(created_ms), zigzag(ended_ms), then key | parent | reason | origin.
  *
@@ -159,7 +161,46 @@ static int check_version(unsigned v, unsigned mine)
     return v > mine ? BINDLOG_EVERSION : 0;
 }
 
+/* ---- standard reasons -------------------------------------------------- */
+
+/*
+ * The reasons the library applies when an event gives none, frozen here as
+ * part of the format (the state machine's defaults may change; these bytes
+ * may not): a record or a session value whose reason is one of them stores
+ * a code instead of the bytes.  Indexed by event type; ROUTE has none.
+ */
+static const char *const std_reason[BL_STD_REASONS] = {
+    NULL, "switch", "new_session", "compression", "invalidate", "unbind",
+};
+
+/* The code of a reason (1..5), or 0 when it is not a standard one. */
+static unsigned reason_code(const char *r, size_t n)
+{
+    for (unsigned c = 1; c < BL_STD_REASONS; c++)
+        if (n != 0 && n == strlen(std_reason[c]) && memcmp(r, std_reason[c], n) == 0)
+            return c;
+    return 0;
+}
+
+/* Point *r at standard reason c (1..5). */
+static void std_reason_of(unsigned c, const char **r, size_t *n)
+{
+    *r = std_reason[c];
+    *n = strlen(std_reason[c]);
+}
+
 /* ---- log records ------------------------------------------------------- */
+
+/* Is the record's reason the standard one of its own type (stored as the
+ * type byte's bit 6, BL_REC_STD_REASON, with no reason bytes)? */
+static int std_own_reason(const bl_record *r)
+{
+    return r->type < BL_STD_REASONS && r->reason_len != 0 &&
+           reason_code(r->reason, r->reason_len) == (unsigned)r->type;
+}
+
+/* The reason's bytes in the encoding: none when it is its type's standard one. */
+static size_t reason_bytes(const bl_record *r) { return std_own_reason(r) ? 0 : r->reason_len; }
 
 /* lsn - prev_lsn, or 0 for a key's first record */
 static uint64_t prev_gap(const bl_record *r) { return r->prev_lsn ? r->lsn - r->prev_lsn : 0; }
@@ -169,13 +210,13 @@ static size_t record_head_size(const bl_record *r)
     return 2 + bl_varint_size(r->lsn) + bl_varint_size(bl_zigzag(r->time_ms)) +
            bl_varint_size(r->generation) + bl_varint_size(prev_gap(r)) +
            bl_varint_size(r->key_len) + bl_varint_size(r->sid_len) +
-           bl_varint_size(r->other_len) + bl_varint_size(r->reason_len) +
+           bl_varint_size(r->other_len) + bl_varint_size(reason_bytes(r)) +
            bl_varint_size(r->origin_len);
 }
 
 size_t bl_record_size(const bl_record *r)
 {
-    return record_head_size(r) + r->key_len + r->sid_len + r->other_len + r->reason_len +
+    return record_head_size(r) + r->key_len + r->sid_len + r->other_len + reason_bytes(r) +
            r->origin_len + BL_RECORD_CHECKSUM;
 }
 
@@ -213,7 +254,8 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
         return 0;
     unsigned char *b = buf;
     b[0] = BINDLOG_RECORD_VERSION;
-    b[1] = (unsigned char)(r->type | r->flags << 4);
+    int std = std_own_reason(r);
+    b[1] = (unsigned char)(r->type | r->flags << 4 | (std ? BL_REC_STD_REASON << 4 : 0));
     size_t pos = 2;
     pos += bl_varint_put(b + pos, r->lsn);
     pos += bl_varint_put(b + pos, bl_zigzag(r->time_ms));
@@ -222,12 +264,12 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
     pos += bl_varint_put(b + pos, r->key_len);
     pos += bl_varint_put(b + pos, r->sid_len);
     pos += bl_varint_put(b + pos, r->other_len);
-    pos += bl_varint_put(b + pos, r->reason_len);
+    pos += bl_varint_put(b + pos, std ? 0 : r->reason_len);
     pos += bl_varint_put(b + pos, r->origin_len);
     put_bytes(b, &pos, r->key, r->key_len);
     put_bytes(b, &pos, r->sid, r->sid_len);
     put_bytes(b, &pos, r->other, r->other_len);
-    put_bytes(b, &pos, r->reason, r->reason_len);
+    put_bytes(b, &pos, r->reason, std ? 0 : r->reason_len);
     put_bytes(b, &pos, r->origin, r->origin_len);
     bl_put64(b + pos, XXH3_64bits(b, pos));
     return n;
@@ -330,6 +372,19 @@ static int record_parse(const unsigned char *b, size_t len, bl_record *r)
     r->other = take(b, &pos, r->other_len);
     r->reason = take(b, &pos, r->reason_len);
     r->origin = take(b, &pos, r->origin_len);
+    if (r->version >= 3) {
+        /* one encoding per record: the standard reason of its type only
+         * as the flag, the flag only with no reason bytes and a type that
+         * has one */
+        if (r->flags & BL_REC_STD_REASON) {
+            if (r->reason_len != 0 || r->type < BINDLOG_EVENT_BIND || r->type >= BL_STD_REASONS)
+                return BINDLOG_ECORRUPT;
+            r->flags &= ~BL_REC_STD_REASON;
+            std_reason_of(r->type, &r->reason, &r->reason_len);
+        } else if (std_own_reason(r)) {
+            return BINDLOG_ECORRUPT;
+        }
+    }
     return 0;
 }
 
@@ -512,13 +567,21 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out)
 
 /* ---- session values ---------------------------------------------------- */
 
+/* A session value's reason bytes: none when it is a standard reason (its
+ * code is in the flags byte). */
+static size_t sval_reason_bytes(const bl_sval *v)
+{
+    return reason_code(v->reason, v->reason_len) ? 0 : v->reason_len;
+}
+
 size_t bl_sval_size(const bl_sval *v)
 {
+    size_t rn = sval_reason_bytes(v);
     return 2 + bl_varint_size(v->key_len) + bl_varint_size(v->parent_len) +
-           bl_varint_size(v->reason_len) + bl_varint_size(v->origin_len) +
+           bl_varint_size(rn) + bl_varint_size(v->origin_len) +
            bl_varint_size(v->created_lsn) + bl_varint_size(v->ended_lsn) +
            bl_varint_size(bl_zigzag(v->created_ms)) + bl_varint_size(bl_zigzag(v->ended_ms)) +
-           v->key_len + v->parent_len + v->reason_len + v->origin_len;
+           v->key_len + v->parent_len + rn + v->origin_len;
 }
 
 static int sval_fields_ok(const bl_sval *v)
@@ -529,11 +592,11 @@ static int sval_fields_ok(const bl_sval *v)
            bl_valid_time(v->created_ms) && bl_valid_time(v->ended_ms);
 }
 
-static void sval_strings(unsigned char *b, size_t pos, const bl_sval *v)
+static void sval_strings(unsigned char *b, size_t pos, const bl_sval *v, size_t reason_len)
 {
     put_bytes(b, &pos, v->key, v->key_len);
     put_bytes(b, &pos, v->parent, v->parent_len);
-    put_bytes(b, &pos, v->reason, v->reason_len);
+    put_bytes(b, &pos, v->reason, reason_len);
     put_bytes(b, &pos, v->origin, v->origin_len);
 }
 
@@ -546,17 +609,19 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
         return 0;
     unsigned char *b = buf;
     b[0] = BL_SVAL_VERSION;
-    b[1] = 0; /* flags: none defined yet */
+    unsigned code = reason_code(v->reason, v->reason_len);
+    size_t rn = code ? 0 : v->reason_len;
+    b[1] = (unsigned char)code; /* flags: bits 0..2 the standard reason's code */
     size_t pos = 2;
     pos += bl_varint_put(b + pos, v->key_len);
     pos += bl_varint_put(b + pos, v->parent_len);
-    pos += bl_varint_put(b + pos, v->reason_len);
+    pos += bl_varint_put(b + pos, rn);
     pos += bl_varint_put(b + pos, v->origin_len);
     pos += bl_varint_put(b + pos, v->created_lsn);
     pos += bl_varint_put(b + pos, v->ended_lsn);
     pos += bl_varint_put(b + pos, bl_zigzag(v->created_ms));
     pos += bl_varint_put(b + pos, bl_zigzag(v->ended_ms));
-    sval_strings(b, pos, v);
+    sval_strings(b, pos, v, rn);
     return n;
 }
 
@@ -578,7 +643,7 @@ size_t bl_sval_encode_v1(const bl_sval *v, void *buf, size_t cap)
     bl_put64(b + 18, v->ended_lsn);
     bl_put64(b + 26, (uint64_t)v->created_ms);
     bl_put64(b + 34, (uint64_t)v->ended_ms);
-    sval_strings(b, BL_SVAL_FIXED, v);
+    sval_strings(b, BL_SVAL_FIXED, v, v->reason_len);
     return n;
 }
 
@@ -593,8 +658,11 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
     int rc = check_version(b[0], BL_SVAL_VERSION);
     if (rc != 0)
         return rc;
-    if (b[1] != 0)
-        return BINDLOG_ECORRUPT; /* reserved flags */
+    /* version 2: bits 0..2 a standard reason's code (1..5), the rest
+     * reserved; version 1: no flags */
+    unsigned code = b[1];
+    if (b[0] == 1 ? code != 0 : code >= BL_STD_REASONS)
+        return BINDLOG_ECORRUPT;
     bl_sval v;
     size_t pos;
     uint64_t f[8];
@@ -631,6 +699,16 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
     v.parent = take(b, &pos, v.parent_len);
     v.reason = take(b, &pos, v.reason_len);
     v.origin = take(b, &pos, v.origin_len);
+    if (b[0] >= 2) {
+        /* one encoding per value: a standard reason only by its code */
+        if (code != 0) {
+            if (v.reason_len != 0)
+                return BINDLOG_ECORRUPT;
+            std_reason_of(code, &v.reason, &v.reason_len);
+        } else if (reason_code(v.reason, v.reason_len) != 0) {
+            return BINDLOG_ECORRUPT;
+        }
+    }
     *out = v;
     return 0;
 }

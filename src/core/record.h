@@ -36,6 +36,13 @@ static inline uint64_t bl_get64be(const unsigned char *p) { uint64_t v = 0; for 
  * record's time_ms.  A ROUTE record sets it by its type alone. */
 #define BL_REC_ACTIVITY 0x02u
 #define BL_REC_FLAGS_KNOWN (BL_REC_ORIGIN | BL_REC_ACTIVITY)
+/* Version 3's type byte, bit 6: the reason is the standard one of the
+ * record's type (record.c's frozen table), stored without its bytes.  An
+ * encoding detail: the encoder sets it and the decoder takes it off again,
+ * so a decoded record's flags never carry it and its reason is the text. */
+#define BL_REC_STD_REASON 0x04u
+/* Standard reasons: codes 1..5, one per event type BIND..UNBIND. */
+#define BL_STD_REASONS 6
 
 /* Fixed part of a record (version 2): version(1) type(1) flags(2) lsn(8)
  * time(8) gen(8) key_len(2) sid_len(1) other_len(1) reason_len(1)
