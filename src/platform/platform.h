@@ -6,10 +6,11 @@
  * One file a platform, selected by CMake (-DBINDLOG_PLATFORM=auto|linux|
  * darwin|posix):
  *   linux.c   futex, fallocate, getrandom, O_TMPFILE, secure_getenv,
- *             fdatasync, OFD locks, robust mutexes (glibc and musl);
+ *             fdatasync, OFD locks, robust mutexes, ioprio_set (glibc
+ *             and musl);
  *   darwin.c  os_sync_wait_on_address (macOS 14.4+, found at run time) or
  *             __ulock_wait, F_PREALLOCATE, getentropy, issetugid,
- *             fcntl(F_FULLFSYNC);
+ *             fcntl(F_FULLFSYNC), setiopolicy_np;
  *   posix.c   the portable fallback of every item (the BSDs; on Linux with
  *             BINDLOG_PLATFORM=posix, which defines BL_PLATFORM_POSIX, so
  *             that CI runs the whole suite on the fallbacks).
