@@ -1843,7 +1843,7 @@ static ratio R[] = {
     /* issue 22: a new store from its first event, a restarted writer's first write */
     {"fresh1_over_fsync", "FULL x1 fresh store / fdatasync", M_BLFRESH1, M_FSYNC, 0.8, 0, 0, 0,
      0},
-    {"first_write_ms", "first write ms, bulk store, cold (median)", M_FIRST_WRITE, -1, 2, 1, 0, 0, 0},
+    {"first_write_ms", "first write ms, bulk, cold (median)", M_FIRST_WRITE, -1, 2, 1, 0, 0, 0},
     {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0, 0},
     {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 20, 0, 0, 0, 0},
     {"fresh16_over_sqlite16", "FULL x16 fresh store / SQLite x16", M_BLFRESH16, M_SQ16, 8, 0, 0,
