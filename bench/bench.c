@@ -185,7 +185,7 @@ static meas M[M_COUNT] = {
     [M_GET2] = {.id = "get_2_threads", .label = "bindlog_get, 2 threads (per thread)", .unit = "gets"},
     [M_OPEN] = {.id = "open", .label = "bindlog_open of the bulk store", .unit = "opens"},
     [M_OPEN_FULL_LOG] = {.id = "open_full_log", .label = "bindlog_open, log full (recovery)", .unit = "opens"},
-    [M_FIRST_WRITE] = {.id = "first_write", .label = "first write after open, bulk store",
+    [M_FIRST_WRITE] = {.id = "first_write", .label = "first write after open, bulk, cold",
                        .unit = "writes"},
     [M_WAKE] = {.id = "wake", .label = "bindlog_wait wake-up, other process", .unit = "wakes"},
     [M_CHECK] = {.id = "check", .label = "bindlog_check", .unit = "records"},
@@ -1455,68 +1455,97 @@ out:
     mdb_env_close(env);
 }
 
+/* Flush DIR/data.mdb and drop it from the page cache (no root needed). */
+static int evict_data(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int rc = fdatasync(fd) != 0 ? errno : posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    return rc;
+}
+
+static void sort_small(double *v, int n)
+{
+    for (int a = 1; a < n; a++) /* insertion sort, a handful of values */
+        for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+            double x = v[b];
+            v[b] = v[b - 1];
+            v[b - 1] = x;
+        }
+}
+
 /* What a restarted writer pays for its first write on the bulk store: a
  * new environment (no other handle open), a FULL bind right after open,
- * then a second (the steady cost); median of a few.  The whole-store page
- * walk the open starts is off this path (docs/design.md, "Damaged
- * files"); scripts/first-write.sh measures the same with more detail. */
+ * then a second (the steady cost); median of a few.  Two cases: warm
+ * (data.mdb in the page cache, as the load left it) and cold (data.mdb
+ * dropped from the page cache before each open, as after a restart on a
+ * busy host: the open's whole-store walk then reads the disk while the
+ * write flushes the log).  The row is the cold case, the note gives both.
+ * The walk is off the write path (docs/design.md, "Damaged files");
+ * bindlog-first-write measures the same with more detail. */
 static void first_write(const cfg *c, const char *dir)
 {
     meas *m = &M[M_FIRST_WRITE];
     bindlog_options o = BINDLOG_OPTIONS_INIT;
     bindlog *h;
     bindlog_result res;
-    double first[8], second[8];
-    int n = c->quick ? 3 : 5, rc = 0, i;
+    double first[2][8], second[2][8];
+    int n = c->quick ? 3 : 5, rc = 0, i = 0, cold = 0;
     char key[64], sid[64];
 
-    progress(c, "the first write after open");
+    progress(c, "the first write after open, warm and cold");
     o.durability = BINDLOG_DURABILITY_FULL;
-    for (i = 0; i < n; i++) {
-        if ((rc = bindlog_open(&h, dir, &o)) != 0)
-            break;
-        double *slot[2] = {&first[i], &second[i]};
-        for (int j = 0; j < 2 && rc >= 0; j++) {
-            snprintf(key, sizeof key, "bench:first-write:%d:%d", i, j);
-            snprintf(sid, sizeof sid, "bench-fw-%d-%d", i, j);
-            uint64_t t0 = now_ns();
-            rc = bindlog_bind(h, key, sid, NULL, NULL, NULL, 0, &res);
-            *slot[j] = (double)(now_ns() - t0) / 1e6;
+    for (cold = 0; rc == 0 && cold < 2; cold++) {
+        for (i = 0; i < n; i++) {
+            if (cold && (rc = evict_data(dir)) != 0) {
+                snprintf(m->note, sizeof m->note, "failed: data.mdb out of the page cache: %s",
+                         strerror(rc));
+                break;
+            }
+            if ((rc = bindlog_open(&h, dir, &o)) != 0)
+                break;
+            double *slot[2] = {&first[cold][i], &second[cold][i]};
+            for (int j = 0; j < 2 && rc >= 0; j++) {
+                snprintf(key, sizeof key, "bench:first-write:%d:%d:%d", cold, i, j);
+                snprintf(sid, sizeof sid, "bench-fw-%d-%d-%d", cold, i, j);
+                uint64_t t0 = now_ns();
+                rc = bindlog_bind(h, key, sid, NULL, NULL, NULL, 0, &res);
+                *slot[j] = (double)(now_ns() - t0) / 1e6;
+            }
+            bindlog_close(h);
+            if (rc != BINDLOG_APPLIED)
+                break;
+            rc = 0;
         }
-        bindlog_close(h);
-        if (rc != BINDLOG_APPLIED)
-            break;
-        rc = 0;
     }
     if (rc != 0) {
         m->errors++;
         g_failed = 1;
-        snprintf(m->note, sizeof m->note, "failed: %s", bindlog_code_name(rc));
+        if (m->note[0] == 0)
+            snprintf(m->note, sizeof m->note, "failed: %s", bindlog_code_name(rc));
         return;
     }
-    for (int a = 1; a < n; a++) /* insertion sort, a handful of values */
-        for (int b = a; b > 0 && first[b - 1] > first[b]; b--) {
-            double x = first[b];
-            first[b] = first[b - 1];
-            first[b - 1] = x;
-        }
-    for (int a = 1; a < n; a++)
-        for (int b = a; b > 0 && second[b - 1] > second[b]; b--) {
-            double x = second[b];
-            second[b] = second[b - 1];
-            second[b - 1] = x;
-        }
-    S.first_write_median_ms = first[n / 2];
-    S.second_write_median_ms = second[n / 2];
+    for (cold = 0; cold < 2; cold++) {
+        sort_small(first[cold], n);
+        sort_small(second[cold], n);
+    }
+    S.first_write_median_ms = first[1][n / 2];
+    S.second_write_median_ms = second[1][n / 2];
     m->ran = 1;
     m->events = (uint64_t)n;
     m->secs = 0;
     m->rate = 1000.0 / S.first_write_median_ms;
     m->p50_us = S.first_write_median_ms * 1000.0;
-    m->p99_us = first[n - 1] * 1000.0;
+    m->p99_us = first[1][n - 1] * 1000.0;
     snprintf(m->note, sizeof m->note,
-             "%" PRIu64 " events; FULL, at once after open; median 1st %.2f ms, 2nd %.2f ms",
-             S.events, S.first_write_median_ms, S.second_write_median_ms);
+             "%" PRIu64 " events; FULL; p50 uncached 1st %.2f, 2nd %.2f ms; cached 1st %.2f, "
+             "2nd %.2f ms",
+             S.events, S.first_write_median_ms, S.second_write_median_ms, first[0][n / 2],
+             second[0][n / 2]);
 }
 
 static void bulk_store(const cfg *c, const workload *w)
@@ -1814,7 +1843,7 @@ static ratio R[] = {
     /* issue 22: a new store from its first event, a restarted writer's first write */
     {"fresh1_over_fsync", "FULL x1 fresh store / fdatasync", M_BLFRESH1, M_FSYNC, 0.8, 0, 0, 0,
      0},
-    {"first_write_ms", "first write ms, bulk store (median)", M_FIRST_WRITE, -1, 2, 1, 0, 0, 0},
+    {"first_write_ms", "first write ms, bulk, cold (median)", M_FIRST_WRITE, -1, 2, 1, 0, 0, 0},
     {"full16_over_sqlite16", "FULL x16 / SQLite FULL x16", M_BL16, M_SQ16, 8, 0, 0, 0, 0},
     {"full64_over_sqlite64", "FULL x64 / SQLite FULL x64", M_BL64, M_SQ64, 20, 0, 0, 0, 0},
     {"fresh16_over_sqlite16", "FULL x16 fresh store / SQLite x16", M_BLFRESH16, M_SQ16, 8, 0, 0,

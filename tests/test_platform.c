@@ -14,7 +14,9 @@
  *    bindlog_fsync, the same flush on the public API);
  *  - a lock of an open file description survives the close of another
  *    descriptor of its file, and conflicts with another description of the
- *    same process.
+ *    same process;
+ *  - a thread's idle I/O priority (the open's page walk) is taken and
+ *    given back, and is the thread's own, not its process's.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -259,6 +262,64 @@ static void platform__files_random_and_flush(void **state)
     free(dir);
 }
 
+/* The walk thread's idle I/O priority: taken, then given back exactly
+ * (the checkpoints after the walk run at the thread's own priority), and
+ * another thread of the process keeps its own meanwhile.  The portable
+ * layer has no such call: ENOTSUP, nothing saved, nothing to give back. */
+typedef struct io_other {
+    int go[2]; /* a pipe: the thread asks once a byte arrives */
+    int saved;
+} io_other;
+
+static void *io_idle_other(void *p)
+{
+    io_other *o = p;
+    char c;
+    if (read(o->go[0], &c, 1) != 1)
+        return (void *)(intptr_t)EIO;
+    int err = bl_plat_io_idle_begin(&o->saved);
+    bl_plat_io_idle_end(o->saved);
+    return (void *)(intptr_t)err;
+}
+
+static void platform__io_idle_is_the_threads_and_given_back(void **state)
+{
+    (void)state;
+    int was = -2, idle = -2, again = -2;
+    int err = bl_plat_io_idle_begin(&was);
+    if (!strcmp(bl_plat_name(), "posix")) {
+        assert_int_equal(err, ENOTSUP);
+        assert_int_equal(was, -1);
+        bl_plat_io_idle_end(was);
+        return;
+    }
+    assert_int_equal(err, 0);
+    assert_true(was >= 0);
+    /* now idle: what a second call saves is the idle setting */
+    assert_int_equal(bl_plat_io_idle_begin(&idle), 0);
+    assert_true(idle != was);
+    /* a thread made while this one was not idle keeps its own priority
+     * when this one turns idle (a thread made after would inherit idle) */
+    bl_plat_io_idle_end(was);
+    io_other o = {.saved = -2};
+    pthread_t t;
+    void *terr;
+    assert_int_equal(pipe(o.go), 0);
+    assert_int_equal(pthread_create(&t, NULL, io_idle_other, &o), 0);
+    assert_int_equal(bl_plat_io_idle_begin(&idle), 0);
+    assert_int_equal(write(o.go[1], "x", 1), 1);
+    assert_int_equal(pthread_join(t, &terr), 0);
+    assert_int_equal((int)(intptr_t)terr, 0);
+    assert_int_equal(o.saved, was);
+    close(o.go[0]);
+    close(o.go[1]);
+    /* given back: the next call saves the priority of before */
+    bl_plat_io_idle_end(was);
+    assert_int_equal(bl_plat_io_idle_begin(&again), 0);
+    assert_int_equal(again, was);
+    bl_plat_io_idle_end(again);
+}
+
 /* A lock of an open file description (the world lock's kind): closing
  * another descriptor of the file leaves it held (a process's fcntl lock
  * would be gone), another description of the same process conflicts with
@@ -357,6 +418,7 @@ int main(void)
         cmocka_unit_test(platform__files_random_and_flush),
         cmocka_unit_test(platform__an_fdlock_outlives_the_other_descriptors),
         cmocka_unit_test(platform__bindlog_fsync_flushes_files_and_directories),
+        cmocka_unit_test(platform__io_idle_is_the_threads_and_given_back),
     };
     print_message("platform layer: %s\n", bl_plat_name());
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,6 +44,7 @@
 #include "core/failpoint.h"
 #include "core/record.h"
 #include "lmdb/pagecheck.h"
+#include "platform/platform.h"
 
 /* ---- the writers' lock ------------------------------------------------------ */
 
@@ -657,7 +658,13 @@ static void walk_store(ckpt_arg *a)
 
     pthread_mutex_unlock(&w->cmu);
     bl_err_clear();
+    /* the walk's reads of pages not cached yield to the commits' flushes
+     * of the log (at idle I/O priority where the system has one); the
+     * checkpoints after it run at the thread's own priority again */
+    int ioprio, idle = bl_plat_io_idle_begin(&ioprio) == 0;
     int rc = bl_pc_guard_store_bg(e, walk_stop, a);
+    if (idle)
+        bl_plat_io_idle_end(ioprio);
     pthread_mutex_lock(&w->cmu);
     if (rc == 0) {
         atomic_store_explicit(&w->store_checked, 1, memory_order_release);

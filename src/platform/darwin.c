@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -195,6 +196,24 @@ void bl_plat_writeback(int fd) { (void)fd; }
 
 /* Darwin's rwlocks already block new readers while a writer waits. */
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
+
+int bl_plat_io_idle_begin(int *saved)
+{
+    *saved = -1;
+    int was = getiopolicy_np(IOPOL_TYPE_DISK, IOPOL_SCOPE_THREAD);
+    if (was < 0)
+        return errno;
+    if (setiopolicy_np(IOPOL_TYPE_DISK, IOPOL_SCOPE_THREAD, IOPOL_THROTTLE) != 0)
+        return errno;
+    *saved = was;
+    return 0;
+}
+
+void bl_plat_io_idle_end(int saved)
+{
+    if (saved >= 0)
+        (void)setiopolicy_np(IOPOL_TYPE_DISK, IOPOL_SCOPE_THREAD, saved);
+}
 
 /* ---- the process ------------------------------------------------------------------ */
 

@@ -154,6 +154,38 @@ void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a)
 #endif
 }
 
+/* ioprio_get/ioprio_set have no glibc wrapper; their constants
+ * (linux/ioprio.h, which older kernels' headers lack): who =
+ * IOPRIO_WHO_PROCESS with id 0, the calling thread; the class in the bits
+ * from 13 up. */
+enum { IOPRIO_WHO_THREAD = 1, IOPRIO_IDLE = 3 << 13 };
+
+int bl_plat_io_idle_begin(int *saved)
+{
+    *saved = -1;
+#if defined(SYS_ioprio_get) && defined(SYS_ioprio_set)
+    long was = syscall(SYS_ioprio_get, IOPRIO_WHO_THREAD, 0);
+    if (was < 0)
+        return errno;
+    if (syscall(SYS_ioprio_set, IOPRIO_WHO_THREAD, 0, IOPRIO_IDLE) != 0)
+        return errno;
+    *saved = (int)was;
+    return 0;
+#else
+    return ENOTSUP;
+#endif
+}
+
+void bl_plat_io_idle_end(int saved)
+{
+#if defined(SYS_ioprio_set)
+    if (saved >= 0)
+        (void)syscall(SYS_ioprio_set, IOPRIO_WHO_THREAD, 0, saved);
+#else
+    (void)saved;
+#endif
+}
+
 /* ---- the process ------------------------------------------------------------ */
 
 int bl_plat_random(void *buf, size_t n)

@@ -6,10 +6,11 @@
  * One file a platform, selected by CMake (-DBINDLOG_PLATFORM=auto|linux|
  * darwin|posix):
  *   linux.c   futex, fallocate, getrandom, O_TMPFILE, secure_getenv,
- *             fdatasync, OFD locks, robust mutexes (glibc and musl);
+ *             fdatasync, OFD locks, robust mutexes, ioprio_set (glibc
+ *             and musl);
  *   darwin.c  os_sync_wait_on_address (macOS 14.4+, found at run time) or
  *             __ulock_wait, F_PREALLOCATE, getentropy, issetugid,
- *             fcntl(F_FULLFSYNC);
+ *             fcntl(F_FULLFSYNC), setiopolicy_np;
  *   posix.c   the portable fallback of every item (the BSDs; on Linux with
  *             BINDLOG_PLATFORM=posix, which defines BL_PLATFORM_POSIX, so
  *             that CI runs the whole suite on the fallbacks).
@@ -176,6 +177,16 @@ void bl_plat_writeback(int fd);
  * starve a writer): glibc needs to be told; macOS's already do; elsewhere
  * the system's policy stands. */
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a);
+
+/* Make the calling thread's disk I/O yield to every other I/O of the
+ * system (a background scan must not delay a commit's flush) until
+ * bl_plat_io_idle_end(*saved) puts back what it had: Linux ioprio_set
+ * (IOPRIO_CLASS_IDLE) for the thread, honoured by the bfq and mq-deadline
+ * schedulers; macOS setiopolicy_np(IOPOL_THROTTLE) for the thread.  0, or
+ * the errno value (ENOTSUP on the portable layer, which has no such call:
+ * the thread then goes on at its usual priority, and _end does nothing). */
+int bl_plat_io_idle_begin(int *saved);
+void bl_plat_io_idle_end(int saved);
 
 /* ---- the process ----------------------------------------------------------- */
 

@@ -65,6 +65,12 @@ int bl_plat_flush_file(int fd) { return bl_plat_fb_fsync(fd); }
 int bl_plat_flush_weakened(void) { return 0; }
 void bl_plat_writeback(int fd) { (void)fd; }
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
+int bl_plat_io_idle_begin(int *saved)
+{
+    *saved = -1;
+    return ENOTSUP;
+}
+void bl_plat_io_idle_end(int saved) { (void)saved; }
 int bl_plat_random(void *buf, size_t n) { return bl_plat_fb_random(buf, n); }
 const char *bl_plat_secure_getenv(const char *name) { return bl_plat_fb_secure_getenv(name); }
 
