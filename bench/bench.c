@@ -45,6 +45,7 @@
  * their figures print as "n/a (not built)".
  */
 #include "bench.h"
+#include "mdb_tables.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1401,7 +1402,6 @@ static void table_sizes(const char *dir, uint64_t events)
     MDB_txn *txn = NULL;
     MDB_cursor *cur = NULL;
     MDB_dbi main_dbi;
-    MDB_val k, v;
     MDB_envinfo info;
     MDB_stat st;
     uint64_t b[8] = {0};
@@ -1417,25 +1417,13 @@ static void table_sizes(const char *dir, uint64_t events)
     uint64_t psize = st.ms_psize;
     b[TS_USED] = ((uint64_t)info.me_last_pgno + 1) * psize;
     /* the free list: each value is a page list, its first word the count */
-    if (mdb_cursor_open(txn, 0, &cur) == 0) {
-        while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0)
-            if (v.mv_size >= sizeof(size_t))
-                b[TS_FREE] += (uint64_t)*(const size_t *)v.mv_data * psize;
-        mdb_cursor_close(cur);
-        cur = NULL;
-    }
+    b[TS_FREE] = bench_free_bytes(txn, psize);
     /* the named tables: the main database's keys */
     if (mdb_dbi_open(txn, NULL, 0, &main_dbi) != 0 || mdb_cursor_open(txn, main_dbi, &cur) != 0)
         goto out;
-    while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
-        char name[64];
-        MDB_dbi dbi;
-        if (k.mv_size == 0 || k.mv_size >= sizeof name)
-            continue;
-        memcpy(name, k.mv_data, k.mv_size);
-        name[k.mv_size] = '\0';
-        if (mdb_dbi_open(txn, name, 0, &dbi) != 0 || mdb_stat(txn, dbi, &st) != 0)
-            continue;
+    char name[64];
+    MDB_dbi dbi;
+    while (bench_next_table(txn, cur, name, sizeof name, &dbi, &st) == 0) {
         uint64_t bytes =
             ((uint64_t)st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages) * psize;
         int t = TS_OTHER;

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 
 #include "bindlog.h"
+#include "mdb_tables.h"
 
 #define BATCH 1000
 
@@ -162,7 +163,6 @@ static int tables(const char *dir, uint64_t b[T_N])
     MDB_txn *txn = NULL;
     MDB_cursor *cur = NULL;
     MDB_dbi main_dbi;
-    MDB_val k, v;
     MDB_stat st;
     int rc = 1;
     memset(b, 0, T_N * sizeof *b);
@@ -174,24 +174,12 @@ static int tables(const char *dir, uint64_t b[T_N])
         goto out;
     mdb_env_stat(env, &st);
     uint64_t psize = st.ms_psize;
-    if (mdb_cursor_open(txn, 0, &cur) == 0) {
-        while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0)
-            if (v.mv_size >= sizeof(size_t))
-                b[T_FREE] += (uint64_t)*(const size_t *)v.mv_data * psize;
-        mdb_cursor_close(cur);
-        cur = NULL;
-    }
+    b[T_FREE] = bench_free_bytes(txn, psize);
     if (mdb_dbi_open(txn, NULL, 0, &main_dbi) != 0 || mdb_cursor_open(txn, main_dbi, &cur) != 0)
         goto out;
-    while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
-        char name[64];
-        MDB_dbi dbi;
-        if (k.mv_size == 0 || k.mv_size >= sizeof name)
-            continue;
-        memcpy(name, k.mv_data, k.mv_size);
-        name[k.mv_size] = '\0';
-        if (mdb_dbi_open(txn, name, 0, &dbi) != 0 || mdb_stat(txn, dbi, &st) != 0)
-            continue;
+    char name[64];
+    MDB_dbi dbi;
+    while (bench_next_table(txn, cur, name, sizeof name, &dbi, &st) == 0) {
         uint64_t bytes =
             ((uint64_t)st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages) * psize;
         int t = T_OTHER;
@@ -226,7 +214,7 @@ static void detail(const char *dir, uint64_t events)
     MDB_txn *txn = NULL;
     MDB_cursor *cur = NULL, *tc = NULL;
     MDB_dbi main_dbi;
-    MDB_val k, v, tk, tv;
+    MDB_val tk, tv;
     MDB_stat st;
     if (mdb_env_create(&env) != 0)
         return;
@@ -236,15 +224,10 @@ static void detail(const char *dir, uint64_t events)
         mdb_dbi_open(txn, NULL, 0, &main_dbi) != 0 ||
         mdb_cursor_open(txn, main_dbi, &cur) != 0)
         goto out;
-    while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
-        char name[64];
-        MDB_dbi dbi;
-        if (k.mv_size == 0 || k.mv_size >= sizeof name)
-            continue;
-        memcpy(name, k.mv_data, k.mv_size);
-        name[k.mv_size] = '\0';
-        if (mdb_dbi_open(txn, name, 0, &dbi) != 0 || mdb_stat(txn, dbi, &st) != 0 ||
-            st.ms_entries == 0 || mdb_cursor_open(txn, dbi, &tc) != 0)
+    char name[64];
+    MDB_dbi dbi;
+    while (bench_next_table(txn, cur, name, sizeof name, &dbi, &st) == 0) {
+        if (st.ms_entries == 0 || mdb_cursor_open(txn, dbi, &tc) != 0)
             continue;
         uint64_t kb = 0, vb = 0, n = 0;
         while (mdb_cursor_get(tc, &tk, &tv, MDB_NEXT) == 0) {
