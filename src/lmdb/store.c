@@ -11,7 +11,7 @@
  *             "counts" -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *   log       be64 lsn -> record (record.h)
  *   bindings  key -> binding value        sessions  id -> session value
- *   children  parent 0x00 child -> ""
+ *   children  be64 parent's created_lsn, child -> ""
  *   history   key 0x00 be64 lsn -> "": format 2 only (empty from format 3 on,
  *             where each record's prev_lsn chains its key's history)
  *   base_bindings / base_sessions: the state at meta "base" (compaction)
@@ -1354,8 +1354,13 @@ int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ct
     for (unsigned i = 0; rc == 0 && i < p->nsess; i++)
         rc = fn(ctx, BL_DB_SESSIONS, b + enc->sid_off[i], p->sess[i].id_len,
                 b + enc->sval_off[i], enc->sval_len[i]);
-    if (rc == 0 && enc->child_len)
-        rc = fn(ctx, BL_DB_CHILDREN, b + enc->child_off, enc->child_len, "", 0);
+    if (rc == 0 && enc->child_len) {
+        /* the child is the plan's first session (bl_decide) */
+        unsigned char ck[BL_LCHILD_KEY_MAX];
+        rc = fn(ctx, BL_DB_CHILDREN, ck,
+                bl_lchild_key(ck, p->child_parent_lsn, b + enc->sid_off[0], p->sess[0].id_len),
+                "", 0);
+    }
     return rc;
 }
 

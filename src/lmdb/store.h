@@ -33,7 +33,7 @@ enum {
     BL_DB_LOG,           /* be64 lsn -> record */
     BL_DB_BINDINGS,      /* key -> binding value */
     BL_DB_SESSIONS,      /* session id -> session value */
-    BL_DB_CHILDREN,      /* parent 0x00 child -> "" */
+    BL_DB_CHILDREN,      /* be64 parent created_lsn, child -> "" */
     BL_DB_HISTORY,       /* key 0x00 be64 lsn -> "" */
     BL_DB_BASE_BINDINGS, /* base image of compaction: key -> binding value */
     BL_DB_BASE_SESSIONS, /* base image of compaction: id -> session value */
