@@ -24,11 +24,11 @@
  * the whole log would -- as long as no session is used by keys of two
  * partitions.  That only happens when a BIND moves a session to another
  * key (or in a damaged log), and it is detected: the same session id comes
- * out of two partitions, or a child's parent is missing.  Then, and on any
- * record that does not re-derive, bl_bulk_run() returns BL_BULK_FALLBACK and
- * the caller runs the sequential replay (maint.h), which gives the exact
- * first bad LSN.  So the fast path never decides anything the sequential one
- * would not.
+ * out of two partitions, or an image session's parent is missing from its
+ * partition.  Then, and on any record that does not re-derive,
+ * bl_bulk_run() returns BL_BULK_FALLBACK and the caller runs the
+ * sequential replay (maint.h), which gives the exact first bad LSN.  So
+ * the fast path never decides anything the sequential one would not.
  *
  * Memory: a partition is sized (BL_BULK_PART_BYTES of input) so that its
  * state fits comfortably; two are in memory at a time, plus a block buffer
