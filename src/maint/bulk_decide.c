@@ -570,7 +570,7 @@ static int write_session_run(dstate *d, const uint32_t *order, wfile *w)
 static int write_kid_run(dstate *d, wfile *w)
 {
     size_t nk = d->nk, n = d->sess.n;
-    size_t *cnt = calloc(n > 256 ? n : 256, sizeof(size_t));
+    size_t *cnt = calloc(n ? n : 1, sizeof(size_t));
     kid *tmp = malloc((nk ? nk : 1) * sizeof(kid));
     int rc = 0;
     if (cnt == NULL || tmp == NULL) {
@@ -592,25 +592,33 @@ static int write_kid_run(dstate *d, wfile *w)
     for (size_t i = 0; i < nk; i++)
         tmp[cnt[d->k[i].rank]++] = d->k[i];
     kid *src = tmp, *dst = d->k;
+    size_t count[8][256];
+    memset(count, 0, sizeof(count));
+    for (size_t i = 0; i < nk; i++)
+        for (int byte = 0; byte < 8; byte++)
+            count[byte][(src[i].lsn >> (8 * byte)) & 0xff]++;
     for (int byte = 0; byte < 8 && nk > 1; byte++) {
         unsigned sh = 8u * (unsigned)byte;
-        memset(cnt, 0, 256 * sizeof(size_t));
-        for (size_t i = 0; i < nk; i++)
-            cnt[(src[i].lsn >> sh) & 0xff]++;
-        if (cnt[(src[0].lsn >> sh) & 0xff] == nk)
+        size_t *c = count[byte];
+        if (c[(src[0].lsn >> sh) & 0xff] == nk)
             continue;
         for (size_t v = 0, sum = 0; v < 256; v++) {
-            size_t c = cnt[v];
-            cnt[v] = sum;
-            sum += c;
+            size_t t = c[v];
+            c[v] = sum;
+            sum += t;
         }
         for (size_t i = 0; i < nk; i++)
-            dst[cnt[(src[i].lsn >> sh) & 0xff]++] = src[i];
+            dst[c[(src[i].lsn >> sh) & 0xff]++] = src[i];
         kid *t = src;
         src = dst;
         dst = t;
     }
     for (size_t i = 0; rc == 0 && i < nk; i++) {
+        /* the children's names lie all over the partition's memory */
+        if (i + 2 * RUN_PREFETCH < nk)
+            __builtin_prefetch(&d->sess.v[src[i + 2 * RUN_PREFETCH].child]);
+        if (i + RUN_PREFETCH < nk)
+            __builtin_prefetch(d->sess.v[src[i + RUN_PREFETCH].child].name);
         if (i > 0 && src[i].lsn == src[i - 1].lsn && src[i].child == src[i - 1].child)
             continue;
         const ent *c = &d->sess.v[src[i].child];
