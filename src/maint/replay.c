@@ -1291,10 +1291,10 @@ static int cmp_session(void *ctx, const void *k, size_t kn, const void *v, size_
     return cmp_entry(ctx, T_SESS, k, kn, v, vn);
 }
 
-static int cmp_child(void *ctx, const void *parent, size_t pn, const void *child, size_t cn)
+static int cmp_child(void *ctx, uint64_t parent_lsn, const void *child, size_t cn)
 {
-    unsigned char k[BL_CHILD_KEY_MAX];
-    return cmp_entry(ctx, T_CHILD, k, bl_child_key(k, parent, pn, child, cn), "", 0);
+    unsigned char k[BL_LCHILD_KEY_MAX];
+    return cmp_entry(ctx, T_CHILD, k, bl_lchild_key(k, parent_lsn, child, cn), "", 0);
 }
 
 /*
