@@ -25,6 +25,7 @@
 #include <xxhash.h>
 
 #include "bindlog.h"
+#include "core/record.h"
 #include "maint/bulk.h"
 #include "testutil.h"
 #include "workload.h"
@@ -100,8 +101,18 @@ static int teardown(void **state)
     return 0;
 }
 
+static void assert_tables_equal(const char *a, const char *b, const char *const *names,
+                                size_t nnames);
+
 /* Every entry of every table of two closed stores is the same. */
 static void assert_same_tables(const char *a, const char *b)
+{
+    assert_tables_equal(a, b, tables, sizeof(tables) / sizeof(tables[0]));
+}
+
+/* Every entry of the named tables of two closed stores is the same. */
+static void assert_tables_equal(const char *a, const char *b, const char *const *names,
+                                size_t nnames)
 {
     MDB_env *env[2];
     MDB_txn *txn[2];
@@ -113,33 +124,33 @@ static void assert_same_tables(const char *a, const char *b)
         assert_int_equal(mdb_env_open(env[i], dirs[i], MDB_RDONLY | MDB_NOLOCK, 0600), 0);
         assert_int_equal(mdb_txn_begin(env[i], NULL, MDB_RDONLY, &txn[i]), 0);
     }
-    for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+    for (size_t t = 0; t < nnames; t++) {
         MDB_dbi dbi[2];
         MDB_cursor *c[2];
         MDB_val k[2], v[2];
         int rc[2];
         uint64_t n = 0;
         for (int i = 0; i < 2; i++) {
-            assert_int_equal(mdb_dbi_open(txn[i], tables[t], 0, &dbi[i]), 0);
+            assert_int_equal(mdb_dbi_open(txn[i], names[t], 0, &dbi[i]), 0);
             assert_int_equal(mdb_cursor_open(txn[i], dbi[i], &c[i]), 0);
             rc[i] = mdb_cursor_get(c[i], &k[i], &v[i], MDB_FIRST);
         }
         while (rc[0] == 0 && rc[1] == 0) {
             /* meta "wal" names each store's own log (its salt): not state */
-            int wal = strcmp(tables[t], "meta") == 0 && k[0].mv_size == 3 &&
+            int wal = strcmp(names[t], "meta") == 0 && k[0].mv_size == 3 &&
                       k[1].mv_size == 3 && memcmp(k[0].mv_data, "wal", 3) == 0 &&
                       memcmp(k[1].mv_data, "wal", 3) == 0;
             if (wal)
                 v[1] = v[0];
             if (k[0].mv_size != k[1].mv_size || memcmp(k[0].mv_data, k[1].mv_data, k[0].mv_size) ||
                 v[0].mv_size != v[1].mv_size || memcmp(v[0].mv_data, v[1].mv_data, v[0].mv_size))
-                fail_msg("table %s differs at entry %llu", tables[t], (unsigned long long)n);
+                fail_msg("table %s differs at entry %llu", names[t], (unsigned long long)n);
             n++;
             for (int i = 0; i < 2; i++)
                 rc[i] = mdb_cursor_get(c[i], &k[i], &v[i], MDB_NEXT);
         }
         if (rc[0] != MDB_NOTFOUND || rc[1] != MDB_NOTFOUND)
-            fail_msg("table %s: one store has more entries (after %llu)", tables[t],
+            fail_msg("table %s: one store has more entries (after %llu)", names[t],
                      (unsigned long long)n);
         for (int i = 0; i < 2; i++)
             mdb_cursor_close(c[i]);
@@ -523,6 +534,221 @@ static void bulk__replay_of_many_transactions(void **state)
     bindlog_close(r);
 }
 
+/* ---- the children table ------------------------------------------------- */
+
+static const char *const children_table[] = {"children"};
+
+static unsigned part_of_n(const void *key, size_t len, unsigned n)
+{
+    return (unsigned)((XXH3_64bits(key, len) >> 32) % n);
+}
+
+/* Walk the children table of a closed store in table order, checking each
+ * key against the sessions table: be64(parent's created_lsn), then a child
+ * whose parent was created at that LSN; keys strictly increasing.  Returns
+ * the number of entries; *switches: how often two neighbours' children
+ * belong to keys of different partitions (of nparts). */
+static uint64_t children_walk(const char *dir, unsigned nparts, uint64_t *switches)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi kids, sess;
+    MDB_cursor *c;
+    MDB_val k, v, prev = {0, NULL};
+    unsigned char last[BL_LCHILD_KEY_MAX];
+    uint64_t n = 0;
+    unsigned last_part = UINT32_MAX;
+
+    *switches = 0;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+    assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "children", 0, &kids), 0);
+    assert_int_equal(mdb_dbi_open(txn, "sessions", 0, &sess), 0);
+    assert_int_equal(mdb_cursor_open(txn, kids, &c), 0);
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const unsigned char *kb = k.mv_data;
+        bl_sval child, parent;
+        MDB_val id, val;
+        assert_true(k.mv_size > 8 && k.mv_size <= BL_LCHILD_KEY_MAX);
+        if (prev.mv_data != NULL) {
+            size_t m = prev.mv_size < k.mv_size ? prev.mv_size : k.mv_size;
+            int o = memcmp(last, kb, m);
+            assert_true(o < 0 || (o == 0 && prev.mv_size < k.mv_size));
+        }
+        memcpy(last, kb, k.mv_size);
+        prev = (MDB_val){k.mv_size, last};
+        id = (MDB_val){k.mv_size - 8, (void *)(kb + 8)};
+        assert_int_equal(mdb_get(txn, sess, &id, &val), 0);
+        assert_int_equal(bl_sval_decode(val.mv_data, val.mv_size, &child), 0);
+        assert_true(child.parent_len > 0);
+        unsigned part = part_of_n(child.key, child.key_len, nparts);
+        id = (MDB_val){child.parent_len, (void *)child.parent};
+        assert_int_equal(mdb_get(txn, sess, &id, &val), 0);
+        assert_int_equal(bl_sval_decode(val.mv_data, val.mv_size, &parent), 0);
+        assert_int_equal(parent.created_lsn, bl_get64be(kb));
+        if (n > 0 && part != last_part)
+            (*switches)++;
+        last_part = part;
+        n++;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return n;
+}
+
+#define KID_KEYS 8
+#define KID_ROUNDS 24
+
+/* Add parents on KID_KEYS keys (of several partitions), then KID_ROUNDS
+ * rounds in which each key goes back to its parent and splits it again:
+ * each parent gets KID_ROUNDS children, made at LSNs interleaved with the
+ * other keys' children, with ids that sort against their creation order.
+ * From `from` to `to` rounds (the test compacts in between). */
+static void add_kids(bindlog *s, int from, int to)
+{
+    bindlog_result r;
+    char key[64], parent[64], child[64];
+    for (int round = from; round < to; round++) {
+        for (int k = 0; k < KID_KEYS; k++) {
+            snprintf(key, sizeof key, "agent:kids:%d", k);
+            snprintf(parent, sizeof parent, "par-%d", k);
+            if (round == 0)
+                assert_int_equal(bindlog_bind(s, key, parent, NULL, NULL, "o", 1, &r),
+                                 BINDLOG_APPLIED);
+            else
+                assert_int_equal(bindlog_bind(s, key, parent, NULL, NULL, NULL, 0, &r),
+                                 BINDLOG_APPLIED);
+            snprintf(child, sizeof child, "kid-%03d-%d", 999 - round, KID_KEYS - k);
+            assert_int_equal(bindlog_split(s, key, parent, child, BINDLOG_ANY_GENERATION,
+                                           NULL, 0, &r),
+                             BINDLOG_APPLIED);
+        }
+    }
+}
+
+/* The children table a bulk replay, import and check produce with several
+ * partitions is the one the store wrote event by event: by the parent's
+ * created LSN, then the child id, across partitions. */
+static void bulk__children_in_table_order(void **state)
+{
+    fx *f = *state;
+    static const int parts[] = {2, 3, 7};
+    char out[1200];
+    uint64_t n, switches, done0, fell0, done1, fell1;
+    bindlog_check_report rep;
+
+    add_kids(f->s, 0, KID_ROUNDS);
+    bindlog_close(f->s);
+    f->s = NULL;
+    n = children_walk(f->dir, 3, &switches);
+    /* the workload's children and ours, interleaved across partitions */
+    assert_true(n >= KID_KEYS * KID_ROUNDS + 100);
+    assert_true(switches > n / 4);
+    f->s = wl_open_store(f->dir);
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        bl_bulk_tally(&done0, &fell0);
+        replay_to(f, f->s, "bulk", 1, parts[i], UINT64_MAX, INT64_MAX);
+        bl_bulk_tally(&done1, &fell1);
+        assert_int_equal(done1, done0 + 1);
+        assert_int_equal(fell1, fell0);
+        assert_int_equal(import_both_ways(f, parts[i]), 0);
+        set_parts(parts[i]);
+        bl_bulk_tally(&done0, &fell0);
+        assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+        bl_bulk_tally(&done1, &fell1);
+        set_parts(0);
+        assert_int_equal(rep.problems, 0);
+        assert_int_equal(done1, done0 + 1);
+        assert_int_equal(fell1, fell0);
+        bindlog_close(f->s);
+        f->s = NULL;
+        path_of(f, out, sizeof out, "bulk");
+        assert_tables_equal(f->dir, out, children_table, 1);
+        assert_int_equal(children_walk(out, 3, &switches), n);
+        path_of(f, out, sizeof out, "imp-bulk");
+        assert_tables_equal(f->dir, out, children_table, 1);
+        f->s = wl_open_store(f->dir);
+    }
+
+    /* the check compares them: a stored entry gone is named */
+    bindlog_close(f->s);
+    f->s = NULL;
+    {
+        MDB_env *env;
+        MDB_txn *txn;
+        MDB_dbi dbi;
+        MDB_cursor *c;
+        MDB_val k, v;
+        assert_int_equal(mdb_env_create(&env), 0);
+        assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+        assert_int_equal(mdb_env_open(env, f->dir, 0, 0600), 0);
+        assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+        assert_int_equal(mdb_dbi_open(txn, "children", 0, &dbi), 0);
+        assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
+        assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+        for (uint64_t i = 0; i < n / 2; i++)
+            assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_NEXT), 0);
+        assert_int_equal(mdb_cursor_del(c, 0), 0);
+        mdb_cursor_close(c);
+        assert_int_equal(mdb_txn_commit(txn), 0);
+        mdb_env_close(env);
+    }
+    f->s = wl_open_store(f->dir);
+    set_parts(3);
+    bl_bulk_tally(&done0, &fell0);
+    assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+    bl_bulk_tally(&done1, &fell1);
+    set_parts(0);
+    assert_int_equal(done1, done0 + 1);
+    assert_int_equal(fell1, fell0);
+    assert_int_equal(rep.problems, 1);
+    assert_non_null(strstr(rep.message, "missing from the store"));
+}
+
+/* After a compaction the image's children (parents and children in the
+ * base image) and the log's (more children of the same parents) make one
+ * table, as the store wrote it. */
+static void bulk__children_of_a_compacted_image(void **state)
+{
+    fx *f = *state;
+    char out[1200];
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    uint64_t removed, head, n, switches, done0, fell0, done1, fell1;
+    bindlog_check_report rep;
+    static const char *const limits[] = {"", "0", "50"};
+
+    add_kids(f->s, 0, KID_ROUNDS / 2);
+    assert_int_equal(bindlog_digest(f->s, dg, &head), 0);
+    add_kids(f->s, KID_ROUNDS / 2, KID_ROUNDS);
+    assert_int_equal(bindlog_compact(f->s, head + 1, &removed, NULL, NULL), 0);
+    assert_true(removed > 0);
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        if (limits[i][0] != '\0')
+            setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
+        bl_bulk_tally(&done0, &fell0);
+        replay_to(f, f->s, "bulk", 1, 3, UINT64_MAX, INT64_MAX);
+        set_parts(3);
+        assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+        set_parts(0);
+        bl_bulk_tally(&done1, &fell1);
+        unsetenv("BINDLOG_BULK_REF_MAX");
+        assert_int_equal(done1, done0 + 2);
+        assert_int_equal(fell1, fell0);
+        assert_int_equal(rep.problems, 0);
+        bindlog_close(f->s);
+        f->s = NULL;
+        n = children_walk(f->dir, 3, &switches);
+        assert_true(n >= KID_KEYS * KID_ROUNDS + 100);
+        path_of(f, out, sizeof out, "bulk");
+        assert_tables_equal(f->dir, out, children_table, 1);
+        f->s = wl_open_store(f->dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -537,6 +763,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(bulk__check_reports_like_sequential, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__unusable_tmpdir, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__replay_of_many_transactions, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__children_in_table_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__children_of_a_compacted_image, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -262,14 +262,82 @@ static void check__index_damage_names_key(void **state)
     assert_int_equal(rep.first_bad_lsn, 7);
 
     raw_open(f, &r);
-    MDB_val ck = {7, "zz\0ghost"}, cv = {0, ""};
-    ck.mv_size = 8;
+    /* a children entry no session explains: be64 of its parent's created
+     * LSN (0 sorts before every real one), then the child id */
+    unsigned char cb[13] = {0};
+    memcpy(cb + 8, "ghost", 5);
+    MDB_val ck = {sizeof cb, cb}, cv = {0, ""};
     assert_int_equal(mdb_put(r.txn, raw_dbi(&r, "children"), &ck, &cv, 0), 0);
     raw_close(f, &r);
     rep = run_check(f);
     assert_int_equal(rep.problems, 2);
-    assert_string_equal(rep.first_bad_key, "zz"); /* sorts before any "s<n>" parent */
-    assert_non_null(strstr(rep.message, "ghost"));
+    assert_string_equal(rep.first_bad_key, "ghost");
+    assert_non_null(strstr(rep.message, "created at LSN 0 -> 'ghost'"));
+}
+
+/* Format 4 keys a child by its parent's created_lsn; every session with a
+ * parent has exactly that entry, and the iterator refuses an entry whose
+ * session names another parent. */
+static void check__children_keyed_by_parent_lsn(void **state)
+{
+    fx *f = *state;
+    raw r;
+    MDB_cursor *c;
+    MDB_val k, v;
+    size_t with_parent = 0, entries = 0;
+    char stranger[BINDLOG_ID_MAX + 1] = "", victim[BINDLOG_ID_MAX + 1] = "";
+    uint64_t victim_lsn = 0;
+
+    raw_open(f, &r);
+    MDB_dbi sess = raw_dbi(&r, "sessions"), kids = raw_dbi(&r, "children");
+    assert_int_equal(mdb_cursor_open(r.txn, sess, &c), 0);
+    while (mdb_cursor_get(c, &k, &v, entries++ ? MDB_NEXT : MDB_FIRST) == 0) {
+        bl_sval sv, pv;
+        assert_int_equal(bl_sval_decode(v.mv_data, v.mv_size, &sv), 0);
+        if (sv.parent_len == 0) {
+            if (stranger[0] == '\0')
+                memcpy(stranger, k.mv_data, k.mv_size); /* a root: nobody's child */
+            continue;
+        }
+        with_parent++;
+        MDB_val pk = {sv.parent_len, (void *)sv.parent}, pvv;
+        assert_int_equal(mdb_get(r.txn, sess, &pk, &pvv), 0);
+        assert_int_equal(bl_sval_decode(pvv.mv_data, pvv.mv_size, &pv), 0);
+        unsigned char key[BL_LCHILD_KEY_MAX];
+        MDB_val ck = {bl_lchild_key(key, pv.created_lsn, k.mv_data, k.mv_size), key}, cv;
+        assert_int_equal(mdb_get(r.txn, kids, &ck, &cv), 0);
+        assert_int_equal(cv.mv_size, 0);
+        if (victim[0] == '\0') {
+            memcpy(victim, sv.parent, sv.parent_len);
+            victim_lsn = pv.created_lsn;
+        }
+    }
+    mdb_cursor_close(c);
+    MDB_stat st;
+    assert_int_equal(mdb_stat(r.txn, kids, &st), 0);
+    assert_true(with_parent > 10);
+    assert_int_equal(st.ms_entries, with_parent);
+    assert_true(stranger[0] != '\0' && victim[0] != '\0');
+
+    /* a root session filed as a child of `victim` */
+    unsigned char key[BL_LCHILD_KEY_MAX];
+    MDB_val ck = {bl_lchild_key(key, victim_lsn, stranger, strlen(stranger)), key}, cv = {0, ""};
+    assert_int_equal(mdb_put(r.txn, kids, &ck, &cv, 0), 0);
+    raw_close(f, &r);
+
+    bindlog_iter *it;
+    bindlog_session se;
+    int rc;
+    assert_int_equal(bindlog_children_iter(f->s, victim, &it), 0);
+    while ((rc = bindlog_iter_next_session(it, &se, NULL, 0)) == 1)
+        ;
+    bindlog_iter_close(it);
+    assert_int_equal(rc, BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bindlog_last_error(), "whose parent it is not"));
+    bindlog_check_report rep = run_check(f);
+    assert_int_equal(rep.problems, 1);
+    assert_string_equal(rep.first_bad_key, stranger);
+    assert_non_null(strstr(rep.message, "is in the store but the log does not produce it"));
 }
 
 static void check__wrong_counters(void **state)
@@ -335,6 +403,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(check__deleted_record_names_lsn, setup, teardown),
         cmocka_unit_test_setup_teardown(check__deleted_last_record_names_lsn, setup, teardown),
         cmocka_unit_test_setup_teardown(check__index_damage_names_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(check__children_keyed_by_parent_lsn, setup, teardown),
         cmocka_unit_test_setup_teardown(check__wrong_counters, setup, teardown),
         cmocka_unit_test_setup_teardown(check__damaged_base_image_names_key, setup, teardown),
     };

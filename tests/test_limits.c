@@ -151,7 +151,7 @@ static void limits__table_limits(void **state)
         {BL_DB_BASE_BINDINGS, BINDLOG_KEY_MAX, BL_BVAL_MAX},
         {BL_DB_SESSIONS, BINDLOG_ID_MAX, BL_SVAL_MAX},
         {BL_DB_BASE_SESSIONS, BINDLOG_ID_MAX, BL_SVAL_MAX},
-        {BL_DB_CHILDREN, BL_CHILD_KEY_MAX, 0},
+        {BL_DB_CHILDREN, BL_LCHILD_KEY_MAX, 0},
         {BL_DB_HISTORY, BL_HISTORY_KEY_MAX, 0},
     };
     memset(big, 'a', sizeof big);
@@ -174,6 +174,13 @@ static void limits__table_limits(void **state)
     assert_int_equal(bl_entry_check(BL_DB_LOG, &k, &v), BINDLOG_ECORRUPT);
     assert_string_equal(bl_err_get(), "data.mdb: table log, LSN 42: value of 536871072 bytes "
                                       "is over the limit of 66311 bytes (a damaged page)");
+    /* a children key is a parent's 8-byte LSN and a child id: 8 bytes is short */
+    k = (MDB_val){8, lsn};
+    v.mv_size = 0;
+    assert_int_equal(bl_entry_check(BL_DB_CHILDREN, &k, &v), BINDLOG_ECORRUPT);
+    k.mv_size = 9;
+    k.mv_data = big;
+    assert_int_equal(bl_entry_check(BL_DB_CHILDREN, &k, &v), 0);
     /* a table not in the list: LMDB's own key limit, the largest value */
     k.mv_size = 511;
     k.mv_data = big;

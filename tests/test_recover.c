@@ -653,6 +653,89 @@ static void recover__a_later_event_of_a_key_survives_an_earlier_loss(void **stat
     assert_wal_keys(f->out, 200);
 }
 
+/* Routed messages' times: in 2100, after the clock of every event before
+ * them (times never go back along the log). */
+#define RT_T0 INT64_C(4102444800000)
+
+/* A key's history with routed messages, in the log only: bind rt:k to
+ * rt:s0 (LSN EVENTS + 1), two routed messages (ROUTE records, + 2 and
+ * + 3), a split to rt:s1 (+ 4), one more routed message (+ 5); and
+ * wal:k0 bound to wal:s0 (+ 6), for a record after the last one of rt:k. */
+static void log_only_routes(const char *dir)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        bindlog *s;
+        bindlog_route_result rr;
+        bindlog_policy never = {BINDLOG_RESET_NONE, 0, 0};
+        setenv("BINDLOG_CHECKPOINT", "manual", 1);
+        bindlog_options o = BINDLOG_OPTIONS_INIT;
+        o.durability = BINDLOG_DURABILITY_NORMAL;
+        if (bindlog_open(&s, dir, &o) != 0)
+            _exit(2);
+        if (bindlog_bind(s, "rt:k", "rt:s0", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED ||
+            bindlog_route(s, "rt:k", RT_T0, &never, "rt:x", NULL, 0, &rr) < 0 ||
+            rr.outcome != BINDLOG_ROUTED ||
+            bindlog_route(s, "rt:k", RT_T0 + 100, &never, "rt:x", NULL, 0, &rr) < 0 ||
+            rr.outcome != BINDLOG_ROUTED ||
+            bindlog_split(s, "rt:k", "rt:s0", "rt:s1", BINDLOG_ANY_GENERATION, NULL, 0, NULL) !=
+                BINDLOG_APPLIED ||
+            bindlog_route(s, "rt:k", RT_T0 + 200, &never, "rt:x", NULL, 0, &rr) < 0 ||
+            rr.outcome != BINDLOG_ROUTED ||
+            bindlog_bind(s, "wal:k0", "wal:s0", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+            _exit(3);
+        _exit(0); /* no close: nothing folded */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* The frame of a key's first binding is lost, and ROUTE records of that
+ * key follow it.  A ROUTE does not move the binding: it re-derives only on
+ * a bound key, which the loss took away, so recover takes the key's state
+ * from what the log recorded after it, like any later event's: rt:k ends
+ * bound to rt:s1 with the last routed message's time, only the lost LSN
+ * is named, with its key, and the state is the original's. */
+static void recover__routes_after_a_lost_binding_survive(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    unsigned char full[BINDLOG_DIGEST_SIZE], dg[BINDLOG_DIGEST_SIZE];
+    bindlog *s;
+    bindlog_binding b;
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+
+    log_only_routes(f->dir);
+    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
+    assert_int_equal(bindlog_digest(s, full, NULL), 0);
+    assert_int_equal(bindlog_get(s, "rt:k", &b), 0);
+    assert_int_equal(b.last_activity_ms, RT_T0 + 200);
+    bindlog_close(s);
+    flip_wal_byte(f->dir, frame_of(f->dir, EVENTS + 1) + 64 + 20);
+
+    recover_ok(f->dir, f->out, &r, dg);
+    assert_int_equal(r.log_records, 5);
+    assert_int_equal(r.records_lost, 1);
+    assert_int_equal(r.nranges, 1);
+    assert_int_equal(r.ranges[0].first, EVENTS + 1);
+    assert_int_equal(r.ranges[0].last, EVENTS + 1);
+    assert_int_equal(r.nkeys, 1);
+    assert_string_equal(r.keys[0], "rt:k");
+    assert_int_equal(r.new_head_lsn, EVENTS + 6);
+    assert_memory_equal(dg, full, sizeof dg);
+    bindlog_recover_report_free(&r);
+
+    assert_int_equal(bindlog_open(&s, f->out, &ro), 0);
+    assert_int_equal(bindlog_get(s, "rt:k", &b), 0);
+    assert_string_equal(b.session_id, "rt:s1");
+    assert_int_equal(b.last_activity_ms, RT_T0 + 200);
+    assert_int_equal(b.lsn, EVENTS + 4); /* the split; a ROUTE does not move it */
+    bindlog_close(s);
+}
+
 /* A log cut short (the file ends inside the ring): every frame before the
  * cut is read; a log grown past its ring: the ring is read, what lies
  * beyond it ignored, nothing lost. */
@@ -723,6 +806,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(recover__a_damaged_frame_loses_only_its_lsns, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_later_event_of_a_key_survives_an_earlier_loss,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__routes_after_a_lost_binding_survive, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(recover__a_cut_or_grown_log_is_read, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

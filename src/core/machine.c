@@ -382,6 +382,7 @@ static int decide_new(const bl_view *view, const bl_event *ev, const bl_bval *cu
         p->d_live_sessions -= 1;
         p->child_parent = cur->sid;
         p->child_parent_len = cur->sid_len;
+        p->child_parent_lsn = prev.created_lsn;
         p->child_id = ev->sid;
         p->child_id_len = ev->sid_len;
     } else {
@@ -434,6 +435,7 @@ static int decide_split(const bl_view *view, const bl_event *ev, const bl_bval *
     p->d_sessions = 1;
     p->child_parent = cur->sid;
     p->child_parent_len = cur->sid_len;
+    p->child_parent_lsn = parent.created_lsn;
     p->child_id = ev->sid;
     p->child_id_len = ev->sid_len;
 

@@ -88,6 +88,7 @@ typedef struct bl_plan {
     bl_sput sess[BL_PLAN_MAX_SESSIONS];
     const char *child_parent; /* children index entry (parent -> sess child), or NULL */
     size_t child_parent_len;
+    uint64_t child_parent_lsn; /* the parent's created_lsn (LMDB's children key) */
     const char *child_id;
     size_t child_id_len;
     bl_record rec;            /* the log record (lsn and time as given) */

@@ -263,7 +263,8 @@ static inline size_t bl_history_key(unsigned char *out, const void *key, size_t 
     return key_len + 9;
 }
 
-/* children: parent 0x00 child.  out holds 2 * BINDLOG_ID_MAX + 1 bytes. */
+/* children index of the etcd backend: parent 0x00 child.  out holds
+ * 2 * BINDLOG_ID_MAX + 1 bytes. */
 #define BL_CHILD_KEY_MAX (2 * BINDLOG_ID_MAX + 1)
 static inline size_t bl_child_key(unsigned char *out, const void *parent, size_t parent_len,
                                   const void *child, size_t child_len)
@@ -274,6 +275,22 @@ static inline size_t bl_child_key(unsigned char *out, const void *parent, size_t
     for (size_t i = 0; i < child_len; i++)
         out[parent_len + 1 + i] = ((const unsigned char *)child)[i];
     return parent_len + 1 + child_len;
+}
+
+/* children table of an LMDB store (format 4): be64 of the parent's
+ * created_lsn, then the child id.  An LSN creates at most one session, so
+ * the 8 bytes name the parent as well as its id would, in 8 bytes instead
+ * of up to 129; and a parent is usually recent, so the entries a
+ * checkpoint inserts fall on the last pages of the table instead of all
+ * over it.  out holds BL_LCHILD_KEY_MAX bytes. */
+#define BL_LCHILD_KEY_MAX (8 + BINDLOG_ID_MAX)
+static inline size_t bl_lchild_key(unsigned char *out, uint64_t parent_lsn, const void *child,
+                                   size_t child_len)
+{
+    bl_put64be(out, parent_lsn);
+    for (size_t i = 0; i < child_len; i++)
+        out[8 + i] = ((const unsigned char *)child)[i];
+    return 8 + child_len;
 }
 
 /* ---- validation of caller bytes ------------------------------------------ */

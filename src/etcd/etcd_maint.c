@@ -73,6 +73,7 @@
  */
 #define _GNU_SOURCE
 #include "etcd/etcd_store.h"
+#include "lmdb/limits.h"
 #include "maint/maint.h"
 
 #include <dirent.h>
@@ -166,6 +167,31 @@ static int lmdb_key_of(int table, const unsigned char *name, size_t n, unsigned 
     return 1;
 }
 
+/*
+ * The LMDB children key of an etcd children entry `parent 0x00 child`: be64
+ * of the parent's created_lsn (read from the mirror's sessions, mirrored
+ * before the children), then the child id.  1 = mapped, -1 = no LMDB
+ * spelling: no separator, or a parent the sessions do not hold or hold
+ * damaged (a bad key, which check reports as a problem of its own).
+ */
+static int lmdb_child_key_of(MDB_txn *txn, bl_env *e, const unsigned char *name, size_t n,
+                             unsigned char *out, size_t *out_len)
+{
+    const unsigned char *z = n ? memchr(name, 0, n) : NULL;
+    if (z == NULL || z == name || (size_t)(z - name) + 1 == n)
+        return -1;
+    size_t pl = (size_t)(z - name), cl = n - pl - 1;
+    if (pl > BINDLOG_ID_MAX || cl > BINDLOG_ID_MAX)
+        return -1;
+    MDB_val pk = {pl, (void *)name}, pv;
+    bl_sval sv;
+    if (bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &pk, &pv) != 0 ||
+        bl_sval_decode(pv.mv_data, pv.mv_size, &sv) != 0)
+        return -1;
+    *out_len = bl_lchild_key(out, sv.created_lsn, z + 1, cl);
+    return 1;
+}
+
 /* Put one page of etcd entries of `table` into the scratch store, in one
  * LMDB write transaction, growing the map and redoing it when full. */
 static int mirror_page(mirror *m, bl_estore *st, int table, const bl_etcd_kvs *kvs,
@@ -182,7 +208,9 @@ static int mirror_page(mirror *m, bl_estore *st, int table, const bl_etcd_kvs *k
         for (size_t i = 0; i < kvs->n && mrc == 0; i++) {
             size_t n;
             const unsigned char *name = bl_es_key_name(st, table, &kvs->kvs[i], &n);
-            int k = name == NULL ? 0 : lmdb_key_of(table, name, n, key, &kl);
+            int k = name == NULL                ? 0
+                    : table == BL_ES_CHILDREN ? lmdb_child_key_of(txn, e, name, n, key, &kl)
+                                              : lmdb_key_of(table, name, n, key, &kl);
             if (k < 0 && attempt == 0) {
                 m->bad++;
                 if (bad != NULL)
@@ -927,10 +955,32 @@ static int queue_put(importer *im, const bl_ebuf *key, const void *v, size_t vl)
 }
 
 /* The etcd key of an LMDB entry of table `table` (log and history keys
- * re-spelt), in *out. */
-static int etcd_key_of(importer *im, int table, const MDB_val *k, bl_ebuf *out)
+ * re-spelt; a children key, be64 parent created_lsn and child id, becomes
+ * `parent 0x00 child`, the parent read from the child's value in `txn`),
+ * in *out. */
+static int etcd_key_of(importer *im, MDB_txn *txn, bl_env *e, int table, const MDB_val *k,
+                       bl_ebuf *out)
 {
     const unsigned char *p = k->mv_data;
+    if (table == BL_ES_CHILDREN) {
+        unsigned char ck[BL_CHILD_KEY_MAX];
+        MDB_val id = {k->mv_size - 8, (void *)(p + 8)}, v, pv;
+        bl_sval sv, parent;
+        int rc;
+        if (k->mv_size <= 8)
+            return BINDLOG_ECORRUPT;
+        if ((rc = bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &id, &v)) != 0 ||
+            (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) != 0)
+            return rc == BINDLOG_ENOTFOUND ? BINDLOG_ECORRUPT : rc;
+        MDB_val pk = {sv.parent_len, (void *)sv.parent};
+        if (sv.parent_len == 0 ||
+            bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &pk, &pv) != 0 ||
+            bl_sval_decode(pv.mv_data, pv.mv_size, &parent) != 0 ||
+            parent.created_lsn != bl_get64be(p))
+            return BINDLOG_ECORRUPT; /* the scratch store was written by this import */
+        return bl_es_key(im->st, table, ck,
+                         bl_child_key(ck, sv.parent, sv.parent_len, id.mv_data, id.mv_size), out);
+    }
     if (table == BL_ES_LOG)
         return k->mv_size == 8 ? bl_es_log_key(im->st, bl_get64be(p), out) : BINDLOG_ECORRUPT;
     if (table == BL_ES_HISTORY)
@@ -968,7 +1018,7 @@ static int diff_table(importer *im, bl_env *e, int table)
                                         &key)) != 0)
                 break;
             v = (MDB_val){0, ""};
-        } else if ((rc = etcd_key_of(im, table, &k, &key)) != 0)
+        } else if ((rc = etcd_key_of(im, txn, e, table, &k, &key)) != 0)
             break;
         int same = 0;
         if (!im->full) { /* an empty store holds none of it */

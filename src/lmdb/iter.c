@@ -31,8 +31,10 @@ typedef struct lmdb_iter {
     int open;                               /* snap is open */
     bl_cursor cur;
     uint64_t to_lsn;                        /* BL_IT_LOG: last LSN wanted */
-    unsigned char prefix[BINDLOG_KEY_MAX + 1]; /* children: parent 0x00 */
+    unsigned char prefix[8];                /* children: be64 of the parent's created_lsn */
     size_t prefix_len;
+    char parent[BINDLOG_ID_MAX + 1];        /* children: the parent's id */
+    size_t parent_len;
     char next_id[BINDLOG_ID_MAX + 1];       /* ancestors: the next session to visit */
     size_t next_len;
     uint64_t steps, max_steps;              /* ancestors: cycle guard for damaged stores */
@@ -323,6 +325,10 @@ static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, siz
         }
         break;
     case BL_IT_CHILDREN:
+        if (it->prefix_len == 0) { /* the parent does not exist */
+            rc = 0;
+            break;
+        }
         rc = bl_cursor_next(&it->cur, &k, &v);
         if (rc > 0 && (k.mv_size <= it->prefix_len ||
                        memcmp(k.mv_data, it->prefix, it->prefix_len) != 0)) {
@@ -332,6 +338,12 @@ static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, siz
         if (rc > 0)
             rc = emit_session(it, (const char *)k.mv_data + it->prefix_len,
                               k.mv_size - it->prefix_len, out, buf, cap, &sv);
+        if (rc > 0 && (sv.parent_len != it->parent_len ||
+                       memcmp(sv.parent, it->parent, it->parent_len) != 0))
+            rc = bl_err_set(BINDLOG_ECORRUPT,
+                            "the children table names session '%s' as a child of '%s', "
+                            "whose parent it is not",
+                            out->session_id, it->parent);
         break;
     default: /* BL_IT_ANCESTORS */
         if (it->next_len == 0) {
@@ -376,6 +388,27 @@ static int start_ancestors(lmdb_iter *it, const char *id, size_t n)
     return rc;
 }
 
+/* Find the parent of a children iterator: its created_lsn is the table's
+ * key prefix.  A session that does not exist has no children (prefix_len
+ * stays 0). Caller holds the map lock. */
+static int start_children(lmdb_iter *it, const char *id, size_t n)
+{
+    MDB_val v;
+    bl_sval sv;
+    int rc = bl_snap_get(&it->snap, BL_DB_SESSIONS, id, n, &v);
+    if (rc == BINDLOG_ENOTFOUND)
+        return 0;
+    if (rc == 0)
+        rc = bl_sval_decode(v.mv_data, v.mv_size, &sv);
+    if (rc != 0)
+        return rc;
+    copy_str(it->parent, id, n);
+    it->parent_len = n;
+    bl_put64be(it->prefix, sv.created_lsn);
+    it->prefix_len = 8;
+    return 0;
+}
+
 int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t from,
                  uint64_t to, bindlog_iter **out)
 {
@@ -394,11 +427,8 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
         seek_len = 8;
         break;
     case BL_IT_CHILDREN:
-        /* entries of one parent: its id, then 0x00 */
+        /* entries of one parent: the be64 of its created_lsn (start_children) */
         db = BL_DB_CHILDREN;
-        memcpy(seek, arg, arg_len);
-        seek[arg_len] = 0;
-        seek_len = arg_len + 1;
         break;
     case BL_IT_BINDINGS:
         db = BL_DB_BINDINGS;
@@ -417,16 +447,19 @@ int bl_lmdb_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_t
     it->base.h = h;
     it->base.kind = kind;
     it->to_lsn = to;
-    if (kind == BL_IT_CHILDREN) {
-        memcpy(it->prefix, seek, seek_len);
-        it->prefix_len = seek_len;
-    }
     if ((rc = bl_snap_open(e, &it->snap, 1)) != 0) {
         free(it);
         return rc;
     }
     it->open = 1;
-    rc = bl_pc_guard_iter(e, it->snap.txn, kind, seek, seek_len, to); /* what the cursor will read */
+    if (kind == BL_IT_CHILDREN && (rc = start_children(it, arg, arg_len)) == 0) {
+        memcpy(seek, it->prefix, it->prefix_len);
+        seek_len = it->prefix_len;
+        if (seek_len == 0)
+            db = -1; /* no such parent: nothing to iterate */
+    }
+    if (rc == 0 && db >= 0)
+        rc = bl_pc_guard_iter(e, it->snap.txn, kind, seek, seek_len, to); /* what the cursor will read */
     if (rc == 0 && db >= 0)
         rc = bl_cursor_open_snap(&it->cur, &it->snap, db, seek, seek_len);
     bl_map_unlock(e);

@@ -8,7 +8,7 @@
  *   log                   8 (a big-endian LSN)      0..BL_RECORD_MAX (66,311)
  *   bindings, base_*      1..BINDLOG_KEY_MAX        0..BL_BVAL_MAX (163)
  *   sessions, base_*      1..BINDLOG_ID_MAX         0..BL_SVAL_MAX (66,170)
- *   children              1..BL_CHILD_KEY_MAX       0
+ *   children              9..BL_LCHILD_KEY_MAX (136) 0
  *   history               1..BL_HISTORY_KEY_MAX     0
  *
  * Only the upper bounds matter for safety (a short value cannot run off the
@@ -44,7 +44,7 @@ static table_limits limits_of(int db)
     case BL_DB_BASE_SESSIONS:
         return (table_limits){1, BINDLOG_ID_MAX, BL_SVAL_MAX};
     case BL_DB_CHILDREN:
-        return (table_limits){1, BL_CHILD_KEY_MAX, 0};
+        return (table_limits){9, BL_LCHILD_KEY_MAX, 0};
     case BL_DB_HISTORY:
         return (table_limits){1, BL_HISTORY_KEY_MAX, 0};
     default:

@@ -627,11 +627,9 @@ static void show_key(int tree, const unsigned char *k, size_t n, char *out, size
     } else if (tree == BL_DB_HISTORY && n >= 9 && k[n - 9] == 0) {
         snprintf(out, cap, "'%s' LSN %llu", bl_err_bytes(q, 96, k, n - 9),
                  (ull)bl_get64be(k + n - 8));
-    } else if (tree == BL_DB_CHILDREN && memchr(k, 0, n) != NULL) {
-        const unsigned char *z = memchr(k, 0, n);
-        char q2[BL_ERR_QUOTE_MAX];
-        snprintf(out, cap, "'%s' -> '%s'", bl_err_bytes(q, 60, k, (size_t)(z - k)),
-                 bl_err_bytes(q2, 60, z + 1, n - (size_t)(z - k) - 1));
+    } else if (tree == BL_DB_CHILDREN && n > 8) {
+        snprintf(out, cap, "parent LSN %llu -> '%s'", (ull)bl_get64be(k),
+                 bl_err_bytes(q, 96, k + 8, n - 8));
     } else {
         snprintf(out, cap, "'%s'", bl_err_bytes(q, 96, k, n));
     }

@@ -377,6 +377,11 @@ int bl_pc_guard_iter(bl_env *e, MDB_txn *txn, int kind, const void *seek, size_t
             r.hi = hi;
             r.hi_len = 8;
         }
+    } else if (kind == BL_IT_CHILDREN && seek_len == 8) {
+        /* every child of the parent created at LSN n is below be64(n + 1) */
+        bl_put64be(hi, bl_get64be(seek) + 1);
+        r.hi = hi;
+        r.hi_len = 8;
     } else if (seek_len > 0 && seek_len <= sizeof hi) {
         /* every key under the prefix "name 0x00" is below "name 0x01" */
         memcpy(hi, seek, seek_len);

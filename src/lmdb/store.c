@@ -11,7 +11,7 @@
  *             "counts" -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *   log       be64 lsn -> record (record.h)
  *   bindings  key -> binding value        sessions  id -> session value
- *   children  parent 0x00 child -> ""
+ *   children  be64 parent's created_lsn, child -> ""
  *   history   key 0x00 be64 lsn -> "": format 2 only (empty from format 3 on,
  *             where each record's prev_lsn chains its key's history)
  *   base_bindings / base_sessions: the state at meta "base" (compaction)
@@ -1345,6 +1345,30 @@ void bl_view_init(bl_view *v, bl_tables *t)
     v->session = view_session;
 }
 
+int bl_child_entry_key(MDB_txn *txn, MDB_dbi sessions, int db, const bl_sval *sv,
+                       const void *id, size_t id_len, unsigned char out[BL_LCHILD_KEY_MAX])
+{
+    MDB_val k = {sv->parent_len, (void *)sv->parent}, v;
+    bl_sval parent;
+    char q[BL_ERR_QUOTE_MAX], q2[BL_ERR_QUOTE_MAX];
+    int rc;
+
+    if (sv->parent_len == 0)
+        return 0;
+    rc = bl_get_checked(txn, sessions, db, &k, &v);
+    if (rc == 0)
+        rc = bl_sval_decode(v.mv_data, v.mv_size, &parent);
+    if (rc == BINDLOG_ENOTFOUND || rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION)
+        return bl_err_set(BINDLOG_ECORRUPT, "session '%s' names parent '%s', which %s %s",
+                          bl_err_bytes(q, sizeof q, id, id_len),
+                          bl_err_bytes(q2, sizeof q2, sv->parent, sv->parent_len),
+                          rc == BINDLOG_ENOTFOUND ? "is not in" : "is damaged in",
+                          bl_db_name(db));
+    if (rc != 0)
+        return rc;
+    return (int)bl_lchild_key(out, parent.created_lsn, id, id_len);
+}
+
 int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ctx)
 {
     const unsigned char *b = enc->buf;
@@ -1354,8 +1378,13 @@ int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ct
     for (unsigned i = 0; rc == 0 && i < p->nsess; i++)
         rc = fn(ctx, BL_DB_SESSIONS, b + enc->sid_off[i], p->sess[i].id_len,
                 b + enc->sval_off[i], enc->sval_len[i]);
-    if (rc == 0 && enc->child_len)
-        rc = fn(ctx, BL_DB_CHILDREN, b + enc->child_off, enc->child_len, "", 0);
+    if (rc == 0 && enc->child_len) {
+        /* the child is the plan's first session (bl_decide) */
+        unsigned char ck[BL_LCHILD_KEY_MAX];
+        rc = fn(ctx, BL_DB_CHILDREN, ck,
+                bl_lchild_key(ck, p->child_parent_lsn, b + enc->sid_off[0], p->sess[0].id_len),
+                "", 0);
+    }
     return rc;
 }
 

@@ -33,7 +33,7 @@ enum {
     BL_DB_LOG,           /* be64 lsn -> record */
     BL_DB_BINDINGS,      /* key -> binding value */
     BL_DB_SESSIONS,      /* session id -> session value */
-    BL_DB_CHILDREN,      /* parent 0x00 child -> "" */
+    BL_DB_CHILDREN,      /* be64 parent created_lsn, child -> "" */
     BL_DB_HISTORY,       /* key 0x00 be64 lsn -> "" */
     BL_DB_BASE_BINDINGS, /* base image of compaction: key -> binding value */
     BL_DB_BASE_SESSIONS, /* base image of compaction: id -> session value */
@@ -165,6 +165,18 @@ void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t);
 
 /* A bl_view over tables (for bl_decide). */
 void bl_view_init(bl_view *v, bl_tables *t);
+
+/*
+ * The children-table key of session `id`, whose value is `sv`, when its
+ * parent's value is read from `sessions` (table `db` of the limits) in
+ * `txn`: be64 of the parent's created_lsn, then `id` (bl_lchild_key).  For
+ * the tables built from a base image, whose records are gone.  Returns the
+ * key's length, 0 for a root session, or BINDLOG_ECORRUPT (with a message)
+ * when the parent is not in `sessions` or its value is damaged, or another
+ * negative error of the read.
+ */
+int bl_child_entry_key(MDB_txn *txn, MDB_dbi sessions, int db, const bl_sval *sv,
+                       const void *id, size_t id_len, unsigned char out[BL_LCHILD_KEY_MAX]);
 
 /* Write an APPLIED, encoded plan.  Returns 0 or a BINDLOG_E* (map full is
  * BINDLOG_ENOSPC with *map_full set so the caller can grow and retry). */

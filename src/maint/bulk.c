@@ -10,8 +10,8 @@
  *
  * Files: one spill file for the scan (each partition's entries, appended in
  * blocks of up to SPILL_BLOCK bytes; a partition remembers where its blocks
- * are), and per decide thread one file for key runs and one for session
- * runs (a partition's run is one segment of those).  All are unlinked as
+ * are), and per decide thread one file each for key runs, session runs and
+ * children runs (a partition's run is one segment of those).  All are unlinked as
  * soon as they are created.
  *
  * Records fed by reference (bl_bulk_record_ref: replay and check, reading
@@ -168,8 +168,9 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
     if (b == NULL)
         return BINDLOG_ENOMEM;
     b->spill = -1;
-    for (int i = 0; i < MAX_THREADS; i++)
-        b->kfd[i] = b->sfd[i] = -1;
+    for (int k = 0; k < RUN_COUNT; k++)
+        for (int i = 0; i < MAX_THREADS; i++)
+            b->rfd[k][i] = -1;
     pthread_mutex_init(&b->mu, NULL);
     b->t_open = now_s();
     b->c_open = cpu_s();
@@ -236,12 +237,10 @@ void bl_bulk_free(bl_bulk *b)
     free(b->parts);
     if (b->spill >= 0)
         close(b->spill);
-    for (int i = 0; i < MAX_THREADS; i++) {
-        if (b->kfd[i] >= 0)
-            close(b->kfd[i]);
-        if (b->sfd[i] >= 0)
-            close(b->sfd[i]);
-    }
+    for (int k = 0; k < RUN_COUNT; k++)
+        for (int i = 0; i < MAX_THREADS; i++)
+            if (b->rfd[k][i] >= 0)
+                close(b->rfd[k][i]);
     pthread_mutex_destroy(&b->mu);
     free(b->tmpdir);
     free(b);
@@ -572,10 +571,10 @@ static int guard_session(void *ctx, const void *k, size_t kn, const void *v, siz
     return g->rc = g->s->session(g->s->ctx, k, kn, v, vn);
 }
 
-static int guard_child(void *ctx, const void *p, size_t pn, const void *c, size_t cn)
+static int guard_child(void *ctx, uint64_t parent_lsn, const void *c, size_t cn)
 {
     sink_guard *g = ctx;
-    return g->rc = g->s->child(g->s->ctx, p, pn, c, cn);
+    return g->rc = g->s->child(g->s->ctx, parent_lsn, c, cn);
 }
 
 /* An error of the bulk path's own (its temporary files, its memory) is a
@@ -621,8 +620,8 @@ static int bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts
         b->parts[p].buf = NULL;
     }
     for (int t = 0; rc == 0 && t < nt; t++)
-        if ((rc = tmp_open(b->tmpdir, &b->kfd[t])) == 0)
-            rc = tmp_open(b->tmpdir, &b->sfd[t]);
+        for (int k = 0; rc == 0 && k < RUN_COUNT; k++)
+            rc = tmp_open(b->tmpdir, &b->rfd[k][t]);
     if (rc != 0)
         goto out;
     for (int t = 0; t < nt; t++) {

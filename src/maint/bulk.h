@@ -13,8 +13,8 @@
  *     file in blocks (a session of the image goes with its key);
  *  2. decide: each partition is replayed alone, in LSN order, against an
  *     in-memory view of its own keys and sessions, then sorted and written
- *     out as two runs (keys, sessions with their
- *     children), up to two partitions at a time on two threads;
+ *     out as three runs (keys, sessions, children index entries), up to
+ *     two partitions at a time on two threads;
  *  3. merge: the runs of all partitions are merged in table order and handed
  *     to a sink (LMDB writes with MDB_APPEND, or comparisons).
  *
@@ -24,11 +24,11 @@
  * the whole log would -- as long as no session is used by keys of two
  * partitions.  That only happens when a BIND moves a session to another
  * key (or in a damaged log), and it is detected: the same session id comes
- * out of two partitions, or a child's parent is missing.  Then, and on any
- * record that does not re-derive, bl_bulk_run() returns BL_BULK_FALLBACK and
- * the caller runs the sequential replay (maint.h), which gives the exact
- * first bad LSN.  So the fast path never decides anything the sequential one
- * would not.
+ * out of two partitions, or an image session's parent is missing from its
+ * partition.  Then, and on any record that does not re-derive,
+ * bl_bulk_run() returns BL_BULK_FALLBACK and the caller runs the
+ * sequential replay (maint.h), which gives the exact first bad LSN.  So
+ * the fast path never decides anything the sequential one would not.
  *
  * Memory: a partition is sized (BL_BULK_PART_BYTES of input) so that its
  * state fits comfortably; two are in memory at a time, plus a block buffer
@@ -68,17 +68,17 @@ typedef struct bl_bulk_counts {
 } bl_bulk_counts;
 
 /*
- * Where the merged state goes, in table order: each binding (key order);
- * then each session
- * (id order) followed by its children (id order).  A callback returns 0 or a
- * negative BINDLOG_E* code, which stops the merge and is returned.
+ * Where the merged state goes, in each table's key order: each binding (key
+ * order); then each session (id order); then each children index entry in
+ * the order of the LMDB children table (record.h, bl_lchild_key): by the
+ * parent's created_lsn, then the child id bytewise.  A callback returns 0
+ * or a negative BINDLOG_E* code, which stops the merge and is returned.
  */
 typedef struct bl_bulk_sink {
     void *ctx;
     int (*binding)(void *ctx, const void *key, size_t key_len, const void *val, size_t val_len);
     int (*session)(void *ctx, const void *id, size_t id_len, const void *val, size_t val_len);
-    int (*child)(void *ctx, const void *parent, size_t parent_len, const void *child,
-                 size_t child_len);
+    int (*child)(void *ctx, uint64_t parent_lsn, const void *child, size_t child_len);
 } bl_bulk_sink;
 
 /*

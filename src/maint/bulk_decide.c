@@ -1,12 +1,22 @@
 /*
  * bulk_decide.c -- deciding one partition of a bulk replay (bulk.h) in
  * memory: its entries replayed in LSN order with bl_decide() against hash
- * tables of its own keys and sessions, then sorted and written out as two
- * runs (keys; sessions with their children) to the decide thread's files.
+ * tables of its own keys and sessions, then sorted and written out as three
+ * runs (keys; sessions; children index entries) to the decide thread's
+ * files.
  *
- * Key run entry:     u16 key_len, key, u32 val_len, val
- * Session run entry: u8 id_len, id, u32 val_len, val, u32 n, n x (u8 len, child id)
+ * Key run entry:      u16 key_len, key, u32 val_len, val
+ * Session run entry:  u8 id_len, id, u32 val_len, val
+ * Children run entry: u64 parent's created_lsn, u8 len, child id
+ *                     (sorted as the LMDB children table: record.h,
+ *                     bl_lchild_key)
  * Integers are in host order: the files never leave this process.
+ *
+ * A child and its parent are in the same partition: a split's or a /new's
+ * parent is the session its key was bound to, read through the partition's
+ * own view (bl_decide), and an image session's parent is looked up in the
+ * partition's image (a parent elsewhere sends the run to the sequential
+ * path).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +83,13 @@ typedef struct etab {
     uint32_t mask;
 } etab;
 
-typedef struct kid {
-    uint32_t parent, child;
+typedef struct kid {     /* a children index entry */
+    uint64_t lsn;        /* the parent's created_lsn */
+    uint32_t child;      /* the child's index in sess */
+    uint32_t rank;       /* (while sorting) the child's rank */
 } kid;
 
-typedef struct pend {    /* an image session's parent, resolved at the end */
+typedef struct pend {    /* an image session's parent, resolved after the image */
     const char *parent;
     uint32_t parent_len, child;
 } pend;
@@ -316,10 +328,11 @@ static int add_image_session(dstate *d, const unsigned char *p, size_t len)
     int rc = tab_put(d, &d->sess, id, il, val, vl, &idx);
     if (rc != 0 || s.parent_len == 0)
         return rc;
-    /* the children index of the image: its parent is looked up at the end,
-     * it may come later.  The parent's id is copied into the arena: a
-     * record may rewrite the session's value in place meanwhile (its end),
-     * and with varints that moves the bytes after the numbers. */
+    /* the children index of the image: its parent is looked up once the
+     * whole image is in (resolve_pending), it may come later.  The
+     * parent's id is copied into the arena: a record may rewrite the
+     * session's value in place meanwhile (its end), and with varints that
+     * moves the bytes after the numbers. */
     char *parent = arena_alloc(d, s.parent_len);
     if (parent == NULL)
         return BINDLOG_ENOMEM;
@@ -329,15 +342,40 @@ static int add_image_session(dstate *d, const unsigned char *p, size_t len)
     return 0;
 }
 
+/* The image sessions' children index entries, once the partition's whole
+ * image is in and before any record changes it: the key holds the parent's
+ * created_lsn, which the image gives (as the sequential path reads it). */
+static int resolve_pending(dstate *d)
+{
+    for (size_t i = 0; i < d->npd; i++) {
+        const pend *q = &d->pd[i];
+        bl_sval pv;
+        int64_t pidx = tab_find(&d->sess, q->parent, q->parent_len,
+                                XXH3_64bits(q->parent, q->parent_len));
+        if (pidx < 0) {
+            d->why = "an image session's parent is not in its partition";
+            return BL_BULK_FALLBACK;
+        }
+        if (bl_sval_decode_trusted(d->sess.v[pidx].val, d->sess.v[pidx].val_len, &pv) != 0)
+            return (d->why = "damaged session in the base image"), BL_BULK_FALLBACK;
+        GROW(d->k, d->nk, d->capk);
+        d->k[d->nk++] = (kid){pv.created_lsn, q->child, 0};
+    }
+    d->npd = 0;
+    return 0;
+}
+
 static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_t lsn)
 {
     bl_record rec;
     bl_event ev;
     bl_plan plan;
     bl_view view = {d, view_binding, view_session};
-    uint32_t ki, si;
+    uint32_t ki, si, child_si = 0;
     int rc;
 
+    if (d->npd > 0 && (rc = resolve_pending(d)) != 0)
+        return rc;
     if (bl_record_decode(bytes, len, &rec) != 0 || rec.lsn != lsn ||
         bl_event_from_record(&rec, &ev) != 0)
         return (d->why = "a record does not decode"), BL_BULK_FALLBACK;
@@ -355,19 +393,22 @@ static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_
     if ((rc = tab_put(d, &d->keys, rec.key, rec.key_len, b + d->enc.bval_off, d->enc.bval_len,
                       &ki)) != 0)
         return rc;
-    for (unsigned i = 0; i < plan.nsess; i++)
+    for (unsigned i = 0; i < plan.nsess; i++) {
         if ((rc = tab_put(d, &d->sess, b + d->enc.sid_off[i], plan.sess[i].id_len,
                           b + d->enc.sval_off[i], d->enc.sval_len[i], &si)) != 0)
             return rc;
+        if (i == 0)
+            child_si = si;
+    }
     if (d->enc.child_len) {
-        const char *ck = (const char *)b + d->enc.child_off;
-        size_t pl = plan.child_parent_len, cl = d->enc.child_len - pl - 1;
-        int64_t pi = tab_find(&d->sess, ck, pl, XXH3_64bits(ck, pl));
-        int64_t ci = tab_find(&d->sess, ck + pl + 1, cl, XXH3_64bits(ck + pl + 1, cl));
-        if (pi < 0 || ci < 0)
-            return (d->why = "a child's parent is not in its partition"), BL_BULK_FALLBACK;
+        /* the child is the plan's first session (bl_decide; the live write
+         * path, bl_plan_puts, keys it so too), and the parent's created_lsn
+         * is what the plan read through this partition's view */
+        if (plan.nsess == 0 || plan.sess[0].id_len != plan.child_id_len ||
+            memcmp(plan.sess[0].id, plan.child_id, plan.child_id_len) != 0)
+            return (d->why = "a child is not the record's new session"), BL_BULK_FALLBACK;
         GROW(d->k, d->nk, d->capk);
-        d->k[d->nk++] = (kid){(uint32_t)pi, (uint32_t)ci};
+        d->k[d->nk++] = (kid){plan.child_parent_lsn, child_si, 0};
     }
     d->counts.applied[rec.type]++;
     d->counts.live_bindings += plan.d_live_bindings;
@@ -503,27 +544,7 @@ static int write_key_run(dstate *d, const uint32_t *order, wfile *w)
 static int write_session_run(dstate *d, const uint32_t *order, wfile *w)
 {
     uint32_t n = d->sess.n;
-    size_t *cnt = calloc((size_t)n + 1, sizeof(size_t));
-    kid *tmp = malloc((d->nk ? d->nk : 1) * sizeof(kid));
     int rc = 0;
-    if (cnt == NULL || tmp == NULL) {
-        free(cnt);
-        free(tmp);
-        return BINDLOG_ENOMEM;
-    }
-    /* by (parent rank, child rank): counting sort on the child, then a
-     * stable one on the parent */
-    for (int pass = 0; pass < 2; pass++) {
-        memset(cnt, 0, ((size_t)n + 1) * sizeof(size_t));
-        kid *from = pass == 0 ? d->k : tmp, *to = pass == 0 ? tmp : d->k;
-        for (size_t i = 0; i < d->nk; i++)
-            cnt[d->sess.v[pass == 0 ? from[i].child : from[i].parent].rank + 1]++;
-        for (uint32_t r = 0; r < n; r++)
-            cnt[r + 1] += cnt[r];
-        for (size_t i = 0; i < d->nk; i++)
-            to[cnt[d->sess.v[pass == 0 ? from[i].child : from[i].parent].rank]++] = from[i];
-    }
-    size_t ki = 0;
     for (uint32_t r = 0; rc == 0 && r < n; r++) {
         const ent *e = &d->sess.v[order[r]];
         if (r + RUN_PREFETCH < n) {
@@ -534,19 +555,76 @@ static int write_session_run(dstate *d, const uint32_t *order, wfile *w)
                 __builtin_prefetch(f->val + o);
         }
         uint8_t il = (uint8_t)e->name_len;
-        uint32_t vl = e->val_len, nk = 0;
-        size_t k0 = ki;
-        while (ki < d->nk && d->k[ki].parent == order[r])
-            ki++, nk++;
+        uint32_t vl = e->val_len;
         if ((rc = wf_put(w, &il, 1)) == 0 && (rc = wf_put(w, e->name, il)) == 0 &&
-            (rc = wf_put(w, &vl, 4)) == 0 && (rc = wf_put(w, e->val, vl)) == 0)
-            rc = wf_put(w, &nk, 4);
-        for (size_t j = k0; rc == 0 && j < ki; j++) {
-            const ent *c = &d->sess.v[d->k[j].child];
-            uint8_t cl = (uint8_t)c->name_len;
-            if ((rc = wf_put(w, &cl, 1)) == 0)
-                rc = wf_put(w, c->name, cl);
+            (rc = wf_put(w, &vl, 4)) == 0)
+            rc = wf_put(w, e->val, vl);
+    }
+    return rc;
+}
+
+/* The children index entries in the children table's order: by the
+ * parent's created_lsn, then the child id (its rank among the sessions,
+ * rank_names()); an entry made twice is written once, as a put of the
+ * same key would leave it. */
+static int write_kid_run(dstate *d, wfile *w)
+{
+    size_t nk = d->nk, n = d->sess.n;
+    size_t *cnt = calloc(n ? n : 1, sizeof(size_t));
+    kid *tmp = malloc((nk ? nk : 1) * sizeof(kid));
+    int rc = 0;
+    if (cnt == NULL || tmp == NULL) {
+        free(cnt);
+        free(tmp);
+        return BINDLOG_ENOMEM;
+    }
+    /* counting sort on the child's rank, then a stable LSD radix sort on
+     * the parent's LSN, skipping the bytes all entries share */
+    for (size_t i = 0; i < nk; i++) {
+        d->k[i].rank = d->sess.v[d->k[i].child].rank;
+        cnt[d->k[i].rank]++;
+    }
+    for (size_t r = 0, sum = 0; r < n; r++) {
+        size_t c = cnt[r];
+        cnt[r] = sum;
+        sum += c;
+    }
+    for (size_t i = 0; i < nk; i++)
+        tmp[cnt[d->k[i].rank]++] = d->k[i];
+    kid *src = tmp, *dst = d->k;
+    size_t count[8][256];
+    memset(count, 0, sizeof(count));
+    for (size_t i = 0; i < nk; i++)
+        for (int byte = 0; byte < 8; byte++)
+            count[byte][(src[i].lsn >> (8 * byte)) & 0xff]++;
+    for (int byte = 0; byte < 8 && nk > 1; byte++) {
+        unsigned sh = 8u * (unsigned)byte;
+        size_t *c = count[byte];
+        if (c[(src[0].lsn >> sh) & 0xff] == nk)
+            continue;
+        for (size_t v = 0, sum = 0; v < 256; v++) {
+            size_t t = c[v];
+            c[v] = sum;
+            sum += t;
         }
+        for (size_t i = 0; i < nk; i++)
+            dst[c[(src[i].lsn >> sh) & 0xff]++] = src[i];
+        kid *t = src;
+        src = dst;
+        dst = t;
+    }
+    for (size_t i = 0; rc == 0 && i < nk; i++) {
+        /* the children's names lie all over the partition's memory */
+        if (i + 2 * RUN_PREFETCH < nk)
+            __builtin_prefetch(&d->sess.v[src[i + 2 * RUN_PREFETCH].child]);
+        if (i + RUN_PREFETCH < nk)
+            __builtin_prefetch(d->sess.v[src[i + RUN_PREFETCH].child].name);
+        if (i > 0 && src[i].lsn == src[i - 1].lsn && src[i].child == src[i - 1].child)
+            continue;
+        const ent *c = &d->sess.v[src[i].child];
+        uint8_t cl = (uint8_t)c->name_len;
+        if ((rc = wf_put(w, &src[i].lsn, 8)) == 0 && (rc = wf_put(w, &cl, 1)) == 0)
+            rc = wf_put(w, c->name, cl);
     }
     free(cnt);
     free(tmp);
@@ -557,7 +635,7 @@ static int write_session_run(dstate *d, const uint32_t *order, wfile *w)
 #define REF_PREFETCH 16
 
 /* Decide partition pi; its runs go to thread t's files. */
-static int decide_part(bl_bulk *b, unsigned pi, int t, dstate *d, wfile *kw, wfile *sw)
+static int decide_part(bl_bulk *b, unsigned pi, int t, dstate *d, wfile *wf)
 {
     part *p = &b->parts[pi];
     uint32_t *korder = NULL, *sorder = NULL;
@@ -610,30 +688,18 @@ static int decide_part(bl_bulk *b, unsigned pi, int t, dstate *d, wfile *kw, wfi
             fill += p->refs[i].len;
         }
     }
-    for (size_t i = 0; rc == 0 && i < d->npd; i++) {
-        const pend *q = &d->pd[i];
-        int64_t pidx = tab_find(&d->sess, q->parent, q->parent_len,
-                                XXH3_64bits(q->parent, q->parent_len));
-        if (pidx < 0) {
-            d->why = "an image session's parent is not in its partition";
-            rc = BL_BULK_FALLBACK;
-            break;
-        }
-        GROW(d->k, d->nk, d->capk);
-        d->k[d->nk++] = (kid){(uint32_t)pidx, q->child};
-    }
+    /* (a partition without records: its image's children) */
+    if (rc == 0 && d->npd > 0)
+        rc = resolve_pending(d);
     if (rc == 0 && ((korder = rank_names(d->keys.v, d->keys.n)) == NULL ||
                     (sorder = rank_names(d->sess.v, d->sess.n)) == NULL))
         rc = BINDLOG_ENOMEM;
-    if (rc == 0) {
-        p->keys = (seg){t, kw->size, 0};
-        rc = write_key_run(d, korder, kw);
-        p->keys.len = kw->size - p->keys.off;
-    }
-    if (rc == 0) {
-        p->sess = (seg){t, sw->size, 0};
-        rc = write_session_run(d, sorder, sw);
-        p->sess.len = sw->size - p->sess.off;
+    for (int k = 0; rc == 0 && k < RUN_COUNT; k++) {
+        p->run[k] = (seg){t, wf[k].size, 0};
+        rc = k == RUN_KEYS   ? write_key_run(d, korder, &wf[k])
+             : k == RUN_SESS ? write_session_run(d, sorder, &wf[k])
+                             : write_kid_run(d, &wf[k]);
+        p->run[k].len = wf[k].size - p->run[k].off;
     }
     free(korder);
     free(sorder);
@@ -645,20 +711,23 @@ void *bl_bulk_decide_thread(void *arg)
     bl_bulk_worker *w = arg;
     bl_bulk *b = w->b;
     dstate d;
-    wfile kw = {b->kfd[w->t], NULL, 0, 0}, sw = {b->sfd[w->t], NULL, 0, 0};
+    wfile wf[RUN_COUNT];
     int rc = 0;
 
     memset(&d, 0, sizeof(d));
-    kw.buf = malloc(RUN_BUF);
-    sw.buf = malloc(RUN_BUF);
+    for (int k = 0; k < RUN_COUNT; k++) {
+        wf[k] = (wfile){b->rfd[k][w->t], malloc(RUN_BUF), 0, 0};
+        if (wf[k].buf == NULL)
+            rc = BINDLOG_ENOMEM;
+    }
     d.in = malloc(SPILL_BLOCK);
-    if (kw.buf == NULL || sw.buf == NULL || d.in == NULL)
+    if (d.in == NULL)
         rc = BINDLOG_ENOMEM;
     while (rc == 0 && !atomic_load(&b->stop)) {
         unsigned pi = atomic_fetch_add(&b->next_part, 1);
         if (pi >= b->nparts)
             break;
-        rc = decide_part(b, pi, w->t, &d, &kw, &sw);
+        rc = decide_part(b, pi, w->t, &d, wf);
         if (rc == 0) {
             pthread_mutex_lock(&b->mu);
             for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
@@ -674,10 +743,8 @@ void *bl_bulk_decide_thread(void *arg)
                 b->progress(b->progress_ctx, done, b->total);
         }
     }
-    if (rc == 0)
-        rc = wf_flush(&kw);
-    if (rc == 0)
-        rc = wf_flush(&sw);
+    for (int k = 0; rc == 0 && k < RUN_COUNT; k++)
+        rc = wf_flush(&wf[k]);
     if (rc != 0) {
         pthread_mutex_lock(&b->mu);
         if (b->rc == 0 || (b->rc == BL_BULK_FALLBACK && rc < 0))
@@ -688,8 +755,8 @@ void *bl_bulk_decide_thread(void *arg)
         atomic_store(&b->stop, 1);
     }
     dstate_free(&d);
-    free(kw.buf);
-    free(sw.buf);
+    for (int k = 0; k < RUN_COUNT; k++)
+        free(wf[k].buf);
     w->rc = rc;
     return NULL;
 }

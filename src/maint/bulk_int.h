@@ -23,6 +23,9 @@
 
 #define SPILL_BLOCK ((size_t)128 << 10) /* > the largest entry (a record: 66 KiB) */
 #define RUN_BUF ((size_t)128 << 10) /* > the largest run entry (a session: 66 KiB) */
+
+/* The three runs of a decided partition, in the order they are merged. */
+enum { RUN_KEYS, RUN_SESS, RUN_KIDS, RUN_COUNT };
 /* a record held by reference is gathered into one block before it is
  * decided (decide_part), and bl_bulk_record_ref refuses longer ones */
 _Static_assert(BL_RECORD_MAX <= SPILL_BLOCK, "a record fits in a spill block");
@@ -52,7 +55,7 @@ typedef struct part {
     uint64_t bytes;
     ref *refs;      /* records decided in place, after the spilled entries */
     size_t nrefs, caprefs;
-    seg keys, sess; /* its runs, once decided */
+    seg run[RUN_COUNT]; /* its runs, once decided */
 } part;
 
 struct bl_bulk {
@@ -63,7 +66,7 @@ struct bl_bulk {
     part *parts;
     const char *why;
     /* decide */
-    int kfd[MAX_THREADS], sfd[MAX_THREADS];
+    int rfd[RUN_COUNT][MAX_THREADS]; /* runs of each kind, per decide thread */
     atomic_uint next_part;
     atomic_int stop;   /* a thread failed: the others stop too */
     int rc;            /* first failure */
@@ -120,7 +123,8 @@ void *bl_bulk_decide_thread(void *arg);
 
 /* Merge every partition's runs into `sink`, on a second thread when
  * `threads` >= 2 (bulk_merge.c).  The sink's error, the merge's own, or
- * BL_BULK_FALLBACK (a session used by keys of two partitions). */
+ * BL_BULK_FALLBACK (a session used by keys of two partitions, or a
+ * children index entry made by two). */
 int bl_bulk_merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_digest *dg);
 
 #endif /* BL_BULK_INT_H */

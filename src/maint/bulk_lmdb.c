@@ -236,12 +236,11 @@ static int sink_session(void *ctx, const void *id, size_t id_len, const void *va
     return bl_appender_put(ctx, BL_DB_SESSIONS, id, id_len, val, val_len);
 }
 
-static int sink_child(void *ctx, const void *parent, size_t parent_len, const void *child,
-                      size_t child_len)
+static int sink_child(void *ctx, uint64_t parent_lsn, const void *child, size_t child_len)
 {
-    unsigned char k[BL_CHILD_KEY_MAX];
-    return bl_appender_put(ctx, BL_DB_CHILDREN, k,
-                           bl_child_key(k, parent, parent_len, child, child_len), "", 0);
+    unsigned char k[BL_LCHILD_KEY_MAX];
+    return bl_appender_put(ctx, BL_DB_CHILDREN, k, bl_lchild_key(k, parent_lsn, child, child_len),
+                           "", 0);
 }
 
 void bl_appender_sink(bl_appender *a, bl_bulk_sink *s)

@@ -1,8 +1,9 @@
 /*
  * bulk_merge.c -- the last phase of a bulk replay (bulk.h): the runs of
  * every partition merged in table order (bindings by key, then sessions
- * by id, each followed by its children), digested, and handed to the
- * caller's sink; on a thread of its own when there is a second CPU.
+ * by id, then children index entries by the parent's created_lsn and the
+ * child id), digested, and handed to the caller's sink; on a thread of its
+ * own when there is a second CPU.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,8 +24,8 @@ typedef struct rrun {
     size_t name_len;
     const unsigned char *val;
     size_t val_len;
-    uint64_t pfx;          /* the name's first 8 bytes, big-endian, zero-padded */
-    uint32_t items;        /* sessions: children still to read */
+    uint64_t pfx;          /* the name's first 8 bytes, big-endian, zero-padded;
+                            * children: the parent's created_lsn */
 } rrun;
 
 /* Make n bytes available at buf+pos.  0, 1 at the end of the run, or an error. */
@@ -48,10 +49,27 @@ static int rr_need(rrun *r, size_t n)
     return r->len - r->pos >= n ? 0 : BINDLOG_EIO;
 }
 
-/* Load the next entry's header, name and value (is_key: key run layout).
- * 0, 1 at the end, or an error. */
-static int rr_next(rrun *r, int is_key)
+/* Load the next entry of a run of this kind (RUN_KEYS, RUN_SESS or
+ * RUN_KIDS; bulk_decide.c gives the layouts).  0, 1 at the end, or an
+ * error. */
+static int rr_next(rrun *r, int kind)
 {
+    if (kind == RUN_KIDS) {
+        int rc = rr_need(r, 9);
+        if (rc != 0)
+            return rc;
+        size_t nl = r->buf[r->pos + 8];
+        if ((rc = rr_need(r, 9 + nl)) != 0)
+            return rc < 0 ? rc : BINDLOG_EIO;
+        memcpy(&r->pfx, r->buf + r->pos, 8);
+        r->name = (const char *)r->buf + r->pos + 9;
+        r->name_len = nl;
+        r->val = NULL;
+        r->val_len = 0;
+        r->pos += 9 + nl;
+        return 0;
+    }
+    int is_key = kind == RUN_KEYS;
     size_t nl_bytes = is_key ? 2 : 1;
     int rc = rr_need(r, nl_bytes);
     if (rc != 0)
@@ -66,7 +84,7 @@ static int rr_next(rrun *r, int is_key)
         return rc < 0 ? rc : BINDLOG_EIO;
     uint32_t vl;
     memcpy(&vl, r->buf + r->pos + nl_bytes + nl, 4);
-    size_t total = nl_bytes + nl + 4 + vl + (is_key ? 0 : 4); /* sessions: children count */
+    size_t total = nl_bytes + nl + 4 + vl;
     if ((rc = rr_need(r, total)) != 0)
         return rc < 0 ? rc : BINDLOG_EIO;
     const unsigned char *e = r->buf + r->pos;
@@ -77,9 +95,6 @@ static int rr_next(rrun *r, int is_key)
         r->pfx = r->pfx << 8 | (i < nl ? (unsigned char)r->name[i] : 0u);
     r->val = e + nl_bytes + nl + 4;
     r->val_len = vl;
-    r->items = 0;
-    if (!is_key)
-        memcpy(&r->items, e + total - 4, 4);
     r->pos += total;
     return 0;
 }
@@ -108,11 +123,16 @@ static void heap_down(rrun **h, size_t n, size_t i)
     }
 }
 
-static int merge(bl_bulk *b, int is_key, const bl_bulk_sink *sink, bl_digest *dg)
+/* Merge the runs of one kind (RUN_KEYS, RUN_SESS, RUN_KIDS) into sink. */
+static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, bl_digest *dg)
 {
+    static const char *const twice[RUN_COUNT] = {
+        "a key in two partitions", "a session used by keys of two partitions",
+        "a children index entry made in two partitions"};
     rrun *runs = calloc(b->nparts, sizeof(rrun));
     rrun **heap = calloc(b->nparts, sizeof(rrun *));
     char last[BINDLOG_KEY_MAX + 1];
+    uint64_t last_pfx = 0;
     size_t last_len = 0, n = 0;
     int rc = 0, have_last = 0;
 
@@ -121,16 +141,16 @@ static int merge(bl_bulk *b, int is_key, const bl_bulk_sink *sink, bl_digest *dg
         goto out;
     }
     for (unsigned p = 0; rc == 0 && p < b->nparts; p++) {
-        const seg *s = is_key ? &b->parts[p].keys : &b->parts[p].sess;
+        const seg *s = &b->parts[p].run[kind];
         rrun *r = &runs[p];
-        r->fd = is_key ? b->kfd[s->file] : b->sfd[s->file];
+        r->fd = b->rfd[kind][s->file];
         r->off = s->off;
         r->end = s->off + s->len;
         if ((r->buf = malloc(RUN_BUF)) == NULL) {
             rc = BINDLOG_ENOMEM;
             break;
         }
-        int nrc = rr_next(r, is_key);
+        int nrc = rr_next(r, kind);
         if (nrc == 0)
             heap[n++] = r;
         else if (nrc < 0)
@@ -140,35 +160,28 @@ static int merge(bl_bulk *b, int is_key, const bl_bulk_sink *sink, bl_digest *dg
         heap_down(heap, n, i);
     while (rc == 0 && n > 0) {
         rrun *r = heap[0];
-        char name[BINDLOG_KEY_MAX + 1];
         size_t nl = r->name_len;
-        memcpy(name, r->name, nl);
-        if (have_last && last_len == nl && memcmp(last, name, nl) == 0) {
-            /* a session used by keys of two partitions */
-            rc = bl_bulk_fall_back(b, is_key ? "a key in two partitions"
-                                     : "a session used by keys of two partitions");
+        if (have_last && last_pfx == r->pfx && last_len == nl && memcmp(last, r->name, nl) == 0) {
+            /* an entry of two partitions: a session used by keys of both */
+            rc = bl_bulk_fall_back(b, twice[kind]);
             break;
         }
-        memcpy(last, name, nl);
+        memcpy(last, r->name, nl);
         last_len = nl;
+        last_pfx = r->pfx;
         have_last = 1;
-        if (dg != NULL && (rc = bl_digest_add(dg, is_key ? 'B' : 'S', name, nl, r->val,
-                                              r->val_len)) != 0)
-            break;
-        rc = is_key ? sink->binding(sink->ctx, name, nl, r->val, r->val_len)
-                    : sink->session(sink->ctx, name, nl, r->val, r->val_len);
-        for (uint32_t i = r->items; rc == 0 && i > 0; i--) { /* a session's children */
-            if ((rc = rr_need(r, 1)) != 0 || (rc = rr_need(r, 1 + r->buf[r->pos])) != 0)
+        if (kind == RUN_KIDS) {
+            rc = sink->child(sink->ctx, r->pfx, last, nl);
+        } else {
+            if (dg != NULL && (rc = bl_digest_add(dg, kind == RUN_KEYS ? 'B' : 'S', last, nl,
+                                                  r->val, r->val_len)) != 0)
                 break;
-            size_t cl = r->buf[r->pos];
-            rc = sink->child(sink->ctx, name, nl, r->buf + r->pos + 1, cl);
-            r->pos += 1 + cl;
+            rc = kind == RUN_KEYS ? sink->binding(sink->ctx, last, nl, r->val, r->val_len)
+                                  : sink->session(sink->ctx, last, nl, r->val, r->val_len);
         }
-        if (rc > 0)
-            rc = BINDLOG_EIO; /* a run ended inside an entry */
         if (rc != 0)
             break;
-        int nrc = rr_next(r, is_key);
+        int nrc = rr_next(r, kind);
         if (nrc < 0) {
             rc = nrc;
             break;
@@ -192,8 +205,9 @@ out:
  * are bound to it) take about as long as each other, so the merge runs on
  * a second thread and hands its output over through a ring of entries:
  *   u8 kind ('B', 'H', 'S', 'C'; 0: wrap to the start), 3 bytes unused,
- *   u16 name_len, u16 unused, u32 val_len, name, val, padded to 8 bytes.
- * The producer publishes in slices, so the two rarely touch the lock. */
+ *   u16 name_len, u16 unused, u32 val_len, name, val, padded to 8 bytes
+ * ('C': the name is the parent's created_lsn, 8 bytes in host order, the
+ * value the child id).  The producer publishes in slices, so the two rarely touch the lock. */
 
 #define RING_BYTES ((size_t)1 << 20)
 #define RING_SLICE ((size_t)128 << 10)
@@ -280,19 +294,25 @@ static int ring_session(void *ctx, const void *k, size_t kn, const void *v, size
     return ring_put(ctx, 'S', k, kn, v, vn);
 }
 
-static int ring_child(void *ctx, const void *p, size_t pn, const void *c, size_t cn)
+static int ring_child(void *ctx, uint64_t parent_lsn, const void *c, size_t cn)
 {
-    return ring_put(ctx, 'C', p, pn, c, cn);
+    return ring_put(ctx, 'C', &parent_lsn, 8, c, cn);
+}
+
+/* Every kind of run, in turn. */
+static int merge_kinds(bl_bulk *b, const bl_bulk_sink *sink, bl_digest *dg)
+{
+    int rc = 0;
+    for (int kind = 0; rc == 0 && kind < RUN_COUNT; kind++)
+        rc = merge(b, kind, sink, dg);
+    return rc;
 }
 
 static void *merge_thread(void *arg)
 {
     ring *r = arg;
     bl_bulk_sink sink = {r, ring_binding, ring_session, ring_child};
-    int rc = merge(r->b, 1, &sink, r->dg);
-    if (rc == 0)
-        rc = merge(r->b, 0, &sink, r->dg);
-    ring_publish(r, 1, rc);
+    ring_publish(r, 1, merge_kinds(r->b, &sink, r->dg));
     return NULL;
 }
 
@@ -335,9 +355,12 @@ static int ring_drain(ring *r, const bl_bulk_sink *sink)
             case 'S':
                 rc = sink->session(sink->ctx, name, nl, val, vl);
                 break;
-            default:
-                rc = sink->child(sink->ctx, name, nl, val, vl);
+            default: {
+                uint64_t lsn;
+                memcpy(&lsn, name, 8);
+                rc = sink->child(sink->ctx, lsn, val, vl);
                 break;
+            }
             }
             tail += (RING_HDR + nl + vl + 7) & ~(size_t)7;
         }
@@ -360,10 +383,8 @@ int bl_bulk_merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_dige
     pthread_t th;
     int rc;
 
-    if (threads < 2 || (r.buf = malloc(RING_BYTES)) == NULL) {
-        rc = merge(b, 1, sink, dg);
-        return rc == 0 ? merge(b, 0, sink, dg) : rc;
-    }
+    if (threads < 2 || (r.buf = malloc(RING_BYTES)) == NULL)
+        return merge_kinds(b, sink, dg);
     r.head = r.pub = r.tail = r.tail_seen = 0;
     r.full_waits = r.empty_waits = 0;
     r.done = r.rc = r.stop = 0;
@@ -375,8 +396,7 @@ int bl_bulk_merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_dige
         free(r.buf);
         pthread_mutex_destroy(&r.mu);
         pthread_cond_destroy(&r.cv);
-        rc = merge(b, 1, sink, dg);
-        return rc == 0 ? merge(b, 0, sink, dg) : rc;
+        return merge_kinds(b, sink, dg);
     }
     rc = ring_drain(&r, sink);
     pthread_join(th, NULL);

@@ -335,7 +335,7 @@ static int image_entry(image_copy *x, MDB_txn *txn, int sessions, const MDB_val 
                        const MDB_val *v, int *live, int *map_full)
 {
     bl_env *d = x->dst;
-    unsigned char ck[2 * BINDLOG_ID_MAX + 1];
+    unsigned char ck[BL_LCHILD_KEY_MAX];
     int rc;
 
     *live = 0;
@@ -368,12 +368,13 @@ static int image_entry(image_copy *x, MDB_txn *txn, int sessions, const MDB_val 
         rc = put_raw(txn, d->dbi[BL_DB_BASE_SESSIONS], k->mv_data, k->mv_size, v->mv_data,
                      v->mv_size, MDB_APPEND, map_full);
     if (rc == 0 && s.parent_len) {
-        /* the children index of the image: the records that built it are gone */
-        memcpy(ck, s.parent, s.parent_len);
-        ck[s.parent_len] = 0;
-        memcpy(ck + s.parent_len + 1, k->mv_data, k->mv_size);
-        rc = put_raw(txn, d->dbi[BL_DB_CHILDREN], ck, s.parent_len + 1 + k->mv_size, "", 0, 0,
-                     map_full);
+        /* the children index of the image (the records that built it are
+         * gone), keyed by the parent's created_lsn, read from the image */
+        int n = bl_child_entry_key(x->ss->txn, x->src->dbi[BL_DB_BASE_SESSIONS],
+                                   BL_DB_BASE_SESSIONS, &s, k->mv_data, k->mv_size, ck);
+        if (n == BINDLOG_ECORRUPT)
+            x->why = "a session of the base image names a parent the image does not hold";
+        rc = n < 0 ? n : put_raw(txn, d->dbi[BL_DB_CHILDREN], ck, (size_t)n, "", 0, 0, map_full);
     }
     return rc;
 }
@@ -1033,7 +1034,7 @@ static int key_cmp(const MDB_val *a, const MDB_val *b)
 /* Describe a problem with an entry of table `db` (key k). */
 static void entry_problem(checker *ck, int db, const MDB_val *k, const char *what)
 {
-    char esc[200], esc2[200];
+    char esc[200];
     const char *p = k->mv_data;
     size_t n = k->mv_size;
 
@@ -1046,12 +1047,13 @@ static void entry_problem(checker *ck, int db, const MDB_val *k, const char *wha
         escape(esc, sizeof(esc), p, n);
         problem(ck, 0, p, n, "session '%s' %s", esc, what);
         break;
-    case BL_DB_CHILDREN: {
-        const char *z = memchr(p, 0, n);
-        size_t pl = z ? (size_t)(z - p) : n;
-        escape(esc, sizeof(esc), p, pl);
-        escape(esc2, sizeof(esc2), p + pl + (z != NULL), n - pl - (z != NULL));
-        problem(ck, 0, p, pl, "children index entry '%s' -> '%s' %s", esc, esc2, what);
+    case BL_DB_CHILDREN: { /* be64 parent created_lsn, child */
+        uint64_t plsn = n >= 8 ? bl_get64be((const unsigned char *)p) : 0;
+        size_t off = n >= 8 ? 8 : 0;
+        escape(esc, sizeof(esc), p + off, n - off);
+        problem(ck, 0, p + off, n - off,
+                "children index entry of the session created at LSN %llu -> '%s' %s",
+                (unsigned long long)plsn, esc, what);
         break;
     }
     default: { /* history: key 0x00 be64 lsn */
@@ -1289,10 +1291,10 @@ static int cmp_session(void *ctx, const void *k, size_t kn, const void *v, size_
     return cmp_entry(ctx, T_SESS, k, kn, v, vn);
 }
 
-static int cmp_child(void *ctx, const void *parent, size_t pn, const void *child, size_t cn)
+static int cmp_child(void *ctx, uint64_t parent_lsn, const void *child, size_t cn)
 {
-    unsigned char k[BL_CHILD_KEY_MAX];
-    return cmp_entry(ctx, T_CHILD, k, bl_child_key(k, parent, pn, child, cn), "", 0);
+    unsigned char k[BL_LCHILD_KEY_MAX];
+    return cmp_entry(ctx, T_CHILD, k, bl_lchild_key(k, parent_lsn, child, cn), "", 0);
 }
 
 /*

@@ -199,6 +199,38 @@ static int current_value(int sess, const unsigned char **val, size_t *vl)
     return 0;
 }
 
+/* The children index of the base image just written: each session with a
+ * parent, keyed by the parent's created_lsn (looked up in the image). */
+static int image_children(importer *im)
+{
+    bl_env *e = im->e;
+    MDB_cursor *c;
+    MDB_val k, v;
+    int rc = 0, mrc;
+
+    if ((mrc = mdb_cursor_open(im->txn, e->dbi[BL_DB_BASE_SESSIONS], &c)) != 0)
+        return bl_mdb_error(mrc);
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        unsigned char ck[BL_LCHILD_KEY_MAX];
+        bl_sval sv;
+        int n;
+        if ((rc = bl_entry_check(BL_DB_BASE_SESSIONS, &k, &v)) != 0 ||
+            (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) != 0)
+            break;
+        n = bl_child_entry_key(im->txn, e->dbi[BL_DB_BASE_SESSIONS], BL_DB_BASE_SESSIONS, &sv,
+                               k.mv_data, k.mv_size, ck);
+        if (n > 0)
+            rc = put_val(im, e->dbi[BL_DB_CHILDREN], ck, (size_t)n, "", 0, 0);
+        else
+            rc = n;
+    }
+    mdb_cursor_close(c);
+    if (rc == 0 && mrc != MDB_NOTFOUND)
+        rc = bl_mdb_error(mrc);
+    return rc;
+}
+
 /* The base image of a full stream, into an empty store: live and base
  * tables, the children index, and the base meta records. */
 static int import_image(importer *im, uint64_t first, bl_base *base)
@@ -273,7 +305,6 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
                 return rc;
         } else {
             bl_sval sv;
-            unsigned char ck[2 * BINDLOG_ID_MAX + 1];
             if (!bl_valid_id(key, kl) || bl_sval_decode(val, vl, &sv) != 0 ||
                 (sv.parent_len && !bl_valid_id(sv.parent, sv.parent_len)))
                 return BINDLOG_ECORRUPT;
@@ -281,15 +312,11 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
             if ((rc = put_val(im, e->dbi[BL_DB_SESSIONS], key, kl, val, vl, MDB_APPEND)) != 0 ||
                 (rc = put_val(im, e->dbi[BL_DB_BASE_SESSIONS], key, kl, val, vl, MDB_APPEND)))
                 return rc;
-            if (sv.parent_len) {
-                memcpy(ck, sv.parent, sv.parent_len);
-                ck[sv.parent_len] = 0;
-                memcpy(ck + sv.parent_len + 1, key, kl);
-                if ((rc = put_val(im, e->dbi[BL_DB_CHILDREN], ck, sv.parent_len + 1 + kl, "", 0,
-                                  0)) != 0)
-                    return rc;
-            }
         }
+    }
+    if (!im->scan && ns != 0 && (rc = image_children(im)) != 0) {
+        im->err_off = c_off; /* a parent the image does not hold */
+        return rc;
     }
     if (live_b != base->counts.live_bindings || live_s != base->counts.live_sessions) {
         im->err_off = c_off; /* the counters do not describe the image */
@@ -428,7 +455,7 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
         return rc;
     if ((rc = bl_base_get(e, im->txn, &base)) != 0)
         return rc;
-    /* the image into the live tables, with its children index */
+    /* the image into the live tables, then its children index */
     for (int sess = 0; sess < 2; sess++) {
         if ((mrc = mdb_cursor_open(im->txn, e->dbi[sess ? BL_DB_BASE_SESSIONS
                                                         : BL_DB_BASE_BINDINGS], &c)) != 0)
@@ -442,14 +469,6 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
                 break;
             rc = put_val(im, e->dbi[sess ? BL_DB_SESSIONS : BL_DB_BINDINGS], k.mv_data,
                          k.mv_size, v.mv_data, v.mv_size, MDB_APPEND);
-            bl_sval sv;
-            if (rc == 0 && sess && bl_sval_decode(v.mv_data, v.mv_size, &sv) == 0 &&
-                sv.parent_len) {
-                unsigned char ck[BL_CHILD_KEY_MAX];
-                rc = put_val(im, e->dbi[BL_DB_CHILDREN], ck,
-                             bl_child_key(ck, sv.parent, sv.parent_len, k.mv_data, k.mv_size),
-                             "", 0, 0);
-            }
         }
         mdb_cursor_close(c);
         if (rc != 0)
@@ -457,6 +476,8 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
         if (mrc != MDB_NOTFOUND)
             return bl_mdb_error(mrc);
     }
+    if ((rc = image_children(im)) != 0)
+        return rc;
     if ((copy = malloc(BL_RECORD_MAX)) == NULL)
         return BINDLOG_ENOMEM;
     bl_replayer_init(r, first, base.time_ms, &base.counts);
