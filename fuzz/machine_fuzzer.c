@@ -372,9 +372,20 @@ static void check_digest(bindlog *h, const fm_model *m)
     int rc = bindlog_digest(h, d1, &head);
     if (rc != 0)
         die("bindlog_digest: %s", bindlog_code_name(rc));
-    if (head != m->head_lsn)
-        die("head lsn: store %llu, model %llu", (unsigned long long)head,
-            (unsigned long long)m->head_lsn);
+    if (head != m->head_lsn) {
+        /* say what the store's other views show, to tell a passing
+         * snapshot from a lost event: the head once more, and the stats */
+        uint64_t again = 0;
+        bindlog_stats st;
+        memset(&st, 0, sizeof st);
+        int rc2 = bindlog_digest(h, d1, &again);
+        int rc3 = bindlog_stats_get(h, &st);
+        die("head lsn: store %llu, model %llu (then: digest %s head %llu; stats %s head %llu "
+            "checkpoint %llu log records %llu)",
+            (unsigned long long)head, (unsigned long long)m->head_lsn, bindlog_code_name(rc2),
+            (unsigned long long)again, bindlog_code_name(rc3), (unsigned long long)st.head_lsn,
+            (unsigned long long)st.checkpoint_lsn, (unsigned long long)st.log_records);
+    }
     fm_digest(m, d2);
     if (memcmp(d1, d2, sizeof(d1)) != 0) {
         char a[33], b[33];
