@@ -209,6 +209,25 @@ static void bulk__replay_equals_sequential_for_any_partitioning(void **state)
     }
 }
 
+/* A bulk replay into "bulk" and a bulk check, both at 3 partitions, with
+ * BINDLOG_BULK_REF_MAX set to `limit` ("" leaves it unset): both must
+ * take the bulk path without falling back.  The check's report in *rep. */
+static void bulk_replay_and_check(fx *f, const char *limit, bindlog_check_report *rep)
+{
+    uint64_t done0, fell0, done1, fell1;
+    if (limit[0] != '\0')
+        setenv("BINDLOG_BULK_REF_MAX", limit, 1);
+    bl_bulk_tally(&done0, &fell0);
+    replay_to(f, f->s, "bulk", 1, 3, UINT64_MAX, INT64_MAX);
+    set_parts(3);
+    assert_int_equal(bindlog_check(f->s, rep, NULL, NULL), 0);
+    set_parts(0);
+    bl_bulk_tally(&done1, &fell1);
+    unsetenv("BINDLOG_BULK_REF_MAX");
+    assert_int_equal(done1, done0 + 2); /* replay and check took the bulk path */
+    assert_int_equal(fell1, fell0);
+}
+
 /* Records fed by reference are decided in place up to a limit, then
  * spilled in order with the rest: every turn gives the same tables, and a
  * check that finds nothing. */
@@ -221,18 +240,8 @@ static void bulk__records_by_reference_or_spilled(void **state)
     replay_to(f, f->s, "seq", 0, 0, UINT64_MAX, INT64_MAX);
     path_of(f, seq, sizeof seq, "seq");
     for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
-        uint64_t done0, fell0, done1, fell1;
         bindlog_check_report rep;
-        setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
-        bl_bulk_tally(&done0, &fell0);
-        replay_to(f, f->s, "bulk", 1, 3, UINT64_MAX, INT64_MAX);
-        set_parts(3);
-        assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
-        set_parts(0);
-        bl_bulk_tally(&done1, &fell1);
-        unsetenv("BINDLOG_BULK_REF_MAX");
-        assert_int_equal(done1, done0 + 2); /* replay and check took the bulk path */
-        assert_int_equal(fell1, fell0);
+        bulk_replay_and_check(f, limits[i], &rep);
         assert_int_equal(rep.problems, 0);
         assert_int_equal(rep.records, NEVENTS);
         path_of(f, out, sizeof out, "bulk");
@@ -717,7 +726,7 @@ static void bulk__children_of_a_compacted_image(void **state)
     fx *f = *state;
     char out[1200];
     unsigned char dg[BINDLOG_DIGEST_SIZE];
-    uint64_t removed, head, n, switches, done0, fell0, done1, fell1;
+    uint64_t removed, head, n, switches;
     bindlog_check_report rep;
     static const char *const limits[] = {"", "0", "50"};
 
@@ -727,17 +736,7 @@ static void bulk__children_of_a_compacted_image(void **state)
     assert_int_equal(bindlog_compact(f->s, head + 1, &removed, NULL, NULL), 0);
     assert_true(removed > 0);
     for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
-        if (limits[i][0] != '\0')
-            setenv("BINDLOG_BULK_REF_MAX", limits[i], 1);
-        bl_bulk_tally(&done0, &fell0);
-        replay_to(f, f->s, "bulk", 1, 3, UINT64_MAX, INT64_MAX);
-        set_parts(3);
-        assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
-        set_parts(0);
-        bl_bulk_tally(&done1, &fell1);
-        unsetenv("BINDLOG_BULK_REF_MAX");
-        assert_int_equal(done1, done0 + 2);
-        assert_int_equal(fell1, fell0);
+        bulk_replay_and_check(f, limits[i], &rep);
         assert_int_equal(rep.problems, 0);
         bindlog_close(f->s);
         f->s = NULL;

@@ -410,9 +410,10 @@ static void recover__refusals(void **state)
     bindlog_recover_report_free(NULL);
 }
 
-/* A process binds n keys and dies without closing: its records are in the
- * write-ahead log only (one frame each), after the fixture's EVENTS. */
-static void log_only(const char *dir, int n)
+/* In a child process: open dir (NORMAL, checkpoints manual), run
+ * writes(s, arg) -- 0 or the child's exit status -- and die without
+ * closing, so that nothing is folded into data.mdb. */
+static void in_dying_writer(const char *dir, int (*writes)(bindlog *s, int arg), int arg)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -423,19 +424,28 @@ static void log_only(const char *dir, int n)
         o.durability = BINDLOG_DURABILITY_NORMAL;
         if (bindlog_open(&s, dir, &o) != 0)
             _exit(2);
-        char key[32], sid[32];
-        for (int i = 0; i < n; i++) {
-            snprintf(key, sizeof key, "wal:k%d", i % 20);
-            snprintf(sid, sizeof sid, "wal:s%d", i);
-            if (bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
-                _exit(3);
-        }
-        _exit(0); /* no close: nothing folded */
+        _exit(writes(s, arg)); /* no close: nothing folded */
     }
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
+
+static int bind_wal_keys(bindlog *s, int n)
+{
+    char key[32], sid[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "wal:k%d", i % 20);
+        snprintf(sid, sizeof sid, "wal:s%d", i);
+        if (bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+            return 3;
+    }
+    return 0;
+}
+
+/* A process binds n keys and dies without closing: its records are in the
+ * write-ahead log only (one frame each), after the fixture's EVENTS. */
+static void log_only(const char *dir, int n) { in_dying_writer(dir, bind_wal_keys, n); }
 
 /* Records only the write-ahead log holds (a process died before any
  * checkpoint folded them into data.mdb): recover takes them from the log's
@@ -661,36 +671,26 @@ static void recover__a_later_event_of_a_key_survives_an_earlier_loss(void **stat
  * rt:s0 (LSN EVENTS + 1), two routed messages (ROUTE records, + 2 and
  * + 3), a split to rt:s1 (+ 4), one more routed message (+ 5); and
  * wal:k0 bound to wal:s0 (+ 6), for a record after the last one of rt:k. */
-static void log_only_routes(const char *dir)
+static int route_writes(bindlog *s, int unused)
 {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        bindlog *s;
-        bindlog_route_result rr;
-        bindlog_policy never = {BINDLOG_RESET_NONE, 0, 0};
-        setenv("BINDLOG_CHECKPOINT", "manual", 1);
-        bindlog_options o = BINDLOG_OPTIONS_INIT;
-        o.durability = BINDLOG_DURABILITY_NORMAL;
-        if (bindlog_open(&s, dir, &o) != 0)
-            _exit(2);
-        if (bindlog_bind(s, "rt:k", "rt:s0", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED ||
-            bindlog_route(s, "rt:k", RT_T0, &never, "rt:x", NULL, 0, &rr) < 0 ||
-            rr.outcome != BINDLOG_ROUTED ||
-            bindlog_route(s, "rt:k", RT_T0 + 100, &never, "rt:x", NULL, 0, &rr) < 0 ||
-            rr.outcome != BINDLOG_ROUTED ||
-            bindlog_split(s, "rt:k", "rt:s0", "rt:s1", BINDLOG_ANY_GENERATION, NULL, 0, NULL) !=
-                BINDLOG_APPLIED ||
-            bindlog_route(s, "rt:k", RT_T0 + 200, &never, "rt:x", NULL, 0, &rr) < 0 ||
-            rr.outcome != BINDLOG_ROUTED ||
-            bindlog_bind(s, "wal:k0", "wal:s0", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
-            _exit(3);
-        _exit(0); /* no close: nothing folded */
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    bindlog_route_result rr;
+    bindlog_policy never = {BINDLOG_RESET_NONE, 0, 0};
+    (void)unused;
+    if (bindlog_bind(s, "rt:k", "rt:s0", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED ||
+        bindlog_route(s, "rt:k", RT_T0, &never, "rt:x", NULL, 0, &rr) < 0 ||
+        rr.outcome != BINDLOG_ROUTED ||
+        bindlog_route(s, "rt:k", RT_T0 + 100, &never, "rt:x", NULL, 0, &rr) < 0 ||
+        rr.outcome != BINDLOG_ROUTED ||
+        bindlog_split(s, "rt:k", "rt:s0", "rt:s1", BINDLOG_ANY_GENERATION, NULL, 0, NULL) !=
+            BINDLOG_APPLIED ||
+        bindlog_route(s, "rt:k", RT_T0 + 200, &never, "rt:x", NULL, 0, &rr) < 0 ||
+        rr.outcome != BINDLOG_ROUTED ||
+        bindlog_bind(s, "wal:k0", "wal:s0", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+        return 3;
+    return 0;
 }
+
+static void log_only_routes(const char *dir) { in_dying_writer(dir, route_writes, 0); }
 
 /* The frame of a key's first binding is lost, and ROUTE records of that
  * key follow it.  A ROUTE does not move the binding: it re-derives only on
