@@ -793,6 +793,125 @@ static void recover__a_cut_or_grown_log_is_read(void **state)
     assert_wal_keys(out, 150);
 }
 
+/* A child whose parent is lost with every copy of it (its row, its
+ * records, its bindings: each page holding its id is zeroed, but for the
+ * child's own leaf).  The child keeps naming its parent, which is no
+ * session of the new store: the children table holds no entry for it (its
+ * key would need the parent's created_lsn), and every path that rebuilds
+ * the table from an image (replay and check, bulk or sequential; compact;
+ * export and import) agrees with the one the walk wrote.  A session
+ * created later under the parent's id is younger than the child, so not
+ * its parent to the table either. */
+static void recover__a_child_whose_parent_is_lost(void **state)
+{
+    fx *f = *state;
+    bindlog *s;
+    bindlog_iter *it;
+    bindlog_session ss, got;
+    char child[BINDLOG_ID_MAX + 1] = "", parent[BINDLOG_ID_MAX + 1] = "";
+    uint64_t cleaf = 0;
+
+    /* a child and a parent (an id of 4+ bytes, so that few others hold it)
+     * on different leaves */
+    assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
+    assert_int_equal(bindlog_sessions_iter(s, &it), 0);
+    while (child[0] == 0 && bindlog_iter_next_session(it, &ss, NULL, 0) == 1) {
+        if (strlen(ss.parent_id) < 4)
+            continue;
+        uint64_t cl = leaf_of(f->dir, BL_DB_SESSIONS, ss.session_id, strlen(ss.session_id), NULL,
+                              NULL);
+        if (cl == leaf_of(f->dir, BL_DB_SESSIONS, ss.parent_id, strlen(ss.parent_id), NULL, NULL))
+            continue;
+        snprintf(child, sizeof child, "%s", ss.session_id);
+        snprintf(parent, sizeof parent, "%s", ss.parent_id);
+        cleaf = cl;
+    }
+    bindlog_iter_close(it);
+    bindlog_close(s);
+    assert_true(child[0] != 0);
+
+    size_t size;
+    unsigned zeroed = 0;
+    unsigned char *map = slurp(data_path(f->dir), &size);
+    for (uint64_t pg = 2; pg < size / 4096; pg++)
+        if (pg != cleaf && memmem(map + pg * 4096, 4096, parent, strlen(parent)) != NULL) {
+            zero_page(f->dir, pg);
+            zeroed++;
+        }
+    free(map);
+    assert_true(zeroed >= 2); /* its row and its records at least */
+
+    bindlog_recover_report r;
+    unsigned char dg[BINDLOG_DIGEST_SIZE], dg2[BINDLOG_DIGEST_SIZE];
+    bindlog_check_report chk;
+    recover_ok(f->dir, f->out, &r, dg);
+    assert_true(r.records_lost > 0);
+    bindlog_recover_report_free(&r);
+
+    assert_int_equal(bindlog_open(&s, f->out, NULL), 0);
+    assert_int_equal(bindlog_session_get(s, child, &got, NULL, 0), 0);
+    assert_string_equal(got.parent_id, parent);
+    assert_int_equal(bindlog_session_get(s, parent, &ss, NULL, 0), BINDLOG_ENOTFOUND);
+    assert_int_equal(bindlog_children_iter(s, parent, &it), 0); /* an unknown session: none */
+    assert_int_equal(bindlog_iter_next_session(it, &ss, NULL, 0), 0);
+    bindlog_iter_close(it);
+    /* the child in the base image: check by bulk replay (forced to
+     * partitions, where the parent is in none) and sequentially */
+    uint64_t head;
+    assert_int_equal(bindlog_digest(s, dg2, &head), 0);
+    assert_int_equal(bindlog_compact(s, head + 1, NULL, NULL, NULL), 0);
+    const char *parts[] = {"3", "1", NULL};
+    for (int i = 0; i < 3; i++) {
+        if (parts[i] != NULL)
+            setenv("BINDLOG_BULK_PARTITIONS", parts[i], 1);
+        else
+            setenv("BINDLOG_BULK", "0", 1);
+        assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+        if (chk.problems != 0)
+            fail_msg("check of the compacted store (%s): %s", parts[i] ? parts[i] : "sequential",
+                     chk.message);
+        unsetenv("BINDLOG_BULK_PARTITIONS");
+        unsetenv("BINDLOG_BULK");
+    }
+    /* a session named as the lost parent, created now: younger than the
+     * child, so its children are its own */
+    bindlog_result res;
+    assert_int_equal(bindlog_new_session(s, "agent:main:chat:reborn", parent, NULL, NULL, 0, &res),
+                     BINDLOG_APPLIED);
+    assert_int_equal(bindlog_children_iter(s, parent, &it), 0);
+    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
+    bindlog_iter_close(it);
+    assert_int_equal(bindlog_digest(s, dg2, &head), 0);
+    assert_int_equal(bindlog_compact(s, head + 1, NULL, NULL, NULL), 0);
+    assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+    if (chk.problems != 0)
+        fail_msg("check after the parent's id came back: %s", chk.message);
+    assert_int_equal(bindlog_digest(s, dg, NULL), 0);
+
+    /* export and import: the image path of import agrees */
+    char path[1100], dir2[1100];
+    snprintf(path, sizeof path, "%s/stream", f->tmp);
+    snprintf(dir2, sizeof dir2, "%s/imported", f->tmp);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(bindlog_export(s, 0, fd, NULL, NULL, NULL), 0);
+    bindlog_close(s);
+    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+    bindlog *s2 = wl_open_store(dir2);
+    uint64_t off = 0;
+    int irc = bindlog_import(s2, fd, NULL, &off, NULL, NULL);
+    if (irc != 0)
+        fail_msg("import at %llu: %s: %s", (unsigned long long)off, bindlog_code_name(irc),
+                 bindlog_last_error());
+    close(fd);
+    assert_int_equal(bindlog_check(s2, &chk, NULL, NULL), 0);
+    if (chk.problems != 0)
+        fail_msg("check of the imported store: %s", chk.message);
+    assert_int_equal(bindlog_digest(s2, dg2, NULL), 0);
+    assert_memory_equal(dg, dg2, sizeof dg);
+    bindlog_close(s2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -809,6 +928,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(recover__routes_after_a_lost_binding_survive, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(recover__a_cut_or_grown_log_is_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__a_child_whose_parent_is_lost, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1356,16 +1356,19 @@ int bl_child_entry_key(MDB_txn *txn, MDB_dbi sessions, int db, const bl_sval *sv
     if (sv->parent_len == 0)
         return 0;
     rc = bl_get_checked(txn, sessions, db, &k, &v);
+    if (rc == BINDLOG_ENOTFOUND)
+        return 0; /* a parent the store does not hold (bl_child_indexed) */
     if (rc == 0)
         rc = bl_sval_decode(v.mv_data, v.mv_size, &parent);
-    if (rc == BINDLOG_ENOTFOUND || rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION)
-        return bl_err_set(BINDLOG_ECORRUPT, "session '%s' names parent '%s', which %s %s",
+    if (rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION)
+        return bl_err_set(BINDLOG_ECORRUPT, "session '%s' names parent '%s', which is damaged in %s",
                           bl_err_bytes(q, sizeof q, id, id_len),
                           bl_err_bytes(q2, sizeof q2, sv->parent, sv->parent_len),
-                          rc == BINDLOG_ENOTFOUND ? "is not in" : "is damaged in",
                           bl_db_name(db));
     if (rc != 0)
         return rc;
+    if (!bl_child_indexed(sv->created_lsn, parent.created_lsn))
+        return 0;
     return (int)bl_lchild_key(out, parent.created_lsn, id, id_len);
 }
 

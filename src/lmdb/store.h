@@ -171,9 +171,10 @@ void bl_view_init(bl_view *v, bl_tables *t);
  * parent's value is read from `sessions` (table `db` of the limits) in
  * `txn`: be64 of the parent's created_lsn, then `id` (bl_lchild_key).  For
  * the tables built from a base image, whose records are gone.  Returns the
- * key's length, 0 for a root session, or BINDLOG_ECORRUPT (with a message)
- * when the parent is not in `sessions` or its value is damaged, or another
- * negative error of the read.
+ * key's length; 0 when the session has no entry: a root session, or one
+ * whose parent `sessions` does not hold, or holds created after it
+ * (bl_child_indexed); BINDLOG_ECORRUPT (with a message) when the parent's
+ * value is damaged, or another negative error of the read.
  */
 int bl_child_entry_key(MDB_txn *txn, MDB_dbi sessions, int db, const bl_sval *sv,
                        const void *id, size_t id_len, unsigned char out[BL_LCHILD_KEY_MAX]);

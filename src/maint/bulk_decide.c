@@ -92,6 +92,7 @@ typedef struct kid {     /* a children index entry */
 typedef struct pend {    /* an image session's parent, resolved after the image */
     const char *parent;
     uint32_t parent_len, child;
+    uint64_t child_lsn;  /* the child's created_lsn */
 } pend;
 
 typedef struct skey {
@@ -338,7 +339,7 @@ static int add_image_session(dstate *d, const unsigned char *p, size_t len)
         return BINDLOG_ENOMEM;
     memcpy(parent, s.parent, s.parent_len);
     GROW(d->pd, d->npd, d->cappd);
-    d->pd[d->npd++] = (pend){parent, (uint32_t)s.parent_len, idx};
+    d->pd[d->npd++] = (pend){parent, (uint32_t)s.parent_len, idx, s.created_lsn};
     return 0;
 }
 
@@ -353,11 +354,15 @@ static int resolve_pending(dstate *d)
         int64_t pidx = tab_find(&d->sess, q->parent, q->parent_len,
                                 XXH3_64bits(q->parent, q->parent_len));
         if (pidx < 0) {
+            /* elsewhere, or nowhere (a recovered store): the sequential
+             * path looks it up in the whole image */
             d->why = "an image session's parent is not in its partition";
             return BL_BULK_FALLBACK;
         }
         if (bl_sval_decode_trusted(d->sess.v[pidx].val, d->sess.v[pidx].val_len, &pv) != 0)
             return (d->why = "damaged session in the base image"), BL_BULK_FALLBACK;
+        if (!bl_child_indexed(q->child_lsn, pv.created_lsn))
+            continue;
         GROW(d->k, d->nk, d->capk);
         d->k[d->nk++] = (kid){pv.created_lsn, q->child, 0};
     }

@@ -373,8 +373,8 @@ static int image_entry(image_copy *x, MDB_txn *txn, int sessions, const MDB_val 
         int n = bl_child_entry_key(x->ss->txn, x->src->dbi[BL_DB_BASE_SESSIONS],
                                    BL_DB_BASE_SESSIONS, &s, k->mv_data, k->mv_size, ck);
         if (n == BINDLOG_ECORRUPT)
-            x->why = "a session of the base image names a parent the image does not hold";
-        rc = n < 0 ? n : put_raw(txn, d->dbi[BL_DB_CHILDREN], ck, (size_t)n, "", 0, 0, map_full);
+            x->why = "a session of the base image names a damaged parent";
+        rc = n <= 0 ? n : put_raw(txn, d->dbi[BL_DB_CHILDREN], ck, (size_t)n, "", 0, 0, map_full);
     }
     return rc;
 }
