@@ -155,6 +155,26 @@ static void lower_valid_from(bl_pc *pc, int tree, uint64_t t)
         ;
 }
 
+/*
+ * A read transaction's id does not always name its snapshot.  LMDB labels
+ * it with the last committed id T, then copies the roots from meta page
+ * T & 1; two commits landing between the two steps have overwritten that
+ * page with T + 2's roots, and the transaction reads T + 2 (consistently,
+ * and its reader slot protects those pages too) under T's id.  What is
+ * remembered per id must allow for it: the snapshot txn read is at least
+ * `t` and at most the newest commit when this is called, which it returns.
+ * When that is t itself, no commit after t has reached its meta page, so
+ * t + 2 had not begun when the transaction copied its roots: the
+ * snapshot is exactly t.
+ */
+static uint64_t snapshot_ceiling(bl_env *e, uint64_t t)
+{
+    MDB_envinfo info;
+    if (mdb_env_info(e->env, &info) != 0 || info.me_last_txnid < t)
+        return UINT64_MAX;
+    return info.me_last_txnid;
+}
+
 static int is_valid(bl_pc *pc, int tree, uint64_t t)
 {
     return atomic_load_explicit(&pc->valid_from[tree], memory_order_acquire) <= t;
@@ -236,7 +256,11 @@ int bl_pc_guard_tables(bl_env *e, MDB_txn *txn, unsigned mask)
             rc = pc_fail(pc, &ft);
         if (rc != 0)
             break;
-        lower_valid_from(pc, tree, t);
+        /* the tree walked is of a snapshot between t and the ceiling:
+         * valid from the ceiling on (later trees are our writers') */
+        uint64_t top = snapshot_ceiling(e, t);
+        if (top != UINT64_MAX)
+            lower_valid_from(pc, tree, top);
     }
     free(seen);
     return rc;
@@ -395,7 +419,9 @@ int bl_pc_guard_iter(bl_env *e, MDB_txn *txn, int kind, const void *seek, size_t
 
 /* ---- point reads ------------------------------------------------------------------ */
 
-/* The roots a thread last used: one snapshot of one environment. */
+/* The roots a thread last used: one snapshot of one environment, only
+ * ever filled and used by a transaction that is exactly its id's snapshot
+ * (snapshot_ceiling). */
 static _Thread_local struct {
     uint64_t env_id, txnid;
     unsigned have;
@@ -414,20 +440,25 @@ int bl_pc_get(bl_env *e, MDB_txn *txn, int table, const MDB_val *key, MDB_val *d
     if (pc == NULL)
         return bl_get_checked(txn, e->dbi[table], table, key, data);
     uint64_t t = mdb_txn_id(txn);
+    bl_pc_db own, *db = &own;
     pc_file(pc, &f);
-    if (tls_roots.env_id != e->id || tls_roots.txnid != t) {
-        tls_roots.env_id = e->id;
-        tls_roots.txnid = t;
-        tls_roots.have = 0;
-    }
-    if (!(tls_roots.have & BL_PC_BIT(table))) {
-        if ((rc = table_record(pc, txn, table, &tls_roots.db[table], UINT64_MAX)) != 0)
-            return rc;
-        tls_roots.have |= BL_PC_BIT(table);
+    if (snapshot_ceiling(e, t) == t) {
+        if (tls_roots.env_id != e->id || tls_roots.txnid != t) {
+            tls_roots.env_id = e->id;
+            tls_roots.txnid = t;
+            tls_roots.have = 0;
+        }
+        db = &tls_roots.db[table];
+        if (!(tls_roots.have & BL_PC_BIT(table))) {
+            if ((rc = table_record(pc, txn, table, db, UINT64_MAX)) != 0)
+                return rc;
+            tls_roots.have |= BL_PC_BIT(table);
+        }
+    } else if ((rc = table_record(pc, txn, table, db, UINT64_MAX)) != 0) {
+        return rc; /* commits landed since txn began: its own roots, uncached */
     }
     for (int retry = 0;; retry++) {
-        rc = bl_pc_search(&f, &tls_roots.db[table], table, key->mv_data, key->mv_size, 0, NULL,
-                          NULL, &v, &vn, &ft);
+        rc = bl_pc_search(&f, db, table, key->mv_data, key->mv_size, 0, NULL, NULL, &v, &vn, &ft);
         if (rc != BINDLOG_ECORRUPT || retry > 0 || refresh_pages(pc) == f.npages)
             break;
         pc_file(pc, &f); /* the file grew since we last looked */
