@@ -765,7 +765,12 @@ BINDLOG_API int bindlog_sessions_iter(bindlog *s, bindlog_iter **out);
  * whose parent is another (a damaged store: `bindlog check` names it). */
 BINDLOG_API int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out);
 /** The ancestors of `session_id`: its parent, the parent's parent, ... up to
- * the root.  BINDLOG_ENOTFOUND if session_id does not exist. */
+ * the root.  BINDLOG_ENOTFOUND if session_id does not exist.  The walk also
+ * ends at a parent the store does not hold, or holds created after its
+ * child: only a store rebuilt by bindlog_recover() after the parent was
+ * lost has such a session (its value still names the parent, which a
+ * later event may have re-created under the same id).  A next call
+ * returns BINDLOG_ECORRUPT on a parent cycle (a damaged store). */
 BINDLOG_API int bindlog_ancestors_iter(bindlog *s, const char *session_id, bindlog_iter **out);
 /**
  * Next session of a sessions, children or ancestors iterator; the origin is

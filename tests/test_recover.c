@@ -855,6 +855,9 @@ static void recover__a_child_whose_parent_is_lost(void **state)
     assert_int_equal(bindlog_children_iter(s, parent, &it), 0); /* an unknown session: none */
     assert_int_equal(bindlog_iter_next_session(it, &ss, NULL, 0), 0);
     bindlog_iter_close(it);
+    assert_int_equal(bindlog_ancestors_iter(s, child, &it), 0); /* the lineage ends here */
+    assert_int_equal(bindlog_iter_next_session(it, &ss, NULL, 0), 0);
+    bindlog_iter_close(it);
     /* the child in the base image: check by bulk replay (forced to
      * partitions, where the parent is in none) and sequentially */
     uint64_t head;
@@ -879,6 +882,9 @@ static void recover__a_child_whose_parent_is_lost(void **state)
     assert_int_equal(bindlog_new_session(s, "agent:main:chat:reborn", parent, NULL, NULL, 0, &res),
                      BINDLOG_APPLIED);
     assert_int_equal(bindlog_children_iter(s, parent, &it), 0);
+    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
+    bindlog_iter_close(it);
+    assert_int_equal(bindlog_ancestors_iter(s, child, &it), 0);
     assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
     bindlog_iter_close(it);
     assert_int_equal(bindlog_digest(s, dg2, &head), 0);

@@ -82,6 +82,7 @@ typedef struct etcd_iter {
     char next_id[BINDLOG_ID_MAX + 1]; /* ancestors: the next session */
     size_t next_len;
     uint64_t steps, max_steps;
+    uint64_t next_before; /* ancestors: the next one's child's created_lsn */
     bl_rec_buf rb;   /* records handed to the caller */
     bl_etcd_kvs one; /* the last single-key read handed out */
 } etcd_iter;
@@ -164,7 +165,7 @@ static int emit_session(etcd_iter *it, const void *id, size_t n, bindlog_session
 {
     bl_etcd_kvs_free(&it->one); /* the previous item's */
     int rc = bl_es_get(it->st, BL_ES_SESSIONS, id, n, it->rev, &it->one);
-    if (rc == BINDLOG_ENOTFOUND)
+    if (rc == BINDLOG_ENOTFOUND && it->base.kind != BL_IT_ANCESTORS)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
     if (rc != 0)
         return page_err(rc);
@@ -214,9 +215,18 @@ static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, siz
         if (++it->steps > it->max_steps)
             return BINDLOG_ECORRUPT; /* a parent cycle */
         rc = emit_session(it, it->next_id, it->next_len, out, buf, cap, &sv);
+        /* the lineage ends at a parent the store does not hold, or that
+         * was created after its child: a session re-created under a lost
+         * parent's id after bindlog_recover (bl_child_indexed) */
+        if (rc == BINDLOG_ENOTFOUND ||
+            (rc > 0 && !bl_child_indexed(it->next_before, sv.created_lsn))) {
+            it->next_len = 0;
+            rc = 0;
+        }
         if (rc > 0) {
             copy_str(it->next_id, sv.parent, sv.parent_len);
             it->next_len = sv.parent_len;
+            it->next_before = sv.created_lsn;
         }
         return rc;
     }
@@ -303,6 +313,7 @@ int bl_es_op_iter(bindlog *h, int kind, const char *arg, size_t arg_len, uint64_
         if (rc == 0) {
             copy_str(it->next_id, sv.parent, sv.parent_len);
             it->next_len = sv.parent_len;
+            it->next_before = sv.created_lsn;
             rc = count_table(st, BL_ES_SESSIONS, it->rev, &it->max_steps);
         }
         break;

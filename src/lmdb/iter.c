@@ -38,6 +38,7 @@ typedef struct lmdb_iter {
     char next_id[BINDLOG_ID_MAX + 1];       /* ancestors: the next session to visit */
     size_t next_len;
     uint64_t steps, max_steps;              /* ancestors: cycle guard for damaged stores */
+    uint64_t next_before;                   /* ancestors: the next one's child's created_lsn */
     uint64_t *chain;                        /* history: the key's LSNs, newest first */
     size_t nchain;                          /* history: LSNs not handed out yet */
     bl_rec_buf rb;                          /* records handed to the caller */
@@ -296,7 +297,7 @@ static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_se
 {
     MDB_val v;
     int rc = bl_snap_get(&it->snap, BL_DB_SESSIONS, id, id_len, &v);
-    if (rc == BINDLOG_ENOTFOUND)
+    if (rc == BINDLOG_ENOTFOUND && it->base.kind != BL_IT_ANCESTORS)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
     if (rc != 0)
         return rc;
@@ -355,9 +356,18 @@ static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, siz
             break;
         }
         rc = emit_session(it, it->next_id, it->next_len, out, buf, cap, &sv);
+        /* the lineage ends at a parent the store does not hold, or that
+         * was created after its child: a session re-created under a lost
+         * parent's id after bindlog_recover (bl_child_indexed) */
+        if (rc == BINDLOG_ENOTFOUND ||
+            (rc > 0 && !bl_child_indexed(it->next_before, sv.created_lsn))) {
+            it->next_len = 0;
+            rc = 0;
+        }
         if (rc > 0) {
             copy_str(it->next_id, sv.parent, sv.parent_len);
             it->next_len = sv.parent_len;
+            it->next_before = sv.created_lsn;
         }
         break;
     }
@@ -382,6 +392,7 @@ static int start_ancestors(lmdb_iter *it, const char *id, size_t n)
     if (rc == 0) {
         copy_str(it->next_id, sv.parent, sv.parent_len);
         it->next_len = sv.parent_len;
+        it->next_before = sv.created_lsn;
         it->max_steps = bl_snap_entries(&it->snap, BL_DB_SESSIONS);
     }
     bl_map_unlock(e);
