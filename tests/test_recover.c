@@ -163,6 +163,20 @@ static void recover_ok(const char *dir, const char *out, bindlog_recover_report 
     bindlog_close(s);
 }
 
+/* A recovery from the log that lost exactly one LSN, of one key. */
+static void assert_lost_one(const bindlog_recover_report *r, uint64_t log_records, uint64_t lsn,
+                            const char *key, uint64_t new_head)
+{
+    assert_int_equal(r->log_records, log_records);
+    assert_int_equal(r->records_lost, 1);
+    assert_int_equal(r->nranges, 1);
+    assert_int_equal(r->ranges[0].first, lsn);
+    assert_int_equal(r->ranges[0].last, lsn);
+    assert_int_equal(r->nkeys, 1);
+    assert_string_equal(r->keys[0], key);
+    assert_int_equal(r->new_head_lsn, new_head);
+}
+
 /* ---- cases ------------------------------------------------------------------------ */
 
 static void recover__undamaged_store_same_digest(void **state)
@@ -649,15 +663,8 @@ static void recover__a_later_event_of_a_key_survives_an_earlier_loss(void **stat
     flip_wal_byte(f->dir, frame_of(f->dir, EVENTS + 6) + 64 + 20);
 
     recover_ok(f->dir, f->out, &r, dg);
-    assert_int_equal(r.log_records, 199);
-    assert_int_equal(r.records_lost, 1);
-    assert_int_equal(r.nranges, 1);
-    assert_int_equal(r.ranges[0].first, EVENTS + 6);
-    assert_int_equal(r.ranges[0].last, EVENTS + 6);
+    assert_lost_one(&r, 199, EVENTS + 6, "wal:k5", EVENTS + 200);
     assert_int_equal(r.records_skipped, 0);
-    assert_int_equal(r.nkeys, 1);
-    assert_string_equal(r.keys[0], "wal:k5");
-    assert_int_equal(r.new_head_lsn, EVENTS + 200);
     assert_memory_equal(dg, full, sizeof dg);
     bindlog_recover_report_free(&r);
     assert_wal_keys(f->out, 200);
@@ -717,14 +724,7 @@ static void recover__routes_after_a_lost_binding_survive(void **state)
     flip_wal_byte(f->dir, frame_of(f->dir, EVENTS + 1) + 64 + 20);
 
     recover_ok(f->dir, f->out, &r, dg);
-    assert_int_equal(r.log_records, 5);
-    assert_int_equal(r.records_lost, 1);
-    assert_int_equal(r.nranges, 1);
-    assert_int_equal(r.ranges[0].first, EVENTS + 1);
-    assert_int_equal(r.ranges[0].last, EVENTS + 1);
-    assert_int_equal(r.nkeys, 1);
-    assert_string_equal(r.keys[0], "rt:k");
-    assert_int_equal(r.new_head_lsn, EVENTS + 6);
+    assert_lost_one(&r, 5, EVENTS + 1, "rt:k", EVENTS + 6);
     assert_memory_equal(dg, full, sizeof dg);
     bindlog_recover_report_free(&r);
 
