@@ -894,16 +894,18 @@ static void recover__a_child_whose_parent_is_lost(void **state)
         fail_msg("check after the parent's id came back: %s", chk.message);
     assert_int_equal(bindlog_digest(s, dg, NULL), 0);
 
-    /* export and import: the image path of import agrees */
-    char path[1100], dir2[1100];
+    /* export and import: the image path of import agrees (on etcd too,
+     * in test_recover_etcd: BINDLOG_TEST_BACKEND=etcd) */
+    char path[1100];
     snprintf(path, sizeof path, "%s/stream", f->tmp);
-    snprintf(dir2, sizeof dir2, "%s/imported", f->tmp);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     assert_int_equal(bindlog_export(s, 0, fd, NULL, NULL, NULL), 0);
     bindlog_close(s);
     assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-    bindlog *s2 = wl_open_store(dir2);
+    char *loc = tu_store_location("imported");
+    assert_int_equal(tu_is_etcd_location(loc), tu_backend_is_etcd());
+    bindlog *s2 = wl_open_store(loc);
     uint64_t off = 0;
     int irc = bindlog_import(s2, fd, NULL, &off, NULL, NULL);
     if (irc != 0)
@@ -915,7 +917,17 @@ static void recover__a_child_whose_parent_is_lost(void **state)
         fail_msg("check of the imported store: %s", chk.message);
     assert_int_equal(bindlog_digest(s2, dg2, NULL), 0);
     assert_memory_equal(dg, dg2, sizeof dg);
+    assert_int_equal(bindlog_session_get(s2, child, &got, NULL, 0), 0);
+    assert_string_equal(got.parent_id, parent);
+    assert_int_equal(bindlog_ancestors_iter(s2, child, &it), 0);
+    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
+    bindlog_iter_close(it);
+    assert_int_equal(bindlog_children_iter(s2, parent, &it), 0);
+    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
+    bindlog_iter_close(it);
     bindlog_close(s2);
+    tu_store_remove(loc);
+    free(loc);
 }
 
 int main(void)
@@ -936,5 +948,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(recover__a_cut_or_grown_log_is_read, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_child_whose_parent_is_lost, setup, teardown),
     };
+    if (tu_backend_is_etcd()) {
+        /* recover reads directories; only the import of a recovered
+         * store's stream runs on etcd */
+        if (tu_backend_skip())
+            return 0;
+        cmocka_set_test_filter("recover__a_child_whose_parent_is_lost");
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
