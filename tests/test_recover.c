@@ -793,6 +793,31 @@ static void recover__a_cut_or_grown_log_is_read(void **state)
     assert_wal_keys(out, 150);
 }
 
+/* The orphan `child` of a lost `parent`: it still names the parent, its
+ * lineage ends at it, and the parent's id has no children. */
+static void assert_orphan(bindlog *s, const char *child, const char *parent)
+{
+    bindlog_session got;
+    bindlog_iter *it;
+    assert_int_equal(bindlog_session_get(s, child, &got, NULL, 0), 0);
+    assert_string_equal(got.parent_id, parent);
+    assert_int_equal(bindlog_ancestors_iter(s, child, &it), 0);
+    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
+    bindlog_iter_close(it);
+    assert_int_equal(bindlog_children_iter(s, parent, &it), 0);
+    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
+    bindlog_iter_close(it);
+}
+
+/* bindlog_check finds nothing; `what` names the store in the failure. */
+static void assert_checks_clean(bindlog *s, const char *what)
+{
+    bindlog_check_report chk;
+    assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+    if (chk.problems != 0)
+        fail_msg("check of %s: %s", what, chk.message);
+}
+
 /* A child whose parent is lost with every copy of it (its row, its
  * records, its bindings: each page holding its id is zeroed, but for the
  * child's own leaf).  The child keeps naming its parent, which is no
@@ -807,7 +832,7 @@ static void recover__a_child_whose_parent_is_lost(void **state)
     fx *f = *state;
     bindlog *s;
     bindlog_iter *it;
-    bindlog_session ss, got;
+    bindlog_session ss;
     char child[BINDLOG_ID_MAX + 1] = "", parent[BINDLOG_ID_MAX + 1] = "";
     uint64_t cleaf = 0;
 
@@ -843,21 +868,13 @@ static void recover__a_child_whose_parent_is_lost(void **state)
 
     bindlog_recover_report r;
     unsigned char dg[BINDLOG_DIGEST_SIZE], dg2[BINDLOG_DIGEST_SIZE];
-    bindlog_check_report chk;
     recover_ok(f->dir, f->out, &r, dg);
     assert_true(r.records_lost > 0);
     bindlog_recover_report_free(&r);
 
     assert_int_equal(bindlog_open(&s, f->out, NULL), 0);
-    assert_int_equal(bindlog_session_get(s, child, &got, NULL, 0), 0);
-    assert_string_equal(got.parent_id, parent);
     assert_int_equal(bindlog_session_get(s, parent, &ss, NULL, 0), BINDLOG_ENOTFOUND);
-    assert_int_equal(bindlog_children_iter(s, parent, &it), 0); /* an unknown session: none */
-    assert_int_equal(bindlog_iter_next_session(it, &ss, NULL, 0), 0);
-    bindlog_iter_close(it);
-    assert_int_equal(bindlog_ancestors_iter(s, child, &it), 0); /* the lineage ends here */
-    assert_int_equal(bindlog_iter_next_session(it, &ss, NULL, 0), 0);
-    bindlog_iter_close(it);
+    assert_orphan(s, child, parent); /* an unknown session has no children */
     /* the child in the base image: check by bulk replay (forced to
      * partitions, where the parent is in none) and sequentially */
     uint64_t head;
@@ -869,10 +886,10 @@ static void recover__a_child_whose_parent_is_lost(void **state)
             setenv("BINDLOG_BULK_PARTITIONS", parts[i], 1);
         else
             setenv("BINDLOG_BULK", "0", 1);
-        assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
-        if (chk.problems != 0)
-            fail_msg("check of the compacted store (%s): %s", parts[i] ? parts[i] : "sequential",
-                     chk.message);
+        char what[64];
+        snprintf(what, sizeof what, "the compacted store (%s)",
+                 parts[i] ? parts[i] : "sequential");
+        assert_checks_clean(s, what);
         unsetenv("BINDLOG_BULK_PARTITIONS");
         unsetenv("BINDLOG_BULK");
     }
@@ -881,17 +898,10 @@ static void recover__a_child_whose_parent_is_lost(void **state)
     bindlog_result res;
     assert_int_equal(bindlog_new_session(s, "agent:main:chat:reborn", parent, NULL, NULL, 0, &res),
                      BINDLOG_APPLIED);
-    assert_int_equal(bindlog_children_iter(s, parent, &it), 0);
-    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
-    bindlog_iter_close(it);
-    assert_int_equal(bindlog_ancestors_iter(s, child, &it), 0);
-    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
-    bindlog_iter_close(it);
+    assert_orphan(s, child, parent);
     assert_int_equal(bindlog_digest(s, dg2, &head), 0);
     assert_int_equal(bindlog_compact(s, head + 1, NULL, NULL, NULL), 0);
-    assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
-    if (chk.problems != 0)
-        fail_msg("check after the parent's id came back: %s", chk.message);
+    assert_checks_clean(s, "the store after the parent's id came back");
     assert_int_equal(bindlog_digest(s, dg, NULL), 0);
 
     /* export and import: the image path of import agrees (on etcd too,
@@ -912,19 +922,10 @@ static void recover__a_child_whose_parent_is_lost(void **state)
         fail_msg("import at %llu: %s: %s", (unsigned long long)off, bindlog_code_name(irc),
                  bindlog_last_error());
     close(fd);
-    assert_int_equal(bindlog_check(s2, &chk, NULL, NULL), 0);
-    if (chk.problems != 0)
-        fail_msg("check of the imported store: %s", chk.message);
+    assert_checks_clean(s2, "the imported store");
     assert_int_equal(bindlog_digest(s2, dg2, NULL), 0);
     assert_memory_equal(dg, dg2, sizeof dg);
-    assert_int_equal(bindlog_session_get(s2, child, &got, NULL, 0), 0);
-    assert_string_equal(got.parent_id, parent);
-    assert_int_equal(bindlog_ancestors_iter(s2, child, &it), 0);
-    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
-    bindlog_iter_close(it);
-    assert_int_equal(bindlog_children_iter(s2, parent, &it), 0);
-    assert_int_equal(bindlog_iter_next_session(it, &got, NULL, 0), 0);
-    bindlog_iter_close(it);
+    assert_orphan(s2, child, parent);
     bindlog_close(s2);
     tu_store_remove(loc);
     free(loc);
