@@ -44,6 +44,7 @@
  * are referenced weakly: a library without them still links and runs, and
  * their figures print as "n/a (not built)".
  */
+#define _GNU_SOURCE /* syscall, sched_getcpu, pthread_*affinity_np */
 #include "bench.h"
 #include "mdb_tables.h"
 
@@ -57,11 +58,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#endif
 
 #pragma weak bindlog_check
 #pragma weak bindlog_replay
@@ -94,6 +101,7 @@ typedef struct cfg {
 
 enum {
     M_FSYNC,
+    M_THREAD_WAKE,
     M_LMDB,
     M_BL1,
     M_BLFRESH1,
@@ -162,6 +170,8 @@ typedef struct meas {
 
 static meas M[M_COUNT] = {
     [M_FSYNC] = {.id = "fsync_limit", .label = "fdatasync of 128-byte overwrites", .unit = "syncs"},
+    [M_THREAD_WAKE] = {.id = "thread_wake", .label = "thread sleep + wake, futex ping-pong",
+                       .unit = "pairs"},
     [M_LMDB] = {.id = "lmdb_raw_1", .label = "raw LMDB, 1 put/txn, default sync", .unit = "txns"},
     [M_BL1] = {.id = "bindlog_full_1", .label = "bindlog FULL, 1 writer", .unit = "events"},
     [M_BLFRESH1] = {.id = "bindlog_full_1_fresh", .label = "bindlog FULL x1, fresh store, 5k events",
@@ -825,6 +835,115 @@ static void measure_fsync(const cfg *c, double budget)
     free(lat);
 }
 
+/* The machine's price of a sleep and a wake-up, the other reference of the
+ * writer rows besides the flush: with many writers each event costs about
+ * one of each (the "cs per event" of those rows).  Two threads hand a turn
+ * back and forth through a futex, first free to run on any CPU (as the
+ * writers do), then both pinned to one CPU; the rate is round trips a
+ * second, the note the process's CPU per sleep + wake in both cases.  On a
+ * virtual machine a wake-up of an idle vCPU can cost several times the
+ * same-CPU switch. */
+/* CPU seconds of the whole process: every thread's (the maintenance calls run
+ * threads of their own: docs/design.md, "Bulk replay"). */
+static double process_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#ifdef __linux__
+static _Atomic int g_turn;
+static _Atomic int g_turn_stop;
+
+static void turn_wait(int mine)
+{
+    int v;
+    while ((v = atomic_load(&g_turn)) != mine && !atomic_load(&g_turn_stop))
+        syscall(SYS_futex, &g_turn, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+
+static void turn_give(int to)
+{
+    atomic_store(&g_turn, to);
+    syscall(SYS_futex, &g_turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void *turn_partner(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        turn_wait(1);
+        if (atomic_load(&g_turn_stop))
+            return NULL;
+        turn_give(0);
+    }
+}
+
+/* Round trips for `secs`; *cpu_us: process CPU per sleep + wake. */
+static uint64_t ping_pong(double secs, int pin, double *cpu_us, double *wall)
+{
+    pthread_t t;
+    cpu_set_t one, saved;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &one);
+    pthread_getaffinity_np(pthread_self(), sizeof saved, &saved);
+    atomic_store(&g_turn, 0);
+    atomic_store(&g_turn_stop, 0);
+    if (pin)
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    if (pthread_create(&t, NULL, turn_partner, NULL) != 0) {
+        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+        return 0;
+    }
+    if (pin)
+        pthread_setaffinity_np(t, sizeof one, &one);
+    uint64_t n = 0, t0 = now_ns(), end = t0 + (uint64_t)(secs * 1e9);
+    double cpu0 = process_cpu();
+    do {
+        for (int i = 0; i < 256; i++, n++) {
+            turn_give(1);
+            turn_wait(0);
+        }
+    } while (now_ns() < end);
+    double cpu = process_cpu() - cpu0;
+    *wall = (double)(now_ns() - t0) / 1e9;
+    atomic_store(&g_turn_stop, 1);
+    turn_give(1);
+    pthread_join(t, NULL);
+    pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    *cpu_us = cpu / (double)(2 * n) * 1e6;
+    return n;
+}
+
+static void measure_thread_wake(double budget)
+{
+    meas *m = &M[M_THREAD_WAKE];
+    double any_cpu, one_cpu, wall, wall1;
+    double half = budget / 2 < 0.3 ? budget / 2 : 0.3;
+    uint64_t n = ping_pong(half, 0, &any_cpu, &wall);
+    uint64_t n1 = ping_pong(half, 1, &one_cpu, &wall1);
+    if (n == 0 || n1 == 0) {
+        m->na = "cannot start a thread";
+        return;
+    }
+    m->events = n;
+    m->secs = wall;
+    m->rate = (double)n / wall;
+    m->p50_us = m->p99_us = -1;
+    m->ran = 1;
+    snprintf(m->note, sizeof m->note,
+             "%.2f us CPU per sleep + wake; pinned to one CPU %.2f us (%.0fk pairs/s)", any_cpu,
+             one_cpu, (double)n1 / wall1 / 1e3);
+}
+#else
+static void measure_thread_wake(double budget)
+{
+    (void)budget;
+    M[M_THREAD_WAKE].na = "n/a (futex: Linux only)";
+}
+#endif
+
 /* ---- 2. raw LMDB: the ceiling of any LMDB design -------------------------- */
 
 static void measure_lmdb(const cfg *c, double budget)
@@ -1005,15 +1124,6 @@ static void progress_nop(void *ctx, uint64_t done, uint64_t total)
     (void)ctx;
     (void)done;
     (void)total;
-}
-
-/* CPU seconds of the whole process: the maintenance calls run threads of
- * their own (docs/design.md, "Bulk replay"). */
-static double process_cpu(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void rate_of(meas *m, uint64_t records, uint64_t t0, double cpu0, int rc)
@@ -2032,9 +2142,9 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
     printf("dir: %s\n\n", c->root);
     printf("%-3s %-40s %10s %10s %10s  %s\n", "#", "measurement", "per second", "p50", "p99",
            "notes");
-    static const int item[M_COUNT] = {1, 2, 3, 3, 4, 5, 5, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
-                                      8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 10, 10, 10, 10, 10, 10,
-                                      9, 9, 9, 9, 9, 9};
+    static const int item[M_COUNT] = {1, 1, 2, 3, 3, 4, 5, 5, 5, 5, 5, 5, 3, 3, 6, 6, 6, 6, 7, 7,
+                                         8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 10, 10, 10, 10, 10,
+                                         10, 9, 9, 9, 9, 9, 9};
     for (int i = 0; i < M_COUNT; i++) {
         const meas *m = &M[i];
         if (i >= M_EX_1 && !c->etcd)
@@ -2300,6 +2410,8 @@ int main(int argc, char **argv)
     if (want(&c, "fsync")) {
         progress(&c, "1. fdatasync limit");
         measure_fsync(&c, t);
+        progress(&c, "1. thread sleep + wake");
+        measure_thread_wake(t);
     }
     if (want(&c, "lmdb")) {
         progress(&c, "2. raw LMDB");
