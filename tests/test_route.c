@@ -395,6 +395,104 @@ static void race_n(fx *f, int n)
 static void route__two_concurrent_one_reset(void **state) { race_n(*state, 2); }
 static void route__sixteen_concurrent_one_reset(void **state) { race_n(*state, 16); }
 
+/* The same race between processes, each with its own handle: on etcd a
+ * fleet of gateways routing one chat (their Txns' compares decide), on
+ * LMDB several processes on one store (its writer lock decides). */
+static void route__processes_racing_one_reset(void **state)
+{
+    fx *f = *state;
+    enum { N = 8 };
+    bindlog_route_result r, got[N];
+    int ready[2], go[2], out[2];
+    pid_t pids[N];
+
+    route_ok(f->s, "agent:main:telegram:dm:1", T0, &IDLE30, "old", &r);
+    bindlog_close(f->s);
+    f->s = NULL;
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(out), 0);
+    for (int i = 0; i < N; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            struct {
+                int i, rc;
+                bindlog_route_result r;
+            } msg;
+            char fresh[32], c;
+            bindlog_options o = BINDLOG_OPTIONS_INIT;
+            bindlog *s = NULL;
+            close(go[1]);
+            o.durability = BINDLOG_DURABILITY_FULL;
+            o.clock_ms = fixed_clock;
+            o.clock_ctx = &g_clock;
+            if (bindlog_open(&s, f->dir, &o) != 0)
+                _exit(2);
+            snprintf(fresh, sizeof fresh, "fresh-%d", i);
+            if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 0)
+                _exit(3); /* the parent closes go: everyone starts at once */
+            memset(&msg, 0, sizeof msg);
+            msg.i = i;
+            msg.rc = bindlog_route(s, "agent:main:telegram:dm:1", T0 + HOUR, &IDLE30, fresh,
+                                   NULL, 0, &msg.r);
+            bindlog_close(s);
+            _exit(write(out[1], &msg, sizeof msg) == (ssize_t)sizeof msg ? 0 : 4);
+        }
+    }
+    close(ready[1]);
+    close(go[0]);
+    close(out[1]);
+    for (int i = 0; i < N; i++) {
+        char c;
+        assert_int_equal(read(ready[0], &c, 1), 1);
+    }
+    close(go[1]);
+    int rcs[N], resets = 0, winner = -1;
+    for (int k = 0; k < N; k++) {
+        struct {
+            int i, rc;
+            bindlog_route_result r;
+        } msg;
+        assert_int_equal(read(out[0], &msg, sizeof msg), (ssize_t)sizeof msg);
+        assert_true(msg.i >= 0 && msg.i < N);
+        rcs[msg.i] = msg.rc;
+        got[msg.i] = msg.r;
+    }
+    for (int i = 0; i < N; i++) {
+        int st = 0;
+        assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(ready[0]);
+    close(out[0]);
+    for (int i = 0; i < N; i++) {
+        if (rcs[i] != BINDLOG_RESET && rcs[i] != BINDLOG_ROUTED)
+            fail_msg("process %d: %s", i, bindlog_code_name(rcs[i]));
+        if (rcs[i] == BINDLOG_RESET) {
+            resets++;
+            winner = i;
+        }
+    }
+    assert_int_equal(resets, 1);
+    char want[32];
+    snprintf(want, sizeof want, "fresh-%d", winner);
+    for (int i = 0; i < N; i++) {
+        assert_string_equal(got[i].session_id, want);
+        assert_int_equal(got[i].generation, 2);
+        assert_true(rcs[i] == BINDLOG_RESET ? got[i].lsn == 2 : got[i].lsn == 0);
+    }
+    f->s = open_store(f->dir, BINDLOG_DURABILITY_NONE);
+    bindlog_binding b = get(f->s, "agent:main:telegram:dm:1");
+    assert_string_equal(b.session_id, want);
+    assert_int_equal(b.generation, 2);
+    uint64_t head = 0;
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    assert_int_equal(bindlog_digest(f->s, d, &head), 0);
+    assert_int_equal(head, 2);
+    check_clean(f->s);
+}
+
 /* A run that started before an automatic reset is STALE on its split. */
 static void route__run_before_reset_is_stale(void **state)
 {
@@ -631,6 +729,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(route__two_concurrent_one_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(route__sixteen_concurrent_one_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(route__processes_racing_one_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(route__run_before_reset_is_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(route__daily_and_idle, setup, teardown),
         cmocka_unit_test_setup_teardown(route__clock_going_back, setup, teardown),
