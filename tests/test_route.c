@@ -6,7 +6,10 @@
  * judged, the message that triggers a reset lost, recovery re-arming the
  * clock, automatic resets invisible to hooks, the boundaries (racing
  * messages, daily-and-idle, a clock going back, mode none), and the sweep
- * of finished cron-run keys.  Each test has its own store directory.
+ * of finished cron-run keys.  Each test has its own store: a temporary
+ * directory, or, with BINDLOG_TEST_BACKEND=etcd (ctest's test_route_etcd),
+ * a fresh etcd prefix (tests/testutil.h).  Replay, the export/import and
+ * recover of the reopen test write local directories on both backends.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -31,7 +34,7 @@
 #define HOUR (60 * MIN)
 
 typedef struct fx {
-    char *dir;
+    char *dir; /* the store's location: a directory, or etcd://... */
     bindlog *s;
 } fx;
 
@@ -54,7 +57,8 @@ static bindlog *open_store(const char *dir, int durability)
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof(*f));
-    f->dir = tu_mkdtemp("route");
+    f->dir = tu_store_location("route");
+    assert_int_equal(tu_is_etcd_location(f->dir), tu_backend_is_etcd());
     f->s = open_store(f->dir, BINDLOG_DURABILITY_NONE);
     g_clock = T0;
     *state = f;
@@ -65,7 +69,7 @@ static int teardown(void **state)
 {
     fx *f = *state;
     bindlog_close(f->s);
-    tu_rmtree(f->dir);
+    tu_store_remove(f->dir);
     free(f->dir);
     free(f);
     return 0;
@@ -228,7 +232,10 @@ static void route__reset_in_change_feed(void **state)
 /* hermes-agent #66255 / PR #78618: reopening (and recovering) must not
  * re-arm the clock.  The true last activity survives close, kill -9
  * without close, replay, export/import and recover, and a message after
- * the idle time still RESETs. */
+ * the idle time still RESETs.  On etcd the import goes into another etcd
+ * prefix, and recover (which reads a store directory's data.mdb and
+ * bindlog.wal: etcd keeps no such files) rebuilds the replay of the etcd
+ * store, the local copy an operator would recover. */
 static void route__reopen_and_recover_keep_activity(void **state)
 {
     fx *f = *state;
@@ -277,21 +284,32 @@ static void route__reopen_and_recover_keep_activity(void **state)
     assert_int_equal(bindlog_export(f->s, 0, fileno(fp), NULL, NULL, NULL), 0);
     fflush(fp);
     rewind(fp);
-    snprintf(rstore, sizeof rstore, "%s/imp", rdir);
-    bindlog *imp = open_store(rstore, BINDLOG_DURABILITY_NONE);
+    char *imploc = NULL;
+    if (tu_is_etcd_location(f->dir))
+        imploc = tu_store_location("route-imp");
+    else
+        snprintf(rstore, sizeof rstore, "%s/imp", rdir);
+    bindlog *imp = open_store(imploc ? imploc : rstore, BINDLOG_DURABILITY_NONE);
     assert_int_equal(bindlog_import(imp, fileno(fp), NULL, NULL, NULL, NULL), 0);
     fclose(fp);
     assert_int_equal(bindlog_digest(imp, d2, NULL), 0);
     assert_memory_equal(d1, d2, BINDLOG_DIGEST_SIZE);
     assert_int_equal(get(imp, "k").last_activity_ms, T0 + 25 * MIN);
     bindlog_close(imp);
+    tu_store_remove(imploc);
+    free(imploc);
 
     /* recover (the store is intact: it is rebuilt from its log) */
     bindlog_close(f->s);
     bindlog_recover_report rep;
     memset(&rep, 0, sizeof rep);
+    char recsrc[4096];
+    if (tu_is_etcd_location(f->dir))
+        snprintf(recsrc, sizeof recsrc, "%s/r", rdir);
+    else
+        snprintf(recsrc, sizeof recsrc, "%s", f->dir);
     snprintf(rstore, sizeof rstore, "%s/rec", rdir);
-    assert_int_equal(bindlog_recover(f->dir, rstore, &rep, NULL, NULL), 0);
+    assert_int_equal(bindlog_recover(recsrc, rstore, &rep, NULL, NULL), 0);
     bindlog_recover_report_free(&rep);
     bindlog *rec = open_store(rstore, BINDLOG_DURABILITY_NONE);
     assert_int_equal(get(rec, "k").last_activity_ms, T0 + 25 * MIN);
@@ -376,6 +394,104 @@ static void race_n(fx *f, int n)
 
 static void route__two_concurrent_one_reset(void **state) { race_n(*state, 2); }
 static void route__sixteen_concurrent_one_reset(void **state) { race_n(*state, 16); }
+
+/* The same race between processes, each with its own handle: on etcd a
+ * fleet of gateways routing one chat (their Txns' compares decide), on
+ * LMDB several processes on one store (its writer lock decides). */
+static void route__processes_racing_one_reset(void **state)
+{
+    fx *f = *state;
+    enum { N = 8 };
+    bindlog_route_result r, got[N];
+    int ready[2], go[2], out[2];
+    pid_t pids[N];
+
+    route_ok(f->s, "agent:main:telegram:dm:1", T0, &IDLE30, "old", &r);
+    bindlog_close(f->s);
+    f->s = NULL;
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(out), 0);
+    for (int i = 0; i < N; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            struct {
+                int i, rc;
+                bindlog_route_result r;
+            } msg;
+            char fresh[32], c;
+            bindlog_options o = BINDLOG_OPTIONS_INIT;
+            bindlog *s = NULL;
+            close(go[1]);
+            o.durability = BINDLOG_DURABILITY_FULL;
+            o.clock_ms = fixed_clock;
+            o.clock_ctx = &g_clock;
+            if (bindlog_open(&s, f->dir, &o) != 0)
+                _exit(2);
+            snprintf(fresh, sizeof fresh, "fresh-%d", i);
+            if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 0)
+                _exit(3); /* the parent closes go: everyone starts at once */
+            memset(&msg, 0, sizeof msg);
+            msg.i = i;
+            msg.rc = bindlog_route(s, "agent:main:telegram:dm:1", T0 + HOUR, &IDLE30, fresh,
+                                   NULL, 0, &msg.r);
+            bindlog_close(s);
+            _exit(write(out[1], &msg, sizeof msg) == (ssize_t)sizeof msg ? 0 : 4);
+        }
+    }
+    close(ready[1]);
+    close(go[0]);
+    close(out[1]);
+    for (int i = 0; i < N; i++) {
+        char c;
+        assert_int_equal(read(ready[0], &c, 1), 1);
+    }
+    close(go[1]);
+    int rcs[N], resets = 0, winner = -1;
+    for (int k = 0; k < N; k++) {
+        struct {
+            int i, rc;
+            bindlog_route_result r;
+        } msg;
+        assert_int_equal(read(out[0], &msg, sizeof msg), (ssize_t)sizeof msg);
+        assert_true(msg.i >= 0 && msg.i < N);
+        rcs[msg.i] = msg.rc;
+        got[msg.i] = msg.r;
+    }
+    for (int i = 0; i < N; i++) {
+        int st = 0;
+        assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(ready[0]);
+    close(out[0]);
+    for (int i = 0; i < N; i++) {
+        if (rcs[i] != BINDLOG_RESET && rcs[i] != BINDLOG_ROUTED)
+            fail_msg("process %d: %s", i, bindlog_code_name(rcs[i]));
+        if (rcs[i] == BINDLOG_RESET) {
+            resets++;
+            winner = i;
+        }
+    }
+    assert_int_equal(resets, 1);
+    char want[32];
+    snprintf(want, sizeof want, "fresh-%d", winner);
+    for (int i = 0; i < N; i++) {
+        assert_string_equal(got[i].session_id, want);
+        assert_int_equal(got[i].generation, 2);
+        assert_true(rcs[i] == BINDLOG_RESET ? got[i].lsn == 2 : got[i].lsn == 0);
+    }
+    f->s = open_store(f->dir, BINDLOG_DURABILITY_NONE);
+    bindlog_binding b = get(f->s, "agent:main:telegram:dm:1");
+    assert_string_equal(b.session_id, want);
+    assert_int_equal(b.generation, 2);
+    uint64_t head = 0;
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    assert_int_equal(bindlog_digest(f->s, d, &head), 0);
+    assert_int_equal(head, 2);
+    check_clean(f->s);
+}
 
 /* A run that started before an automatic reset is STALE on its split. */
 static void route__run_before_reset_is_stale(void **state)
@@ -613,6 +729,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(route__two_concurrent_one_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(route__sixteen_concurrent_one_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(route__processes_racing_one_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(route__run_before_reset_is_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(route__daily_and_idle, setup, teardown),
         cmocka_unit_test_setup_teardown(route__clock_going_back, setup, teardown),
@@ -621,5 +738,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(route__expire_prefix_and_dry_run, setup, teardown),
         cmocka_unit_test_setup_teardown(route__import_sets_activity, setup, teardown),
     };
+    if (tu_backend_skip())
+        return 0;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
