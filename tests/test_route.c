@@ -7,8 +7,9 @@
  * clock, automatic resets invisible to hooks, the boundaries (racing
  * messages, daily-and-idle, a clock going back, mode none), and the sweep
  * of finished cron-run keys.  Each test has its own store: a temporary
- * directory, or, with BINDLOG_TEST_BACKEND=etcd (ctest's test_route_etcd),
- * a fresh etcd prefix (tests/testutil.h).  Replay, the export/import and
+ * directory, or, with BINDLOG_TEST_BACKEND=etcd or etcds (ctest's
+ * test_route_etcd, and test_route_etcds over TLS with etcd's auth), a
+ * fresh etcd prefix (tests/testutil.h).  Replay, the export/import and
  * recover of the reopen test write local directories on both backends.
  */
 #define _GNU_SOURCE
