@@ -137,9 +137,13 @@ static int f1_open(const char *dir, f1 *s)
         return damaged("meta page 0", why);
     }
     unsigned psize = m[0].psize;
-    ok[1] = s->size >= 2 * (size_t)psize
-                ? bl_pc_meta_read(s->map + psize, s->size - psize, 1, &m[1], why, sizeof why)
-                : -1;
+    if (s->size >= 2 * (size_t)psize) {
+        ok[1] = bl_pc_meta_read(s->map + psize, s->size - psize, 1, &m[1], why, sizeof why);
+    } else {
+        /* bl_pc_meta_pick leaves a -1's reason in `why` to its reader */
+        ok[1] = -1;
+        snprintf(why, sizeof why, "meta page 1 is cut short by the end of the file");
+    }
     int cur = bl_pc_meta_pick(m, ok, why, sizeof why);
     if (cur < 0 || ok[cur] != 0) {
         f1_close(s);
