@@ -192,59 +192,49 @@ int bn_writer_init(napi_env env, bn_store *st)
 
 /* ---- the threads ---------------------------------------------------------------------- */
 
-static void run_write(bn_store *st, bn_job *job)
+/* One event's write (JOB_EVENT). */
+static int run_event(bindlog *db, const bindlog_event *e, bindlog_result *r)
 {
-    if (job->kind == JOB_ROUTE || job->kind == JOB_EXPIRE) {
-        const bindlog_event *e = &job->one_ev;
-        int rc = job->kind == JOB_ROUTE
-                     ? bindlog_route(st->db, e->key, job->now_ms, &job->policy, e->session_id,
-                                     e->origin, e->origin_len, &job->route)
-                     : bindlog_expire(st->db, job->cutoff_ms, job->prefix, job->dry_run,
-                                      &job->count);
-        if (rc < 0)
-            job_error(job, rc);
-        else
-            job->rc = rc;
-        return;
-    }
-    if (job->kind == JOB_IMPORT) {
-        int rc = bindlog_import_entries(st->db, job->entries, job->n, job->results, job->codes,
-                                        NULL, NULL);
-        if (rc < 0)
-            job_error(job, rc);
-        else
-            job->rc = rc;
-        return;
-    }
-    if (job->kind == JOB_BATCH) {
-        int rc = bindlog_apply_batch(st->db, job->ev, job->n, job->results, &job->err_index);
-        if (rc < 0)
-            job_error(job, rc);
-        else
-            job->rc = rc;
-        return;
-    }
-    const bindlog_event *e = &job->one_ev;
-    bindlog_result *r = &job->one;
-    int rc;
     switch (e->type) {
     case BINDLOG_EVENT_BIND:
-        rc = bindlog_bind(st->db, e->key, e->session_id, e->expect, e->reason, e->origin,
-                          e->origin_len, r);
-        break;
+        return bindlog_bind(db, e->key, e->session_id, e->expect, e->reason, e->origin,
+                            e->origin_len, r);
     case BINDLOG_EVENT_NEW_SESSION:
-        rc = bindlog_new_session(st->db, e->key, e->session_id, e->reason, e->origin, e->origin_len,
-                                 r);
-        break;
+        return bindlog_new_session(db, e->key, e->session_id, e->reason, e->origin, e->origin_len,
+                                   r);
     case BINDLOG_EVENT_SPLIT:
-        rc = bindlog_split(st->db, e->key, e->expect, e->session_id, e->generation, e->origin,
-                           e->origin_len, r);
-        break;
+        return bindlog_split(db, e->key, e->expect, e->session_id, e->generation, e->origin,
+                             e->origin_len, r);
     case BINDLOG_EVENT_INVALIDATE:
-        rc = bindlog_invalidate(st->db, e->key, e->reason, r);
+        return bindlog_invalidate(db, e->key, e->reason, r);
+    default:
+        return bindlog_unbind(db, e->key, e->reason, r);
+    }
+}
+
+/* Make the job's bindlog call: job->rc its outcome, or the error with its
+ * message (read here: bindlog_last_error() is per thread). */
+static void run_write(bn_store *st, bn_job *job)
+{
+    const bindlog_event *e = &job->one_ev;
+    int rc;
+    switch (job->kind) {
+    case JOB_ROUTE:
+        rc = bindlog_route(st->db, e->key, job->now_ms, &job->policy, e->session_id, e->origin,
+                           e->origin_len, &job->route);
+        break;
+    case JOB_EXPIRE:
+        rc = bindlog_expire(st->db, job->cutoff_ms, job->prefix, job->dry_run, &job->count);
+        break;
+    case JOB_IMPORT:
+        rc = bindlog_import_entries(st->db, job->entries, job->n, job->results, job->codes, NULL,
+                                    NULL);
+        break;
+    case JOB_BATCH:
+        rc = bindlog_apply_batch(st->db, job->ev, job->n, job->results, &job->err_index);
         break;
     default:
-        rc = bindlog_unbind(st->db, e->key, e->reason, r);
+        rc = run_event(st->db, e, &job->one);
         break;
     }
     if (rc < 0)
