@@ -95,6 +95,9 @@ typedef struct bn_store {
 napi_value bn_error_value(napi_env env, int rc, const char *message, long index);
 /* Throw a BindlogError for rc with `message` ("" = bindlog_strerror(rc)). */
 void bn_throw(napi_env env, int rc, const char *message);
+/* Throw `err` from bn_error_value; NULL (it could not be made): an Error
+ * saying so. */
+void bn_throw_error(napi_env env, napi_value err);
 /* Throw a TypeError (or RangeError) with a formatted message. */
 void bn_throw_type(napi_env env, const char *fmt, ...);
 /* Throw an Error naming a napi call that failed, unless one is pending. */

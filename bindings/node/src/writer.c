@@ -132,6 +132,22 @@ static napi_value job_value(napi_env env, bn_job *job)
     return v;
 }
 
+/* A finished job's outcome for JavaScript: 0 with its value in *out, or -1
+ * with the error to reject or throw (a BindlogError; NULL when even that
+ * could not be made). */
+static int job_outcome(napi_env env, bn_job *job, napi_value *out)
+{
+    if (job->rc < 0) {
+        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
+        *out = bn_error_value(env, job->rc, job->msg, index);
+        return -1;
+    }
+    if ((*out = job_value(env, job)) != NULL)
+        return 0;
+    *out = bn_error_value(env, BINDLOG_ENOMEM, "making the result", -1);
+    return -1;
+}
+
 static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
 {
     bn_job *job = data;
@@ -142,18 +158,10 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
         job_free(job);
         return;
     }
-    if (job->rc < 0) {
-        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
-        v = bn_error_value(env, job->rc, job->msg, index);
-        if (v != NULL)
-            napi_reject_deferred(env, job->deferred, v);
-    } else if ((v = job_value(env, job)) != NULL) {
+    if (job_outcome(env, job, &v) == 0)
         napi_resolve_deferred(env, job->deferred, v);
-    } else {
-        napi_value err = bn_error_value(env, BINDLOG_ENOMEM, "making the result", -1);
-        if (err != NULL)
-            napi_reject_deferred(env, job->deferred, err);
-    }
+    else if (v != NULL)
+        napi_reject_deferred(env, job->deferred, v);
     settled(env, job->st);
     job_free(job);
 }
@@ -446,17 +454,11 @@ static napi_value submit(napi_env env, bn_store *st, bn_job *job)
  * writes of the same store; they share group commits as usual. */
 static napi_value run_sync(napi_env env, bn_store *st, bn_job *job)
 {
-    napi_value v = NULL;
+    napi_value v;
     run_write(st, job);
-    if (job->rc < 0) {
-        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
-        napi_value err = bn_error_value(env, job->rc, job->msg, index);
-        if (err != NULL)
-            napi_throw(env, err);
-        else
-            bn_throw_napi(env, "creating a BindlogError");
-    } else if ((v = job_value(env, job)) == NULL) {
-        bn_throw(env, BINDLOG_ENOMEM, "making the result");
+    if (job_outcome(env, job, &v) != 0) {
+        bn_throw_error(env, v);
+        v = NULL;
     }
     job_free(job);
     return v;
@@ -480,11 +482,7 @@ static napi_value refuse(napi_env env, int sync, int rc, const char *msg, long i
 {
     if (!sync)
         return rejected(env, rc, msg, index);
-    napi_value err = bn_error_value(env, rc, msg, index);
-    if (err != NULL)
-        napi_throw(env, err);
-    else
-        bn_throw_napi(env, "creating a BindlogError");
+    bn_throw_error(env, bn_error_value(env, rc, msg, index));
     return NULL;
 }
 
