@@ -533,17 +533,15 @@ static napi_value iter_ctor(napi_env env, napi_callback_info info)
 
 /* ---- class definitions ----------------------------------------------------------------- */
 
-#define METHOD(name, fn)                                                                           \
+#define METHOD_DATA(name, fn, data)                                                                \
     {                                                                                              \
-        name, NULL, fn, NULL, NULL, NULL, napi_default, NULL                                       \
+        name, NULL, fn, NULL, NULL, NULL, napi_default, data                                       \
     }
-
-/* The *Sync writes: the same functions as the promise-returning ones, told
- * apart by their data (writer.c, is_sync). */
-#define METHOD_SYNC(name, fn)                                                                      \
-    {                                                                                              \
-        name, NULL, fn, NULL, NULL, NULL, napi_default, (void *)&bn_sync_marker                    \
-    }
+#define METHOD(name, fn) METHOD_DATA(name, fn, NULL)
+/* A write or wait() (writer.c): the callback that makes its job, with the
+ * method as its data; a *Sync twin is the same method with bn_job_sync. */
+#define METHOD_JOB(name, m)  METHOD_DATA(name, bn_job_async, (void *)&m)
+#define METHOD_SYNC(name, m) METHOD_DATA(name, bn_job_sync, (void *)&m)
 
 int bn_store_define(napi_env env, napi_value exports, bn_module *m)
 {
@@ -551,15 +549,15 @@ int bn_store_define(napi_env env, napi_value exports, bn_module *m)
     napi_property_descriptor store_props[] = {
         METHOD("close", store_close),
         METHOD("closed", store_closed),
-        METHOD("bind", bn_write_bind),
-        METHOD("newSession", bn_write_new_session),
-        METHOD("split", bn_write_split),
-        METHOD("invalidate", bn_write_invalidate),
-        METHOD("unbind", bn_write_unbind),
-        METHOD("applyBatch", bn_write_batch),
-        METHOD("importEntries", bn_write_import),
-        METHOD("route", bn_write_route),
-        METHOD("expire", bn_write_expire),
+        METHOD_JOB("bind", bn_write_bind),
+        METHOD_JOB("newSession", bn_write_new_session),
+        METHOD_JOB("split", bn_write_split),
+        METHOD_JOB("invalidate", bn_write_invalidate),
+        METHOD_JOB("unbind", bn_write_unbind),
+        METHOD_JOB("applyBatch", bn_write_batch),
+        METHOD_JOB("importEntries", bn_write_import),
+        METHOD_JOB("route", bn_write_route),
+        METHOD_JOB("expire", bn_write_expire),
         METHOD_SYNC("bindSync", bn_write_bind),
         METHOD_SYNC("newSessionSync", bn_write_new_session),
         METHOD_SYNC("splitSync", bn_write_split),
@@ -569,7 +567,7 @@ int bn_store_define(napi_env env, napi_value exports, bn_module *m)
         METHOD_SYNC("importEntriesSync", bn_write_import),
         METHOD_SYNC("routeSync", bn_write_route),
         METHOD_SYNC("expireSync", bn_write_expire),
-        METHOD("wait", bn_wait),
+        METHOD_JOB("wait", bn_wait),
         METHOD("cancelWait", bn_wait_cancel),
         METHOD("get", store_get),
         METHOD("session", store_session),
