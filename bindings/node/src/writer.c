@@ -639,46 +639,97 @@ static void read_expire(bn_args *a, const napi_value *argv, bn_job *job)
     job->dry_run = bn_arg_bool(a, argv[2], "dryRun");
 }
 
-/* applyBatch(events): each event is the array index.js makes of it:
- * [type, key, sessionId, expect, runGeneration, reason, origin]. */
+/*
+ * applyBatch's events and importEntries' entries: arrays that index.js made
+ * of the caller's objects, each item an array of fields in a fixed order.
+ * The messages about the list and its items name the promise-returning call
+ * also for the *Sync twin (index.js checks the same first, naming either);
+ * those about a field name the call as usual.
+ */
+#define MAX_FIELDS 7
+
+typedef struct list_shape {
+    const char *call;               /* "applyBatch" */
+    const char *list;               /* "events" */
+    const char *item;               /* "event" */
+    int nfields;                    /* fields an item has */
+    const char *fields[MAX_FIELDS]; /* their names */
+} list_shape;
+
+/* A field's name in messages: "events[3].key". */
+typedef char field_name[48];
+
+static const list_shape batch_shape = {
+    .call = "applyBatch",
+    .list = "events",
+    .item = "event",
+    .nfields = 7,
+    .fields = {"type", "key", "sessionId", "expect", "runGeneration", "reason", "origin"},
+};
+static const list_shape import_shape = {
+    .call = "importEntries",
+    .list = "entries",
+    .item = "entry",
+    .nfields = 4,
+    .fields = {"key", "sessionId", "timeMs", "origin"},
+};
+
+/* The list's length: 0, or -1 with a TypeError thrown when it is no array. */
+static int list_length(bn_args *a, napi_value list, const list_shape *l, uint32_t *n)
+{
+    bool is_array = false;
+    if (napi_is_array(a->env, list, &is_array) != napi_ok || !is_array ||
+        napi_get_array_length(a->env, list, n) != napi_ok) {
+        bn_throw_type(a->env, "%s: %s must be an array", l->call, l->list);
+        a->status = BN_ARG_THROWN;
+        return -1;
+    }
+    return 0;
+}
+
+/* Item i's fields into f (NULL where one could not be read) with their
+ * names; 0, or -1 with a TypeError thrown when the item is no array. */
+static int list_item(bn_args *a, napi_value list, uint32_t i, const list_shape *l, napi_value *f,
+                     field_name *what)
+{
+    napi_value item;
+    bool is_array = false;
+    if (napi_get_element(a->env, list, i, &item) != napi_ok ||
+        napi_is_array(a->env, item, &is_array) != napi_ok || !is_array) {
+        bn_throw_type(a->env, "%s: %s[%u] is not a normalised %s", l->call, l->list, i, l->item);
+        a->status = BN_ARG_THROWN;
+        return -1;
+    }
+    for (int k = 0; k < l->nfields; k++) {
+        snprintf(what[k], sizeof what[k], "%s[%u].%s", l->list, i, l->fields[k]);
+        if (napi_get_element(a->env, item, (uint32_t)k, &f[k]) != napi_ok)
+            f[k] = NULL;
+    }
+    return 0;
+}
+
+/* applyBatch(events): each event is [type, key, sessionId, expect,
+ * runGeneration, reason, origin]. */
 static void read_batch(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    napi_env env = a->env;
-    bool is_array = false;
     uint32_t n = 0;
-    if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
-        napi_get_array_length(env, argv[0], &n) != napi_ok) {
-        bn_throw_type(env, "applyBatch: events must be an array");
-        a->status = BN_ARG_THROWN;
+    if (list_length(a, argv[0], &batch_shape, &n) != 0)
         return;
-    }
     job->n = n;
     job->ev = bn_args_alloc(a, n * sizeof(bindlog_event));
     job->results = bn_args_alloc(a, n * sizeof(bindlog_result));
     for (uint32_t i = 0; a->status == BN_ARG_OK && i < n; i++) {
-        napi_value item, f[7];
-        bool item_array = false;
+        napi_value f[MAX_FIELDS];
+        field_name what[MAX_FIELDS];
         int32_t type = 0;
         int present;
-        char what[7][48];
-        static const char *const names[7] = {"type",          "key",    "sessionId", "expect",
-                                             "runGeneration", "reason", "origin"};
         bindlog_event *e = &job->ev[i];
         memset(e, 0, sizeof(*e));
-        if (napi_get_element(env, argv[0], i, &item) != napi_ok ||
-            napi_is_array(env, item, &item_array) != napi_ok || !item_array) {
-            bn_throw_type(env, "applyBatch: events[%u] is not a normalised event", i);
-            a->status = BN_ARG_THROWN;
+        if (list_item(a, argv[0], i, &batch_shape, f, what) != 0)
             break;
-        }
-        for (int k = 0; k < 7; k++) {
-            snprintf(what[k], sizeof what[k], "events[%u].%s", i, names[k]);
-            if (napi_get_element(env, item, (uint32_t)k, &f[k]) != napi_ok)
-                f[k] = NULL;
-        }
-        if (f[0] == NULL || napi_get_value_int32(env, f[0], &type) != napi_ok ||
+        if (f[0] == NULL || napi_get_value_int32(a->env, f[0], &type) != napi_ok ||
             type < BINDLOG_EVENT_BIND || type > BINDLOG_EVENT_UNBIND) {
-            bn_throw_type(env, "applyBatch: %s is not an event type", what[0]);
+            bn_throw_type(a->env, "applyBatch: %s is not an event type", what[0]);
             a->status = BN_ARG_THROWN;
             break;
         }
@@ -694,47 +745,29 @@ static void read_batch(bn_args *a, const napi_value *argv, bn_job *job)
     }
 }
 
-/* importEntries(entries): each entry is the array index.js makes of it:
- * [key, sessionId, timeMs, origin]. */
+/* importEntries(entries): each entry is [key, sessionId, timeMs, origin]. */
 static void read_import(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    napi_env env = a->env;
-    bool is_array = false;
     uint32_t n = 0;
-    if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
-        napi_get_array_length(env, argv[0], &n) != napi_ok) {
-        bn_throw_type(env, "importEntries: entries must be an array");
-        a->status = BN_ARG_THROWN;
+    if (list_length(a, argv[0], &import_shape, &n) != 0)
         return;
-    }
     job->n = n;
     job->entries = bn_args_alloc(a, n * sizeof(bindlog_import_entry));
     job->results = bn_args_alloc(a, n * sizeof(bindlog_result));
     job->codes = bn_args_alloc(a, n * sizeof(int));
     for (uint32_t i = 0; a->status == BN_ARG_OK && i < n; i++) {
-        napi_value item, f[4];
-        bool item_array = false;
+        napi_value f[MAX_FIELDS];
+        field_name what[MAX_FIELDS];
         int present;
-        char what[4][48];
-        static const char *const names[4] = {"key", "sessionId", "timeMs", "origin"};
         bindlog_import_entry *e = &job->entries[i];
         memset(e, 0, sizeof(*e));
-        if (napi_get_element(env, argv[0], i, &item) != napi_ok ||
-            napi_is_array(env, item, &item_array) != napi_ok || !item_array) {
-            bn_throw_type(env, "importEntries: entries[%u] is not a normalised entry", i);
-            a->status = BN_ARG_THROWN;
+        if (list_item(a, argv[0], i, &import_shape, f, what) != 0)
             break;
-        }
-        for (int k = 0; k < 4; k++) {
-            snprintf(what[k], sizeof what[k], "entries[%u].%s", i, names[k]);
-            if (napi_get_element(env, item, (uint32_t)k, &f[k]) != napi_ok)
-                f[k] = NULL;
-        }
         e->key = bn_arg_str(a, f[0], what[0], 0);
         e->session_id = bn_arg_str(a, f[1], what[1], 0);
         if (a->status == BN_ARG_OK &&
-            (f[2] == NULL || napi_get_value_int64(env, f[2], &e->time_ms) != napi_ok)) {
-            bn_throw_type(env, "importEntries: %s must be a number", what[2]);
+            (f[2] == NULL || napi_get_value_int64(a->env, f[2], &e->time_ms) != napi_ok)) {
+            bn_throw_type(a->env, "importEntries: %s must be a number", what[2]);
             a->status = BN_ARG_THROWN;
         }
         bn_arg_bytes(a, f[3], what[3], &e->origin, &e->origin_len, &present);
