@@ -103,17 +103,25 @@ static void store_finalize(napi_env env, void *data, void *hint)
     bn_store_unref(st);
 }
 
-bn_store *bn_store_this(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv)
+/* What `this` wraps, with the call's arguments; NULL with a TypeError
+ * thrown ("not called on <what>") when it wraps nothing. */
+static void *unwrap_this(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv,
+                         const char *what)
 {
     napi_value self;
     void *data = NULL;
     size_t none = 0;
     if (napi_get_cb_info(env, info, argc != NULL ? argc : &none, argv, &self, NULL) != napi_ok ||
         napi_unwrap(env, self, &data) != napi_ok || data == NULL) {
-        bn_throw_type(env, "bindlog: not called on a Store");
+        bn_throw_type(env, "bindlog: not called on %s", what);
         return NULL;
     }
     return data;
+}
+
+bn_store *bn_store_this(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv)
+{
+    return unwrap_this(env, info, argc, argv, "a Store");
 }
 
 /* For reads: the store, or NULL with a BindlogError thrown when closed. */
@@ -495,14 +503,7 @@ static napi_value store_log_iter(napi_env env, napi_callback_info info)
 
 static bn_iter *iter_this(napi_env env, napi_callback_info info)
 {
-    napi_value self;
-    void *data = NULL;
-    if (napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok ||
-        napi_unwrap(env, self, &data) != napi_ok || data == NULL) {
-        bn_throw_type(env, "bindlog: not called on an iterator");
-        return NULL;
-    }
-    return data;
+    return unwrap_this(env, info, NULL, NULL, "an iterator");
 }
 
 /* next() -> a record, or null at the end (the snapshot is released then). */
