@@ -65,13 +65,17 @@ napi_value bn_error_value(napi_env env, int rc, const char *message, long index)
     return err;
 }
 
-void bn_throw(napi_env env, int rc, const char *message)
+void bn_throw_error(napi_env env, napi_value err)
 {
-    napi_value err = bn_error_value(env, rc, message, -1);
     if (err != NULL)
         napi_throw(env, err);
     else
         bn_throw_napi(env, "creating a BindlogError");
+}
+
+void bn_throw(napi_env env, int rc, const char *message)
+{
+    bn_throw_error(env, bn_error_value(env, rc, message, -1));
 }
 
 static void throw_fmt(napi_env env, int range, const char *fmt, va_list ap)

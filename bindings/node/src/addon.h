@@ -95,6 +95,9 @@ typedef struct bn_store {
 napi_value bn_error_value(napi_env env, int rc, const char *message, long index);
 /* Throw a BindlogError for rc with `message` ("" = bindlog_strerror(rc)). */
 void bn_throw(napi_env env, int rc, const char *message);
+/* Throw `err` from bn_error_value; NULL (it could not be made): an Error
+ * saying so. */
+void bn_throw_error(napi_env env, napi_value err);
 /* Throw a TypeError (or RangeError) with a formatted message. */
 void bn_throw_type(napi_env env, const char *fmt, ...);
 /* Throw an Error naming a napi call that failed, unless one is pending. */
@@ -174,22 +177,22 @@ int bn_writer_init(napi_env env, bn_store *st);
  * writes and answer the waits; then release the threadsafe function. */
 void bn_writer_stop(bn_store *st);
 
-/* The write functions below serve both the promise-returning methods and
- * their *Sync twins, which run the write on the JavaScript thread and
- * return its value (or throw); the twins are defined with this address as
- * their callback data. */
-extern const int bn_sync_marker;
-
-napi_value bn_write_bind(napi_env env, napi_callback_info info);
-napi_value bn_write_new_session(napi_env env, napi_callback_info info);
-napi_value bn_write_split(napi_env env, napi_callback_info info);
-napi_value bn_write_invalidate(napi_env env, napi_callback_info info);
-napi_value bn_write_unbind(napi_env env, napi_callback_info info);
-napi_value bn_write_batch(napi_env env, napi_callback_info info);
-napi_value bn_write_import(napi_env env, napi_callback_info info);
-napi_value bn_write_route(napi_env env, napi_callback_info info);
-napi_value bn_write_expire(napi_env env, napi_callback_info info);
-napi_value bn_wait(napi_env env, napi_callback_info info);
+/*
+ * The NativeStore methods that become jobs: every write, also as its *Sync
+ * twin, and wait().  Each is a bn_job_method (its name in messages, the job
+ * it makes, how it reads its arguments); store.c defines a method with one
+ * of the two callbacks below and the bn_job_method as its data, so that a
+ * write and its twin share parsing, messages and results.
+ */
+typedef struct bn_job_method bn_job_method;
+extern const bn_job_method bn_write_bind, bn_write_new_session, bn_write_split,
+    bn_write_invalidate, bn_write_unbind, bn_write_batch, bn_write_import, bn_write_route,
+    bn_write_expire, bn_wait;
+/* Queue the job on the store's threads; returns its promise. */
+napi_value bn_job_async(napi_env env, napi_callback_info info);
+/* A *Sync twin: make the job on the JavaScript thread and return its
+ * value, or throw its error. */
+napi_value bn_job_sync(napi_env env, napi_callback_info info);
 napi_value bn_wait_cancel(napi_env env, napi_callback_info info);
 
 #endif /* BN_ADDON_H */

@@ -103,17 +103,25 @@ static void store_finalize(napi_env env, void *data, void *hint)
     bn_store_unref(st);
 }
 
-bn_store *bn_store_this(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv)
+/* What `this` wraps, with the call's arguments; NULL with a TypeError
+ * thrown ("not called on <what>") when it wraps nothing. */
+static void *unwrap_this(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv,
+                         const char *what)
 {
     napi_value self;
     void *data = NULL;
     size_t none = 0;
     if (napi_get_cb_info(env, info, argc != NULL ? argc : &none, argv, &self, NULL) != napi_ok ||
         napi_unwrap(env, self, &data) != napi_ok || data == NULL) {
-        bn_throw_type(env, "bindlog: not called on a Store");
+        bn_throw_type(env, "bindlog: not called on %s", what);
         return NULL;
     }
     return data;
+}
+
+bn_store *bn_store_this(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv)
+{
+    return unwrap_this(env, info, argc, argv, "a Store");
 }
 
 /* For reads: the store, or NULL with a BindlogError thrown when closed. */
@@ -226,36 +234,94 @@ static napi_value store_closed(napi_env env, napi_callback_info info)
 
 /* ---- reads ------------------------------------------------------------------------ */
 
+/*
+ * get(key), session(id) and historyIter(key) take one string.  Each answers
+ * with a function of this type, given the string as copied (s) and as
+ * JavaScript passed it (arg); NULL when it threw.
+ */
+typedef napi_value answer_fn(napi_env env, napi_callback_info info, bn_store *st, napi_value arg,
+                             const char *s);
+
+/* `call` with its string argument `what` ("key"), answered by `answer`. */
+static napi_value read_str(napi_env env, napi_callback_info info, const char *call,
+                           const char *what, answer_fn *answer)
+{
+    size_t argc = 1;
+    napi_value argv[1], out = NULL;
+    bn_args a;
+    bn_store *st = open_this(env, info, &argc, argv, call);
+    if (st == NULL)
+        return NULL;
+    bn_args_init(&a, env, call);
+    const char *s = bn_arg_str(&a, argv[0], what, 0);
+    if (args_done(&a) == 0)
+        out = answer(env, info, st, argv[0], s);
+    bn_args_free(&a);
+    return out;
+}
+
+/* A lookup that failed (rc < 0): null when there is nothing (ENOTFOUND),
+ * else NULL with the error thrown. */
+static napi_value not_found(napi_env env, int rc)
+{
+    napi_value v = NULL;
+    if (rc == BINDLOG_ENOTFOUND)
+        napi_get_null(env, &v);
+    else
+        bn_throw(env, rc, bindlog_last_error());
+    return v;
+}
+
+static napi_value get_answer(napi_env env, napi_callback_info info, bn_store *st, napi_value key,
+                             const char *s)
+{
+    bindlog_binding b;
+    napi_value o;
+    int rc = bindlog_get(st->db, s, &b);
+    (void)info;
+    if (rc < 0)
+        return not_found(env, rc);
+    if (napi_create_object(env, &o) != napi_ok || bn_set(env, o, "key", key) ||
+        bn_set(env, o, "sessionId", bn_str(env, b.session_id)) ||
+        bn_set(env, o, "generation", bn_u64(env, b.generation)) ||
+        bn_set(env, o, "lsn", bn_u64(env, b.lsn)) ||
+        bn_set(env, o, "updatedMs", bn_i64(env, b.updated_ms)) ||
+        bn_set(env, o, "lastActivityMs", bn_i64(env, b.last_activity_ms))) {
+        bn_throw_napi(env, "get");
+        return NULL;
+    }
+    return o;
+}
+
 /* get(key) -> { key, sessionId, generation, lsn, updatedMs, lastActivityMs } | null */
 static napi_value store_get(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
-    napi_value argv[1], o = NULL;
-    bn_args a;
-    bindlog_binding b;
-    bn_store *st = open_this(env, info, &argc, argv, "get");
-    if (st == NULL)
+    return read_str(env, info, "get", "key", get_answer);
+}
+
+static napi_value session_answer(napi_env env, napi_callback_info info, bn_store *st,
+                                 napi_value arg, const char *id)
+{
+    bindlog_session s;
+    napi_value o;
+    int rc = bindlog_session_get(st->db, id, &s, st->origin_buf, BINDLOG_ORIGIN_MAX);
+    (void)info;
+    (void)arg;
+    if (rc < 0)
+        return not_found(env, rc);
+    size_t n = s.origin_len < BINDLOG_ORIGIN_MAX ? s.origin_len : BINDLOG_ORIGIN_MAX;
+    if (napi_create_object(env, &o) != napi_ok || bn_set(env, o, "id", bn_str(env, s.session_id)) ||
+        bn_set(env, o, "key", bn_str(env, s.key)) ||
+        bn_set(env, o, "parentId", bn_str(env, s.parent_id)) ||
+        bn_set(env, o, "createdLsn", bn_u64(env, s.created_lsn)) ||
+        bn_set(env, o, "createdMs", bn_i64(env, s.created_ms)) ||
+        bn_set(env, o, "endedLsn", bn_u64(env, s.ended_lsn)) ||
+        bn_set(env, o, "endedMs", bn_i64(env, s.ended_ms)) ||
+        bn_set(env, o, "endReason", bn_str(env, s.end_reason)) ||
+        bn_set(env, o, "origin", bn_buffer(env, st->origin_buf, n))) {
+        bn_throw_napi(env, "session");
         return NULL;
-    bn_args_init(&a, env, "get");
-    const char *key = bn_arg_str(&a, argv[0], "key", 0);
-    if (args_done(&a) != 0)
-        goto out;
-    int rc = bindlog_get(st->db, key, &b);
-    if (rc == BINDLOG_ENOTFOUND) {
-        napi_get_null(env, &o);
-    } else if (rc < 0) {
-        bn_throw(env, rc, bindlog_last_error());
-    } else if (napi_create_object(env, &o) != napi_ok || bn_set(env, o, "key", argv[0]) ||
-               bn_set(env, o, "sessionId", bn_str(env, b.session_id)) ||
-               bn_set(env, o, "generation", bn_u64(env, b.generation)) ||
-               bn_set(env, o, "lsn", bn_u64(env, b.lsn)) ||
-               bn_set(env, o, "updatedMs", bn_i64(env, b.updated_ms)) ||
-               bn_set(env, o, "lastActivityMs", bn_i64(env, b.last_activity_ms))) {
-        o = NULL;
-        bn_throw_napi(env, "get");
     }
-out:
-    bn_args_free(&a);
     return o;
 }
 
@@ -263,41 +329,7 @@ out:
  * endedMs, endReason, origin } | null */
 static napi_value store_session(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
-    napi_value argv[1], o = NULL;
-    bn_args a;
-    bindlog_session s;
-    bn_store *st = open_this(env, info, &argc, argv, "session");
-    if (st == NULL)
-        return NULL;
-    bn_args_init(&a, env, "session");
-    const char *id = bn_arg_str(&a, argv[0], "id", 0);
-    if (args_done(&a) != 0)
-        goto out;
-    int rc = bindlog_session_get(st->db, id, &s, st->origin_buf, BINDLOG_ORIGIN_MAX);
-    if (rc == BINDLOG_ENOTFOUND) {
-        napi_get_null(env, &o);
-    } else if (rc < 0) {
-        bn_throw(env, rc, bindlog_last_error());
-    } else {
-        size_t n = s.origin_len < BINDLOG_ORIGIN_MAX ? s.origin_len : BINDLOG_ORIGIN_MAX;
-        if (napi_create_object(env, &o) != napi_ok ||
-            bn_set(env, o, "id", bn_str(env, s.session_id)) ||
-            bn_set(env, o, "key", bn_str(env, s.key)) ||
-            bn_set(env, o, "parentId", bn_str(env, s.parent_id)) ||
-            bn_set(env, o, "createdLsn", bn_u64(env, s.created_lsn)) ||
-            bn_set(env, o, "createdMs", bn_i64(env, s.created_ms)) ||
-            bn_set(env, o, "endedLsn", bn_u64(env, s.ended_lsn)) ||
-            bn_set(env, o, "endedMs", bn_i64(env, s.ended_ms)) ||
-            bn_set(env, o, "endReason", bn_str(env, s.end_reason)) ||
-            bn_set(env, o, "origin", bn_buffer(env, st->origin_buf, n))) {
-            o = NULL;
-            bn_throw_napi(env, "session");
-        }
-    }
-out:
-    bn_args_free(&a);
-    return o;
+    return read_str(env, info, "session", "id", session_answer);
 }
 
 static const char *durability_name(int d)
@@ -396,14 +428,23 @@ static void iter_finalize(napi_env env, void *data, void *hint)
     free(it);
 }
 
-/* Wrap an open bindlog iterator in a new NativeIter; `self` is the
- * NativeStore object it reads. */
-static napi_value iter_new(napi_env env, bn_store *st, napi_value self, bindlog_iter *bit)
+/* A new NativeIter over `bit`, which the call on `info` (a NativeStore
+ * method) opened with rc; NULL with the error thrown when rc < 0 or the
+ * iterator cannot be made (then `bit` is closed). */
+static napi_value iter_new(napi_env env, napi_callback_info info, bn_store *st, int rc,
+                           bindlog_iter *bit)
 {
     bn_module *m = bn_module_get(env);
-    napi_value ctor, obj;
-    bn_iter *it = calloc(1, sizeof(*it));
-    if (it == NULL || m == NULL || napi_get_reference_value(env, m->iter_ctor, &ctor) != napi_ok ||
+    napi_value self, ctor, obj;
+    bn_iter *it;
+    if (rc < 0) {
+        bn_throw(env, rc, bindlog_last_error());
+        return NULL;
+    }
+    it = calloc(1, sizeof(*it));
+    if (it == NULL || m == NULL ||
+        napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok ||
+        napi_get_reference_value(env, m->iter_ctor, &ctor) != napi_ok ||
         napi_new_instance(env, ctor, 0, NULL, &obj) != napi_ok ||
         napi_wrap(env, obj, it, iter_finalize, NULL, NULL) != napi_ok) {
         free(it);
@@ -414,6 +455,7 @@ static napi_value iter_new(napi_env env, bn_store *st, napi_value self, bindlog_
     it->it = bit;
     it->st = st;
     st->refs++;
+    /* the NativeStore object: see bn_iter.owner */
     if (napi_create_reference(env, self, 1, &it->owner) != napi_ok)
         it->owner = NULL; /* only the lifetime guard is lost */
     it->next = st->iters;
@@ -423,28 +465,19 @@ static napi_value iter_new(napi_env env, bn_store *st, napi_value self, bindlog_
     return obj;
 }
 
+static napi_value history_answer(napi_env env, napi_callback_info info, bn_store *st,
+                                 napi_value arg, const char *key)
+{
+    bindlog_iter *bit = NULL;
+    int rc = bindlog_history_iter(st->db, key, &bit);
+    (void)arg;
+    return iter_new(env, info, st, rc, bit);
+}
+
 /* historyIter(key) */
 static napi_value store_history_iter(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
-    napi_value argv[1], out = NULL;
-    bn_args a;
-    bindlog_iter *bit;
-    bn_store *st = open_this(env, info, &argc, argv, "history");
-    napi_value self;
-    if (st == NULL || napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok)
-        return NULL;
-    bn_args_init(&a, env, "history");
-    const char *key = bn_arg_str(&a, argv[0], "key", 0);
-    if (args_done(&a) == 0) {
-        int rc = bindlog_history_iter(st->db, key, &bit);
-        if (rc < 0)
-            bn_throw(env, rc, bindlog_last_error());
-        else
-            out = iter_new(env, st, self, bit);
-    }
-    bn_args_free(&a);
-    return out;
+    return read_str(env, info, "history", "key", history_answer);
 }
 
 /* logIter(from, to) */
@@ -453,20 +486,16 @@ static napi_value store_log_iter(napi_env env, napi_callback_info info)
     size_t argc = 2;
     napi_value argv[2], out = NULL;
     bn_args a;
-    bindlog_iter *bit;
     bn_store *st = open_this(env, info, &argc, argv, "log");
-    napi_value self;
-    if (st == NULL || napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok)
+    if (st == NULL)
         return NULL;
     bn_args_init(&a, env, "log");
     uint64_t from = bn_arg_u64(&a, argv[0], "from");
     uint64_t to = bn_arg_u64(&a, argv[1], "to");
     if (args_done(&a) == 0) {
+        bindlog_iter *bit = NULL;
         int rc = bindlog_log_iter(st->db, from, to, &bit);
-        if (rc < 0)
-            bn_throw(env, rc, bindlog_last_error());
-        else
-            out = iter_new(env, st, self, bit);
+        out = iter_new(env, info, st, rc, bit);
     }
     bn_args_free(&a);
     return out;
@@ -474,14 +503,7 @@ static napi_value store_log_iter(napi_env env, napi_callback_info info)
 
 static bn_iter *iter_this(napi_env env, napi_callback_info info)
 {
-    napi_value self;
-    void *data = NULL;
-    if (napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok ||
-        napi_unwrap(env, self, &data) != napi_ok || data == NULL) {
-        bn_throw_type(env, "bindlog: not called on an iterator");
-        return NULL;
-    }
-    return data;
+    return unwrap_this(env, info, NULL, NULL, "an iterator");
 }
 
 /* next() -> a record, or null at the end (the snapshot is released then). */
@@ -533,17 +555,15 @@ static napi_value iter_ctor(napi_env env, napi_callback_info info)
 
 /* ---- class definitions ----------------------------------------------------------------- */
 
-#define METHOD(name, fn)                                                                           \
+#define METHOD_DATA(name, fn, data)                                                                \
     {                                                                                              \
-        name, NULL, fn, NULL, NULL, NULL, napi_default, NULL                                       \
+        name, NULL, fn, NULL, NULL, NULL, napi_default, data                                       \
     }
-
-/* The *Sync writes: the same functions as the promise-returning ones, told
- * apart by their data (writer.c, is_sync). */
-#define METHOD_SYNC(name, fn)                                                                      \
-    {                                                                                              \
-        name, NULL, fn, NULL, NULL, NULL, napi_default, (void *)&bn_sync_marker                    \
-    }
+#define METHOD(name, fn) METHOD_DATA(name, fn, NULL)
+/* A write or wait() (writer.c): the callback that makes its job, with the
+ * method as its data; a *Sync twin is the same method with bn_job_sync. */
+#define METHOD_JOB(name, m)  METHOD_DATA(name, bn_job_async, (void *)&m)
+#define METHOD_SYNC(name, m) METHOD_DATA(name, bn_job_sync, (void *)&m)
 
 int bn_store_define(napi_env env, napi_value exports, bn_module *m)
 {
@@ -551,15 +571,15 @@ int bn_store_define(napi_env env, napi_value exports, bn_module *m)
     napi_property_descriptor store_props[] = {
         METHOD("close", store_close),
         METHOD("closed", store_closed),
-        METHOD("bind", bn_write_bind),
-        METHOD("newSession", bn_write_new_session),
-        METHOD("split", bn_write_split),
-        METHOD("invalidate", bn_write_invalidate),
-        METHOD("unbind", bn_write_unbind),
-        METHOD("applyBatch", bn_write_batch),
-        METHOD("importEntries", bn_write_import),
-        METHOD("route", bn_write_route),
-        METHOD("expire", bn_write_expire),
+        METHOD_JOB("bind", bn_write_bind),
+        METHOD_JOB("newSession", bn_write_new_session),
+        METHOD_JOB("split", bn_write_split),
+        METHOD_JOB("invalidate", bn_write_invalidate),
+        METHOD_JOB("unbind", bn_write_unbind),
+        METHOD_JOB("applyBatch", bn_write_batch),
+        METHOD_JOB("importEntries", bn_write_import),
+        METHOD_JOB("route", bn_write_route),
+        METHOD_JOB("expire", bn_write_expire),
         METHOD_SYNC("bindSync", bn_write_bind),
         METHOD_SYNC("newSessionSync", bn_write_new_session),
         METHOD_SYNC("splitSync", bn_write_split),
@@ -569,7 +589,7 @@ int bn_store_define(napi_env env, napi_value exports, bn_module *m)
         METHOD_SYNC("importEntriesSync", bn_write_import),
         METHOD_SYNC("routeSync", bn_write_route),
         METHOD_SYNC("expireSync", bn_write_expire),
-        METHOD("wait", bn_wait),
+        METHOD_JOB("wait", bn_wait),
         METHOD("cancelWait", bn_wait_cancel),
         METHOD("get", store_get),
         METHOD("session", store_session),

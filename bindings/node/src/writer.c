@@ -132,6 +132,22 @@ static napi_value job_value(napi_env env, bn_job *job)
     return v;
 }
 
+/* A finished job's outcome for JavaScript: 0 with its value in *out, or -1
+ * with the error to reject or throw (a BindlogError; NULL when even that
+ * could not be made). */
+static int job_outcome(napi_env env, bn_job *job, napi_value *out)
+{
+    if (job->rc < 0) {
+        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
+        *out = bn_error_value(env, job->rc, job->msg, index);
+        return -1;
+    }
+    if ((*out = job_value(env, job)) != NULL)
+        return 0;
+    *out = bn_error_value(env, BINDLOG_ENOMEM, "making the result", -1);
+    return -1;
+}
+
 static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
 {
     bn_job *job = data;
@@ -142,18 +158,10 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
         job_free(job);
         return;
     }
-    if (job->rc < 0) {
-        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
-        v = bn_error_value(env, job->rc, job->msg, index);
-        if (v != NULL)
-            napi_reject_deferred(env, job->deferred, v);
-    } else if ((v = job_value(env, job)) != NULL) {
+    if (job_outcome(env, job, &v) == 0)
         napi_resolve_deferred(env, job->deferred, v);
-    } else {
-        napi_value err = bn_error_value(env, BINDLOG_ENOMEM, "making the result", -1);
-        if (err != NULL)
-            napi_reject_deferred(env, job->deferred, err);
-    }
+    else if (v != NULL)
+        napi_reject_deferred(env, job->deferred, v);
     settled(env, job->st);
     job_free(job);
 }
@@ -192,59 +200,49 @@ int bn_writer_init(napi_env env, bn_store *st)
 
 /* ---- the threads ---------------------------------------------------------------------- */
 
-static void run_write(bn_store *st, bn_job *job)
+/* One event's write (JOB_EVENT). */
+static int run_event(bindlog *db, const bindlog_event *e, bindlog_result *r)
 {
-    if (job->kind == JOB_ROUTE || job->kind == JOB_EXPIRE) {
-        const bindlog_event *e = &job->one_ev;
-        int rc = job->kind == JOB_ROUTE
-                     ? bindlog_route(st->db, e->key, job->now_ms, &job->policy, e->session_id,
-                                     e->origin, e->origin_len, &job->route)
-                     : bindlog_expire(st->db, job->cutoff_ms, job->prefix, job->dry_run,
-                                      &job->count);
-        if (rc < 0)
-            job_error(job, rc);
-        else
-            job->rc = rc;
-        return;
-    }
-    if (job->kind == JOB_IMPORT) {
-        int rc = bindlog_import_entries(st->db, job->entries, job->n, job->results, job->codes,
-                                        NULL, NULL);
-        if (rc < 0)
-            job_error(job, rc);
-        else
-            job->rc = rc;
-        return;
-    }
-    if (job->kind == JOB_BATCH) {
-        int rc = bindlog_apply_batch(st->db, job->ev, job->n, job->results, &job->err_index);
-        if (rc < 0)
-            job_error(job, rc);
-        else
-            job->rc = rc;
-        return;
-    }
-    const bindlog_event *e = &job->one_ev;
-    bindlog_result *r = &job->one;
-    int rc;
     switch (e->type) {
     case BINDLOG_EVENT_BIND:
-        rc = bindlog_bind(st->db, e->key, e->session_id, e->expect, e->reason, e->origin,
-                          e->origin_len, r);
-        break;
+        return bindlog_bind(db, e->key, e->session_id, e->expect, e->reason, e->origin,
+                            e->origin_len, r);
     case BINDLOG_EVENT_NEW_SESSION:
-        rc = bindlog_new_session(st->db, e->key, e->session_id, e->reason, e->origin, e->origin_len,
-                                 r);
-        break;
+        return bindlog_new_session(db, e->key, e->session_id, e->reason, e->origin, e->origin_len,
+                                   r);
     case BINDLOG_EVENT_SPLIT:
-        rc = bindlog_split(st->db, e->key, e->expect, e->session_id, e->generation, e->origin,
-                           e->origin_len, r);
-        break;
+        return bindlog_split(db, e->key, e->expect, e->session_id, e->generation, e->origin,
+                             e->origin_len, r);
     case BINDLOG_EVENT_INVALIDATE:
-        rc = bindlog_invalidate(st->db, e->key, e->reason, r);
+        return bindlog_invalidate(db, e->key, e->reason, r);
+    default:
+        return bindlog_unbind(db, e->key, e->reason, r);
+    }
+}
+
+/* Make the job's bindlog call: job->rc its outcome, or the error with its
+ * message (read here: bindlog_last_error() is per thread). */
+static void run_write(bn_store *st, bn_job *job)
+{
+    const bindlog_event *e = &job->one_ev;
+    int rc;
+    switch (job->kind) {
+    case JOB_ROUTE:
+        rc = bindlog_route(st->db, e->key, job->now_ms, &job->policy, e->session_id, e->origin,
+                           e->origin_len, &job->route);
+        break;
+    case JOB_EXPIRE:
+        rc = bindlog_expire(st->db, job->cutoff_ms, job->prefix, job->dry_run, &job->count);
+        break;
+    case JOB_IMPORT:
+        rc = bindlog_import_entries(st->db, job->entries, job->n, job->results, job->codes, NULL,
+                                    NULL);
+        break;
+    case JOB_BATCH:
+        rc = bindlog_apply_batch(st->db, job->ev, job->n, job->results, &job->err_index);
         break;
     default:
-        rc = bindlog_unbind(st->db, e->key, e->reason, r);
+        rc = run_event(st->db, e, &job->one);
         break;
     }
     if (rc < 0)
@@ -456,33 +454,14 @@ static napi_value submit(napi_env env, bn_store *st, bn_job *job)
  * writes of the same store; they share group commits as usual. */
 static napi_value run_sync(napi_env env, bn_store *st, bn_job *job)
 {
-    napi_value v = NULL;
+    napi_value v;
     run_write(st, job);
-    if (job->rc < 0) {
-        long index = job->kind == JOB_BATCH ? (long)job->err_index : -1;
-        napi_value err = bn_error_value(env, job->rc, job->msg, index);
-        if (err != NULL)
-            napi_throw(env, err);
-        else
-            bn_throw_napi(env, "creating a BindlogError");
-    } else if ((v = job_value(env, job)) == NULL) {
-        bn_throw(env, BINDLOG_ENOMEM, "making the result");
+    if (job_outcome(env, job, &v) != 0) {
+        bn_throw_error(env, v);
+        v = NULL;
     }
     job_free(job);
     return v;
-}
-
-/* Is this call one of the *Sync methods?  They are the same functions,
- * defined with bn_sync_marker as their data (store.c). */
-const int bn_sync_marker = 1;
-
-static int is_sync(napi_env env, napi_callback_info info)
-{
-    void *data = NULL;
-    size_t argc = 0;
-    if (napi_get_cb_info(env, info, &argc, NULL, NULL, &data) != napi_ok)
-        return 0;
-    return data == &bn_sync_marker;
 }
 
 /* A refused call: a rejected promise, or for a *Sync call the error thrown. */
@@ -490,22 +469,16 @@ static napi_value refuse(napi_env env, int sync, int rc, const char *msg, long i
 {
     if (!sync)
         return rejected(env, rc, msg, index);
-    napi_value err = bn_error_value(env, rc, msg, index);
-    if (err != NULL)
-        napi_throw(env, err);
-    else
-        bn_throw_napi(env, "creating a BindlogError");
+    bn_throw_error(env, bn_error_value(env, rc, msg, index));
     return NULL;
 }
 
-/* The end of a write call's parsing: a TypeError already thrown, a
- * refusal for a closed store or a bad value, or the job queued (a *Sync
- * call: the job made at once). */
-static napi_value finish(napi_env env, napi_callback_info info, bn_store *st, bn_args *a,
-                         bn_job *job)
+/* The end of a call's parsing: a TypeError already thrown, a refusal for
+ * a closed store or a bad value, or the job queued (a *Sync call: the job
+ * made at once).  `job` (NULL: out of memory) is freed on every path. */
+static napi_value finish(napi_env env, bn_store *st, bn_args *a, bn_job *job, int sync)
 {
     napi_value out;
-    int sync = is_sync(env, info);
     if (a->status == BN_ARG_THROWN) {
         out = NULL;
     } else if (st->db == NULL) {
@@ -529,109 +502,113 @@ static napi_value finish(napi_env env, napi_callback_info info, bn_store *st, bn
     return out;
 }
 
-#define ARG(i) (argc > (i) ? argv[i] : NULL)
-/* The name a message gives the call: "split", or "splitSync" for the twin. */
-#define CALL(name) (is_sync(env, info) ? name "Sync" : name)
+/* ---- the methods (JavaScript thread) ------------------------------------------------ */
 
-static bn_job *event_job(int type)
+/* The most arguments a method takes (route).  A method reads argv[0] to
+ * argv[MAX_ARGS - 1]; Node-API gives undefined for those not passed. */
+#define MAX_ARGS 7
+
+/*
+ * A method that becomes a job: every write and wait().  What differs from
+ * one to another is here; job_call() does the rest the same way for all.
+ */
+struct bn_job_method {
+    const char *name; /* in messages: "split: ...", or "splitSync: ..." for the twin */
+    int kind;         /* the job it makes */
+    int type;         /* JOB_EVENT: the event's type */
+    /* Copy the arguments into the job (which may be a stand-in when the
+     * job could not be allocated); a problem is left in a->status. */
+    void (*read)(bn_args *a, const napi_value *argv, bn_job *job);
+};
+
+/* A write or wait() called from JavaScript, its bn_job_method the
+ * callback's data: the store behind `this`, a job of the method's kind,
+ * its arguments read into it, then finish() (`sync`: a *Sync twin). */
+static napi_value job_call(napi_env env, napi_callback_info info, int sync)
 {
+    size_t argc = MAX_ARGS;
+    napi_value argv[MAX_ARGS];
+    void *data = NULL;
+    char call[48];
+    bn_args a;
+    bn_job stand_in;
+    bn_store *st = bn_store_this(env, info, &argc, argv);
+    if (st == NULL)
+        return NULL;
+    if (napi_get_cb_info(env, info, NULL, NULL, NULL, &data) != napi_ok || data == NULL) {
+        bn_throw_napi(env, "napi_get_cb_info");
+        return NULL;
+    }
+    const bn_job_method *m = data;
     bn_job *job = calloc(1, sizeof(*job));
     if (job != NULL) {
-        job->kind = JOB_EVENT;
-        job->one_ev.type = type;
+        job->kind = m->kind;
+        job->one_ev.type = m->type;
         atomic_init(&job->cancel, 0);
     }
-    return job;
+    /* Without a job the arguments are still read, into the stand-in, so
+     * that a wrong one is reported before the lack of memory. */
+    memset(&stand_in, 0, sizeof stand_in);
+    snprintf(call, sizeof call, "%s%s", m->name, sync ? "Sync" : "");
+    bn_args_init(&a, env, call);
+    m->read(&a, argv, job != NULL ? job : &stand_in);
+    return finish(env, st, &a, job, sync);
+}
+
+napi_value bn_job_async(napi_env env, napi_callback_info info)
+{
+    return job_call(env, info, 0);
+}
+
+napi_value bn_job_sync(napi_env env, napi_callback_info info)
+{
+    return job_call(env, info, 1);
+}
+
+/* An optional origin (a Buffer or Uint8Array) for the event. */
+static void arg_origin(bn_args *a, napi_value v, bindlog_event *e)
+{
+    int present;
+    bn_arg_bytes(a, v, "origin", &e->origin, &e->origin_len, &present);
 }
 
 /* bind(key, sessionId, expect?, reason?, origin?) */
-napi_value bn_write_bind(napi_env env, napi_callback_info info)
+static void read_bind(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    size_t argc = 5;
-    napi_value argv[5];
-    bn_args a;
-    int present;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_job *job = event_job(BINDLOG_EVENT_BIND);
-    bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
-    bn_args_init(&a, env, CALL("bind"));
-    e->key = bn_arg_str(&a, ARG(0), "key", 0);
-    e->session_id = bn_arg_str(&a, ARG(1), "sessionId", 0);
-    e->expect = bn_arg_str(&a, ARG(2), "expect", 1);
-    e->reason = bn_arg_str(&a, ARG(3), "reason", 1);
-    bn_arg_bytes(&a, ARG(4), "origin", &e->origin, &e->origin_len, &present);
-    return finish(env, info, st, &a, job);
+    bindlog_event *e = &job->one_ev;
+    e->key = bn_arg_str(a, argv[0], "key", 0);
+    e->session_id = bn_arg_str(a, argv[1], "sessionId", 0);
+    e->expect = bn_arg_str(a, argv[2], "expect", 1);
+    e->reason = bn_arg_str(a, argv[3], "reason", 1);
+    arg_origin(a, argv[4], e);
 }
 
 /* newSession(key, sessionId, reason?, origin?) */
-napi_value bn_write_new_session(napi_env env, napi_callback_info info)
+static void read_new_session(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    size_t argc = 4;
-    napi_value argv[4];
-    bn_args a;
-    int present;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_job *job = event_job(BINDLOG_EVENT_NEW_SESSION);
-    bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
-    bn_args_init(&a, env, CALL("newSession"));
-    e->key = bn_arg_str(&a, ARG(0), "key", 0);
-    e->session_id = bn_arg_str(&a, ARG(1), "sessionId", 0);
-    e->reason = bn_arg_str(&a, ARG(2), "reason", 1);
-    bn_arg_bytes(&a, ARG(3), "origin", &e->origin, &e->origin_len, &present);
-    return finish(env, info, st, &a, job);
+    bindlog_event *e = &job->one_ev;
+    e->key = bn_arg_str(a, argv[0], "key", 0);
+    e->session_id = bn_arg_str(a, argv[1], "sessionId", 0);
+    e->reason = bn_arg_str(a, argv[2], "reason", 1);
+    arg_origin(a, argv[3], e);
 }
 
 /* split(key, parentId, childId, runGeneration, origin?) */
-napi_value bn_write_split(napi_env env, napi_callback_info info)
+static void read_split(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    size_t argc = 5;
-    napi_value argv[5];
-    bn_args a;
-    int present;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_job *job = event_job(BINDLOG_EVENT_SPLIT);
-    bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
-    bn_args_init(&a, env, CALL("split"));
-    e->key = bn_arg_str(&a, ARG(0), "key", 0);
-    e->expect = bn_arg_str(&a, ARG(1), "parentId", 0);
-    e->session_id = bn_arg_str(&a, ARG(2), "childId", 0);
-    e->generation = bn_arg_u64(&a, ARG(3), "runGeneration");
-    bn_arg_bytes(&a, ARG(4), "origin", &e->origin, &e->origin_len, &present);
-    return finish(env, info, st, &a, job);
+    bindlog_event *e = &job->one_ev;
+    e->key = bn_arg_str(a, argv[0], "key", 0);
+    e->expect = bn_arg_str(a, argv[1], "parentId", 0);
+    e->session_id = bn_arg_str(a, argv[2], "childId", 0);
+    e->generation = bn_arg_u64(a, argv[3], "runGeneration");
+    arg_origin(a, argv[4], e);
 }
 
 /* invalidate(key, reason?) and unbind(key, reason?) */
-static napi_value key_reason(napi_env env, napi_callback_info info, int type, const char *call,
-                             const char *sync_call)
+static void read_key_reason(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    size_t argc = 2;
-    napi_value argv[2];
-    bn_args a;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_job *job = event_job(type);
-    bindlog_event tmp = {0}, *e = job != NULL ? &job->one_ev : &tmp;
-    bn_args_init(&a, env, is_sync(env, info) ? sync_call : call);
-    e->key = bn_arg_str(&a, ARG(0), "key", 0);
-    e->reason = bn_arg_str(&a, ARG(1), "reason", 1);
-    return finish(env, info, st, &a, job);
-}
-
-napi_value bn_write_invalidate(napi_env env, napi_callback_info info)
-{
-    return key_reason(env, info, BINDLOG_EVENT_INVALIDATE, "invalidate", "invalidateSync");
-}
-
-napi_value bn_write_unbind(napi_env env, napi_callback_info info)
-{
-    return key_reason(env, info, BINDLOG_EVENT_UNBIND, "unbind", "unbindSync");
+    job->one_ev.key = bn_arg_str(a, argv[0], "key", 0);
+    job->one_ev.reason = bn_arg_str(a, argv[1], "reason", 1);
 }
 
 /* A time or duration index.js has checked (a non-negative safe integer). */
@@ -642,211 +619,187 @@ static int64_t arg_ms(bn_args *a, napi_value v, const char *what)
 
 /* route(key, nowMs, mode, idleMs, dailyBoundaryMs, freshSessionId, origin?):
  * index.js has turned the options into these (route.js, routeArgs). */
-napi_value bn_write_route(napi_env env, napi_callback_info info)
+static void read_route(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    size_t argc = 7;
-    napi_value argv[7];
-    bn_args a;
-    int present;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_job *job = calloc(1, sizeof(*job));
-    bn_job tmp;
-    bn_job *j = job != NULL ? job : &tmp;
-    memset(&tmp, 0, sizeof tmp);
-    if (job != NULL) {
-        job->kind = JOB_ROUTE;
-        atomic_init(&job->cancel, 0);
-    }
-    bn_args_init(&a, env, CALL("route"));
-    j->one_ev.key = bn_arg_str(&a, ARG(0), "key", 0);
-    j->now_ms = arg_ms(&a, ARG(1), "now");
-    j->policy.mode = (int)bn_arg_u64(&a, ARG(2), "mode");
-    j->policy.idle_ms = arg_ms(&a, ARG(3), "idleMs");
-    j->policy.daily_boundary_ms = arg_ms(&a, ARG(4), "dailyBoundaryMs");
-    j->one_ev.session_id = bn_arg_str(&a, ARG(5), "freshSessionId", 0);
-    bn_arg_bytes(&a, ARG(6), "origin", &j->one_ev.origin, &j->one_ev.origin_len, &present);
-    return finish(env, info, st, &a, job);
+    job->one_ev.key = bn_arg_str(a, argv[0], "key", 0);
+    job->now_ms = arg_ms(a, argv[1], "now");
+    job->policy.mode = (int)bn_arg_u64(a, argv[2], "mode");
+    job->policy.idle_ms = arg_ms(a, argv[3], "idleMs");
+    job->policy.daily_boundary_ms = arg_ms(a, argv[4], "dailyBoundaryMs");
+    job->one_ev.session_id = bn_arg_str(a, argv[5], "freshSessionId", 0);
+    arg_origin(a, argv[6], &job->one_ev);
 }
 
 /* expire(cutoffMs, prefix?, dryRun): index.js computed the cut-off
  * (route.js, expireArgs); resolves the count. */
-napi_value bn_write_expire(napi_env env, napi_callback_info info)
+static void read_expire(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    size_t argc = 3;
-    napi_value argv[3];
-    bn_args a;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_job *job = calloc(1, sizeof(*job));
-    bn_job tmp;
-    bn_job *j = job != NULL ? job : &tmp;
-    memset(&tmp, 0, sizeof tmp);
-    if (job != NULL) {
-        job->kind = JOB_EXPIRE;
-        atomic_init(&job->cancel, 0);
-    }
-    bn_args_init(&a, env, CALL("expire"));
-    j->cutoff_ms = arg_ms(&a, ARG(0), "cutoffMs");
-    j->prefix = bn_arg_str(&a, ARG(1), "prefix", 1);
-    j->dry_run = bn_arg_bool(&a, ARG(2), "dryRun");
-    return finish(env, info, st, &a, job);
+    job->cutoff_ms = arg_ms(a, argv[0], "cutoffMs");
+    job->prefix = bn_arg_str(a, argv[1], "prefix", 1);
+    job->dry_run = bn_arg_bool(a, argv[2], "dryRun");
 }
 
-/* applyBatch(events): each event is the array index.js makes of it:
- * [type, key, sessionId, expect, runGeneration, reason, origin]. */
-napi_value bn_write_batch(napi_env env, napi_callback_info info)
+/*
+ * applyBatch's events and importEntries' entries: arrays that index.js made
+ * of the caller's objects, each item an array of fields in a fixed order.
+ * The messages about the list and its items name the promise-returning call
+ * also for the *Sync twin (index.js checks the same first, naming either);
+ * those about a field name the call as usual.
+ */
+#define MAX_FIELDS 7
+
+typedef struct list_shape {
+    const char *call;               /* "applyBatch" */
+    const char *list;               /* "events" */
+    const char *item;               /* "event" */
+    int nfields;                    /* fields an item has */
+    const char *fields[MAX_FIELDS]; /* their names */
+} list_shape;
+
+/* A field's name in messages: "events[3].key". */
+typedef char field_name[48];
+
+static const list_shape batch_shape = {
+    .call = "applyBatch",
+    .list = "events",
+    .item = "event",
+    .nfields = 7,
+    .fields = {"type", "key", "sessionId", "expect", "runGeneration", "reason", "origin"},
+};
+static const list_shape import_shape = {
+    .call = "importEntries",
+    .list = "entries",
+    .item = "entry",
+    .nfields = 4,
+    .fields = {"key", "sessionId", "timeMs", "origin"},
+};
+
+/* The list's length: 0, or -1 with a TypeError thrown when it is no array. */
+static int list_length(bn_args *a, napi_value list, const list_shape *l, uint32_t *n)
 {
-    size_t argc = 1;
-    napi_value argv[1];
-    bn_args a;
     bool is_array = false;
+    if (napi_is_array(a->env, list, &is_array) != napi_ok || !is_array ||
+        napi_get_array_length(a->env, list, n) != napi_ok) {
+        bn_throw_type(a->env, "%s: %s must be an array", l->call, l->list);
+        a->status = BN_ARG_THROWN;
+        return -1;
+    }
+    return 0;
+}
+
+/* Item i's fields into f (NULL where one could not be read) with their
+ * names; 0, or -1 with a TypeError thrown when the item is no array. */
+static int list_item(bn_args *a, napi_value list, uint32_t i, const list_shape *l, napi_value *f,
+                     field_name *what)
+{
+    napi_value item;
+    bool is_array = false;
+    if (napi_get_element(a->env, list, i, &item) != napi_ok ||
+        napi_is_array(a->env, item, &is_array) != napi_ok || !is_array) {
+        bn_throw_type(a->env, "%s: %s[%u] is not a normalised %s", l->call, l->list, i, l->item);
+        a->status = BN_ARG_THROWN;
+        return -1;
+    }
+    for (int k = 0; k < l->nfields; k++) {
+        snprintf(what[k], sizeof what[k], "%s[%u].%s", l->list, i, l->fields[k]);
+        if (napi_get_element(a->env, item, (uint32_t)k, &f[k]) != napi_ok)
+            f[k] = NULL;
+    }
+    return 0;
+}
+
+/* applyBatch(events): each event is [type, key, sessionId, expect,
+ * runGeneration, reason, origin]. */
+static void read_batch(bn_args *a, const napi_value *argv, bn_job *job)
+{
     uint32_t n = 0;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_args_init(&a, env, CALL("applyBatch"));
-    if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
-        napi_get_array_length(env, argv[0], &n) != napi_ok) {
-        bn_throw_type(env, "applyBatch: events must be an array");
-        return NULL;
-    }
-    bn_job *job = calloc(1, sizeof(*job));
-    if (job != NULL) {
-        job->kind = JOB_BATCH;
-        atomic_init(&job->cancel, 0);
-        job->n = n;
-        job->ev = bn_args_alloc(&a, n * sizeof(bindlog_event));
-        job->results = bn_args_alloc(&a, n * sizeof(bindlog_result));
-    }
-    for (uint32_t i = 0; job != NULL && a.status == BN_ARG_OK && i < n; i++) {
-        napi_value item, f[7];
-        bool item_array = false;
+    if (list_length(a, argv[0], &batch_shape, &n) != 0)
+        return;
+    job->n = n;
+    job->ev = bn_args_alloc(a, n * sizeof(bindlog_event));
+    job->results = bn_args_alloc(a, n * sizeof(bindlog_result));
+    for (uint32_t i = 0; a->status == BN_ARG_OK && i < n; i++) {
+        napi_value f[MAX_FIELDS];
+        field_name what[MAX_FIELDS];
         int32_t type = 0;
         int present;
-        char what[7][48];
-        static const char *const names[7] = {"type",          "key",    "sessionId", "expect",
-                                             "runGeneration", "reason", "origin"};
         bindlog_event *e = &job->ev[i];
         memset(e, 0, sizeof(*e));
-        if (napi_get_element(env, argv[0], i, &item) != napi_ok ||
-            napi_is_array(env, item, &item_array) != napi_ok || !item_array) {
-            bn_throw_type(env, "applyBatch: events[%u] is not a normalised event", i);
-            a.status = BN_ARG_THROWN;
+        if (list_item(a, argv[0], i, &batch_shape, f, what) != 0)
             break;
-        }
-        for (int k = 0; k < 7; k++) {
-            snprintf(what[k], sizeof what[k], "events[%u].%s", i, names[k]);
-            if (napi_get_element(env, item, (uint32_t)k, &f[k]) != napi_ok)
-                f[k] = NULL;
-        }
-        if (f[0] == NULL || napi_get_value_int32(env, f[0], &type) != napi_ok ||
+        if (f[0] == NULL || napi_get_value_int32(a->env, f[0], &type) != napi_ok ||
             type < BINDLOG_EVENT_BIND || type > BINDLOG_EVENT_UNBIND) {
-            bn_throw_type(env, "applyBatch: %s is not an event type", what[0]);
-            a.status = BN_ARG_THROWN;
+            bn_throw_type(a->env, "applyBatch: %s is not an event type", what[0]);
+            a->status = BN_ARG_THROWN;
             break;
         }
         e->type = type;
-        e->key = bn_arg_str(&a, f[1], what[1], 0);
-        e->session_id = bn_arg_str(&a, f[2], what[2], 1);
-        e->expect = bn_arg_str(&a, f[3], what[3], 1);
-        e->generation = bn_arg_u64(&a, f[4], what[4]);
-        e->reason = bn_arg_str(&a, f[5], what[5], 1);
-        bn_arg_bytes(&a, f[6], what[6], &e->origin, &e->origin_len, &present);
-        if (a.status == BN_ARG_BAD)
-            a.bad_index = (long)i;
+        e->key = bn_arg_str(a, f[1], what[1], 0);
+        e->session_id = bn_arg_str(a, f[2], what[2], 1);
+        e->expect = bn_arg_str(a, f[3], what[3], 1);
+        e->generation = bn_arg_u64(a, f[4], what[4]);
+        e->reason = bn_arg_str(a, f[5], what[5], 1);
+        bn_arg_bytes(a, f[6], what[6], &e->origin, &e->origin_len, &present);
+        if (a->status == BN_ARG_BAD)
+            a->bad_index = (long)i;
     }
-    return finish(env, info, st, &a, job);
 }
 
-/* importEntries(entries): each entry is the array index.js makes of it:
- * [key, sessionId, timeMs, origin]. */
-napi_value bn_write_import(napi_env env, napi_callback_info info)
+/* importEntries(entries): each entry is [key, sessionId, timeMs, origin]. */
+static void read_import(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    size_t argc = 1;
-    napi_value argv[1];
-    bn_args a;
-    bool is_array = false;
     uint32_t n = 0;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_args_init(&a, env, CALL("importEntries"));
-    if (napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
-        napi_get_array_length(env, argv[0], &n) != napi_ok) {
-        bn_throw_type(env, "importEntries: entries must be an array");
-        return NULL;
-    }
-    bn_job *job = calloc(1, sizeof(*job));
-    if (job != NULL) {
-        job->kind = JOB_IMPORT;
-        atomic_init(&job->cancel, 0);
-        job->n = n;
-        job->entries = bn_args_alloc(&a, n * sizeof(bindlog_import_entry));
-        job->results = bn_args_alloc(&a, n * sizeof(bindlog_result));
-        job->codes = bn_args_alloc(&a, n * sizeof(int));
-    }
-    for (uint32_t i = 0; job != NULL && a.status == BN_ARG_OK && i < n; i++) {
-        napi_value item, f[4];
-        bool item_array = false;
+    if (list_length(a, argv[0], &import_shape, &n) != 0)
+        return;
+    job->n = n;
+    job->entries = bn_args_alloc(a, n * sizeof(bindlog_import_entry));
+    job->results = bn_args_alloc(a, n * sizeof(bindlog_result));
+    job->codes = bn_args_alloc(a, n * sizeof(int));
+    for (uint32_t i = 0; a->status == BN_ARG_OK && i < n; i++) {
+        napi_value f[MAX_FIELDS];
+        field_name what[MAX_FIELDS];
         int present;
-        char what[4][48];
-        static const char *const names[4] = {"key", "sessionId", "timeMs", "origin"};
         bindlog_import_entry *e = &job->entries[i];
         memset(e, 0, sizeof(*e));
-        if (napi_get_element(env, argv[0], i, &item) != napi_ok ||
-            napi_is_array(env, item, &item_array) != napi_ok || !item_array) {
-            bn_throw_type(env, "importEntries: entries[%u] is not a normalised entry", i);
-            a.status = BN_ARG_THROWN;
+        if (list_item(a, argv[0], i, &import_shape, f, what) != 0)
             break;
+        e->key = bn_arg_str(a, f[0], what[0], 0);
+        e->session_id = bn_arg_str(a, f[1], what[1], 0);
+        if (a->status == BN_ARG_OK &&
+            (f[2] == NULL || napi_get_value_int64(a->env, f[2], &e->time_ms) != napi_ok)) {
+            bn_throw_type(a->env, "importEntries: %s must be a number", what[2]);
+            a->status = BN_ARG_THROWN;
         }
-        for (int k = 0; k < 4; k++) {
-            snprintf(what[k], sizeof what[k], "entries[%u].%s", i, names[k]);
-            if (napi_get_element(env, item, (uint32_t)k, &f[k]) != napi_ok)
-                f[k] = NULL;
-        }
-        e->key = bn_arg_str(&a, f[0], what[0], 0);
-        e->session_id = bn_arg_str(&a, f[1], what[1], 0);
-        if (a.status == BN_ARG_OK &&
-            (f[2] == NULL || napi_get_value_int64(env, f[2], &e->time_ms) != napi_ok)) {
-            bn_throw_type(env, "importEntries: %s must be a number", what[2]);
-            a.status = BN_ARG_THROWN;
-        }
-        bn_arg_bytes(&a, f[3], what[3], &e->origin, &e->origin_len, &present);
-        if (a.status == BN_ARG_BAD)
-            a.bad_index = (long)i;
+        bn_arg_bytes(a, f[3], what[3], &e->origin, &e->origin_len, &present);
+        if (a->status == BN_ARG_BAD)
+            a->bad_index = (long)i;
     }
-    return finish(env, info, st, &a, job);
 }
 
 /* wait(afterLsn, id) -> a promise of the head LSN once it passes afterLsn,
- * or -1 when the wait was cancelled or the store closed. */
-napi_value bn_wait(napi_env env, napi_callback_info info)
+ * or -1 when the wait was cancelled or the store closed.  Its messages say
+ * "follow", the method of index.js that calls it. */
+static void read_wait(bn_args *a, const napi_value *argv, bn_job *job)
 {
-    size_t argc = 2;
-    napi_value argv[2];
-    bn_args a;
-    uint32_t id = 0;
-    bn_store *st = bn_store_this(env, info, &argc, argv);
-    if (st == NULL)
-        return NULL;
-    bn_args_init(&a, env, "follow");
-    uint64_t after = bn_arg_u64(&a, ARG(0), "afterLsn");
-    if (a.status == BN_ARG_OK && napi_get_value_uint32(env, argv[1], &id) != napi_ok) {
-        bn_throw_type(env, "follow: the wait id must be a number");
-        a.status = BN_ARG_THROWN;
+    job->after = bn_arg_u64(a, argv[0], "afterLsn");
+    if (a->status == BN_ARG_OK && napi_get_value_uint32(a->env, argv[1], &job->id) != napi_ok) {
+        bn_throw_type(a->env, "follow: the wait id must be a number");
+        a->status = BN_ARG_THROWN;
     }
-    bn_job *job = calloc(1, sizeof(*job));
-    if (job != NULL) {
-        job->kind = JOB_WAIT;
-        job->after = after;
-        job->id = id;
-        atomic_init(&job->cancel, 0);
-    }
-    return finish(env, info, st, &a, job);
 }
+
+const bn_job_method bn_write_bind = {"bind", JOB_EVENT, BINDLOG_EVENT_BIND, read_bind};
+const bn_job_method bn_write_new_session = {"newSession", JOB_EVENT, BINDLOG_EVENT_NEW_SESSION,
+                                            read_new_session};
+const bn_job_method bn_write_split = {"split", JOB_EVENT, BINDLOG_EVENT_SPLIT, read_split};
+const bn_job_method bn_write_invalidate = {"invalidate", JOB_EVENT, BINDLOG_EVENT_INVALIDATE,
+                                           read_key_reason};
+const bn_job_method bn_write_unbind = {"unbind", JOB_EVENT, BINDLOG_EVENT_UNBIND, read_key_reason};
+const bn_job_method bn_write_route = {"route", JOB_ROUTE, 0, read_route};
+const bn_job_method bn_write_expire = {"expire", JOB_EXPIRE, 0, read_expire};
+const bn_job_method bn_write_batch = {"applyBatch", JOB_BATCH, 0, read_batch};
+const bn_job_method bn_write_import = {"importEntries", JOB_IMPORT, 0, read_import};
+const bn_job_method bn_wait = {"follow", JOB_WAIT, 0, read_wait};
 
 /* cancelWait(id): the wait resolves -1 within one slice. */
 napi_value bn_wait_cancel(napi_env env, napi_callback_info info)
