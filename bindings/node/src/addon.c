@@ -469,10 +469,10 @@ static void module_free(napi_env env, void *data, void *hint)
 {
     bn_module *m = data;
     (void)hint;
-    if (m->error_ctor != NULL)
-        napi_delete_reference(env, m->error_ctor);
-    if (m->iter_ctor != NULL)
-        napi_delete_reference(env, m->iter_ctor);
+    napi_ref *refs[] = {&m->error_ctor, &m->closed_ctor, &m->is_current, &m->iter_ctor};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
+        if (*refs[i] != NULL)
+            napi_delete_reference(env, *refs[i]);
     free(m);
 }
 
