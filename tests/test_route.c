@@ -326,6 +326,41 @@ static void route__reopen_and_recover_keep_activity(void **state)
     assert_int_equal(r.last_activity_ms, T0 + 25 * MIN);
 }
 
+/* The verdict of n messages racing at the idle boundary of
+ * "agent:main:telegram:dm:1" (bound to "old" at T0), message i with fresh
+ * id "fresh-<i>", outcome rcs[i] and result got[i]: exactly one RESET, and
+ * every message in the winner's session at generation 2; every message
+ * carried the same time, so after the RESET the activity stood at it and
+ * the others were coalesced (nothing logged: the head is the RESET's). */
+static void assert_one_reset(bindlog *s, int n, const int *rcs, const bindlog_route_result *got)
+{
+    int resets = 0, winner = -1;
+    for (int i = 0; i < n; i++) {
+        if (rcs[i] != BINDLOG_RESET && rcs[i] != BINDLOG_ROUTED)
+            fail_msg("message %d: %s", i, bindlog_code_name(rcs[i]));
+        if (rcs[i] == BINDLOG_RESET) {
+            resets++;
+            winner = i;
+        }
+    }
+    assert_int_equal(resets, 1);
+    char want[32];
+    snprintf(want, sizeof want, "fresh-%d", winner);
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(got[i].session_id, want);
+        assert_int_equal(got[i].generation, 2);
+        assert_true(rcs[i] == BINDLOG_RESET ? got[i].lsn == 2 : got[i].lsn == 0);
+    }
+    bindlog_binding b = get(s, "agent:main:telegram:dm:1");
+    assert_string_equal(b.session_id, want);
+    assert_int_equal(b.generation, 2);
+    uint64_t head = 0;
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    assert_int_equal(bindlog_digest(s, d, &head), 0);
+    assert_int_equal(head, 2);
+    check_clean(s);
+}
+
 /* Concurrent messages at the boundary: exactly one RESET, and all of them
  * land in the new session. */
 typedef struct racer {
@@ -362,35 +397,15 @@ static void race_n(fx *f, int n)
         rs[i] = (racer){f->s, i, &bar, 0, {0}};
         assert_int_equal(pthread_create(&th[i], NULL, race, &rs[i]), 0);
     }
-    int resets = 0, winner = -1;
+    int rcs[16];
+    bindlog_route_result got[16];
     for (int i = 0; i < n; i++) {
         pthread_join(th[i], NULL);
-        assert_true(rs[i].rc == BINDLOG_RESET || rs[i].rc == BINDLOG_ROUTED);
-        if (rs[i].rc == BINDLOG_RESET) {
-            resets++;
-            winner = i;
-        }
+        rcs[i] = rs[i].rc;
+        got[i] = rs[i].r;
     }
     pthread_barrier_destroy(&bar);
-    assert_int_equal(resets, 1);
-    char want[32];
-    snprintf(want, sizeof want, "fresh-%d", winner);
-    for (int i = 0; i < n; i++) {
-        assert_string_equal(rs[i].r.session_id, want);
-        assert_int_equal(rs[i].r.generation, 2);
-    }
-    bindlog_binding b = get(f->s, "agent:main:telegram:dm:1");
-    assert_string_equal(b.session_id, want);
-    assert_int_equal(b.generation, 2);
-    /* every message carried the same time: after the RESET the activity
-     * stood at it, so the others were coalesced (nothing logged) */
-    uint64_t head = 0;
-    unsigned char d[BINDLOG_DIGEST_SIZE];
-    assert_int_equal(bindlog_digest(f->s, d, &head), 0);
-    assert_int_equal(head, 2);
-    for (int i = 0; i < n; i++)
-        assert_true(rs[i].rc == BINDLOG_RESET ? rs[i].r.lsn == 2 : rs[i].r.lsn == 0);
-    check_clean(f->s);
+    assert_one_reset(f->s, n, rcs, got);
 }
 
 static void route__two_concurrent_one_reset(void **state) { race_n(*state, 2); }
@@ -449,7 +464,7 @@ static void route__processes_racing_one_reset(void **state)
         assert_int_equal(read(ready[0], &c, 1), 1);
     }
     close(go[1]);
-    int rcs[N], resets = 0, winner = -1;
+    int rcs[N];
     for (int k = 0; k < N; k++) {
         struct {
             int i, rc;
@@ -467,31 +482,8 @@ static void route__processes_racing_one_reset(void **state)
     }
     close(ready[0]);
     close(out[0]);
-    for (int i = 0; i < N; i++) {
-        if (rcs[i] != BINDLOG_RESET && rcs[i] != BINDLOG_ROUTED)
-            fail_msg("process %d: %s", i, bindlog_code_name(rcs[i]));
-        if (rcs[i] == BINDLOG_RESET) {
-            resets++;
-            winner = i;
-        }
-    }
-    assert_int_equal(resets, 1);
-    char want[32];
-    snprintf(want, sizeof want, "fresh-%d", winner);
-    for (int i = 0; i < N; i++) {
-        assert_string_equal(got[i].session_id, want);
-        assert_int_equal(got[i].generation, 2);
-        assert_true(rcs[i] == BINDLOG_RESET ? got[i].lsn == 2 : got[i].lsn == 0);
-    }
     f->s = open_store(f->dir, BINDLOG_DURABILITY_NONE);
-    bindlog_binding b = get(f->s, "agent:main:telegram:dm:1");
-    assert_string_equal(b.session_id, want);
-    assert_int_equal(b.generation, 2);
-    uint64_t head = 0;
-    unsigned char d[BINDLOG_DIGEST_SIZE];
-    assert_int_equal(bindlog_digest(f->s, d, &head), 0);
-    assert_int_equal(head, 2);
-    check_clean(f->s);
+    assert_one_reset(f->s, N, rcs, got);
 }
 
 /* A run that started before an automatic reset is STALE on its split. */
