@@ -221,6 +221,16 @@ static void concurrency__split_race_has_one_winner(void **state)
 
 /* ---- readers while the map grows under them ----------------------------- */
 
+/* Stop the reader threads t[0..n) and wait for them.  Called before a
+ * test's first verdict: a failed assertion leaves the test's frame, which
+ * holds what the readers read (`stop`, their arguments). */
+static void stop_readers(atomic_int *stop, pthread_t *t, int n)
+{
+    atomic_store(stop, 1);
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
 typedef struct reader_arg {
     bindlog *s;
     atomic_int *stop;
@@ -273,15 +283,19 @@ static void concurrency__reads_survive_map_growth(void **state)
         pthread_create(&t[i], NULL, reader, &ra[i]);
     char key[32], sid[32], origin[200];
     memset(origin, 'o', sizeof origin);
-    for (int i = 0; i < 6000; i++) {
-        snprintf(key, sizeof key, "k-%d", i % 500);
-        snprintf(sid, sizeof sid, "s-%d", i);
-        assert_int_equal(bindlog_new_session(s, key, sid, NULL, origin, sizeof origin, NULL),
-                         BINDLOG_APPLIED);
+    int rc = BINDLOG_APPLIED, at = 0;
+    char why[300] = "";
+    for (; at < 6000 && rc == BINDLOG_APPLIED; at++) {
+        snprintf(key, sizeof key, "k-%d", at % 500);
+        snprintf(sid, sizeof sid, "s-%d", at);
+        rc = bindlog_new_session(s, key, sid, NULL, origin, sizeof origin, NULL);
+        if (rc != BINDLOG_APPLIED)
+            snprintf(why, sizeof why, "%s", bindlog_last_error());
     }
-    atomic_store(&stop, 1);
+    stop_readers(&stop, t, 2); /* before any verdict: they read this frame */
+    if (rc != BINDLOG_APPLIED)
+        fail_msg("new_session %d: %s (%s)", at - 1, bindlog_code_name(rc), why);
     for (int i = 0; i < 2; i++) {
-        pthread_join(t[i], NULL);
         assert_int_equal(ra[i].errors, 0);
         assert_true(ra[i].reads > 0);
     }
@@ -346,14 +360,20 @@ static void concurrency__reads_never_go_back_across_checkpoints(void **state)
         ma[i] = (mono_arg){s, &stop, 0, 0, 0};
         pthread_create(&t[i], NULL, mono_reader, &ma[i]);
     }
-    for (int i = 0; i < 4000; i++) {
-        snprintf(sid, sizeof sid, "s-%d", i);
-        assert_int_equal(bindlog_new_session(s, "k", sid, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
-        assert_int_equal(bindlog_checkpoint(s, NULL), 0);
+    int rc = BINDLOG_APPLIED, at = 0;
+    char why[300] = "";
+    for (; at < 4000 && rc == BINDLOG_APPLIED; at++) {
+        snprintf(sid, sizeof sid, "s-%d", at);
+        rc = bindlog_new_session(s, "k", sid, NULL, NULL, 0, NULL);
+        if (rc == BINDLOG_APPLIED && (rc = bindlog_checkpoint(s, NULL)) == 0)
+            rc = BINDLOG_APPLIED;
+        if (rc != BINDLOG_APPLIED)
+            snprintf(why, sizeof why, "%s", bindlog_last_error());
     }
-    atomic_store(&stop, 1);
+    stop_readers(&stop, t, MONO_READERS); /* before any verdict: they read this frame */
+    if (rc != BINDLOG_APPLIED)
+        fail_msg("event %d: %s (%s)", at - 1, bindlog_code_name(rc), why);
     for (int i = 0; i < MONO_READERS; i++) {
-        pthread_join(t[i], NULL);
         print_message("    reader %d: %ld reads, %ld went back\n", i, ma[i].reads, ma[i].back);
         assert_int_equal(ma[i].errors, 0);
         assert_int_equal(ma[i].back, 0);
