@@ -5,6 +5,8 @@
 #   make test    install missing dependencies, build, run every test (ctest)
 #   make asan    the same tests built with AddressSanitizer + UBSan (build-asan/)
 #   make tsan    the same tests built with ThreadSanitizer (build-tsan/)
+#   make valgrind the unit suites and the CLI's golden tests under valgrind's
+#                memcheck, on the build/ tree (scripts/valgrind.sh)
 #   make posix   every test on the portable platform layer (build-posix/,
 #                -DBINDLOG_PLATFORM=posix: src/platform's fallbacks, also on Linux)
 #   make cross   library, CLI and seed_check for macOS and musl (zig on PATH
@@ -31,7 +33,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
            TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
-.PHONY: all deps configure build demo test asan tsan posix cross clean
+.PHONY: all deps configure build demo test asan tsan valgrind posix cross clean
 
 all: build
 
@@ -61,6 +63,9 @@ tsan: deps
 	      -DBINDLOG_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build $(TSAN_DIR) -j$(JOBS)
 	$(SAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+
+valgrind: build
+	bash scripts/valgrind.sh $(BUILD_DIR)
 
 posix: deps
 	cmake -S . -B $(POSIX_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBINDLOG_PLATFORM=posix $(CMAKE_FLAGS)

@@ -9,7 +9,8 @@
 # lint of stat --prometheus), python3-wheel and mypy for the Python package
 # (its offline install, its type check), and for the Node binding node with
 # npm (whose bundled node-gyp builds the addon), Node's headers and g++
-# (node-gyp links with it), and groff (the man pages' test formats them).
+# (node-gyp links with it), groff (the man pages' test formats them) and
+# valgrind (make valgrind).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -31,7 +32,9 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     # the Node binding: node-gyp compiles C with cc but links with g++
     g++
     # groff, which formats the man pages in the man_pages test
-    groff-base)
+    groff-base
+    # valgrind's memcheck (make valgrind, scripts/valgrind.sh)
+    valgrind)
 
 have_pkg() {
     local pkg=$1
@@ -62,6 +65,7 @@ have_pkg() {
     prometheus) command -v promtool >/dev/null 2>&1 ;;
     g++) command -v g++ >/dev/null 2>&1 ;;
     groff-base) command -v groff >/dev/null 2>&1 ;;
+    valgrind) command -v valgrind >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
 }
