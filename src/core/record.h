@@ -218,6 +218,12 @@ typedef struct bl_bval {
 
 /* A session value (the id is the table key, not part of the value). */
 typedef struct bl_sval {
+    /* 1: the value refers to the record that created the session (version
+     * 3, format 5's sessions table): the session's key, parent, origin and
+     * creation time are that record's, not stored again.  bl_sval_decode()
+     * of such a value leaves key, parent and origin NULL and created_ms 0
+     * until bl_sval_resolve() fills them in from the record. */
+    unsigned ref;
     const char *key;
     size_t key_len;
     const char *parent;
@@ -238,10 +244,67 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out);
 
 size_t bl_sval_size(const bl_sval *v);
 size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap);
+/* Whole values only (versions 1 and 2): a reference (version 3) is
+ * BINDLOG_ECORRUPT, as it is anywhere but a format-5 sessions table. */
 int bl_sval_decode(const void *buf, size_t len, bl_sval *out);
+/* Any version: a reference comes back with ref 1 and only its own fields
+ * (created_lsn, the end); bl_sval_read() resolves it. */
+int bl_sval_decode_any(const void *buf, size_t len, bl_sval *out);
 /* bl_sval_decode() without checking the fields' byte rules: only for values
- * this process encoded itself (the bulk replay's in-memory state). */
+ * this process encoded itself (the bulk replay's in-memory state, whose
+ * values are in the in-process form below).  A reference comes back as
+ * bl_sval_decode_any() gives it. */
 int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out);
+
+/* The in-process form, which never leaves the process (the bulk replay's
+ * state and run files): the whole value (version 2) with v->ref kept in
+ * a flag bit that every other decoder refuses.  bl_sval_decode_trusted()
+ * reads it back, ref included; bl_sval_encode_store() then writes what a
+ * store keeps: the reference form when v->ref, else the whole value. */
+size_t bl_sval_encode_mem(const bl_sval *v, void *buf, size_t cap);
+size_t bl_sval_encode_store(const bl_sval *v, void *buf, size_t cap);
+
+/*
+ * The reference form (version 3, docs/format.md "Session values"): the
+ * value of a session whose creating record the store's log still holds.
+ * It keeps what changes after the creation (the end, its time and
+ * reason) and the LSN of the creating record; the key, the parent, the
+ * origin and the creation time are that record's.  bl_sval_can_ref() says
+ * whether v is what the record at v->created_lsn yields (the machine sets
+ * v->ref only for sessions it creates, whose fields come from their own
+ * record); bl_sval_encode_ref() writes it (0 when v->ref is 0).
+ */
+size_t bl_sval_ref_size(const bl_sval *v);
+size_t bl_sval_encode_ref(const bl_sval *v, void *buf, size_t cap);
+
+/*
+ * Fill in a decoded reference value (v->ref) from the record `rec` (decoded,
+ * checksum verified) that its created_lsn names, for the session `id`:
+ * the record must carry that LSN and be the event that created `id` (a
+ * BIND, NEW_SESSION or SPLIT whose session is `id`), and the end must come
+ * after it.  The key is the record's, the parent its `other` (none for a
+ * BIND), the origin its origin (empty when it carried none), the creation
+ * time its time.  Pointers go into rec's strings.  0, or BINDLOG_ECORRUPT
+ * with a last-error detail naming the session and the LSN.  A value with
+ * ref 0 is left as it is (0).
+ */
+int bl_sval_resolve(bl_sval *v, const char *id, size_t id_len, const bl_record *rec);
+
+/* Where a reader finds the record at an LSN: 0 with *v, *n set (valid as
+ * long as the reader's snapshot), BINDLOG_ENOTFOUND, or another error. */
+typedef int (*bl_rec_get_fn)(void *ctx, uint64_t lsn, const void **v, size_t *n);
+
+/*
+ * Decode a session value of a table that may hold the reference form and
+ * resolve it: bl_sval_decode(), then, for a reference, the record at its
+ * created_lsn through `get` (decoded, checksum first) and
+ * bl_sval_resolve().  `get` NULL: the table holds whole values only (a base
+ * image, another backend), where a reference is damage.  0, or the
+ * decoder's or get's error; a record the log does not hold, or one that
+ * does not decode, is BINDLOG_ECORRUPT naming the session and the LSN.
+ */
+int bl_sval_read(const void *buf, size_t len, const char *id, size_t id_len, bl_rec_get_fn get,
+                 void *ctx, bl_sval *out);
 
 /* The canonical encodings of the state digest and export streams: binding
  * and session values of version 1 (docs/format.md), whatever version the

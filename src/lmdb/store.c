@@ -1302,6 +1302,9 @@ void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->children = e->dbi[BL_DB_CHILDREN];
     t->history = 0; /* format 3: a key's history is the chain of its records' prev_lsn */
     t->log = e->dbi[BL_DB_LOG];
+    t->reflog = e->dbi[BL_DB_LOG];
+    t->rec_get = NULL;
+    t->rec_ctx = NULL;
 }
 
 void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t)
@@ -1309,7 +1312,9 @@ void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->txn = txn;
     t->bindings = e->dbi[BL_DB_BASE_BINDINGS];
     t->sessions = e->dbi[BL_DB_BASE_SESSIONS];
-    t->children = t->history = t->log = 0;
+    t->children = t->history = t->log = t->reflog = 0;
+    t->rec_get = NULL;
+    t->rec_ctx = NULL;
 }
 
 /* The view's tables are live, base or another store's: their encodings,
@@ -1326,6 +1331,25 @@ static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
     return bl_bval_decode(v.mv_data, v.mv_size, out);
 }
 
+int bl_tables_rec_get(void *ctx, uint64_t lsn, const void **v, size_t *n)
+{
+    bl_tables *t = ctx;
+    unsigned char kb[8];
+    MDB_val k = {8, kb}, val;
+    int rc;
+
+    if (t->rec_get != NULL)
+        return t->rec_get(t->rec_ctx, lsn, v, n);
+    bl_put64be(kb, lsn);
+    if ((rc = bl_pc_guard_write(t->txn, t->reflog, kb, 8)) == 0)
+        rc = bl_get_checked(t->txn, t->reflog, BL_DB_LOG, &k, &val);
+    if (rc == 0) {
+        *v = val.mv_data;
+        *n = val.mv_size;
+    }
+    return rc;
+}
+
 static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
 {
     bl_tables *t = ctx;
@@ -1335,7 +1359,9 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
         rc = bl_get_checked(t->txn, t->sessions, BL_DB_SESSIONS, &k, &v);
     if (rc != 0)
         return rc;
-    return bl_sval_decode(v.mv_data, v.mv_size, out);
+    /* a base image holds whole values only: no log to refer to */
+    return bl_sval_read(v.mv_data, v.mv_size, id, len,
+                        bl_tables_refs(t) ? bl_tables_rec_get : NULL, t, out);
 }
 
 void bl_view_init(bl_view *v, bl_tables *t)
@@ -1359,7 +1385,7 @@ int bl_child_entry_key(MDB_txn *txn, MDB_dbi sessions, int db, const bl_sval *sv
     if (rc == BINDLOG_ENOTFOUND)
         return 0; /* a parent the store does not hold (bl_child_indexed) */
     if (rc == 0)
-        rc = bl_sval_decode(v.mv_data, v.mv_size, &parent);
+        rc = bl_sval_decode_any(v.mv_data, v.mv_size, &parent); /* its created_lsn only */
     if (rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION)
         return bl_err_set(BINDLOG_ECORRUPT, "session '%s' names parent '%s', which is damaged in %s",
                           bl_err_bytes(q, sizeof q, id, id_len),

@@ -209,6 +209,8 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
     default:
         return rc; /* a storage error of the view */
     }
+    /* the state's own form: references where the tables keep a log */
+    r->enc.ref_ok = bl_tables_refs(t) ? BL_SVAL_REF : BL_SVAL_WHOLE;
     if ((rc = bl_plan_encode(&plan, &r->enc)) != 0)
         return rc;
     /* A record of the current version must re-derive to the same bytes; an
@@ -510,8 +512,13 @@ static int replay_log(log_replay *x, bl_replayer *r)
         if ((rc = bl_wtxn_begin(x->dst, &txn)) != 0)
             return rc;
         bl_tables_live(x->dst, txn, &t);
-        if (!x->dst_log)
+        if (!x->dst_log) {
+            /* a scratch without the log: a reference's record is the
+             * source's, which re-derived byte for byte before it applied */
             t.log = 0;
+            t.rec_get = bl_snap_rec_get;
+            t.rec_ctx = x->ss;
+        }
         bl_put64be(kb, r->next_lsn);
         if ((rc = bl_cursor_open_snap(&cur, x->ss, BL_DB_LOG, kb, 8)) != 0) {
             bl_cursor_close(&cur);
@@ -1075,8 +1082,8 @@ static int entry_live(int db, const MDB_val *v)
         return bl_bval_decode(v->mv_data, v->mv_size, &b) == 0 && b.sid_len != 0;
     }
     if (db == BL_DB_SESSIONS) {
-        bl_sval s;
-        return bl_sval_decode(v->mv_data, v->mv_size, &s) == 0 && s.ended_lsn == 0;
+        bl_sval s; /* ended_lsn only: no need to resolve a reference */
+        return bl_sval_decode_any(v->mv_data, v->mv_size, &s) == 0 && s.ended_lsn == 0;
     }
     return 0;
 }
