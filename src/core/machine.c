@@ -755,7 +755,7 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
             return BINDLOG_ENOMEM;
         unsigned char *o = enc->buf + enc->sval_off[i];
         enc->sval_len[i] = ref ? bl_sval_encode_ref(sv, o, n)
-                           : enc->ref_ok == BL_SVAL_MEM ? bl_sval_encode_mem(sv, o, n)
+                           : enc->ref_ok == BL_SVAL_BASE ? bl_sval_encode_base(sv, o, n)
                                                         : bl_sval_encode(sv, o, n);
         if ((enc->sid_off[i] = enc_reserve(enc, &used, p->sess[i].id_len)) == SIZE_MAX)
             return BINDLOG_ENOMEM;

@@ -609,7 +609,7 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
     if (buf == NULL || cap < n)
         return 0;
     unsigned char *b = buf;
-    b[0] = BL_SVAL_VERSION;
+    b[0] = 2; /* whole; version 3 is the reference form */
     unsigned code = reason_code(v->reason, v->reason_len);
     size_t rn = code ? 0 : v->reason_len;
     b[1] = (unsigned char)code; /* flags: bits 0..2 the standard reason's code */
@@ -759,50 +759,61 @@ int bl_sval_resolve(bl_sval *v, const char *id, size_t id_len, const bl_record *
     return 0;
 }
 
-int bl_sval_read(const void *buf, size_t len, const char *id, size_t id_len, bl_rec_get_fn get,
+int bl_sval_read(const void *buf, size_t len, const char *id, size_t id_len, bl_ref_fn get,
                  void *ctx, bl_sval *out)
 {
     char q[BL_ERR_QUOTE_MAX];
     const void *rv = NULL;
     size_t rn = 0;
     bl_record rec;
+    bl_sval base;
     int rc = bl_sval_decode_any(buf, len, out);
 
-    if (rc != 0 || !out->ref)
-        return rc;
+    if (rc != 0 || out->key != NULL)
+        return rc; /* whole (a marked one included): nothing to resolve */
     if (get == NULL)
         return bl_err_set(BINDLOG_ECORRUPT,
                           "session '%s' has a value that refers to the log where only whole "
                           "values belong",
                           bl_err_bytes(q, sizeof q, id, id_len));
-    rc = get(ctx, out->created_lsn, &rv, &rn);
-    if (rc == BINDLOG_ENOTFOUND)
-        return bl_err_set(BINDLOG_ECORRUPT,
-                          "session '%s' refers to the record at LSN %" PRIu64
-                          ", which the log does not hold",
-                          bl_err_bytes(q, sizeof q, id, id_len), out->created_lsn);
-    if (rc != 0)
+    rc = get(ctx, BL_REF_RECORD, out->created_lsn, id, id_len, &rv, &rn);
+    if (rc == 0) {
+        rc = bl_record_decode(rv, rn, &rec);
+        if (rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION)
+            return bl_err_set(BINDLOG_ECORRUPT,
+                              "session '%s' refers to the record at LSN %" PRIu64
+                              ", which is damaged",
+                              bl_err_bytes(q, sizeof q, id, id_len), out->created_lsn);
+        return rc != 0 ? rc : bl_sval_resolve(out, id, id_len, &rec);
+    }
+    if (rc != BINDLOG_ENOTFOUND)
         return rc;
-    rc = bl_record_decode(rv, rn, &rec);
-    if (rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION)
-        return bl_err_set(BINDLOG_ECORRUPT,
-                          "session '%s' refers to the record at LSN %" PRIu64
-                          ", which is damaged",
-                          bl_err_bytes(q, sizeof q, id, id_len), out->created_lsn);
-    if (rc != 0)
+    /* compacted: the base image holds the session whole, with the mark */
+    rc = get(ctx, BL_REF_BASE, out->created_lsn, id, id_len, &rv, &rn);
+    if (rc == 0 && bl_sval_decode(rv, rn, &base) == 0 && base.ref &&
+        base.created_lsn == out->created_lsn) {
+        out->key = base.key;
+        out->key_len = base.key_len;
+        out->parent = base.parent;
+        out->parent_len = base.parent_len;
+        out->origin = base.origin;
+        out->origin_len = base.origin_len;
+        out->created_ms = base.created_ms;
+        return 0;
+    }
+    if (rc != 0 && rc != BINDLOG_ENOTFOUND)
         return rc;
-    return bl_sval_resolve(out, id, id_len, &rec);
+    return bl_err_set(BINDLOG_ECORRUPT,
+                      "session '%s' refers to the record at LSN %" PRIu64
+                      ", which neither the log nor the base image holds",
+                      bl_err_bytes(q, sizeof q, id, id_len), out->created_lsn);
 }
 
-/* The in-process form (bl_sval_encode_mem): version 2 with flag bit 7 for
- * a session the store keeps as a reference. */
-#define SVAL_MEM_REF 0x80u
-
-size_t bl_sval_encode_mem(const bl_sval *v, void *buf, size_t cap)
+size_t bl_sval_encode_base(const bl_sval *v, void *buf, size_t cap)
 {
     size_t n = bl_sval_encode(v, buf, cap);
     if (n != 0 && v->ref)
-        ((unsigned char *)buf)[1] |= SVAL_MEM_REF;
+        ((unsigned char *)buf)[1] |= BL_SVAL_F_REF;
     return n;
 }
 
@@ -811,9 +822,8 @@ size_t bl_sval_encode_store(const bl_sval *v, void *buf, size_t cap)
     return v->ref ? bl_sval_encode_ref(v, buf, cap) : bl_sval_encode(v, buf, cap);
 }
 
-/* Lengths and layout only; the byte rules of the fields are left out.
- * `mem`: the in-process form's flag is allowed. */
-static int sval_parse(const void *buf, size_t len, bl_sval *out, int mem)
+/* Lengths and layout only; the byte rules of the fields are left out. */
+static int sval_parse(const void *buf, size_t len, bl_sval *out)
 {
     const unsigned char *b = buf;
     if (len > BL_SVAL_MAX)
@@ -826,9 +836,9 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out, int mem)
     /* versions 2 and 3: bits 0..2 a standard reason's code (1..5), the
      * rest reserved; version 1: no flags */
     unsigned code = b[1];
-    unsigned mem_ref = mem && b[0] == 2 && (code & SVAL_MEM_REF);
-    if (mem_ref)
-        code &= ~SVAL_MEM_REF;
+    unsigned flag_ref = b[0] == 2 && (code & BL_SVAL_F_REF);
+    if (flag_ref)
+        code &= ~BL_SVAL_F_REF;
     if (b[0] == 1 ? code != 0 : code >= BL_STD_REASONS)
         return BINDLOG_ECORRUPT;
     if (b[0] == 3)
@@ -836,7 +846,7 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out, int mem)
     bl_sval v;
     size_t pos;
     uint64_t f[8];
-    v.ref = mem_ref;
+    v.ref = flag_ref;
     if (b[0] == 1) {
         if (len < BL_SVAL_FIXED)
             return BINDLOG_ECORRUPT;
@@ -887,7 +897,7 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out, int mem)
 int bl_sval_decode_any(const void *buf, size_t len, bl_sval *out)
 {
     bl_sval v;
-    int rc = sval_parse(buf, len, &v, 0);
+    int rc = sval_parse(buf, len, &v);
     if (rc != 0)
         return rc;
     if (v.ref ? !sval_ref_fields_ok(&v) : !sval_fields_ok(&v))
@@ -900,7 +910,7 @@ int bl_sval_decode(const void *buf, size_t len, bl_sval *out)
 {
     bl_sval v;
     int rc = bl_sval_decode_any(buf, len, &v);
-    if (rc == 0 && v.ref)
+    if (rc == 0 && v.key == NULL)
         return BINDLOG_ECORRUPT; /* a reference outside a store's sessions table */
     if (rc == 0)
         *out = v;
@@ -909,5 +919,5 @@ int bl_sval_decode(const void *buf, size_t len, bl_sval *out)
 
 int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out)
 {
-    return sval_parse(buf, len, out, 1);
+    return sval_parse(buf, len, out);
 }

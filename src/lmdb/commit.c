@@ -321,12 +321,16 @@ static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
     return rc != 0 ? rc : bl_bval_decode(v, n, out);
 }
 
-/* The record at an LSN, through the same overlay (a session's creating
- * record is in the group, the tail or LMDB like its value). */
-static int view_record(void *ctx, uint64_t lsn, const void **v, size_t *n)
+/* What a reference names, through the same overlay: a session's creating
+ * record is in the group, the tail or LMDB like its value; a base image is
+ * only ever in LMDB. */
+static int view_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                    const void **v, size_t *n)
 {
     gstate *g = ctx;
     struct bl_wbuild *b = g->b;
+    if (what == BL_REF_BASE)
+        return lookup(g, BL_DB_BASE_SESSIONS, id, id_len, v, n);
     uint64_t first = g->head.lsn - b->nrec + 1; /* the group's own records */
     if (b->nrec != 0 && lsn >= first && lsn <= g->head.lsn) {
         const struct recpos *r = &b->recs[lsn - first];
@@ -344,7 +348,7 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
     const void *v = NULL;
     size_t n = 0;
     int rc = lookup(ctx, BL_DB_SESSIONS, id, len, &v, &n);
-    return rc != 0 ? rc : bl_sval_read(v, n, id, len, view_record, ctx, out);
+    return rc != 0 ? rc : bl_sval_read(v, n, id, len, view_ref, ctx, out);
 }
 
 /* The group's starting point: head, counts and statistics, through the

@@ -108,7 +108,8 @@ typedef struct sess_get {
     size_t rcap;
 } sess_get;
 
-static int sess_get_rec(void *ctx, uint64_t lsn, const void **v, size_t *n)
+static int sess_get_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                        const void **v, size_t *n)
 {
     sess_get *sg = ctx;
     unsigned char kb[8];
@@ -116,20 +117,25 @@ static int sess_get_rec(void *ctx, uint64_t lsn, const void **v, size_t *n)
     int rc;
 
     bl_put64be(kb, lsn);
-    rc = bl_wal_tail_get(sg->e, BL_DB_LOG, kb, 8, sg->bound, &sg->rb, &sg->rcap, &len);
-    if (rc < 0)
-        return rc;
-    if (rc == 1) {
-        *v = sg->rb;
-        *n = len;
-        return 0;
+    if (what == BL_REF_RECORD) {
+        rc = bl_wal_tail_get(sg->e, BL_DB_LOG, kb, 8, sg->bound, &sg->rb, &sg->rcap, &len);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            *v = sg->rb;
+            *n = len;
+            return 0;
+        }
     }
     if (sg->txn == NULL && (rc = bl_read_begin(sg->e, &sg->txn)) != 0) {
         sg->txn = NULL;
         return rc;
     }
     MDB_val k = {8, kb}, val;
-    if ((rc = bl_pc_get(sg->e, sg->txn, BL_DB_LOG, &k, &val)) != 0)
+    if (what == BL_REF_BASE)
+        k = (MDB_val){id_len, (void *)id};
+    if ((rc = bl_pc_get(sg->e, sg->txn, what == BL_REF_BASE ? BL_DB_BASE_SESSIONS : BL_DB_LOG, &k,
+                        &val)) != 0)
         return rc;
     *v = val.mv_data;
     *n = val.mv_size;
@@ -142,7 +148,7 @@ int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *o
     sess_get sg = {h->e, 0, NULL, NULL, 0};
     unsigned char *vb = NULL;
     size_t vcap = 0, vlen = 0;
-    const void *val;
+    const void *val = NULL;
     bl_sval sv;
     int rc;
 
@@ -161,7 +167,7 @@ int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *o
         sg.txn = NULL;
     }
     if (rc == 0)
-        rc = bl_sval_read(val, vlen, id, n, sess_get_rec, &sg, &sv);
+        rc = bl_sval_read(val, vlen, id, n, sess_get_ref, &sg, &sv);
     if (rc == 0)
         bl_session_fill(out, id, n, &sv, origin_buf, origin_cap);
     if (sg.txn != NULL)
@@ -333,7 +339,7 @@ static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_se
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
     if (rc != 0)
         return rc;
-    if ((rc = bl_sval_read(v.mv_data, v.mv_size, id, id_len, bl_snap_rec_get, &it->snap, sv)) !=
+    if ((rc = bl_sval_read(v.mv_data, v.mv_size, id, id_len, bl_snap_ref, &it->snap, sv)) !=
         0)
         return rc;
     bl_session_fill(out, id, id_len, sv, buf, cap);
@@ -354,7 +360,7 @@ static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, siz
         if (rc > 0 && !bl_valid_id(k.mv_data, k.mv_size))
             rc = BINDLOG_ECORRUPT;
         if (rc > 0 && (rc = bl_sval_read(v.mv_data, v.mv_size, k.mv_data, k.mv_size,
-                                         bl_snap_rec_get, &it->snap, &sv)) == 0) {
+                                         bl_snap_ref, &it->snap, &sv)) == 0) {
             bl_session_fill(out, k.mv_data, k.mv_size, &sv, buf, cap);
             rc = 1;
         }

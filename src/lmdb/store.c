@@ -1303,6 +1303,7 @@ void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->history = 0; /* format 3: a key's history is the chain of its records' prev_lsn */
     t->log = e->dbi[BL_DB_LOG];
     t->reflog = e->dbi[BL_DB_LOG];
+    t->refbase = e->dbi[BL_DB_BASE_SESSIONS];
     t->rec_get = NULL;
     t->rec_ctx = NULL;
 }
@@ -1312,7 +1313,7 @@ void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->txn = txn;
     t->bindings = e->dbi[BL_DB_BASE_BINDINGS];
     t->sessions = e->dbi[BL_DB_BASE_SESSIONS];
-    t->children = t->history = t->log = t->reflog = 0;
+    t->children = t->history = t->log = t->reflog = t->refbase = 0;
     t->rec_get = NULL;
     t->rec_ctx = NULL;
 }
@@ -1331,18 +1332,24 @@ static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
     return bl_bval_decode(v.mv_data, v.mv_size, out);
 }
 
-int bl_tables_rec_get(void *ctx, uint64_t lsn, const void **v, size_t *n)
+int bl_tables_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                  const void **v, size_t *n)
 {
     bl_tables *t = ctx;
     unsigned char kb[8];
     MDB_val k = {8, kb}, val;
+    MDB_dbi dbi = what == BL_REF_BASE ? t->refbase : t->reflog;
+    int db = what == BL_REF_BASE ? BL_DB_BASE_SESSIONS : BL_DB_LOG;
     int rc;
 
     if (t->rec_get != NULL)
-        return t->rec_get(t->rec_ctx, lsn, v, n);
-    bl_put64be(kb, lsn);
-    if ((rc = bl_pc_guard_write(t->txn, t->reflog, kb, 8)) == 0)
-        rc = bl_get_checked(t->txn, t->reflog, BL_DB_LOG, &k, &val);
+        return t->rec_get(t->rec_ctx, what, lsn, id, id_len, v, n);
+    if (what == BL_REF_BASE)
+        k = (MDB_val){id_len, (void *)id};
+    else
+        bl_put64be(kb, lsn);
+    if ((rc = bl_pc_guard_write(t->txn, dbi, k.mv_data, k.mv_size)) == 0)
+        rc = bl_get_checked(t->txn, dbi, db, &k, &val);
     if (rc == 0) {
         *v = val.mv_data;
         *n = val.mv_size;
@@ -1361,7 +1368,7 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
         return rc;
     /* a base image holds whole values only: no log to refer to */
     return bl_sval_read(v.mv_data, v.mv_size, id, len,
-                        bl_tables_refs(t) ? bl_tables_rec_get : NULL, t, out);
+                        bl_tables_refs(t) ? bl_tables_ref : NULL, t, out);
 }
 
 void bl_view_init(bl_view *v, bl_tables *t)

@@ -209,8 +209,9 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
     default:
         return rc; /* a storage error of the view */
     }
-    /* the state's own form: references where the tables keep a log */
-    r->enc.ref_ok = bl_tables_refs(t) ? BL_SVAL_REF : BL_SVAL_WHOLE;
+    /* the tables' own form: references in live tables, marked whole
+     * values in a base image */
+    r->enc.ref_ok = bl_tables_refs(t) ? BL_SVAL_REF : BL_SVAL_BASE;
     if ((rc = bl_plan_encode(&plan, &r->enc)) != 0)
         return rc;
     /* A record of the current version must re-derive to the same bytes; an
@@ -364,8 +365,16 @@ static int image_entry(image_copy *x, MDB_txn *txn, int sessions, const MDB_val 
         return BINDLOG_ECORRUPT;
     }
     *live = s.ended_lsn == 0;
-    rc = put_raw(txn, d->dbi[BL_DB_SESSIONS], k->mv_data, k->mv_size, v->mv_data, v->mv_size,
-                 MDB_APPEND, map_full);
+    /* the live table's form: a marked session as the reference it is
+     * there (resolved through the base image, or the source's) */
+    unsigned char rb[BL_SVAL_REF_MAX];
+    size_t rn = s.ref ? bl_sval_encode_ref(&s, rb, sizeof rb) : 0;
+    if (s.ref && rn == 0) {
+        x->why = "damaged session in the base image";
+        return BINDLOG_ECORRUPT;
+    }
+    rc = put_raw(txn, d->dbi[BL_DB_SESSIONS], k->mv_data, k->mv_size, rn ? rb : v->mv_data,
+                 rn ? rn : v->mv_size, MDB_APPEND, map_full);
     if (rc == 0 && x->with_base)
         rc = put_raw(txn, d->dbi[BL_DB_BASE_SESSIONS], k->mv_data, k->mv_size, v->mv_data,
                      v->mv_size, MDB_APPEND, map_full);
@@ -516,7 +525,7 @@ static int replay_log(log_replay *x, bl_replayer *r)
             /* a scratch without the log: a reference's record is the
              * source's, which re-derived byte for byte before it applied */
             t.log = 0;
-            t.rec_get = bl_snap_rec_get;
+            t.rec_get = bl_snap_ref;
             t.rec_ctx = x->ss;
         }
         bl_put64be(kb, r->next_lsn);
@@ -1517,8 +1526,9 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
             (rc = compare_table(&ck, src, &ss, scratch->e, dtxn, BL_DB_HISTORY, &dummy)))
             goto out;
         compare_counts(&ck, &counts, &r.counts, live_b, live_s);
+        /* the scratch has no log: its references resolve in the source */
         if ((rc = bl_digest_tables(scratch->e, dtxn, scratch->e->dbi[BL_DB_BINDINGS],
-                                   scratch->e->dbi[BL_DB_SESSIONS], 0,
+                                   scratch->e->dbi[BL_DB_SESSIONS], 0, bl_snap_ref, &ss,
                                    out->replay_digest)) != 0)
             goto out;
         /* done with the scratch store before the store's digest, which
