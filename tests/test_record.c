@@ -955,14 +955,25 @@ static void sval__standard_reason_is_a_code(void **state)
     assert_int_equal(bl_sval_decode(b, n, &d), 0);
     memcpy(b + n - 4 - 6, "unbind", 6);
     assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
-    /* codes 6 and 7 and the other bits are reserved */
+    /* codes 6 and 7 and bits 3..6 are reserved; bit 7 is the base
+     * image's mark of a session the live table keeps as a reference */
     v.reason = "";
     v.reason_len = 0;
     n = bl_sval_encode(&v, b, sizeof b);
     for (unsigned f = 6; f < 256; f++) {
         b[1] = (unsigned char)f;
+        if ((f & ~BL_SVAL_F_REF) < 6) {
+            assert_int_equal(bl_sval_decode(b, n, &d), 0); /* marked, code 0..5 */
+            continue;
+        }
         assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
     }
+    b[1] = BL_SVAL_F_REF;
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    assert_int_equal(d.ref, 1);
+    b[1] = 0;
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    assert_int_equal(d.ref, 0);
 }
 
 /* Patch one byte of the sample session value, expect rc. */
@@ -987,7 +998,9 @@ static void sval__bad_fields(void **state)
      * two bytes each, the others one */
     size_t key_at = 2 + 6 + 4, parent_at = key_at + v.key_len, reason_at = parent_at + v.parent_len;
     assert_int_equal(bl_sval_size(&v), key_at + v.key_len + v.parent_len + v.reason_len + 4);
-    expect_sval_patched(0, 3, BINDLOG_EVERSION);
+    expect_sval_patched(0, 4, BINDLOG_EVERSION);
+    /* version 3 is the reference form: these bytes are not one */
+    expect_sval_patched(0, 3, BINDLOG_ECORRUPT);
     expect_sval_patched(0, 0, BINDLOG_ECORRUPT);
     expect_sval_patched(1, 0x08, BINDLOG_ECORRUPT); /* reserved flag bit 3 */
     expect_sval_patched(1, 1, BINDLOG_ECORRUPT);    /* a reason code, with reason bytes */
