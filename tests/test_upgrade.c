@@ -9,7 +9,9 @@
  * Whatever goes wrong (bad paths, a damaged or foreign file, a store in
  * use, a backup in the way) the call refuses with a clear error and leaves
  * every byte of the store as it was.  Crashes at each step:
- * tests/faults/test_upgrade_crash.c.
+ * tests/faults/test_upgrade_crash.c.  tests/data/format2 and format3 hold
+ * stores of those formats; tests/data/format4 stores of the current one,
+ * which the upgrade leaves alone today and the next format will upgrade.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -65,6 +67,8 @@ static unsigned char *slurp(const char *path, size_t *len)
 #define EXPECTED3 BINDLOG_TEST_DATA_DIR "/format3/expected.txt"
 #define TARBALL3R BINDLOG_TEST_DATA_DIR "/format3/routes.tar.gz"
 #define EXPECTED3R BINDLOG_TEST_DATA_DIR "/format3/expected_routes.txt"
+#define TARBALL4 BINDLOG_TEST_DATA_DIR "/format4/stores.tar.gz"
+#define EXPECTED4 BINDLOG_TEST_DATA_DIR "/format4/expected.txt"
 
 /* Extract store `which` of a tarball into a new temp dir. */
 static fx *extract_from(const char *tarball, const char *which)
@@ -834,6 +838,186 @@ static void upgrade__format3_routed_stores(void **state)
     }
 }
 
+/* The number on the line "<which> <field> [<arg>] N" of an expected.txt. */
+static uint64_t expected_num(const char *file, const char *which, const char *field,
+                             const char *arg)
+{
+    FILE *e = fopen(file, "r");
+    char line[512], name[64], fld[64], a[160];
+    unsigned long long v;
+    assert_non_null(e);
+    while (fgets(line, sizeof line, e) != NULL) {
+        int ok = arg == NULL ? sscanf(line, "%63s %63s %llu", name, fld, &v) == 3
+                             : sscanf(line, "%63s %63s %159s %llu", name, fld, a, &v) == 4 &&
+                                   strcmp(a, arg) == 0;
+        if (ok && strcmp(name, which) == 0 && strcmp(fld, field) == 0) {
+            fclose(e);
+            return v;
+        }
+    }
+    fclose(e);
+    fail_msg("%s: no line \"%s %s%s%s N\"", file, which, field, arg != NULL ? " " : "",
+             arg != NULL ? arg : "");
+    return 0;
+}
+
+/* Format 4, the current format: tests/data/format4, written by b5f9e13
+ * (make_format4.sh, gen_format4.c), one store closed cleanly, one
+ * compacted, one whose process died with its last records in bindlog.wal
+ * only.  Today they open as they are, check clean, hold what format-4 code
+ * recorded (head, digest, counts, applied counters, children), are left
+ * alone by the upgrade, and take new events.  They are there for the next
+ * format: when BINDLOG_FORMAT_VERSION moves on, this test becomes
+ * upgrade_golden(4, TARBALL4, EXPECTED4) with these checks after it. */
+static void upgrade__format4_stores_are_current(void **state)
+{
+    (void)state;
+    static const char *const which[] = {"plain", "compacted", "crashed"};
+    const char *cli = getenv("BINDLOG_CLI");
+    assert_int_equal(BINDLOG_FORMAT_VERSION, 4); /* see above */
+    if (cli == NULL)
+        print_message("BINDLOG_CLI not set (no tools in this build): the CLI's part skipped\n");
+    for (size_t i = 0; i < 3; i++) {
+        fx *f = extract_from(TARBALL4, which[i]);
+        bindlog_options ro = BINDLOG_OPTIONS_INIT;
+        bindlog_upgrade_report r;
+        bindlog_check_report chk;
+        bindlog_stats st;
+        bindlog *s;
+        uint64_t head = 0, dhead = 0;
+        char hex[33], got[33], path[1100], line[512], name[64], fld[64], sid[160];
+        unsigned char d[BINDLOG_DIGEST_SIZE];
+        unsigned long long n;
+
+        expected_in(EXPECTED4, which[i], &head, hex);
+        uint64_t base = expected_num(EXPECTED4, which[i], "base", NULL);
+        /* as shipped (a read-only open starts no checkpointer): data.mdb
+         * holds up to "checkpoint", the log the rest (crashed: 45 records) */
+        ro.read_only = 1;
+        assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
+        assert_int_equal(bindlog_stats_get(s, &st), 0);
+        assert_int_equal(st.format_version, 4);
+        assert_int_equal(st.head_lsn, head);
+        assert_int_equal(st.checkpoint_lsn,
+                         expected_num(EXPECTED4, which[i], "checkpoint", NULL));
+        bindlog_close(s);
+
+        /* opened as any gateway would: no upgrade needed */
+        assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
+        assert_int_equal(bindlog_digest(s, d, &dhead), 0);
+        bindlog_digest_hex(d, got);
+        assert_string_equal(got, hex);
+        assert_int_equal(dhead, head);
+        assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+        if (chk.problems != 0)
+            fail_msg("%s: %s", which[i], chk.message);
+        assert_int_equal(chk.head_lsn, head);
+        assert_int_equal(chk.records, head - base);
+        assert_int_equal(bindlog_stats_get(s, &st), 0);
+        assert_int_equal(st.format_version, BINDLOG_FORMAT_VERSION);
+        assert_int_equal(st.head_lsn, head);
+        assert_int_equal(st.base_lsn, base);
+        assert_int_equal(st.log_records, head - base);
+        assert_int_equal(st.bindings, expected_num(EXPECTED4, which[i], "bindings", NULL));
+        assert_int_equal(st.live_bindings,
+                         expected_num(EXPECTED4, which[i], "live_bindings", NULL));
+        assert_int_equal(st.sessions, expected_num(EXPECTED4, which[i], "sessions", NULL));
+        assert_int_equal(st.live_sessions,
+                         expected_num(EXPECTED4, which[i], "live_sessions", NULL));
+        for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
+            assert_int_equal(st.applied[t], expected_num(EXPECTED4, which[i], "applied",
+                                                         bindlog_event_name(t)));
+        /* the two hubs' children, one of them an upper-case UUID */
+        int hubs = 0;
+        FILE *e = fopen(EXPECTED4, "r");
+        assert_non_null(e);
+        while (fgets(line, sizeof line, e) != NULL) {
+            if (sscanf(line, "%63s %63s %159s %llu", name, fld, sid, &n) != 4 ||
+                strcmp(name, which[i]) != 0 || strcmp(fld, "children") != 0)
+                continue;
+            bindlog_iter *it;
+            bindlog_session ss;
+            unsigned long long kids = 0;
+            int rc;
+            assert_int_equal(bindlog_children_iter(s, sid, &it), 0);
+            while ((rc = bindlog_iter_next_session(it, &ss, NULL, 0)) == 1) {
+                assert_string_equal(ss.parent_id, sid);
+                kids++;
+            }
+            bindlog_iter_close(it);
+            assert_int_equal(rc, 0);
+            assert_true(n >= 3);
+            assert_int_equal(kids, n);
+            hubs++;
+        }
+        fclose(e);
+        assert_int_equal(hubs, 2);
+        bindlog_close(s);
+
+        /* bindlog upgrade: already current, nothing touched */
+        struct stat a, b;
+        size_t before_len, after_len;
+        snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+        assert_int_equal(stat(path, &a), 0);
+        unsigned char *before = slurp(path, &before_len);
+        assert_non_null(before);
+        assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+        assert_string_equal(bindlog_last_error(), "");
+        assert_int_equal(r.upgraded, 0);
+        assert_int_equal(r.from_format, BINDLOG_FORMAT_VERSION);
+        if (cli != NULL) {
+            char cmd[2400], out[1024] = "";
+            snprintf(cmd, sizeof cmd, "'%s' upgrade '%s' 2>&1", cli, f->dir);
+            FILE *p = popen(cmd, "r");
+            assert_non_null(p);
+            size_t got_n = fread(out, 1, sizeof out - 1, p);
+            out[got_n] = '\0';
+            assert_int_equal(pclose(p), 0);
+            if (strstr(out, "format:   4, already current: nothing to do") == NULL)
+                fail_msg("bindlog upgrade %s said:\n%s", which[i], out);
+        }
+        assert_int_equal(stat(path, &b), 0);
+        assert_int_equal(a.st_ino, b.st_ino);
+        assert_int_equal(a.st_size, b.st_size);
+        unsigned char *after = slurp(path, &after_len);
+        assert_non_null(after);
+        assert_int_equal(after_len, before_len);
+        assert_memory_equal(after, before, before_len);
+        free(before);
+        free(after);
+        assert_false(exists(f->dir, "format4-backup"));
+        assert_false(exists(f->dir, ".bindlog-upgrade"));
+
+        /* and it takes new events where its log ends */
+        bindlog_result res;
+        bindlog_route_result rr;
+        bindlog_policy idle = {BINDLOG_RESET_IDLE, 6 * 3600 * 1000, 0};
+        assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
+        assert_int_equal(bindlog_bind(s, "after:golden4", "0b6f7f0e-4a0b-4c7e-9d41-8a8e2a7c1f00",
+                                      NULL, NULL, NULL, 0, &res),
+                         BINDLOG_APPLIED);
+        assert_int_equal(res.lsn, head + 1);
+        assert_int_equal(bindlog_new_session(s, "after:golden4",
+                                             "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13", NULL, "{}", 2,
+                                             &res),
+                         BINDLOG_APPLIED);
+        assert_int_equal(res.lsn, head + 2);
+        assert_int_equal(bindlog_split(s, "after:golden4", "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13",
+                                       "s-after-split", res.generation, NULL, 0, &res),
+                         BINDLOG_APPLIED);
+        assert_int_equal(res.lsn, head + 3);
+        assert_int_equal(bindlog_route(s, "after:golden4:route", 1767225600000 + 7 * 86400000LL,
+                                       &idle, "s-after-route", NULL, 0, &rr),
+                         BINDLOG_CREATED);
+        assert_int_equal(rr.lsn, head + 4);
+        assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+        assert_int_equal(chk.problems, 0);
+        assert_int_equal(chk.head_lsn, head + 4);
+        bindlog_close(s);
+        fx_free(f);
+    }
+}
+
 /* A newer format, a format that never was, someone else's LMDB file:
  * refused, named, nothing changed. */
 static void upgrade__other_formats_are_refused(void **state)
@@ -883,6 +1067,7 @@ int main(void)
         cmocka_unit_test(upgrade__format2_stores),
         cmocka_unit_test(upgrade__format3_stores),
         cmocka_unit_test(upgrade__format3_routed_stores),
+        cmocka_unit_test(upgrade__format4_stores_are_current),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
