@@ -1537,8 +1537,18 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         dtxn = NULL;
     }
     /* a damaged table has no digest: the report already names the damage */
-    if (!ck.damaged)
+    if (!ck.damaged) {
         rc = bl_digest_snap(&ss, 0, out->state_digest);
+        if (rc == BINDLOG_ECORRUPT) {
+            /* a session kept as a reference to a damaged or missing record
+             * (or a value that does not decode): the state has no digest,
+             * which is a finding of the check, not a failure of it */
+            problem(&ck, 0, NULL, 0, "the state has no digest: %s",
+                    bl_err_isset() ? bl_err_get() : "a session value does not decode");
+            memset(out->state_digest, 0, sizeof(out->state_digest));
+            rc = 0;
+        }
+    }
 out:
     if (rc == 0 && have_ss)
         rc = check_wal(&ck, &ss);
