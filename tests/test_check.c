@@ -22,6 +22,7 @@
 
 #include "bindlog.h"
 #include "core/record.h"
+#include "rawsval.h"
 #include "testutil.h"
 #include "workload.h"
 
@@ -291,33 +292,9 @@ static void check__index_damage_names_key(void **state)
 }
 
 /* A session value read raw, a reference resolved through the raw log. */
-typedef struct raw_ref {
-    MDB_txn *txn;
-    MDB_dbi log, base;
-} raw_ref;
-
-static int raw_ref_get(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
-                       const void **v, size_t *n)
-{
-    raw_ref *rr = ctx;
-    unsigned char kb[8];
-    MDB_val k = {8, kb}, val;
-    bl_put64be(kb, lsn);
-    if (what == BL_REF_BASE)
-        k = (MDB_val){id_len, (void *)id};
-    int rc = mdb_get(rr->txn, what == BL_REF_BASE ? rr->base : rr->log, &k, &val);
-    if (rc == MDB_NOTFOUND)
-        return BINDLOG_ENOTFOUND;
-    assert_int_equal(rc, 0);
-    *v = val.mv_data;
-    *n = val.mv_size;
-    return 0;
-}
-
 static int raw_sval(raw *r, const MDB_val *k, const MDB_val *v, bl_sval *out)
 {
-    raw_ref rr = {r->txn, raw_dbi(r, "log"), raw_dbi(r, "base_sessions")};
-    return bl_sval_read(v->mv_data, v->mv_size, k->mv_data, k->mv_size, raw_ref_get, &rr, out);
+    return tu_raw_sval(r->txn, raw_dbi(r, "log"), raw_dbi(r, "base_sessions"), k, v, out);
 }
 
 /* Format 4 keys a child by its parent's created_lsn; every session with a
