@@ -721,8 +721,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
-    if ((fmt == 2 || fmt == 3) && bl_open_format2)
-        return 0; /* bindlog upgrade, checkpointing a format-2 or 3 store before it reads it */
+    if (fmt >= 2 && fmt <= 4 && bl_open_format2)
+        return 0; /* bindlog upgrade, checkpointing a format-2, 3 or 4 store before it reads it */
     if (fmt < BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
                           "the store has format %u, from before %s; this library reads format "
@@ -730,7 +730,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           (unsigned)fmt,
                           fmt == 1   ? "the write-ahead log"
                           : fmt == 2 ? "records chained their key's history"
-                                     : "the compact encodings",
+                          : fmt == 3 ? "the compact encodings"
+                                     : "session values referred to their records",
                           BINDLOG_FORMAT_VERSION);
     return 0;
 }
