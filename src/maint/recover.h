@@ -72,12 +72,14 @@ int bl_salvage_history(bl_salvage *sv, const unsigned char *k, size_t kn);
  * nowhere (its record is lost) is dropped, as a damaged value is.  0 or
  * BINDLOG_ENOMEM. */
 int bl_salvage_resolve(bl_salvage *sv);
-/* A session kept as a reference whose creating record is lost: its own
- * fields (s, decoded) kept, the key `key` or, NULL, the one a later record
- * of the key names for the lost LSN (its previous record), no parent and
- * no origin (they were the record's only), and as creation time the last
- * surviving record's before it.  0, or -1 when no key is known. */
-int bl_salvage_lost_creation(const bl_salvage *sv, bl_sval *s, const char *key, size_t key_len);
+/* A session `id` kept as a reference whose creating record is lost: its
+ * own fields (s, decoded) kept, the key `key` or, NULL, the one a later
+ * record of the key names for the lost LSN (its previous record), else the
+ * stored binding's that is bound to it; no parent and no origin (they were
+ * the record's only), and as creation time the last surviving record's
+ * before it.  0, or -1 when no key is known. */
+int bl_salvage_lost_creation(const bl_salvage *sv, bl_sval *s, const void *id, size_t id_len,
+                             const char *key, size_t key_len);
 /* The salvaged record at lsn (after bl_salvage_dedupe), or NULL. */
 const struct bl_srec *bl_salvage_find_record(const bl_salvage *sv, uint64_t lsn);
 

@@ -184,18 +184,26 @@ static const bl_sent *base_session(const bl_salvage *sv, const unsigned char *id
     return NULL;
 }
 
-int bl_salvage_lost_creation(const bl_salvage *sv, bl_sval *s, const char *key, size_t key_len)
+int bl_salvage_lost_creation(const bl_salvage *sv, bl_sval *s, const void *id, size_t id_len,
+                             const char *key, size_t key_len)
 {
-    if (key == NULL) {
-        const bl_shist *h = NULL;
-        for (size_t i = 0; i < sv->hist.n && h == NULL; i++)
-            if (sv->hist.v[i].lsn == s->created_lsn)
-                h = &sv->hist.v[i];
-        if (h == NULL)
-            return -1;
-        key = (const char *)h->k;
-        key_len = h->kn;
+    for (size_t i = 0; key == NULL && i < sv->hist.n; i++)
+        if (sv->hist.v[i].lsn == s->created_lsn) {
+            key = (const char *)sv->hist.v[i].k;
+            key_len = sv->hist.v[i].kn;
+        }
+    /* else the stored binding that names it (one bound to it still) */
+    for (size_t i = 0; key == NULL && id != NULL && i < sv->state[0].n; i++) {
+        const bl_sent *e = &sv->state[0].v[i];
+        bl_bval b;
+        if (bl_bval_decode(e->v, e->vn, &b) == 0 && b.sid_len == id_len &&
+            memcmp(b.sid, id, id_len) == 0) {
+            key = (const char *)e->k;
+            key_len = e->kn;
+        }
     }
+    if (key == NULL)
+        return -1;
     s->key = key;
     s->key_len = key_len;
     s->parent = "";
@@ -241,7 +249,7 @@ static int resolve_one(bl_salvage *sv, bl_sent *e)
         s.created_ms = b.created_ms;
     } else {
         bl_err_clear();
-        if (bl_salvage_lost_creation(sv, &s, NULL, 0) != 0)
+        if (bl_salvage_lost_creation(sv, &s, e->k, e->kn, NULL, 0) != 0)
             return 0;
     }
     size_t n = bl_sval_size(&s);

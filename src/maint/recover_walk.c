@@ -327,7 +327,7 @@ static int image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_reco
                 s.origin_len = st.origin_len;
                 s.created_ms = st.created_ms;
             } else if (bl_sval_decode_any(e.val, e.vlen, &s) != 0 ||
-                       bl_salvage_lost_creation(w->sv, &s,
+                       bl_salvage_lost_creation(w->sv, &s, e.key, e.klen,
                                                 same((const char *)e.key, e.klen, rec->other,
                                                      rec->other_len)
                                                     ? rec->key
