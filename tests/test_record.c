@@ -961,6 +961,11 @@ static void sval__reference_form(void **state)
     assert_int_equal(bl_sval_decode(b, n, &d), 0);
     assert_int_equal(d.ref, 1);
     assert_int_equal(d.key_len, 1);
+    /* marked, it is still whole: every byte rule holds (a key with a NUL
+     * is damage; the fuzzer's find, fuzz/corpora/record/regress-*) */
+    b[11] = 0;
+    assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
+    assert_int_equal(bl_sval_decode_any(b, n, &d), BINDLOG_ECORRUPT);
 
     /* one encoding per value: a live session with an end time or reason,
      * reserved flag bits, the standard reason spelt out, a cut value */

@@ -900,7 +900,9 @@ int bl_sval_decode_any(const void *buf, size_t len, bl_sval *out)
     int rc = sval_parse(buf, len, &v);
     if (rc != 0)
         return rc;
-    if (v.ref ? !sval_ref_fields_ok(&v) : !sval_fields_ok(&v))
+    /* a reference (version 3) has only its own fields; a whole value,
+     * marked or not, all of them */
+    if (v.key == NULL ? !sval_ref_fields_ok(&v) : !sval_fields_ok(&v))
         return BINDLOG_ECORRUPT;
     *out = v;
     return 0;
