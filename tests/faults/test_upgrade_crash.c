@@ -16,10 +16,11 @@
  * (tests/data/format1/expected.txt) and the old data.mdb as its backup.
  * eio at a step before the switch: the call fails and leaves nothing.
  *
- * A format-3 store (tests/data/format3) is first drained: opened as a
- * writer and closed, which checkpoints its log into data.mdb, so its bytes
- * change but not its state; killed at each step, it opens as the format-3
- * store (BINDLOG_EVERSION) or the new one, and a second run finishes.
+ * A format-3 or format-4 store (tests/data/format3, format4) is first
+ * drained: opened as a writer and closed, which checkpoints its log into
+ * data.mdb, so its bytes change but not its state; killed at each step, it
+ * opens as the old store (BINDLOG_EVERSION) or the new one, and a second
+ * run finishes.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
