@@ -759,6 +759,20 @@ int bl_sval_resolve(bl_sval *v, const char *id, size_t id_len, const bl_record *
     return 0;
 }
 
+int bl_sval_take_creation(bl_sval *v, const bl_sval *from)
+{
+    if (from->key == NULL || from->created_lsn != v->created_lsn)
+        return -1;
+    v->key = from->key;
+    v->key_len = from->key_len;
+    v->parent = from->parent;
+    v->parent_len = from->parent_len;
+    v->origin = from->origin;
+    v->origin_len = from->origin_len;
+    v->created_ms = from->created_ms;
+    return 0;
+}
+
 int bl_sval_read(const void *buf, size_t len, const char *id, size_t id_len, bl_ref_fn get,
                  void *ctx, bl_sval *out)
 {
@@ -791,16 +805,8 @@ int bl_sval_read(const void *buf, size_t len, const char *id, size_t id_len, bl_
     /* compacted: the base image holds the session whole, with the mark */
     rc = get(ctx, BL_REF_BASE, out->created_lsn, id, id_len, &rv, &rn);
     if (rc == 0 && bl_sval_decode(rv, rn, &base) == 0 && base.ref &&
-        base.created_lsn == out->created_lsn) {
-        out->key = base.key;
-        out->key_len = base.key_len;
-        out->parent = base.parent;
-        out->parent_len = base.parent_len;
-        out->origin = base.origin;
-        out->origin_len = base.origin_len;
-        out->created_ms = base.created_ms;
+        bl_sval_take_creation(out, &base) == 0)
         return 0;
-    }
     if (rc != 0 && rc != BINDLOG_ENOTFOUND)
         return rc;
     return bl_err_set(BINDLOG_ECORRUPT,

@@ -298,6 +298,11 @@ size_t bl_sval_encode_ref(const bl_sval *v, void *buf, size_t cap);
  */
 int bl_sval_resolve(bl_sval *v, const char *id, size_t id_len, const bl_record *rec);
 
+/* Give a reference `v` the creation of `from`, a whole value of the same
+ * session (its key, parent, origin and creation time), when `from` was
+ * created at v->created_lsn: 0, else -1 (nothing changed). */
+int bl_sval_take_creation(bl_sval *v, const bl_sval *from);
+
 /* Where a reader finds what a reference value names: what = BL_REF_RECORD,
  * the log's record at `lsn`; what = BL_REF_BASE, the base image's value of
  * session `id` (a session created before the base: its record was

@@ -238,15 +238,10 @@ static int resolve_one(bl_salvage *sv, bl_sent *e)
         bl_record_decode(r->p, r->n, &rec) == 0 &&
         bl_sval_resolve(&s, (const char *)e->k, e->kn, &rec) == 0) {
         /* from its record */
-    } else if ((be = base_session(sv, e->k, e->kn)) != NULL && bl_sval_decode(be->v, be->vn, &b) == 0 &&
-               b.ref && b.created_lsn == s.created_lsn) {
-        s.key = b.key;
-        s.key_len = b.key_len;
-        s.parent = b.parent;
-        s.parent_len = b.parent_len;
-        s.origin = b.origin;
-        s.origin_len = b.origin_len;
-        s.created_ms = b.created_ms;
+    } else if ((be = base_session(sv, e->k, e->kn)) != NULL &&
+               bl_sval_decode(be->v, be->vn, &b) == 0 && b.ref &&
+               bl_sval_take_creation(&s, &b) == 0) {
+        /* from the base image */
     } else {
         bl_err_clear();
         if (bl_salvage_lost_creation(sv, &s, e->k, e->kn, NULL, 0) != 0)

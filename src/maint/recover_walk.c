@@ -318,14 +318,8 @@ static int image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_reco
                 }
             } else if (get_raw(txn, w->y->dbi[BL_DB_SESSIONS], e.key, e.klen, &v) == 0 &&
                        bl_sval_decode(v.mv_data, v.mv_size, &st) == 0 &&
-                       st.created_lsn == s.created_lsn) {
-                s.key = st.key;
-                s.key_len = st.key_len;
-                s.parent = st.parent;
-                s.parent_len = st.parent_len;
-                s.origin = st.origin;
-                s.origin_len = st.origin_len;
-                s.created_ms = st.created_ms;
+                       bl_sval_take_creation(&s, &st) == 0) {
+                /* from the state's value of the same creation */
             } else if (bl_sval_decode_any(e.val, e.vlen, &s) != 0 ||
                        bl_salvage_lost_creation(w->sv, &s, e.key, e.klen,
                                                 same((const char *)e.key, e.klen, rec->other,
