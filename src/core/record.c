@@ -690,6 +690,20 @@ size_t bl_sval_encode_ref(const bl_sval *v, void *buf, size_t cap)
     return n;
 }
 
+/* A session value's end reason from its flags' code (versions 2 and 3):
+ * one encoding per value, a standard reason only by its code.  0, or -1
+ * for damage. */
+static int sval_reason(unsigned code, bl_sval *v)
+{
+    if (code != 0) {
+        if (v->reason_len != 0)
+            return -1;
+        std_reason_of(code, &v->reason, &v->reason_len);
+        return 0;
+    }
+    return reason_code(v->reason, v->reason_len) != 0 ? -1 : 0;
+}
+
 static int sval_parse_ref(const unsigned char *b, size_t len, unsigned code, bl_sval *out)
 {
     size_t pos = 2;
@@ -706,13 +720,8 @@ static int sval_parse_ref(const unsigned char *b, size_t len, unsigned code, bl_
     v.ended_ms = bl_unzigzag(f[2]);
     v.reason_len = (size_t)f[3];
     v.reason = take(b, &pos, v.reason_len);
-    if (code != 0) {
-        if (v.reason_len != 0)
-            return BINDLOG_ECORRUPT;
-        std_reason_of(code, &v.reason, &v.reason_len);
-    } else if (reason_code(v.reason, v.reason_len) != 0) {
+    if (sval_reason(code, &v) != 0)
         return BINDLOG_ECORRUPT;
-    }
     *out = v;
     return 0;
 }
@@ -886,16 +895,8 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
     v.parent = take(b, &pos, v.parent_len);
     v.reason = take(b, &pos, v.reason_len);
     v.origin = take(b, &pos, v.origin_len);
-    if (b[0] >= 2) {
-        /* one encoding per value: a standard reason only by its code */
-        if (code != 0) {
-            if (v.reason_len != 0)
-                return BINDLOG_ECORRUPT;
-            std_reason_of(code, &v.reason, &v.reason_len);
-        } else if (reason_code(v.reason, v.reason_len) != 0) {
-            return BINDLOG_ECORRUPT;
-        }
-    }
+    if (b[0] >= 2 && sval_reason(code, &v) != 0)
+        return BINDLOG_ECORRUPT;
     *out = v;
     return 0;
 }
