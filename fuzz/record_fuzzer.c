@@ -121,9 +121,35 @@ static void check_bval(const uint8_t *data, size_t size)
     free(buf);
 }
 
+/* A reference (version 3): its own fields only, re-encoded byte for byte;
+ * whole-value decoders refuse it. */
+static void check_sval_ref(const uint8_t *data, size_t size)
+{
+    bl_sval v, w;
+    int rc = bl_sval_decode_any(data, size, &v);
+    if (rc != 0) {
+        if (rc != BINDLOG_ECORRUPT && rc != BINDLOG_EVERSION)
+            fail("sval ref: decoder returned an undocumented code");
+        return;
+    }
+    if (!v.ref || v.key != NULL || bl_sval_decode(data, size, &w) != BINDLOG_ECORRUPT)
+        fail("sval ref: a reference decoded as a whole value");
+    uint8_t *buf = malloc(size);
+    if (buf == NULL)
+        return;
+    if (bl_sval_ref_size(&v) != size || bl_sval_encode_ref(&v, buf, size) != size ||
+        memcmp(buf, data, size) != 0)
+        fail("sval ref: re-encoding differs from input");
+    free(buf);
+}
+
 static void check_sval(const uint8_t *data, size_t size)
 {
     bl_sval v, v2;
+    if (size > 0 && data[0] == 3) {
+        check_sval_ref(data, size);
+        return;
+    }
     int rc = bl_sval_decode(data, size, &v);
     if (rc != 0) {
         if (rc != BINDLOG_ECORRUPT && rc != BINDLOG_EVERSION)
@@ -133,10 +159,10 @@ static void check_sval(const uint8_t *data, size_t size)
     uint8_t *buf = malloc(size);
     if (buf == NULL)
         return;
-    /* version 1 re-encodes through the canonical encoder, later ones
-     * through the current one: byte for byte either way */
+    /* version 1 re-encodes through the canonical encoder, version 2
+     * through the whole one (its mark kept): byte for byte either way */
     if (data[0] == 1 ? bl_sval_encode_v1(&v, buf, size) != size
-                     : bl_sval_size(&v) != size || bl_sval_encode(&v, buf, size) != size)
+                     : bl_sval_size(&v) != size || bl_sval_encode_base(&v, buf, size) != size)
         fail("sval: decoded value does not re-encode to its size");
     if (memcmp(buf, data, size) != 0)
         fail("sval: re-encoding differs from input");
@@ -145,7 +171,7 @@ static void check_sval(const uint8_t *data, size_t size)
         v2.ended_ms != v.ended_ms || !same_bytes(v.key, v.key_len, v2.key, v2.key_len) ||
         !same_bytes(v.parent, v.parent_len, v2.parent, v2.parent_len) ||
         !same_bytes(v.reason, v.reason_len, v2.reason, v2.reason_len) ||
-        !same_bytes(v.origin, v.origin_len, v2.origin, v2.origin_len))
+        !same_bytes(v.origin, v.origin_len, v2.origin, v2.origin_len) || v2.ref != v.ref)
         fail("sval: second decode differs");
     free(buf);
 }

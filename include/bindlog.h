@@ -66,7 +66,7 @@ extern "C" {
 #define BINDLOG_VERSION_PATCH 0
 #define BINDLOG_VERSION_STRING "0.1.0"
 /** On-disk store format written by this library. */
-#define BINDLOG_FORMAT_VERSION 4
+#define BINDLOG_FORMAT_VERSION 5
 /** Log record encoding version written by this library. */
 #define BINDLOG_RECORD_VERSION 3
 
@@ -740,7 +740,9 @@ typedef struct bindlog_record {
  * Compacted records are not there. */
 BINDLOG_API int bindlog_log_iter(bindlog *s, uint64_t from_lsn, uint64_t to_lsn,
                                  bindlog_iter **out);
-/** Every retained log record that touched `key`, oldest first.  The
+/** Every retained log record that changed `key`'s binding, oldest first
+ * (a ROUTE record, a routed message that moved nothing, is in the log but
+ * not here: bindlog_log_iter() has it).  The
  * history is a chain: the key's binding names its last record and each
  * record (version 2) the one before it; opening the iterator walks the
  * chain on its snapshot and keeps 8 bytes per record of the key, so the

@@ -27,6 +27,7 @@
 #include "bindlog.h"
 #include "core/record.h"
 #include "maint/bulk.h"
+#include "rawsval.h"
 #include "testutil.h"
 #include "workload.h"
 
@@ -520,7 +521,7 @@ static void bulk__replay_of_many_transactions(void **state)
     path_of(f, out, sizeof out, "big-src");
     s = wl_open_store(out);
     wl_gen_init(&g, 11);
-    for (int n = 0; n < 110000; n++)
+    for (int n = 0; n < 180000; n++)
         assert_true(wl_gen_step(&g, s) > 0);
     assert_int_equal(bindlog_digest(s, src, &head), 0);
     path_of(f, out, sizeof out, "big");
@@ -575,6 +576,9 @@ static uint64_t children_walk(const char *dir, unsigned nparts, uint64_t *switch
     assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
     assert_int_equal(mdb_dbi_open(txn, "children", 0, &kids), 0);
     assert_int_equal(mdb_dbi_open(txn, "sessions", 0, &sess), 0);
+    MDB_dbi logdb, basedb;
+    assert_int_equal(mdb_dbi_open(txn, "log", 0, &logdb), 0);
+    assert_int_equal(mdb_dbi_open(txn, "base_sessions", 0, &basedb), 0);
     assert_int_equal(mdb_cursor_open(txn, kids, &c), 0);
     for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -591,12 +595,12 @@ static uint64_t children_walk(const char *dir, unsigned nparts, uint64_t *switch
         prev = (MDB_val){k.mv_size, last};
         id = (MDB_val){k.mv_size - 8, (void *)(kb + 8)};
         assert_int_equal(mdb_get(txn, sess, &id, &val), 0);
-        assert_int_equal(bl_sval_decode(val.mv_data, val.mv_size, &child), 0);
+        assert_int_equal(tu_raw_sval(txn, logdb, basedb, &id, &val, &child), 0);
         assert_true(child.parent_len > 0);
         unsigned part = part_of_n(child.key, child.key_len, nparts);
         id = (MDB_val){child.parent_len, (void *)child.parent};
         assert_int_equal(mdb_get(txn, sess, &id, &val), 0);
-        assert_int_equal(bl_sval_decode(val.mv_data, val.mv_size, &parent), 0);
+        assert_int_equal(tu_raw_sval(txn, logdb, basedb, &id, &val, &parent), 0);
         assert_int_equal(parent.created_lsn, bl_get64be(kb));
         if (n > 0 && part != last_part)
             (*switches)++;

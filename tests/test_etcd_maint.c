@@ -171,6 +171,8 @@ static int import_from(bindlog *s, int fd, uint64_t *records, uint64_t *off)
                         : bindlog_import(s, fd, records, off, NULL, NULL);
     if (rc == BINDLOG_EIO)
         fprintf(stderr, "import: %s\n", bl_etcd_last_error());
+    else if (rc != 0)
+        fprintf(stderr, "import: %s\n", bindlog_last_error());
     return rc;
 }
 

@@ -415,8 +415,11 @@ static void pagecheck__zeroed_log_page(void **state)
     assert_int_equal(bindlog_log_iter(s, 2990, UINT64_MAX, &it), 0);
     assert_int_equal(bindlog_iter_next_record(it, &rec), 1);
     bindlog_iter_close(it);
-    /* the state tables are intact */
-    assert_int_equal(bindlog_digest(s, dg, NULL), 0);
+    /* the state tables are intact, but sessions kept as references to the
+     * records of that page (format 5) cannot be read whole: the digest
+     * says so, naming the page; bindings still read */
+    assert_int_equal(bindlog_digest(s, dg, NULL), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bindlog_last_error(), "table log"));
     key_of(key, sizeof key, 5);
     assert_int_equal(bindlog_get(s, key, &b), 0);
     bindlog_close(s);

@@ -915,6 +915,120 @@ static void sval__truncations(void **state)
 /* A session value's standard end reason is a code (1..5) in its flags byte
  * and no bytes; its bytes, or a code with bytes or above 5, are damage.
  * The canonical form of the digest (version 1) carries the text. */
+/* Format 5's reference form (docs/format.md pins these bytes), the mark,
+ * and what a reader checks when it resolves a reference. */
+static void sval__reference_form(void **state)
+{
+    (void)state;
+    unsigned char b[256];
+    bl_sval v, d;
+    size_t n;
+
+    memset(&v, 0, sizeof v);
+    v.ref = 1;
+    v.created_lsn = 42;
+    v.reason = "";
+    n = bl_sval_encode_ref(&v, b, sizeof b);
+    assert_int_equal(n, 6);
+    assert_memory_equal(b, "\x03\x00\x2a\x00\x00\x00", 6);
+    v.ended_lsn = 50;
+    v.ended_ms = 2000;
+    v.reason = "compression";
+    v.reason_len = 11;
+    n = bl_sval_encode_ref(&v, b, sizeof b);
+    assert_int_equal(n, 7);
+    assert_memory_equal(b, "\x03\x03\x2a\x08\xa0\x1f\x00", 7);
+    /* decoded alone: its own fields, nothing of the record's */
+    assert_int_equal(bl_sval_decode_any(b, n, &d), 0);
+    assert_int_equal(d.ref, 1);
+    assert_null(d.key);
+    assert_int_equal(d.created_lsn, 42);
+    assert_int_equal(d.ended_lsn, 50);
+    assert_int_equal(d.ended_ms, 2000);
+    assert_int_equal(d.reason_len, 11);
+    /* where only whole values belong (etcd, streams): damage */
+    assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
+    v.reason = "rx";
+    v.reason_len = 2;
+    n = bl_sval_encode_ref(&v, b, sizeof b);
+    assert_int_equal(n, 9);
+    assert_memory_equal(b, "\x03\x00\x2a\x08\xa0\x1f\x02\x72\x78", 9);
+    /* the whole value, marked (a base image's form) */
+    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 1};
+    n = bl_sval_encode_base(&w, b, sizeof b);
+    assert_int_equal(n, 14);
+    assert_memory_equal(b, "\x02\x80\x01\x01\x00\x01\x2a\x00\xd0\x0f\x00\x6b\x73\x7b", 14);
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    assert_int_equal(d.ref, 1);
+    assert_int_equal(d.key_len, 1);
+    /* marked, it is still whole: every byte rule holds (a key with a NUL
+     * is damage; the fuzzer's find, fuzz/corpora/record/regress-*) */
+    b[11] = 0;
+    assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
+    assert_int_equal(bl_sval_decode_any(b, n, &d), BINDLOG_ECORRUPT);
+
+    /* one encoding per value: a live session with an end time or reason,
+     * reserved flag bits, the standard reason spelt out, a cut value */
+    unsigned char bad[][12] = {
+        {3, 0, 42, 0, 2, 0},          /* live with an end time */
+        {3, 0, 42, 0, 0, 1, 'x'},     /* live with a reason */
+        {3, 0x08, 42, 8, 2, 0},       /* bit 3 */
+        {3, 0x80, 42, 8, 2, 0},       /* the mark belongs to whole values */
+        {3, 0, 0, 0, 0, 0},           /* created at LSN 0 */
+    };
+    size_t badn[] = {6, 7, 6, 6, 6};
+    for (size_t i = 0; i < sizeof badn / sizeof badn[0]; i++)
+        assert_int_equal(bl_sval_decode_any(bad[i], badn[i], &d), BINDLOG_ECORRUPT);
+    memcpy(b, "\x03\x03\x2a\x08\xa0\x1f\x00", 7);
+    for (size_t cut = 0; cut < 7; cut++)
+        assert_int_equal(bl_sval_decode_any(b, cut, &d), BINDLOG_ECORRUPT);
+    assert_int_equal(bl_sval_decode_any(b, 8, &d), BINDLOG_ECORRUPT); /* a trailing byte */
+    b[0] = 4;
+    assert_int_equal(bl_sval_decode_any(b, 7, &d), BINDLOG_EVERSION);
+
+    /* resolving: the record must be the session's creation */
+    bl_record r;
+    memset(&r, 0, sizeof r);
+    r.lsn = 42;
+    r.time_ms = 1000;
+    r.type = BINDLOG_EVENT_SPLIT;
+    r.flags = BL_REC_ORIGIN;
+    r.key = "k";
+    r.key_len = 1;
+    r.sid = "c";
+    r.sid_len = 1;
+    r.other = "p";
+    r.other_len = 1;
+    r.origin = "{}";
+    r.origin_len = 2;
+    memcpy(b, "\x03\x03\x2a\x08\xa0\x1f\x00", 7);
+    assert_int_equal(bl_sval_decode_any(b, 7, &d), 0);
+    assert_int_equal(bl_sval_resolve(&d, "c", 1, &r), 0);
+    assert_memory_equal(d.key, "k", 1);
+    assert_memory_equal(d.parent, "p", 1);
+    assert_int_equal(d.origin_len, 2);
+    assert_int_equal(d.created_ms, 1000);
+    /* a BIND creates a root; a record without an origin gives none */
+    r.type = BINDLOG_EVENT_BIND;
+    r.flags = 0;
+    assert_int_equal(bl_sval_decode_any(b, 7, &d), 0);
+    assert_int_equal(bl_sval_resolve(&d, "c", 1, &r), 0);
+    assert_int_equal(d.parent_len, 0);
+    assert_int_equal(d.origin_len, 0);
+    /* another session's record, another LSN, a type that creates none, an
+     * end before the creation */
+    assert_int_equal(bl_sval_decode_any(b, 7, &d), 0);
+    assert_int_equal(bl_sval_resolve(&d, "x", 1, &r), BINDLOG_ECORRUPT);
+    r.lsn = 41;
+    assert_int_equal(bl_sval_resolve(&d, "c", 1, &r), BINDLOG_ECORRUPT);
+    r.lsn = 42;
+    r.type = BINDLOG_EVENT_INVALIDATE;
+    assert_int_equal(bl_sval_resolve(&d, "c", 1, &r), BINDLOG_ECORRUPT);
+    r.type = BINDLOG_EVENT_NEW_SESSION;
+    r.time_ms = 3000;
+    assert_int_equal(bl_sval_resolve(&d, "c", 1, &r), BINDLOG_ECORRUPT);
+}
+
 static void sval__standard_reason_is_a_code(void **state)
 {
     (void)state;
@@ -955,14 +1069,25 @@ static void sval__standard_reason_is_a_code(void **state)
     assert_int_equal(bl_sval_decode(b, n, &d), 0);
     memcpy(b + n - 4 - 6, "unbind", 6);
     assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
-    /* codes 6 and 7 and the other bits are reserved */
+    /* codes 6 and 7 and bits 3..6 are reserved; bit 7 is the base
+     * image's mark of a session the live table keeps as a reference */
     v.reason = "";
     v.reason_len = 0;
     n = bl_sval_encode(&v, b, sizeof b);
     for (unsigned f = 6; f < 256; f++) {
         b[1] = (unsigned char)f;
+        if ((f & ~BL_SVAL_F_REF) < 6) {
+            assert_int_equal(bl_sval_decode(b, n, &d), 0); /* marked, code 0..5 */
+            continue;
+        }
         assert_int_equal(bl_sval_decode(b, n, &d), BINDLOG_ECORRUPT);
     }
+    b[1] = BL_SVAL_F_REF;
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    assert_int_equal(d.ref, 1);
+    b[1] = 0;
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    assert_int_equal(d.ref, 0);
 }
 
 /* Patch one byte of the sample session value, expect rc. */
@@ -987,7 +1112,9 @@ static void sval__bad_fields(void **state)
      * two bytes each, the others one */
     size_t key_at = 2 + 6 + 4, parent_at = key_at + v.key_len, reason_at = parent_at + v.parent_len;
     assert_int_equal(bl_sval_size(&v), key_at + v.key_len + v.parent_len + v.reason_len + 4);
-    expect_sval_patched(0, 3, BINDLOG_EVERSION);
+    expect_sval_patched(0, 4, BINDLOG_EVERSION);
+    /* version 3 is the reference form: these bytes are not one */
+    expect_sval_patched(0, 3, BINDLOG_ECORRUPT);
     expect_sval_patched(0, 0, BINDLOG_ECORRUPT);
     expect_sval_patched(1, 0x08, BINDLOG_ECORRUPT); /* reserved flag bit 3 */
     expect_sval_patched(1, 1, BINDLOG_ECORRUPT);    /* a reason code, with reason bytes */
@@ -1123,6 +1250,7 @@ int main(void)
         cmocka_unit_test(record__route_is_small),
         cmocka_unit_test(record__gap_of_the_lsn_itself_is_damage),
         cmocka_unit_test(sval__round_trip),
+        cmocka_unit_test(sval__reference_form),
         cmocka_unit_test(sval__truncations),
         cmocka_unit_test(sval__bad_fields),
         cmocka_unit_test(sval__standard_reason_is_a_code),

@@ -139,6 +139,14 @@ int bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v
     return 0;
 }
 
+int bl_digest_add_sval(bl_digest *d, const void *id, size_t id_len, const bl_sval *sv)
+{
+    size_t n = bl_sval_encode_v1(sv, d->canon, sizeof d->canon);
+    if (n == 0)
+        return BINDLOG_ECORRUPT; /* a field over its limit: not what a decoder gives */
+    return bl_digest_add(d, 'S', id, id_len, d->canon, n);
+}
+
 void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE])
 {
     XXH128_canonical_t c;

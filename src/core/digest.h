@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "bindlog.h"
+#include "core/record.h"
 
 /* The digest one entry at a time (digest.c): add the bindings in key order
  * (tag 'B'), then the sessions in id order ('S'), then take the 16 bytes. */
@@ -24,6 +25,9 @@ void bl_digest_free(bl_digest *d);
  * id of 1..BINDLOG_ID_MAX and at most BL_SVAL_MAX for 'S') are damage: 0,
  * or BINDLOG_ECORRUPT with a last-error detail, before any byte is read. */
 int bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v, size_t vn);
+/* Add a session whose value was decoded (and a reference resolved,
+ * bl_sval_read): what bl_digest_add() of its whole value adds. */
+int bl_digest_add_sval(bl_digest *d, const void *id, size_t id_len, const bl_sval *sv);
 void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE]);
 
 #endif /* BL_DIGEST_H */

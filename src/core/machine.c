@@ -244,6 +244,10 @@ static void new_session(bl_sput *put, const char *id, size_t id_len, const bl_ev
     put->v.reason = "";
     put->v.origin = origin;
     put->v.origin_len = origin_len;
+    /* Everything but its end is its own record's (bl_sval_resolve): the
+     * key, the parent (the previous binding, none for a BIND), the origin
+     * the record carries and its time. */
+    put->v.ref = 1;
 }
 
 /* Look up the session bound to the key (cur), which must exist and be live. */
@@ -324,6 +328,16 @@ static int decide_bind(const bl_view *view, const bl_event *ev, const bl_bval *c
         put->v.ended_ms = 0;
         put->v.reason = "";
         put->v.reason_len = 0;
+        /* Still what its creating record says only if it stays on that
+         * record's key with that origin; otherwise the value holds every
+         * field again (and keeps doing so: the rule is the same on every
+         * path that writes the state, so the form is a function of the
+         * log) */
+        put->v.ref = target.ref && same(target.key, target.key_len, ev->key, ev->key_len) &&
+                     (ev->origin == NULL ||
+                      (ev->origin_len == target.origin_len &&
+                       (ev->origin_len == 0 ||
+                        memcmp(ev->origin, target.origin, ev->origin_len) == 0)));
         if (ev->origin != NULL) {
             put->v.origin = ev->origin;
             put->v.origin_len = ev->origin_len;
@@ -734,10 +748,15 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
     enc->bval_len = bl_bval_encode(&p->after, enc->buf + enc->bval_off, n);
 
     for (unsigned i = 0; i < p->nsess; i++) {
-        n = bl_sval_size(&p->sess[i].v);
+        const bl_sval *sv = &p->sess[i].v;
+        int ref = enc->ref_ok == BL_SVAL_REF && sv->ref;
+        n = ref ? bl_sval_ref_size(sv) : bl_sval_size(sv);
         if ((enc->sval_off[i] = enc_reserve(enc, &used, n)) == SIZE_MAX)
             return BINDLOG_ENOMEM;
-        enc->sval_len[i] = bl_sval_encode(&p->sess[i].v, enc->buf + enc->sval_off[i], n);
+        unsigned char *o = enc->buf + enc->sval_off[i];
+        enc->sval_len[i] = ref ? bl_sval_encode_ref(sv, o, n)
+                           : enc->ref_ok == BL_SVAL_BASE ? bl_sval_encode_base(sv, o, n)
+                                                        : bl_sval_encode(sv, o, n);
         if ((enc->sid_off[i] = enc_reserve(enc, &used, p->sess[i].id_len)) == SIZE_MAX)
             return BINDLOG_ENOMEM;
         memcpy(enc->buf + enc->sid_off[i], p->sess[i].id, p->sess[i].id_len);

@@ -178,8 +178,16 @@ const char *bl_policy_problem(const bindlog_policy *policy);
  * view memory moves (as the write path's result filling does). */
 void bl_route_fill(const bl_plan *plan, bindlog_route_result *out);
 
+enum { BL_SVAL_WHOLE = 0, BL_SVAL_REF = 1, BL_SVAL_BASE = 2 };
+
 /* Encoded plan: every value ready to write, in one caller-owned buffer. */
 typedef struct bl_encoded {
+    /* Input: how to write the sessions the plan marks (bl_sval.ref):
+     * BL_SVAL_WHOLE (0) every value whole (a base image, another backend),
+     * BL_SVAL_REF in the reference form (a format-5 sessions table, whose
+     * log keeps their records), BL_SVAL_BASE whole with the mark
+     * (bl_sval_encode_base: a base image, the bulk replay's state). */
+    int ref_ok;
     unsigned char *buf;       /* owned by the caller of bl_plan_encode */
     size_t cap;
     size_t bval_off, bval_len;

@@ -61,6 +61,7 @@
  */
 #include "core/record.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -68,7 +69,7 @@
 #include <xxhash.h>
 
 #define BL_BVAL_VERSION 2
-#define BL_SVAL_VERSION 2
+#define BL_SVAL_VERSION 3
 /* Smallest input whose checksum and version can be examined at all. */
 #define BL_RECORD_MIN (1 + BL_RECORD_CHECKSUM)
 
@@ -608,7 +609,7 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
     if (buf == NULL || cap < n)
         return 0;
     unsigned char *b = buf;
-    b[0] = BL_SVAL_VERSION;
+    b[0] = 2; /* whole; version 3 is the reference form */
     unsigned code = reason_code(v->reason, v->reason_len);
     size_t rn = code ? 0 : v->reason_len;
     b[1] = (unsigned char)code; /* flags: bits 0..2 the standard reason's code */
@@ -647,6 +648,195 @@ size_t bl_sval_encode_v1(const bl_sval *v, void *buf, size_t cap)
     return n;
 }
 
+/* Version 3, the reference form: version, flags (the end reason's code),
+ * then created_lsn, the gap to ended_lsn (0: live), the zigzagged end time
+ * and the reason's length, then the reason. */
+size_t bl_sval_ref_size(const bl_sval *v)
+{
+    size_t rn = sval_reason_bytes(v);
+    uint64_t gap = v->ended_lsn ? v->ended_lsn - v->created_lsn : 0;
+    return 2 + bl_varint_size(v->created_lsn) + bl_varint_size(gap) +
+           bl_varint_size(bl_zigzag(v->ended_ms)) + bl_varint_size(rn) + rn;
+}
+
+/* What a reference value must satisfy on its own (the rest is the
+ * record's, checked by bl_sval_resolve). */
+static int sval_ref_fields_ok(const bl_sval *v)
+{
+    return bl_valid_reason(v->reason, v->reason_len) && valid_lsn(v->created_lsn) &&
+           v->created_lsn != 0 && valid_lsn(v->ended_lsn) &&
+           (v->ended_lsn == 0 || v->ended_lsn > v->created_lsn) && bl_valid_time(v->ended_ms) &&
+           (v->ended_lsn != 0 || (v->ended_ms == 0 && v->reason_len == 0));
+}
+
+size_t bl_sval_encode_ref(const bl_sval *v, void *buf, size_t cap)
+{
+    if (!v->ref || !sval_ref_fields_ok(v))
+        return 0;
+    size_t n = bl_sval_ref_size(v);
+    if (buf == NULL || cap < n)
+        return 0;
+    unsigned char *b = buf;
+    unsigned code = reason_code(v->reason, v->reason_len);
+    size_t rn = code ? 0 : v->reason_len;
+    size_t pos = 2;
+    b[0] = 3;
+    b[1] = (unsigned char)code;
+    pos += bl_varint_put(b + pos, v->created_lsn);
+    pos += bl_varint_put(b + pos, v->ended_lsn ? v->ended_lsn - v->created_lsn : 0);
+    pos += bl_varint_put(b + pos, bl_zigzag(v->ended_ms));
+    pos += bl_varint_put(b + pos, rn);
+    put_bytes(b, &pos, v->reason, rn);
+    return n;
+}
+
+/* A session value's end reason from its flags' code (versions 2 and 3):
+ * one encoding per value, a standard reason only by its code.  0, or -1
+ * for damage. */
+static int sval_reason(unsigned code, bl_sval *v)
+{
+    if (code != 0) {
+        if (v->reason_len != 0)
+            return -1;
+        std_reason_of(code, &v->reason, &v->reason_len);
+        return 0;
+    }
+    return reason_code(v->reason, v->reason_len) != 0 ? -1 : 0;
+}
+
+static int sval_parse_ref(const unsigned char *b, size_t len, unsigned code, bl_sval *out)
+{
+    size_t pos = 2;
+    uint64_t f[4];
+    bl_sval v;
+
+    if (get_varints(b, len, &pos, f, 4) != 0 || f[3] > BINDLOG_REASON_MAX ||
+        (uint64_t)pos + f[3] != len || f[0] > BINDLOG_LSN_MAX || f[1] > BINDLOG_LSN_MAX - f[0])
+        return BINDLOG_ECORRUPT;
+    memset(&v, 0, sizeof v);
+    v.ref = 1;
+    v.created_lsn = f[0];
+    v.ended_lsn = f[1] ? f[0] + f[1] : 0;
+    v.ended_ms = bl_unzigzag(f[2]);
+    v.reason_len = (size_t)f[3];
+    v.reason = take(b, &pos, v.reason_len);
+    if (sval_reason(code, &v) != 0)
+        return BINDLOG_ECORRUPT;
+    *out = v;
+    return 0;
+}
+
+int bl_sval_resolve(bl_sval *v, const char *id, size_t id_len, const bl_record *rec)
+{
+    char q[BL_ERR_QUOTE_MAX];
+
+    if (!v->ref)
+        return 0;
+    if (rec->lsn != v->created_lsn)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "session '%s' refers to the record at LSN %" PRIu64
+                          ", and was handed the one at LSN %" PRIu64,
+                          bl_err_bytes(q, sizeof q, id, id_len), v->created_lsn, rec->lsn);
+    if ((rec->type != BINDLOG_EVENT_BIND && rec->type != BINDLOG_EVENT_NEW_SESSION &&
+         rec->type != BINDLOG_EVENT_SPLIT) ||
+        rec->sid_len != id_len || memcmp(rec->sid, id, id_len) != 0)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "session '%s' refers to the record at LSN %" PRIu64
+                          " as its creation, which does not create it",
+                          bl_err_bytes(q, sizeof q, id, id_len), v->created_lsn);
+    if (v->ended_lsn != 0 && v->ended_ms < rec->time_ms)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "session '%s' ends at a time before its creation (LSN %" PRIu64 ")",
+                          bl_err_bytes(q, sizeof q, id, id_len), v->created_lsn);
+    v->key = rec->key;
+    v->key_len = rec->key_len;
+    if (rec->type == BINDLOG_EVENT_BIND) {
+        v->parent = "";
+        v->parent_len = 0;
+    } else {
+        v->parent = rec->other;
+        v->parent_len = rec->other_len;
+    }
+    if (rec->flags & BL_REC_ORIGIN) {
+        v->origin = rec->origin;
+        v->origin_len = rec->origin_len;
+    } else {
+        v->origin = "";
+        v->origin_len = 0;
+    }
+    v->created_ms = rec->time_ms;
+    return 0;
+}
+
+int bl_sval_take_creation(bl_sval *v, const bl_sval *from)
+{
+    if (from->key == NULL || from->created_lsn != v->created_lsn)
+        return -1;
+    v->key = from->key;
+    v->key_len = from->key_len;
+    v->parent = from->parent;
+    v->parent_len = from->parent_len;
+    v->origin = from->origin;
+    v->origin_len = from->origin_len;
+    v->created_ms = from->created_ms;
+    return 0;
+}
+
+int bl_sval_read(const void *buf, size_t len, const char *id, size_t id_len, bl_ref_fn get,
+                 void *ctx, bl_sval *out)
+{
+    char q[BL_ERR_QUOTE_MAX];
+    const void *rv = NULL;
+    size_t rn = 0;
+    bl_record rec;
+    bl_sval base;
+    int rc = bl_sval_decode_any(buf, len, out);
+
+    if (rc != 0 || out->key != NULL)
+        return rc; /* whole (a marked one included): nothing to resolve */
+    if (get == NULL)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "session '%s' has a value that refers to the log where only whole "
+                          "values belong",
+                          bl_err_bytes(q, sizeof q, id, id_len));
+    rc = get(ctx, BL_REF_RECORD, out->created_lsn, id, id_len, &rv, &rn);
+    if (rc == 0) {
+        rc = bl_record_decode(rv, rn, &rec);
+        if (rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION)
+            return bl_err_set(BINDLOG_ECORRUPT,
+                              "session '%s' refers to the record at LSN %" PRIu64
+                              ", which is damaged",
+                              bl_err_bytes(q, sizeof q, id, id_len), out->created_lsn);
+        return rc != 0 ? rc : bl_sval_resolve(out, id, id_len, &rec);
+    }
+    if (rc != BINDLOG_ENOTFOUND)
+        return rc;
+    /* compacted: the base image holds the session whole, with the mark */
+    rc = get(ctx, BL_REF_BASE, out->created_lsn, id, id_len, &rv, &rn);
+    if (rc == 0 && bl_sval_decode(rv, rn, &base) == 0 && base.ref &&
+        bl_sval_take_creation(out, &base) == 0)
+        return 0;
+    if (rc != 0 && rc != BINDLOG_ENOTFOUND)
+        return rc;
+    return bl_err_set(BINDLOG_ECORRUPT,
+                      "session '%s' refers to the record at LSN %" PRIu64
+                      ", which neither the log nor the base image holds",
+                      bl_err_bytes(q, sizeof q, id, id_len), out->created_lsn);
+}
+
+size_t bl_sval_encode_base(const bl_sval *v, void *buf, size_t cap)
+{
+    size_t n = bl_sval_encode(v, buf, cap);
+    if (n != 0 && v->ref)
+        ((unsigned char *)buf)[1] |= BL_SVAL_F_REF;
+    return n;
+}
+
+size_t bl_sval_encode_store(const bl_sval *v, void *buf, size_t cap)
+{
+    return v->ref ? bl_sval_encode_ref(v, buf, cap) : bl_sval_encode(v, buf, cap);
+}
+
 /* Lengths and layout only; the byte rules of the fields are left out. */
 static int sval_parse(const void *buf, size_t len, bl_sval *out)
 {
@@ -658,14 +848,20 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
     int rc = check_version(b[0], BL_SVAL_VERSION);
     if (rc != 0)
         return rc;
-    /* version 2: bits 0..2 a standard reason's code (1..5), the rest
-     * reserved; version 1: no flags */
+    /* versions 2 and 3: bits 0..2 a standard reason's code (1..5), the
+     * rest reserved; version 1: no flags */
     unsigned code = b[1];
+    unsigned flag_ref = b[0] == 2 && (code & BL_SVAL_F_REF);
+    if (flag_ref)
+        code &= ~BL_SVAL_F_REF;
     if (b[0] == 1 ? code != 0 : code >= BL_STD_REASONS)
         return BINDLOG_ECORRUPT;
+    if (b[0] == 3)
+        return sval_parse_ref(b, len, code, out);
     bl_sval v;
     size_t pos;
     uint64_t f[8];
+    v.ref = flag_ref;
     if (b[0] == 1) {
         if (len < BL_SVAL_FIXED)
             return BINDLOG_ECORRUPT;
@@ -699,16 +895,22 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
     v.parent = take(b, &pos, v.parent_len);
     v.reason = take(b, &pos, v.reason_len);
     v.origin = take(b, &pos, v.origin_len);
-    if (b[0] >= 2) {
-        /* one encoding per value: a standard reason only by its code */
-        if (code != 0) {
-            if (v.reason_len != 0)
-                return BINDLOG_ECORRUPT;
-            std_reason_of(code, &v.reason, &v.reason_len);
-        } else if (reason_code(v.reason, v.reason_len) != 0) {
-            return BINDLOG_ECORRUPT;
-        }
-    }
+    if (b[0] >= 2 && sval_reason(code, &v) != 0)
+        return BINDLOG_ECORRUPT;
+    *out = v;
+    return 0;
+}
+
+int bl_sval_decode_any(const void *buf, size_t len, bl_sval *out)
+{
+    bl_sval v;
+    int rc = sval_parse(buf, len, &v);
+    if (rc != 0)
+        return rc;
+    /* a reference (version 3) has only its own fields; a whole value,
+     * marked or not, all of them */
+    if (v.key == NULL ? !sval_ref_fields_ok(&v) : !sval_fields_ok(&v))
+        return BINDLOG_ECORRUPT;
     *out = v;
     return 0;
 }
@@ -716,13 +918,12 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
 int bl_sval_decode(const void *buf, size_t len, bl_sval *out)
 {
     bl_sval v;
-    int rc = sval_parse(buf, len, &v);
-    if (rc != 0)
-        return rc;
-    if (!sval_fields_ok(&v))
-        return BINDLOG_ECORRUPT;
-    *out = v;
-    return 0;
+    int rc = bl_sval_decode_any(buf, len, &v);
+    if (rc == 0 && v.key == NULL)
+        return BINDLOG_ECORRUPT; /* a reference outside a store's sessions table */
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out)

@@ -228,6 +228,12 @@ typedef struct bl_sval {
     size_t reason_len;
     const void *origin;
     size_t origin_len;
+    /* 1: the value refers to the record that created the session (version
+     * 3, format 5's sessions table): the session's key, parent, origin and
+     * creation time are that record's, not stored again.  bl_sval_decode()
+     * of such a value leaves key, parent and origin NULL and created_ms 0
+     * until bl_sval_resolve() fills them in from the record. */
+    unsigned ref;
 } bl_sval;
 
 /* Encoded sizes and encoders; same contract as bl_record_encode().  The
@@ -238,10 +244,88 @@ int bl_bval_decode(const void *buf, size_t len, bl_bval *out);
 
 size_t bl_sval_size(const bl_sval *v);
 size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap);
+/* Whole values only (versions 1 and 2, the latter with or without
+ * BL_SVAL_F_REF: ref tells): a reference (version 3) is BINDLOG_ECORRUPT,
+ * as it is anywhere but a format-5 sessions table. */
 int bl_sval_decode(const void *buf, size_t len, bl_sval *out);
+/* Any version: a reference comes back with ref 1, key NULL and only its
+ * own fields (created_lsn, the end); bl_sval_read() resolves it. */
+int bl_sval_decode_any(const void *buf, size_t len, bl_sval *out);
 /* bl_sval_decode() without checking the fields' byte rules: only for values
- * this process encoded itself (the bulk replay's in-memory state). */
+ * this process encoded itself (the bulk replay's in-memory state, whole
+ * values marked as below).  A reference comes back as bl_sval_decode_any()
+ * gives it. */
 int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out);
+
+/* Bit 7 of a whole value's flags (version 2): the session's value in the
+ * live sessions table is a reference (v->ref).  Written in a base image
+ * (whose values the references of compacted sessions resolve to, and from
+ * which replay must learn each session's form) and in the bulk replay's
+ * in-memory state; the live table writes the reference itself. */
+#define BL_SVAL_F_REF 0x80u
+/* The whole value with the mark when v->ref: a base image's form. */
+size_t bl_sval_encode_base(const bl_sval *v, void *buf, size_t cap);
+/* What a live sessions table keeps: the reference form when v->ref, else
+ * the whole value. */
+size_t bl_sval_encode_store(const bl_sval *v, void *buf, size_t cap);
+
+/*
+ * The reference form (version 3, docs/format.md "Session values"): the
+ * value of a session whose creating record the store's log still holds.
+ * It keeps what changes after the creation (the end, its time and
+ * reason) and the LSN of the creating record; the key, the parent, the
+ * origin and the creation time are that record's.  bl_sval_can_ref() says
+ * whether v is what the record at v->created_lsn yields (the machine sets
+ * v->ref only for sessions it creates, whose fields come from their own
+ * record); bl_sval_encode_ref() writes it (0 when v->ref is 0).
+ */
+/* version, flags, created_lsn, the gap to the end, the end time, the
+ * reason's length (9 + 9 + 10 + 1), then the reason */
+#define BL_SVAL_REF_MAX (2 + 29 + BINDLOG_REASON_MAX)
+size_t bl_sval_ref_size(const bl_sval *v);
+size_t bl_sval_encode_ref(const bl_sval *v, void *buf, size_t cap);
+
+/*
+ * Fill in a decoded reference value (v->ref) from the record `rec` (decoded,
+ * checksum verified) that its created_lsn names, for the session `id`:
+ * the record must carry that LSN and be the event that created `id` (a
+ * BIND, NEW_SESSION or SPLIT whose session is `id`), and the end must come
+ * after it.  The key is the record's, the parent its `other` (none for a
+ * BIND), the origin its origin (empty when it carried none), the creation
+ * time its time.  Pointers go into rec's strings.  0, or BINDLOG_ECORRUPT
+ * with a last-error detail naming the session and the LSN.  A value with
+ * ref 0 is left as it is (0).
+ */
+int bl_sval_resolve(bl_sval *v, const char *id, size_t id_len, const bl_record *rec);
+
+/* Give a reference `v` the creation of `from`, a whole value of the same
+ * session (its key, parent, origin and creation time), when `from` was
+ * created at v->created_lsn: 0, else -1 (nothing changed). */
+int bl_sval_take_creation(bl_sval *v, const bl_sval *from);
+
+/* Where a reader finds what a reference value names: what = BL_REF_RECORD,
+ * the log's record at `lsn`; what = BL_REF_BASE, the base image's value of
+ * session `id` (a session created before the base: its record was
+ * compacted).  0 with *v, *n set (valid as long as the reader's
+ * snapshot), BINDLOG_ENOTFOUND, or another error. */
+enum { BL_REF_RECORD = 1, BL_REF_BASE = 2 };
+typedef int (*bl_ref_fn)(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                         const void **v, size_t *n);
+
+/*
+ * Decode a session value of a table that may hold the reference form and
+ * resolve it: bl_sval_decode_any(), then, for a reference, the record at
+ * its created_lsn through `get` (decoded, checksum first) and
+ * bl_sval_resolve(); a record no longer in the log (compacted) is replaced
+ * by the session's base image value, whole and marked (BL_SVAL_F_REF) with
+ * the same creation.  `get` NULL: the table holds whole values only (a
+ * base image, another backend), where a reference is damage.  0, or the
+ * decoder's or get's error; a reference that resolves nowhere, or to
+ * something that does not decode or is not its creation, is
+ * BINDLOG_ECORRUPT naming the session and the LSN.
+ */
+int bl_sval_read(const void *buf, size_t len, const char *id, size_t id_len, bl_ref_fn get,
+                 void *ctx, bl_sval *out);
 
 /* The canonical encodings of the state digest and export streams: binding
  * and session values of version 1 (docs/format.md), whatever version the

@@ -966,16 +966,19 @@ static int etcd_key_of(importer *im, MDB_txn *txn, bl_env *e, int table, const M
         unsigned char ck[BL_CHILD_KEY_MAX];
         MDB_val id = {k->mv_size - 8, (void *)(p + 8)}, v, pv;
         bl_sval sv, parent;
+        bl_tables t; /* the scratch store's sessions may be references */
         int rc;
         if (k->mv_size <= 8)
             return BINDLOG_ECORRUPT;
+        bl_tables_live(e, txn, &t);
         if ((rc = bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &id, &v)) != 0 ||
-            (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) != 0)
+            (rc = bl_sval_read(v.mv_data, v.mv_size, id.mv_data, id.mv_size, bl_tables_ref, &t,
+                               &sv)) != 0)
             return rc == BINDLOG_ENOTFOUND ? BINDLOG_ECORRUPT : rc;
         MDB_val pk = {sv.parent_len, (void *)sv.parent};
         if (sv.parent_len == 0 ||
             bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &pk, &pv) != 0 ||
-            bl_sval_decode(pv.mv_data, pv.mv_size, &parent) != 0 ||
+            bl_sval_decode_any(pv.mv_data, pv.mv_size, &parent) != 0 ||
             parent.created_lsn != bl_get64be(p))
             return BINDLOG_ECORRUPT; /* the scratch store was written by this import */
         return bl_es_key(im->st, table, ck,
@@ -990,6 +993,34 @@ static int etcd_key_of(importer *im, MDB_txn *txn, bl_env *e, int table, const M
     return bl_es_key(im->st, table, k->mv_data, k->mv_size, out);
 }
 
+/* The etcd value of a scratch store's entry: etcd keeps every session
+ * whole and unmarked (docs/scale-out.md), where the scratch LMDB store
+ * (format 5) keeps references in its sessions table and marks in its base
+ * image.  *v is left alone or pointed at buf. */
+static int etcd_value_of(bl_env *e, MDB_txn *txn, int table, const MDB_val *k, MDB_val *v,
+                         bl_ebuf *buf)
+{
+    const unsigned char *b = v->mv_data;
+    bl_sval sv;
+    bl_tables t;
+    int rc;
+
+    if ((table != BL_ES_SESSIONS && table != BL_ES_BASE_SESSIONS) || v->mv_size < 2 ||
+        (b[0] != 3 && !(b[0] == 2 && (b[1] & BL_SVAL_F_REF))))
+        return 0;
+    bl_tables_live(e, txn, &t);
+    if ((rc = bl_sval_read(v->mv_data, v->mv_size, k->mv_data, k->mv_size, bl_tables_ref, &t,
+                           &sv)) != 0)
+        return rc;
+    buf->len = 0;
+    if ((rc = bl_ebuf_reserve(buf, bl_sval_size(&sv))) != 0)
+        return rc;
+    if ((buf->len = bl_sval_encode(&sv, buf->p, bl_sval_size(&sv))) == 0)
+        return BINDLOG_ECORRUPT;
+    *v = (MDB_val){buf->len, buf->p};
+    return 0;
+}
+
 /* Queue every entry of the scratch store's table that etcd does not hold
  * with the same bytes at the revision read. */
 static int diff_table(importer *im, bl_env *e, int table)
@@ -998,6 +1029,7 @@ static int diff_table(importer *im, bl_env *e, int table)
     MDB_val k, v;
     bl_ebuf key = {0};
     bl_etcd_kvs kvs = {0};
+    bl_ebuf whole = {0};
     int rc, r;
 
     /* the scratch store is private: one read transaction for the table */
@@ -1018,7 +1050,8 @@ static int diff_table(importer *im, bl_env *e, int table)
                                         &key)) != 0)
                 break;
             v = (MDB_val){0, ""};
-        } else if ((rc = etcd_key_of(im, txn, e, table, &k, &key)) != 0)
+        } else if ((rc = etcd_key_of(im, txn, e, table, &k, &key)) != 0 ||
+                   (rc = etcd_value_of(e, txn, table, &k, &v, &whole)) != 0)
             break;
         int same = 0;
         if (!im->full) { /* an empty store holds none of it */
@@ -1047,6 +1080,7 @@ static int diff_table(importer *im, bl_env *e, int table)
     bl_cursor_close(&cur);
     bl_read_end(e, txn);
     bl_ebuf_free(&key);
+    bl_ebuf_free(&whole);
     bl_etcd_kvs_free(&kvs);
     return bl_es_error(rc, BINDLOG_EBUSY);
 }

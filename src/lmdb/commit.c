@@ -74,6 +74,12 @@ struct bl_wbuild {
     uint32_t *slots;    /* index + 1 of the newest put of a key, 0 empty */
     size_t nslots;
     uint32_t nrec;
+    /* where record i of the group lies in buf (its value), for the
+     * reference values that name it (view_record) */
+    struct recpos {
+        uint32_t off, len;
+    } *recs;
+    size_t reccap;
     arena_blk *arena;
 };
 
@@ -189,6 +195,23 @@ static int add_entry(struct bl_wbuild *b, unsigned kind, unsigned table, const v
     return 0;
 }
 
+/* The group's next record, placed where view_record finds it. */
+static int add_record(struct bl_wbuild *b, const void *v, size_t vn)
+{
+    if (b->nrec == b->reccap) {
+        size_t n = b->reccap ? 2 * b->reccap : 64;
+        struct recpos *nr = realloc(b->recs, n * sizeof(*nr));
+        if (nr == NULL)
+            return BINDLOG_ENOMEM;
+        b->recs = nr;
+        b->reccap = n;
+    }
+    int rc = add_entry(b, BL_WE_RECORD, 0, NULL, 0, v, vn);
+    if (rc == 0)
+        b->recs[b->nrec] = (struct recpos){(uint32_t)(b->len - vn), (uint32_t)vn};
+    return rc;
+}
+
 static void *arena_alloc(struct bl_wbuild *b, size_t n)
 {
     n = (n + 7) & ~(size_t)7;
@@ -298,12 +321,34 @@ static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
     return rc != 0 ? rc : bl_bval_decode(v, n, out);
 }
 
+/* What a reference names, through the same overlay: a session's creating
+ * record is in the group, the tail or LMDB like its value; a base image is
+ * only ever in LMDB. */
+static int view_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                    const void **v, size_t *n)
+{
+    gstate *g = ctx;
+    struct bl_wbuild *b = g->b;
+    if (what == BL_REF_BASE)
+        return lookup(g, BL_DB_BASE_SESSIONS, id, id_len, v, n);
+    uint64_t first = g->head.lsn - b->nrec + 1; /* the group's own records */
+    if (b->nrec != 0 && lsn >= first && lsn <= g->head.lsn) {
+        const struct recpos *r = &b->recs[lsn - first];
+        *v = b->buf + r->off;
+        *n = r->len;
+        return 0;
+    }
+    unsigned char kb[8];
+    bl_put64be(kb, lsn);
+    return lookup(g, BL_DB_LOG, kb, 8, v, n);
+}
+
 static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
 {
     const void *v = NULL;
     size_t n = 0;
     int rc = lookup(ctx, BL_DB_SESSIONS, id, len, &v, &n);
-    return rc != 0 ? rc : bl_sval_decode(v, n, out);
+    return rc != 0 ? rc : bl_sval_read(v, n, id, len, view_ref, ctx, out);
 }
 
 /* The group's starting point: head, counts and statistics, through the
@@ -376,9 +421,9 @@ static int apply_one(gstate *g, bindlog *h, const bl_event *ev, bindlog_result *
         bl_route_fill(&plan, ev->route_out); /* ROUTED may also be coalesced (ALREADY) */
     if (rc != BINDLOG_APPLIED)
         return rc;
+    g->e->enc.ref_ok = BL_SVAL_REF; /* the sessions it creates refer to this record */
     if ((rc = bl_plan_encode(&plan, &g->e->enc)) != 0 ||
-        (rc = add_entry(g->b, BL_WE_RECORD, 0, NULL, 0, g->e->enc.buf + g->e->enc.rec_off,
-                        g->e->enc.rec_len)) != 0 ||
+        (rc = add_record(g->b, g->e->enc.buf + g->e->enc.rec_off, g->e->enc.rec_len)) != 0 ||
         (rc = bl_plan_puts(&plan, &g->e->enc, put_entry, g->b)) != 0 ||
         (rc = BL_FAILPOINT("commit.append")) != 0) {
         *fatal = rc;
@@ -819,5 +864,6 @@ void bl_commit_free(struct bl_wbuild *b)
     free(b->buf);
     free(b->puts);
     free(b->slots);
+    free(b->recs);
     free(b);
 }

@@ -97,45 +97,83 @@ int bl_lmdb_get(bindlog *h, const char *key, size_t n, bindlog_binding *out)
     return rc;
 }
 
-typedef struct sess_out {
-    bindlog_session *out;
-    const char *id;
-    size_t n;
-    void *buf;
-    size_t cap;
-} sess_out;
+/* A reference value's record for bl_lmdb_session_get: the tail (up to the
+ * read's bound), else LMDB, in a transaction begun only after the tail was
+ * asked (the index drops a group only once LMDB holds it). */
+typedef struct sess_get {
+    bl_env *e;
+    uint64_t bound;
+    MDB_txn *txn;
+    unsigned char *rb;
+    size_t rcap;
+} sess_get;
 
-static int fill_session(sess_out *so, const void *v, size_t n)
+static int sess_get_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                        const void **v, size_t *n)
 {
-    bl_sval sv;
-    int rc = bl_sval_decode(v, n, &sv);
-    if (rc == 0)
-        bl_session_fill(so->out, so->id, so->n, &sv, so->buf, so->cap);
-    return rc;
-}
+    sess_get *sg = ctx;
+    unsigned char kb[8];
+    size_t len = 0;
+    int rc;
 
-static int tail_session(void *ctx, const bl_tver *v) { return fill_session(ctx, v->val, v->vlen); }
+    bl_put64be(kb, lsn);
+    if (what == BL_REF_RECORD) {
+        rc = bl_wal_tail_get(sg->e, BL_DB_LOG, kb, 8, sg->bound, &sg->rb, &sg->rcap, &len);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            *v = sg->rb;
+            *n = len;
+            return 0;
+        }
+    }
+    if (sg->txn == NULL && (rc = bl_read_begin(sg->e, &sg->txn)) != 0) {
+        sg->txn = NULL;
+        return rc;
+    }
+    MDB_val k = {8, kb}, val;
+    if (what == BL_REF_BASE)
+        k = (MDB_val){id_len, (void *)id};
+    if ((rc = bl_pc_get(sg->e, sg->txn, what == BL_REF_BASE ? BL_DB_BASE_SESSIONS : BL_DB_LOG, &k,
+                        &val)) != 0)
+        return rc;
+    *v = val.mv_data;
+    *n = val.mv_size;
+    return 0;
+}
 
 int bl_lmdb_session_get(bindlog *h, const char *id, size_t n, bindlog_session *out,
                         void *origin_buf, size_t origin_cap)
 {
-    MDB_txn *txn;
-    MDB_val k, v;
-    uint64_t bound;
-    sess_out so = {out, id, n, origin_buf, origin_cap};
+    sess_get sg = {h->e, 0, NULL, NULL, 0};
+    unsigned char *vb = NULL;
+    size_t vcap = 0, vlen = 0;
+    const void *val = NULL;
+    bl_sval sv;
     int rc;
 
-    if ((rc = bl_wal_read_bound(h->e, &bound)) != 0)
+    if ((rc = bl_wal_read_bound(h->e, &sg.bound)) != 0)
         return rc;
-    if (bl_tail_get(&h->e->wal->tail, BL_DB_SESSIONS, id, n, bound, tail_session, &so, &rc))
-        return rc;
-    if ((rc = bl_read_begin(h->e, &txn)) != 0)
-        return rc;
-    k = (MDB_val){n, (void *)id};
-    rc = bl_pc_get(h->e, txn, BL_DB_SESSIONS, &k, &v);
+    rc = bl_wal_tail_get(h->e, BL_DB_SESSIONS, id, n, sg.bound, &vb, &vcap, &vlen);
+    if (rc == 1) {
+        val = vb;
+        rc = 0;
+    } else if (rc == 0 && (rc = bl_read_begin(h->e, &sg.txn)) == 0) {
+        MDB_val k = {n, (void *)id}, v;
+        rc = bl_pc_get(h->e, sg.txn, BL_DB_SESSIONS, &k, &v);
+        val = v.mv_data;
+        vlen = v.mv_size;
+    } else {
+        sg.txn = NULL;
+    }
     if (rc == 0)
-        rc = fill_session(&so, v.mv_data, v.mv_size);
-    bl_read_end(h->e, txn);
+        rc = bl_sval_read(val, vlen, id, n, sess_get_ref, &sg, &sv);
+    if (rc == 0)
+        bl_session_fill(out, id, n, &sv, origin_buf, origin_cap);
+    if (sg.txn != NULL)
+        bl_read_end(h->e, sg.txn);
+    free(sg.rb);
+    free(vb);
     return rc;
 }
 
@@ -301,7 +339,8 @@ static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_se
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
     if (rc != 0)
         return rc;
-    if ((rc = bl_sval_decode(v.mv_data, v.mv_size, sv)) != 0)
+    if ((rc = bl_sval_read(v.mv_data, v.mv_size, id, id_len, bl_snap_ref, &it->snap, sv)) !=
+        0)
         return rc;
     bl_session_fill(out, id, id_len, sv, buf, cap);
     return 1;
@@ -320,7 +359,8 @@ static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, siz
         rc = bl_cursor_next(&it->cur, &k, &v);
         if (rc > 0 && !bl_valid_id(k.mv_data, k.mv_size))
             rc = BINDLOG_ECORRUPT;
-        if (rc > 0 && (rc = bl_sval_decode(v.mv_data, v.mv_size, &sv)) == 0) {
+        if (rc > 0 && (rc = bl_sval_read(v.mv_data, v.mv_size, k.mv_data, k.mv_size,
+                                         bl_snap_ref, &it->snap, &sv)) == 0) {
             bl_session_fill(out, k.mv_data, k.mv_size, &sv, buf, cap);
             rc = 1;
         }
@@ -381,14 +421,11 @@ static const bl_iter_ops lmdb_iter_ops = {next_record, next_binding, next_sessio
 static int start_ancestors(lmdb_iter *it, const char *id, size_t n)
 {
     bl_env *e = it->base.h->e;
-    MDB_val v;
     bl_sval sv;
     int rc;
 
     bl_map_rdlock(e);
-    rc = bl_snap_get(&it->snap, BL_DB_SESSIONS, id, n, &v);
-    if (rc == 0)
-        rc = bl_sval_decode(v.mv_data, v.mv_size, &sv);
+    rc = bl_snap_session(&it->snap, id, n, &sv);
     if (rc == 0) {
         copy_str(it->next_id, sv.parent, sv.parent_len);
         it->next_len = sv.parent_len;
@@ -409,8 +446,8 @@ static int start_children(lmdb_iter *it, const char *id, size_t n)
     int rc = bl_snap_get(&it->snap, BL_DB_SESSIONS, id, n, &v);
     if (rc == BINDLOG_ENOTFOUND)
         return 0;
-    if (rc == 0)
-        rc = bl_sval_decode(v.mv_data, v.mv_size, &sv);
+    if (rc == 0) /* only its created_lsn: no need to resolve */
+        rc = bl_sval_decode_any(v.mv_data, v.mv_size, &sv);
     if (rc != 0)
         return rc;
     copy_str(it->parent, id, n);

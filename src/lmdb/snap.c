@@ -137,6 +137,32 @@ int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
     return bl_pc_get(s->e, s->txn, db, &k, v); /* a damaged page is an error, not a crash */
 }
 
+int bl_snap_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                const void **v, size_t *n)
+{
+    unsigned char kb[8];
+    MDB_val val;
+    int rc;
+
+    bl_put64be(kb, lsn);
+    rc = what == BL_REF_BASE ? bl_snap_get(ctx, BL_DB_BASE_SESSIONS, id, id_len, &val)
+                             : bl_snap_get(ctx, BL_DB_LOG, kb, 8, &val);
+    if (rc == 0) {
+        *v = val.mv_data;
+        *n = val.mv_size;
+    }
+    return rc;
+}
+
+int bl_snap_session(bl_snap *s, const void *id, size_t id_len, bl_sval *out)
+{
+    MDB_val v;
+    int rc = bl_snap_get(s, BL_DB_SESSIONS, id, id_len, &v);
+    if (rc != 0)
+        return rc;
+    return bl_sval_read(v.mv_data, v.mv_size, (const char *)id, id_len, bl_snap_ref, s, out);
+}
+
 uint64_t bl_snap_entries(bl_snap *s, int db)
 {
     MDB_stat st;

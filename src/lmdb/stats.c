@@ -21,14 +21,27 @@
  * up for the whole scan of a large store. */
 #define DIGEST_CHUNK 4096
 
-static int hash_cursor(bl_cursor *c, bl_env *e, int tag, int keep_lock, bl_digest *st)
+/* Hash a table.  A session kept as a reference (format 5) is hashed as
+ * the whole value it stands for, resolved through get. */
+static int hash_cursor(bl_cursor *c, bl_env *e, int tag, int keep_lock, bl_digest *st,
+                       bl_ref_fn get, void *ctx)
 {
     MDB_val k, v;
     int rc;
     unsigned long n = 0;
 
     while ((rc = bl_cursor_next(c, &k, &v)) > 0) {
-        if ((rc = bl_digest_add(st, tag, k.mv_data, k.mv_size, v.mv_data, v.mv_size)) != 0)
+        if (tag == 'S' && v.mv_size != 0 && ((const unsigned char *)v.mv_data)[0] == 3) {
+            bl_sval sv;
+            if (k.mv_size == 0 || k.mv_size > BINDLOG_ID_MAX)
+                rc = bl_digest_add(st, tag, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+            else if ((rc = bl_sval_read(v.mv_data, v.mv_size, k.mv_data, k.mv_size, get, ctx,
+                                        &sv)) == 0)
+                rc = bl_digest_add_sval(st, k.mv_data, k.mv_size, &sv);
+        } else {
+            rc = bl_digest_add(st, tag, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+        }
+        if (rc != 0)
             break;
         if (!keep_lock && ++n % DIGEST_CHUNK == 0) {
             bl_map_unlock(e);
@@ -40,27 +53,28 @@ static int hash_cursor(bl_cursor *c, bl_env *e, int tag, int keep_lock, bl_diges
 }
 
 static int hash_table(bl_env *e, MDB_txn *txn, MDB_dbi dbi, int tag, int keep_lock,
-                      bl_digest *st)
+                      bl_digest *st, bl_ref_fn get, void *ctx)
 {
     bl_cursor c;
     int rc;
 
     if ((rc = bl_cursor_open(&c, e, txn, dbi, NULL, 0)) != 0)
         return rc;
-    return hash_cursor(&c, e, tag, keep_lock, st);
+    return hash_cursor(&c, e, tag, keep_lock, st, get, ctx);
 }
 
 int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions,
-                     int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE])
+                     int keep_lock, bl_ref_fn get, void *ctx,
+                     unsigned char out[BINDLOG_DIGEST_SIZE])
 {
     bl_digest *st = bl_digest_new();
     int rc;
 
     if (st == NULL)
         return BINDLOG_ENOMEM;
-    rc = hash_table(e, txn, bindings, 'B', keep_lock, st);
+    rc = hash_table(e, txn, bindings, 'B', keep_lock, st, NULL, NULL);
     if (rc == 0)
-        rc = hash_table(e, txn, sessions, 'S', keep_lock, st);
+        rc = hash_table(e, txn, sessions, 'S', keep_lock, st, get, ctx);
     if (rc == 0)
         bl_digest_final(st, out);
     bl_digest_free(st);
@@ -77,9 +91,9 @@ int bl_digest_snap(bl_snap *s, int keep_lock, unsigned char out[BINDLOG_DIGEST_S
         return BINDLOG_ENOMEM;
     rc = bl_cursor_open_snap(&c, s, BL_DB_BINDINGS, NULL, 0);
     if (rc == 0)
-        rc = hash_cursor(&c, s->e, 'B', keep_lock, st);
+        rc = hash_cursor(&c, s->e, 'B', keep_lock, st, NULL, NULL);
     if (rc == 0 && (rc = bl_cursor_open_snap(&c, s, BL_DB_SESSIONS, NULL, 0)) == 0)
-        rc = hash_cursor(&c, s->e, 'S', keep_lock, st);
+        rc = hash_cursor(&c, s->e, 'S', keep_lock, st, bl_snap_ref, s);
     if (rc == 0)
         bl_digest_final(st, out);
     bl_digest_free(st);

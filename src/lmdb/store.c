@@ -721,8 +721,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
-    if ((fmt == 2 || fmt == 3) && bl_open_format2)
-        return 0; /* bindlog upgrade, checkpointing a format-2 or 3 store before it reads it */
+    if (fmt >= 2 && fmt <= 4 && bl_open_format2)
+        return 0; /* bindlog upgrade, checkpointing a format-2, 3 or 4 store before it reads it */
     if (fmt < BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
                           "the store has format %u, from before %s; this library reads format "
@@ -730,7 +730,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           (unsigned)fmt,
                           fmt == 1   ? "the write-ahead log"
                           : fmt == 2 ? "records chained their key's history"
-                                     : "the compact encodings",
+                          : fmt == 3 ? "the compact encodings"
+                                     : "session values referred to their records",
                           BINDLOG_FORMAT_VERSION);
     return 0;
 }
@@ -1302,6 +1303,10 @@ void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->children = e->dbi[BL_DB_CHILDREN];
     t->history = 0; /* format 3: a key's history is the chain of its records' prev_lsn */
     t->log = e->dbi[BL_DB_LOG];
+    t->reflog = e->dbi[BL_DB_LOG];
+    t->refbase = e->dbi[BL_DB_BASE_SESSIONS];
+    t->rec_get = NULL;
+    t->rec_ctx = NULL;
 }
 
 void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t)
@@ -1309,7 +1314,9 @@ void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->txn = txn;
     t->bindings = e->dbi[BL_DB_BASE_BINDINGS];
     t->sessions = e->dbi[BL_DB_BASE_SESSIONS];
-    t->children = t->history = t->log = 0;
+    t->children = t->history = t->log = t->reflog = t->refbase = 0;
+    t->rec_get = NULL;
+    t->rec_ctx = NULL;
 }
 
 /* The view's tables are live, base or another store's: their encodings,
@@ -1326,6 +1333,31 @@ static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
     return bl_bval_decode(v.mv_data, v.mv_size, out);
 }
 
+int bl_tables_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                  const void **v, size_t *n)
+{
+    bl_tables *t = ctx;
+    unsigned char kb[8];
+    MDB_val k = {8, kb}, val;
+    MDB_dbi dbi = what == BL_REF_BASE ? t->refbase : t->reflog;
+    int db = what == BL_REF_BASE ? BL_DB_BASE_SESSIONS : BL_DB_LOG;
+    int rc;
+
+    if (t->rec_get != NULL)
+        return t->rec_get(t->rec_ctx, what, lsn, id, id_len, v, n);
+    if (what == BL_REF_BASE)
+        k = (MDB_val){id_len, (void *)id};
+    else
+        bl_put64be(kb, lsn);
+    if ((rc = bl_pc_guard_write(t->txn, dbi, k.mv_data, k.mv_size)) == 0)
+        rc = bl_get_checked(t->txn, dbi, db, &k, &val);
+    if (rc == 0) {
+        *v = val.mv_data;
+        *n = val.mv_size;
+    }
+    return rc;
+}
+
 static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
 {
     bl_tables *t = ctx;
@@ -1335,7 +1367,9 @@ static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)
         rc = bl_get_checked(t->txn, t->sessions, BL_DB_SESSIONS, &k, &v);
     if (rc != 0)
         return rc;
-    return bl_sval_decode(v.mv_data, v.mv_size, out);
+    /* a base image holds whole values only: no log to refer to */
+    return bl_sval_read(v.mv_data, v.mv_size, id, len,
+                        bl_tables_refs(t) ? bl_tables_ref : NULL, t, out);
 }
 
 void bl_view_init(bl_view *v, bl_tables *t)
@@ -1359,7 +1393,7 @@ int bl_child_entry_key(MDB_txn *txn, MDB_dbi sessions, int db, const bl_sval *sv
     if (rc == BINDLOG_ENOTFOUND)
         return 0; /* a parent the store does not hold (bl_child_indexed) */
     if (rc == 0)
-        rc = bl_sval_decode(v.mv_data, v.mv_size, &parent);
+        rc = bl_sval_decode_any(v.mv_data, v.mv_size, &parent); /* its created_lsn only */
     if (rc == BINDLOG_ECORRUPT || rc == BINDLOG_EVERSION)
         return bl_err_set(BINDLOG_ECORRUPT, "session '%s' names parent '%s', which is damaged in %s",
                           bl_err_bytes(q, sizeof q, id, id_len),

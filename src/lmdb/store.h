@@ -155,6 +155,14 @@ typedef struct bl_tables {
     MDB_txn *txn;
     MDB_dbi bindings, sessions;
     MDB_dbi children, history, log; /* 0 = do not maintain */
+    /* What a reference session value names (bl_sval_read): through
+     * rec_get(rec_ctx, ...) if set, else the log `reflog` and the base
+     * image `refbase` of txn.  All unset: the sessions are a base image's
+     * (whole values, marked: bl_sval_encode_base), which is also how
+     * bl_replay_one() then writes them. */
+    MDB_dbi reflog, refbase;
+    bl_ref_fn rec_get;
+    void *rec_ctx;
 } bl_tables;
 
 /* The LMDB name of table db (BL_DB_*): "log", "bindings", ... */
@@ -163,8 +171,14 @@ const char *bl_db_name(int db);
 void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t);
 void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t);
 
-/* A bl_view over tables (for bl_decide). */
+/* A bl_view over tables (for bl_decide).  Its sessions resolve a
+ * reference value (bl_sval_read) through the tables' log. */
 void bl_view_init(bl_view *v, bl_tables *t);
+/* bl_ref_fn over a bl_tables (ctx). */
+int bl_tables_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                  const void **v, size_t *n);
+/* 1 if t's sessions may hold references (and bl_replay_one writes them). */
+static inline int bl_tables_refs(const bl_tables *t) { return t->reflog != 0 || t->rec_get != NULL; }
 
 /*
  * The children-table key of session `id`, whose value is `sv`, when its
@@ -277,6 +291,12 @@ int bl_snap_table(bl_snap *s, int db, const struct bl_tent **ents, size_t *n);
 /* Look a key up: the tail, then LMDB.  0 (v set; valid while the map lock
  * is held and the snapshot open), BINDLOG_ENOTFOUND, or an error. */
 int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v);
+/* bl_ref_fn over a snapshot (ctx). */
+int bl_snap_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                const void **v, size_t *n);
+/* A session through the snapshot, a reference resolved (bl_sval_read):
+ * 0, BINDLOG_ENOTFOUND or an error. */
+int bl_snap_session(bl_snap *s, const void *id, size_t id_len, bl_sval *out);
 /* Entries of a table in the snapshot (LMDB's plus the tail's new keys). */
 uint64_t bl_snap_entries(bl_snap *s, int db);
 /* Meta records through the snapshot (missing ones read as zero). */
@@ -337,7 +357,8 @@ int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out
  * inside a write transaction pass keep_lock = 1 (a thread waiting to grow the
  * map while this one holds LMDB's writer lock would deadlock). */
 int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions,
-                     int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE]);
+                     int keep_lock, bl_ref_fn get, void *ctx,
+                     unsigned char out[BINDLOG_DIGEST_SIZE]);
 /* The same over a snapshot (the live tables, LMDB plus the tail). */
 int bl_digest_snap(bl_snap *s, int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE]);
 

@@ -391,6 +391,9 @@ static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_
      * comparing fields spares encoding and checksumming the record again. */
     if (bytes[0] != BINDLOG_RECORD_VERSION || !bl_record_same(&plan.rec, &rec))
         return (d->why = "a record re-derives to other bytes"), BL_BULK_FALLBACK;
+    /* the state keeps every session whole, marked when the live table
+     * keeps it as a reference (the merge hands that form to the sink) */
+    d->enc.ref_ok = BL_SVAL_BASE;
     if ((rc = bl_plan_encode_state(&plan, &d->enc)) != 0)
         return rc;
 

@@ -176,8 +176,20 @@ static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, bl_digest *dg)
             if (dg != NULL && (rc = bl_digest_add(dg, kind == RUN_KEYS ? 'B' : 'S', last, nl,
                                                   r->val, r->val_len)) != 0)
                 break;
-            rc = kind == RUN_KEYS ? sink->binding(sink->ctx, last, nl, r->val, r->val_len)
-                                  : sink->session(sink->ctx, last, nl, r->val, r->val_len);
+            if (kind == RUN_KEYS) {
+                rc = sink->binding(sink->ctx, last, nl, r->val, r->val_len);
+            } else if (r->val_len >= 2 && r->val[0] == 2 && (r->val[1] & BL_SVAL_F_REF)) {
+                /* hashed whole above; the live table keeps the reference */
+                unsigned char rv[BL_SVAL_REF_MAX];
+                bl_sval sv;
+                size_t rn = 0;
+                if (bl_sval_decode_trusted(r->val, r->val_len, &sv) == 0)
+                    rn = bl_sval_encode_ref(&sv, rv, sizeof rv);
+                rc = rn == 0 ? bl_bulk_fall_back(b, "a session does not encode")
+                             : sink->session(sink->ctx, last, nl, rv, rn);
+            } else {
+                rc = sink->session(sink->ctx, last, nl, r->val, r->val_len);
+            }
         }
         if (rc != 0)
             break;

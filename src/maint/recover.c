@@ -167,7 +167,7 @@ static int recover(const char *dir, const char *out_dir, bindlog_recover_report 
             goto out;
     }
     bl_salvage_dedupe(&sv);
-    if ((rc = bl_evidence_build(&sv, &ev)) != 0)
+    if ((rc = bl_salvage_resolve(&sv)) != 0 || (rc = bl_evidence_build(&sv, &ev)) != 0)
         goto out;
     rep->pages = sv.pages;
     rep->damaged_pages = sv.damaged;

@@ -66,6 +66,23 @@ int bl_salvage_entry(bl_salvage *sv, int table, const unsigned char *k, size_t k
  * a format-2 store is recovered. */
 int bl_salvage_history(bl_salvage *sv, const unsigned char *k, size_t kn);
 
+/* After bl_salvage_dedupe(): every stored session kept as a reference
+ * (format 5) made whole, marked (bl_sval_encode_base), from the salvaged
+ * record that created it or the base image's value; one that resolves
+ * nowhere (its record is lost) is dropped, as a damaged value is.  0 or
+ * BINDLOG_ENOMEM. */
+int bl_salvage_resolve(bl_salvage *sv);
+/* A session `id` kept as a reference whose creating record is lost: its
+ * own fields (s, decoded) kept, the key `key` or, NULL, the one a later
+ * record of the key names for the lost LSN (its previous record), else the
+ * stored binding's that is bound to it; no parent and no origin (they were
+ * the record's only), and as creation time the last surviving record's
+ * before it.  0, or -1 when no key is known. */
+int bl_salvage_lost_creation(const bl_salvage *sv, bl_sval *s, const void *id, size_t id_len,
+                             const char *key, size_t key_len);
+/* The salvaged record at lsn (after bl_salvage_dedupe), or NULL. */
+const struct bl_srec *bl_salvage_find_record(const bl_salvage *sv, uint64_t lsn);
+
 /* The meta records, from the newest tree that has them readable. */
 typedef struct bl_salvage_meta {
     int whole;           /* the meta table was read whole: a missing record is missing */
@@ -147,6 +164,7 @@ struct bl_salvage {
     char wal_why[160];
     uint64_t wal_first, wal_last;
     VEC(struct mapping { void *p; size_t n; }) maps;
+    VEC(void *) bufs; /* whole values made of references (bl_salvage_resolve) */
     uint64_t pages, damaged, conflicts;
 };
 

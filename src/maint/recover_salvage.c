@@ -66,8 +66,8 @@ int bl_salvage_entry(bl_salvage *sv, int table, const unsigned char *k, size_t k
     int base = table == BL_DB_BASE_BINDINGS || table == BL_DB_BASE_SESSIONS;
     bl_sent e = {k, v, kn, vn, 0, 0};
     if (sessions) {
-        bl_sval s;
-        if (!bl_valid_id((const char *)k, kn) || bl_sval_decode(v, vn, &s) != 0) {
+        bl_sval s; /* a reference is made whole by bl_salvage_resolve */
+        if (!bl_valid_id((const char *)k, kn) || bl_sval_decode_any(v, vn, &s) != 0) {
             if (base)
                 sv->base_damaged = 1;
             return 0;
@@ -125,6 +125,9 @@ void bl_salvage_free(bl_salvage *sv)
         free(sv->base[i].v);
     }
     free(sv->hist.v);
+    for (size_t i = 0; i < sv->bufs.n; i++)
+        free(sv->bufs.v[i]);
+    free(sv->bufs.v);
 }
 
 /* ---- indexes over the salvage ------------------------------------------------- */
@@ -153,6 +156,132 @@ void bl_salvage_dedupe(bl_salvage *sv)
         sv->recs.v[o++] = sv->recs.v[i];
     }
     sv->recs.n = o;
+}
+
+const bl_srec *bl_salvage_find_record(const bl_salvage *sv, uint64_t lsn)
+{
+    size_t lo = 0, hi = sv->recs.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sv->recs.v[mid].lsn < lsn)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < sv->recs.n && sv->recs.v[lo].lsn == lsn ? &sv->recs.v[lo] : NULL;
+}
+
+/* The base image's session `id`, whole, or NULL (a linear search: the
+ * base entries are not sorted yet, and references to compacted records
+ * are few). */
+static const bl_sent *base_session(const bl_salvage *sv, const unsigned char *id, size_t n)
+{
+    for (size_t i = 0; i < sv->base[1].n; i++) {
+        const bl_sent *e = &sv->base[1].v[i];
+        if (e->kn == n && memcmp(e->k, id, n) == 0 && e->vn != 0 && e->v[0] != 3)
+            return e;
+    }
+    return NULL;
+}
+
+int bl_salvage_lost_creation(const bl_salvage *sv, bl_sval *s, const void *id, size_t id_len,
+                             const char *key, size_t key_len)
+{
+    for (size_t i = 0; key == NULL && i < sv->hist.n; i++)
+        if (sv->hist.v[i].lsn == s->created_lsn) {
+            key = (const char *)sv->hist.v[i].k;
+            key_len = sv->hist.v[i].kn;
+        }
+    /* else the stored binding that names it (one bound to it still) */
+    for (size_t i = 0; key == NULL && id != NULL && i < sv->state[0].n; i++) {
+        const bl_sent *e = &sv->state[0].v[i];
+        bl_bval b;
+        if (bl_bval_decode(e->v, e->vn, &b) == 0 && b.sid_len == id_len &&
+            memcmp(b.sid, id, id_len) == 0) {
+            key = (const char *)e->k;
+            key_len = e->kn;
+        }
+    }
+    if (key == NULL)
+        return -1;
+    s->key = key;
+    s->key_len = key_len;
+    s->parent = "";
+    s->parent_len = 0;
+    s->origin = "";
+    s->origin_len = 0;
+    s->created_ms = BINDLOG_TIME_MIN_MS;
+    const bl_srec *r = NULL;
+    for (size_t i = 0; i < sv->recs.n && sv->recs.v[i].lsn < s->created_lsn; i++)
+        r = &sv->recs.v[i];
+    bl_record_head rh;
+    if (r != NULL && bl_record_peek(r->p, r->n, &rh) == 0)
+        s->created_ms = rh.time_ms;
+    if (s->ended_lsn != 0 && s->ended_ms < s->created_ms)
+        s->created_ms = s->ended_ms;
+    s->ref = 0; /* whole from now on: nothing to refer to */
+    return 0;
+}
+
+/* Make one reference whole: 1 done, 0 it resolves nowhere, or an error. */
+static int resolve_one(bl_salvage *sv, bl_sent *e)
+{
+    bl_sval s, b;
+    bl_record rec;
+    const bl_srec *r;
+    const bl_sent *be;
+
+    if (bl_sval_decode_any(e->v, e->vn, &s) != 0)
+        return 0;
+    bl_err_clear();
+    if ((r = bl_salvage_find_record(sv, s.created_lsn)) != NULL &&
+        bl_record_decode(r->p, r->n, &rec) == 0 &&
+        bl_sval_resolve(&s, (const char *)e->k, e->kn, &rec) == 0) {
+        /* from its record */
+    } else if ((be = base_session(sv, e->k, e->kn)) != NULL &&
+               bl_sval_decode(be->v, be->vn, &b) == 0 && b.ref &&
+               bl_sval_take_creation(&s, &b) == 0) {
+        /* from the base image */
+    } else {
+        bl_err_clear();
+        if (bl_salvage_lost_creation(sv, &s, e->k, e->kn, NULL, 0) != 0)
+            return 0;
+    }
+    size_t n = bl_sval_size(&s);
+    unsigned char *buf = malloc(n);
+    if (buf == NULL)
+        return BINDLOG_ENOMEM;
+    if (bl_sval_encode_base(&s, buf, n) != n || PUSH(sv->bufs, (void *)buf) != 0) {
+        free(buf);
+        return BINDLOG_ENOMEM;
+    }
+    e->v = buf;
+    e->vn = n;
+    return 1;
+}
+
+int bl_salvage_resolve(bl_salvage *sv)
+{
+    for (int t = 0; t < 2; t++) {
+        VEC(bl_sent) *vec = t ? (void *)&sv->base[1] : (void *)&sv->state[1];
+        size_t o = 0;
+        for (size_t i = 0; i < vec->n; i++) {
+            bl_sent e = vec->v[i];
+            if (e.vn != 0 && e.v[0] == 3) {
+                int rc = resolve_one(sv, &e);
+                if (rc < 0)
+                    return rc;
+                if (rc == 0) {
+                    if (t)
+                        sv->base_damaged = 1; /* an image holds whole values only */
+                    continue;
+                }
+            }
+            vec->v[o++] = e;
+        }
+        vec->n = o;
+    }
+    return 0;
 }
 
 int bl_rv_cmp_key(const unsigned char *a, size_t an, const unsigned char *b, size_t bn)

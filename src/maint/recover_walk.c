@@ -286,6 +286,64 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
     return bl_keyset_add(w->gap, rec.key, rec.key_len);
 }
 
+/* The session after-images of a frame's body as the walk's state keeps
+ * them: whole.  A reference (format 5) is made whole from the record, when
+ * the record created the session, else from the state's value of the same
+ * creation; one that cannot be is not usable (1).  pval/pvn point at the
+ * body or at whole[i] (malloc'ed, freed by the caller).  0, 1 or an error. */
+static int image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_record *rec,
+                      unsigned char **whole, const unsigned char **pval, size_t *pvn)
+{
+    enum { MAXS = 4 };
+    bl_wentry e;
+    size_t off = 0, n = 0;
+    int rc;
+
+    while ((rc = bl_wbody_next(sr->after, sr->after_n, &off, &e)) == 1) {
+        if (e.kind != BL_WE_PUT || e.table != BL_DB_SESSIONS)
+            continue;
+        if (n == MAXS)
+            return 1;
+        pval[n] = e.val;
+        pvn[n] = e.vlen;
+        if (e.vlen != 0 && e.val[0] == 3) {
+            bl_sval s, st;
+            MDB_val v;
+            if (!bl_valid_id((const char *)e.key, e.klen) || bl_sval_decode_any(e.val, e.vlen, &s) != 0)
+                return 1;
+            if (s.created_lsn == rec->lsn) {
+                if (bl_sval_resolve(&s, (const char *)e.key, e.klen, rec) != 0) {
+                    bl_err_clear();
+                    return 1;
+                }
+            } else if (get_raw(txn, w->y->dbi[BL_DB_SESSIONS], e.key, e.klen, &v) == 0 &&
+                       bl_sval_decode(v.mv_data, v.mv_size, &st) == 0 &&
+                       bl_sval_take_creation(&s, &st) == 0) {
+                /* from the state's value of the same creation */
+            } else if (bl_sval_decode_any(e.val, e.vlen, &s) != 0 ||
+                       bl_salvage_lost_creation(w->sv, &s, e.key, e.klen,
+                                                same((const char *)e.key, e.klen, rec->other,
+                                                     rec->other_len)
+                                                    ? rec->key
+                                                    : NULL,
+                                                rec->key_len) != 0) {
+                return 1; /* created in a lost record, on a key nothing names */
+            }
+            size_t cap = bl_sval_size(&s);
+            if ((whole[n] = malloc(cap ? cap : 1)) == NULL)
+                return BINDLOG_ENOMEM;
+            if ((pvn[n] = bl_sval_encode_base(&s, whole[n], cap)) == 0)
+                return 1;
+            pval[n] = whole[n];
+        }
+        n++;
+    }
+    return rc < 0 ? 1 : 0;
+}
+
+static int by_image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_record *rp,
+                         const unsigned char *const *pval, const size_t *pvn);
+
 /* Apply an intact record that does not re-derive by the state it left:
  * the after-images its log frame carries (the key's binding, the sessions
  * it created or ended; lmdb/wal.h), exact where by_effect can only infer.
@@ -297,6 +355,30 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
 static int by_image(bl_walk *w, MDB_txn *txn, const bl_srec *sr)
 {
     bl_record rec;
+    int rc;
+    enum { MAXS = 4 };
+    /* the sessions' after-images as the walk's state keeps them: whole (a
+     * reference is made whole from this record or the state's value) */
+    unsigned char *whole[MAXS] = {NULL};
+    const unsigned char *pval[MAXS];
+    size_t pvn[MAXS];
+
+    if (bl_record_decode(sr->p, sr->n, &rec) != 0 || rec.type >= BINDLOG_EVENT_COUNT)
+        return 1;
+    rc = image_puts(w, txn, sr, &rec, whole, pval, pvn);
+    if (rc == 0)
+        rc = by_image_puts(w, txn, sr, &rec, pval, pvn);
+    for (size_t i = 0; i < MAXS; i++)
+        free(whole[i]);
+    return rc;
+}
+
+/* by_image()'s work once the sessions' after-images are whole: pval[i]
+ * (pvn[i] bytes) for the i-th session put of the body. */
+static int by_image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_record *rp,
+                         const unsigned char *const *pval, const size_t *pvn)
+{
+    bl_record rec = *rp;
     bl_wentry e;
     bl_bval nb;
     size_t off = 0;
@@ -312,8 +394,6 @@ static int by_image(bl_walk *w, MDB_txn *txn, const bl_srec *sr)
     const char *psid[MAXS];
     size_t psn[MAXS], nput = 0;
 
-    if (bl_record_decode(sr->p, sr->n, &rec) != 0 || rec.type >= BINDLOG_EVENT_COUNT)
-        return 1;
     /* check every put first: nothing is written unless all are usable */
     while ((rc = bl_wbody_next(sr->after, sr->after_n, &off, &e)) == 1) {
         if (e.kind != BL_WE_PUT)
@@ -325,8 +405,8 @@ static int by_image(bl_walk *w, MDB_txn *txn, const bl_srec *sr)
         } else if (e.table == BL_DB_SESSIONS) {
             bl_sval ns, os;
             MDB_val v;
-            if (!bl_valid_id((const char *)e.key, e.klen) ||
-                bl_sval_decode(e.val, e.vlen, &ns) != 0 || nput == MAXS)
+            if (!bl_valid_id((const char *)e.key, e.klen) || nput == MAXS ||
+                bl_sval_decode(pval[nput], pvn[nput], &ns) != 0)
                 return 1;
             psid[nput] = (const char *)e.key;
             psn[nput++] = e.klen;
@@ -371,10 +451,15 @@ static int by_image(bl_walk *w, MDB_txn *txn, const bl_srec *sr)
             return rc;
     /* then the after-images themselves */
     off = 0;
-    while (bl_wbody_next(sr->after, sr->after_n, &off, &e) == 1)
-        if (e.table == BL_DB_BINDINGS || e.table == BL_DB_SESSIONS)
-            if ((rc = put_raw(txn, w->y->dbi[e.table], e.key, e.klen, e.val, e.vlen)) != 0)
-                return rc;
+    nput = 0;
+    while (bl_wbody_next(sr->after, sr->after_n, &off, &e) == 1) {
+        if (e.table == BL_DB_BINDINGS)
+            rc = put_raw(txn, w->y->dbi[e.table], e.key, e.klen, e.val, e.vlen);
+        else if (e.table == BL_DB_SESSIONS)
+            rc = put_raw(txn, w->y->dbi[e.table], e.key, e.klen, pval[nput], pvn[nput]), nput++;
+        if (rc != 0)
+            return rc;
+    }
     w->r.counts.applied[rec.type]++;
     if (rec.time_ms > w->r.last_time)
         w->r.last_time = rec.time_ms;
@@ -628,6 +713,10 @@ int bl_walk_run(bl_walk *w)
             return rc;
         bl_tables_live(w->y, txn, &t);
         t.children = t.history = t.log = 0; /* the state is what replay needs */
+        /* ... with every session whole (marked where the store keeps a
+         * reference: bl_replay_one on tables without a log), since the
+         * walk reads and rewrites values of records it may not have */
+        t.reflog = t.refbase = 0;
         if (first && (rc = seed(w, txn)) != 0) {
             bl_wtxn_abort(w->y, txn);
             return rc;

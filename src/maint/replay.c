@@ -209,6 +209,9 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
     default:
         return rc; /* a storage error of the view */
     }
+    /* the tables' own form: references in live tables, marked whole
+     * values in a base image */
+    r->enc.ref_ok = bl_tables_refs(t) ? BL_SVAL_REF : BL_SVAL_BASE;
     if ((rc = bl_plan_encode(&plan, &r->enc)) != 0)
         return rc;
     /* A record of the current version must re-derive to the same bytes; an
@@ -362,8 +365,16 @@ static int image_entry(image_copy *x, MDB_txn *txn, int sessions, const MDB_val 
         return BINDLOG_ECORRUPT;
     }
     *live = s.ended_lsn == 0;
-    rc = put_raw(txn, d->dbi[BL_DB_SESSIONS], k->mv_data, k->mv_size, v->mv_data, v->mv_size,
-                 MDB_APPEND, map_full);
+    /* the live table's form: a marked session as the reference it is
+     * there (resolved through the base image, or the source's) */
+    unsigned char rb[BL_SVAL_REF_MAX];
+    size_t rn = s.ref ? bl_sval_encode_ref(&s, rb, sizeof rb) : 0;
+    if (s.ref && rn == 0) {
+        x->why = "damaged session in the base image";
+        return BINDLOG_ECORRUPT;
+    }
+    rc = put_raw(txn, d->dbi[BL_DB_SESSIONS], k->mv_data, k->mv_size, rn ? rb : v->mv_data,
+                 rn ? rn : v->mv_size, MDB_APPEND, map_full);
     if (rc == 0 && x->with_base)
         rc = put_raw(txn, d->dbi[BL_DB_BASE_SESSIONS], k->mv_data, k->mv_size, v->mv_data,
                      v->mv_size, MDB_APPEND, map_full);
@@ -510,8 +521,13 @@ static int replay_log(log_replay *x, bl_replayer *r)
         if ((rc = bl_wtxn_begin(x->dst, &txn)) != 0)
             return rc;
         bl_tables_live(x->dst, txn, &t);
-        if (!x->dst_log)
+        if (!x->dst_log) {
+            /* a scratch without the log: a reference's record is the
+             * source's, which re-derived byte for byte before it applied */
             t.log = 0;
+            t.rec_get = bl_snap_ref;
+            t.rec_ctx = x->ss;
+        }
         bl_put64be(kb, r->next_lsn);
         if ((rc = bl_cursor_open_snap(&cur, x->ss, BL_DB_LOG, kb, 8)) != 0) {
             bl_cursor_close(&cur);
@@ -1075,10 +1091,30 @@ static int entry_live(int db, const MDB_val *v)
         return bl_bval_decode(v->mv_data, v->mv_size, &b) == 0 && b.sid_len != 0;
     }
     if (db == BL_DB_SESSIONS) {
-        bl_sval s;
-        return bl_sval_decode(v->mv_data, v->mv_size, &s) == 0 && s.ended_lsn == 0;
+        bl_sval s; /* ended_lsn only: no need to resolve a reference */
+        return bl_sval_decode_any(v->mv_data, v->mv_size, &s) == 0 && s.ended_lsn == 0;
     }
     return 0;
+}
+
+/* Two values of session `k` that differ in bytes but may hold the same
+ * session: one whole, the other a reference (a store whose sessions were
+ * written whole, as an etcd mirror's are), resolved through the store's
+ * snapshot (the replay's records are the store's).  1 if the same. */
+static int same_session(bl_snap *ss, const MDB_val *k, const MDB_val *a, const MDB_val *b)
+{
+    static _Thread_local unsigned char ca[BL_SVAL_MAX], cb[BL_SVAL_MAX];
+    bl_sval x, y;
+    size_t na, nb;
+    if (k->mv_size == 0 || k->mv_size > BINDLOG_ID_MAX ||
+        bl_sval_read(a->mv_data, a->mv_size, k->mv_data, k->mv_size, bl_snap_ref, ss, &x) != 0 ||
+        bl_sval_read(b->mv_data, b->mv_size, k->mv_data, k->mv_size, bl_snap_ref, ss, &y) != 0) {
+        bl_err_clear();
+        return 0;
+    }
+    na = bl_sval_encode_v1(&x, ca, sizeof ca);
+    nb = bl_sval_encode_v1(&y, cb, sizeof cb);
+    return na != 0 && na == nb && memcmp(ca, cb, na) == 0;
 }
 
 /*
@@ -1107,8 +1143,10 @@ static int compare_table(checker *ck, bl_env *src, bl_snap *ss, bl_env *dst, MDB
         int c = ra <= 0 ? 1 : rb <= 0 ? -1 : key_cmp(&ka, &kb);
         if (c <= 0)
             *live += (uint64_t)entry_live(db, &va);
-        if (c == 0 && (va.mv_size != vb.mv_size ||
-                       (va.mv_size && memcmp(va.mv_data, vb.mv_data, va.mv_size) != 0)))
+        if (c == 0 &&
+            (va.mv_size != vb.mv_size ||
+             (va.mv_size && memcmp(va.mv_data, vb.mv_data, va.mv_size) != 0)) &&
+            !(db == BL_DB_SESSIONS && same_session(ss, &ka, &va, &vb)))
             entry_problem(ck, db, &ka, "differs from what the log replays to");
         else if (c < 0)
             entry_problem(ck, db, &ka, "is in the store but the log does not produce it");
@@ -1253,7 +1291,9 @@ static int cmp_entry(cmp_sink *c, int t, const void *k, size_t kn, const void *v
             break;
         stored_seen(c, t);
         if (order == 0) {
-            if (w->v.mv_size != vn || (vn && memcmp(w->v.mv_data, v, vn) != 0))
+            MDB_val rv = {vn, (void *)v};
+            if ((w->v.mv_size != vn || (vn && memcmp(w->v.mv_data, v, vn) != 0)) &&
+                !(t == T_SESS && same_session(c->ss, &key, &w->v, &rv)))
                 entry_problem(&c->ck[t], db, &key, "differs from what the log replays to");
             w->rc = bl_cursor_next(&w->c, &w->k, &w->v);
             return w->rc < 0 ? w->rc : cmp_breathe(c);
@@ -1510,8 +1550,9 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
             (rc = compare_table(&ck, src, &ss, scratch->e, dtxn, BL_DB_HISTORY, &dummy)))
             goto out;
         compare_counts(&ck, &counts, &r.counts, live_b, live_s);
+        /* the scratch has no log: its references resolve in the source */
         if ((rc = bl_digest_tables(scratch->e, dtxn, scratch->e->dbi[BL_DB_BINDINGS],
-                                   scratch->e->dbi[BL_DB_SESSIONS], 0,
+                                   scratch->e->dbi[BL_DB_SESSIONS], 0, bl_snap_ref, &ss,
                                    out->replay_digest)) != 0)
             goto out;
         /* done with the scratch store before the store's digest, which
@@ -1520,8 +1561,18 @@ int bl_lmdb_check(bindlog *s, bindlog_check_report *out, bindlog_progress_fn pro
         dtxn = NULL;
     }
     /* a damaged table has no digest: the report already names the damage */
-    if (!ck.damaged)
+    if (!ck.damaged) {
         rc = bl_digest_snap(&ss, 0, out->state_digest);
+        if (rc == BINDLOG_ECORRUPT) {
+            /* a session kept as a reference to a damaged or missing record
+             * (or a value that does not decode): the state has no digest,
+             * which is a finding of the check, not a failure of it */
+            problem(&ck, 0, NULL, 0, "the state has no digest: %s",
+                    bl_err_isset() ? bl_err_get() : "a session value does not decode");
+            memset(out->state_digest, 0, sizeof(out->state_digest));
+            rc = 0;
+        }
+    }
 out:
     if (rc == 0 && have_ss)
         rc = check_wal(&ck, &ss);

@@ -181,6 +181,14 @@ static int current_value(int sess, const unsigned char **val, size_t *vl)
 {
     static _Thread_local unsigned char buf[BL_SVAL_MAX];
     size_t n = 0;
+    if (sess && *vl >= 2 && *vl <= sizeof buf && (*val)[0] == 2 && ((*val)[1] & BL_SVAL_F_REF)) {
+        /* a store's mark (bl_sval_encode_base) has no meaning in a stream:
+         * the imported session is whole, in this store's image and table */
+        memcpy(buf, *val, *vl);
+        buf[1] &= (unsigned char)~BL_SVAL_F_REF;
+        *val = buf;
+        return 0;
+    }
     if (*vl == 0 || (*val)[0] >= 2)
         return 0;
     if (sess) {
@@ -682,9 +690,13 @@ static int import_once(importer *im, uint64_t *err_offset)
     /* inside the import's write transaction: keep the map lock throughout */
     if (im->have_digest)
         memcpy(digest, im->digest, sizeof(digest)); /* what the bulk replay wrote */
-    else if ((rc = bl_digest_tables(e, im->txn, e->dbi[BL_DB_BINDINGS],
-                                    e->dbi[BL_DB_SESSIONS], 1, digest)) != 0)
-        goto out;
+    else {
+        bl_tables lt; /* references resolve in the log and image just written */
+        bl_tables_live(e, im->txn, &lt);
+        if ((rc = bl_digest_tables(e, im->txn, e->dbi[BL_DB_BINDINGS], e->dbi[BL_DB_SESSIONS],
+                                   1, bl_tables_ref, &lt, digest)) != 0)
+            goto out;
+    }
     if (memcmp(digest, p + 24, BINDLOG_DIGEST_SIZE) != 0) {
         rc = BINDLOG_ECORRUPT; /* the state is not the one the exporter had */
         goto out;

@@ -102,6 +102,12 @@ static int export_image_table(bl_env *e, MDB_txn *txn, int sessions, writer *w,
             bl_put16(p, (uint16_t)k.mv_size);
         memcpy(p + klen_bytes, k.mv_data, k.mv_size);
         memcpy(p + klen_bytes + k.mv_size, v.mv_data, v.mv_size);
+        /* The mark of a session the live table keeps as a reference is the
+         * store's business: the stream carries the value whole, as every
+         * reader of streams takes it, and the importing store decides its
+         * own forms. */
+        if (sessions && v.mv_size >= 2 && p[klen_bytes + k.mv_size] == 2)
+            p[klen_bytes + k.mv_size + 1] &= (unsigned char)~BL_SVAL_F_REF;
         wr_frame(w, frame, sessions ? 'S' : 'B', klen_bytes + k.mv_size + v.mv_size, 1);
         rc = 0;
         n++;

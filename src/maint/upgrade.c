@@ -1,8 +1,8 @@
 /*
- * upgrade.c -- bindlog_upgrade(): a store of format 1, 2 or 3 moved to the
- * current format.  Formats 2 and 3 are first drained (opened as a writer
+ * upgrade.c -- bindlog_upgrade(): a store of format 1, 2, 3 or 4 moved to
+ * the current format.  Formats 2 to 4 are first drained (opened as a writer
  * and closed, which checkpoints their log into data.mdb); from there the
- * three are read alike, by the reader of upgrade_f1.c, and the steps below
+ * four are read alike, by the reader of upgrade_f1.c, and the steps below
  * are the same (named for format 1, the first one they were written for).
  *
  * The new store is built inside the store's own directory, in
@@ -590,7 +590,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
                         (unsigned)info.format, BINDLOG_FORMAT_VERSION);
         goto out;
     }
-    if (info.format < 1 || info.format > 3) {
+    if (info.format < 1 || info.format > 4) {
         rc = bl_err_set(BINDLOG_ECORRUPT, "the store says format %u, which never existed",
                         (unsigned)info.format);
         goto out;

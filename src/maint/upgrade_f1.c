@@ -471,10 +471,11 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
     XXH3_64bits_reset(o.hash);
     if ((rc = read_meta(s, info)) != 0)
         goto done;
-    /* formats 2 and 3 have format 1's tables (and two more meta records):
-     * once the log is checkpointed, data.mdb alone is the store */
-    if (info->format < 1 || info->format > 3) {
-        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1, 2 or 3",
+    /* formats 2 to 4 have format 1's tables (and more meta records): once
+     * the log is checkpointed, data.mdb alone is the store, and every value
+     * in it is whole (references came with format 5) */
+    if (info->format < 1 || info->format > 4) {
+        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1, 2, 3 or 4",
                         (unsigned)info->format);
         goto done;
     }

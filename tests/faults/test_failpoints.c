@@ -139,7 +139,7 @@ static void failpoints__kill_at_every_point(void **state)
     char spec[128];
 
     w.log_size = 64 << 10;
-    w.events_per_thread = 220; /* about 4 laps of the ring */
+    w.events_per_thread = 400; /* about 4 laps of the ring */
     for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
         for (size_t j = 0; j < nn; j++) {
             /* the ring wraps and checkpoints run a few times per run only:

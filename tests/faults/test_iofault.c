@@ -293,9 +293,14 @@ static void iofault__a_full_log_on_a_full_disk_is_enospc(void **state)
     const uint64_t cap = 64 << 10;
     int n = 0;
     store_open(&st, BINDLOG_DURABILITY_FULL, cap);
-    /* a frame here is about 1.1 KiB: stop when the next one no longer fits */
-    while (bl_wal_used(st.s->e) + 1200 + 64 <= cap) {
+    /* every frame here has the same size (measured on the first): stop
+     * when the next one no longer fits */
+    uint64_t frame = 0;
+    while (frame == 0 || bl_wal_used(st.s->e) + frame <= cap) {
+        uint64_t used = bl_wal_used(st.s->e);
         assert_int_equal(store_event(&st, st.s), BINDLOG_APPLIED);
+        if (frame == 0)
+            frame = bl_wal_used(st.s->e) - used;
         n++;
     }
     shim_fail(SHIM_WRITE, 1, ENOSPC, -1);

@@ -16,10 +16,11 @@
  * (tests/data/format1/expected.txt) and the old data.mdb as its backup.
  * eio at a step before the switch: the call fails and leaves nothing.
  *
- * A format-3 store (tests/data/format3) is first drained: opened as a
- * writer and closed, which checkpoints its log into data.mdb, so its bytes
- * change but not its state; killed at each step, it opens as the format-3
- * store (BINDLOG_EVERSION) or the new one, and a second run finishes.
+ * A format-3 or format-4 store (tests/data/format3, format4) is first
+ * drained: opened as a writer and closed, which checkpoints its log into
+ * data.mdb, so its bytes change but not its state; killed at each step, it
+ * opens as the old store (BINDLOG_EVERSION) or the new one, and a second
+ * run finishes.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -162,10 +163,13 @@ static int which_store(const fx *f)
         /* format 1 as it was, byte for byte; a format-3 store may have been
          * drained (its log checkpointed into data.mdb) */
         snprintf(path, sizeof path, "%s/data.mdb", f->dir);
-        if (f->fmt == 1)
+        if (f->fmt == 1) {
             same_file(path, f);
-        else
-            assert_non_null(strstr(bindlog_last_error(), "format 3"));
+        } else {
+            char says[32];
+            snprintf(says, sizeof says, "format %d", f->fmt);
+            assert_non_null(strstr(bindlog_last_error(), says));
+        }
         return 1;
     }
     assert_int_equal(rc, 0);
@@ -238,11 +242,10 @@ static void upgrade_crash__kill_at_each_step(void **state)
     }
 }
 
-/* The same on format-3 stores: one closed cleanly, one whose last records
- * were only in bindlog.wal. */
-static void upgrade_crash__format3_kill_at_each_step(void **state)
+/* The same on format-3 or format-4 stores: one closed cleanly, one whose
+ * last records were only in bindlog.wal. */
+static void kill_at_each_step(int fmt)
 {
-    (void)state;
     static const struct {
         const char *point;
         int leaves;
@@ -253,7 +256,7 @@ static void upgrade_crash__format3_kill_at_each_step(void **state)
                  {"upgrade.clean", 2}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         for (int c = 0; c < 2; c++) {
-            fx *f = extract_fmt(3, c ? "crashed" : "plain");
+            fx *f = extract_fmt(fmt, c ? "crashed" : "plain");
             char spec[64];
             snprintf(spec, sizeof spec, "%s:kill", steps[i].point);
             int status = child_upgrade(f, spec);
@@ -261,20 +264,36 @@ static void upgrade_crash__format3_kill_at_each_step(void **state)
             assert_int_equal(WTERMSIG(status), SIGKILL);
             int had = which_store(f);
             if (had != steps[i].leaves)
-                fail_msg("format 3 killed at %s: the store is format %d", steps[i].point, had);
+                fail_msg("format %d killed at %s: the store is %s", fmt, steps[i].point,
+                         had == 1 ? "the old one" : "the new one");
             finish(f, had);
             fx_free(f);
         }
     }
     /* eio after the new log went in: the old log is put back */
-    fx *f = extract_fmt(3, "crashed");
+    fx *f = extract_fmt(fmt, "crashed");
     bindlog_upgrade_report r;
+    char backup[32];
+    snprintf(backup, sizeof backup, "format%d-backup", fmt);
     set_failpoint("upgrade.wal:eio");
     assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), BINDLOG_EIO);
     assert_int_equal(which_store(f), 1);
-    assert_false(exists(f->dir, "format3-backup"));
+    assert_false(exists(f->dir, backup));
     finish(f, 1);
     fx_free(f);
+}
+
+static void upgrade_crash__format3_kill_at_each_step(void **state)
+{
+    (void)state;
+    kill_at_each_step(3);
+}
+
+/* Format 4: whole session values read, references written. */
+static void upgrade_crash__format4_kill_at_each_step(void **state)
+{
+    (void)state;
+    kill_at_each_step(4);
 }
 
 static void upgrade_crash__eio_before_the_switch_leaves_nothing(void **state)
@@ -364,6 +383,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(upgrade_crash__kill_at_each_step),
         cmocka_unit_test(upgrade_crash__format3_kill_at_each_step),
+        cmocka_unit_test(upgrade_crash__format4_kill_at_each_step),
         cmocka_unit_test(upgrade_crash__eio_before_the_switch_leaves_nothing),
         cmocka_unit_test(upgrade_crash__kill_anywhere),
         cmocka_unit_test(upgrade_crash__backup_by_copy),
