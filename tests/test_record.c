@@ -954,7 +954,7 @@ static void sval__reference_form(void **state)
     assert_int_equal(n, 9);
     assert_memory_equal(b, "\x03\x00\x2a\x08\xa0\x1f\x02\x72\x78", 9);
     /* the whole value, marked (a base image's form) */
-    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 1};
+    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 1, 0, 0};
     n = bl_sval_encode_base(&w, b, sizeof b);
     assert_int_equal(n, 14);
     assert_memory_equal(b, "\x02\x80\x01\x01\x00\x01\x2a\x00\xd0\x0f\x00\x6b\x73\x7b", 14);

@@ -995,8 +995,8 @@ static int etcd_key_of(importer *im, MDB_txn *txn, bl_env *e, int table, const M
 
 /* The etcd value of a scratch store's entry: etcd keeps every session
  * whole and unmarked (docs/scale-out.md), where the scratch LMDB store
- * (format 5) keeps references in its sessions table and marks in its base
- * image.  *v is left alone or pointed at buf. */
+ * (format 6) keeps references in its sessions table, marks in its base
+ * image and the sibling chain in both.  *v is left alone or pointed at buf. */
 static int etcd_value_of(bl_env *e, MDB_txn *txn, int table, const MDB_val *k, MDB_val *v,
                          bl_ebuf *buf)
 {
@@ -1006,12 +1006,13 @@ static int etcd_value_of(bl_env *e, MDB_txn *txn, int table, const MDB_val *k, M
     int rc;
 
     if ((table != BL_ES_SESSIONS && table != BL_ES_BASE_SESSIONS) || v->mv_size < 2 ||
-        (b[0] != 3 && !(b[0] == 2 && (b[1] & BL_SVAL_F_REF))))
+        (b[0] != 3 && !(b[0] == 2 && (b[1] & (BL_SVAL_F_REF | BL_SVAL_F_LINKS)))))
         return 0;
     bl_tables_live(e, txn, &t);
     if ((rc = bl_sval_read(v->mv_data, v->mv_size, k->mv_data, k->mv_size, bl_tables_ref, &t,
                            &sv)) != 0)
         return rc;
+    sv.child_lsn = sv.sibling_lsn = 0; /* etcd indexes children under keys of its own */
     buf->len = 0;
     if ((rc = bl_ebuf_reserve(buf, bl_sval_size(&sv))) != 0)
         return rc;

@@ -422,6 +422,7 @@ static int apply_one(gstate *g, bindlog *h, const bl_event *ev, bindlog_result *
     if (rc != BINDLOG_APPLIED)
         return rc;
     g->e->enc.ref_ok = BL_SVAL_REF; /* the sessions it creates refer to this record */
+    g->e->enc.links = 1;
     if ((rc = bl_plan_encode(&plan, &g->e->enc)) != 0 ||
         (rc = add_record(g->b, g->e->enc.buf + g->e->enc.rec_off, g->e->enc.rec_len)) != 0 ||
         (rc = bl_plan_puts(&plan, &g->e->enc, put_entry, g->b)) != 0 ||

@@ -212,6 +212,7 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
     /* the tables' own form: references in live tables, marked whole
      * values in a base image */
     r->enc.ref_ok = bl_tables_refs(t) ? BL_SVAL_REF : BL_SVAL_BASE;
+    r->enc.links = 1;
     if ((rc = bl_plan_encode(&plan, &r->enc)) != 0)
         return rc;
     /* A record of the current version must re-derive to the same bytes; an
