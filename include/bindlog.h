@@ -66,7 +66,7 @@ extern "C" {
 #define BINDLOG_VERSION_PATCH 0
 #define BINDLOG_VERSION_STRING "0.1.0"
 /** On-disk store format written by this library. */
-#define BINDLOG_FORMAT_VERSION 5
+#define BINDLOG_FORMAT_VERSION 6
 /** Log record encoding version written by this library. */
 #define BINDLOG_RECORD_VERSION 3
 

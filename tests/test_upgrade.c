@@ -1033,7 +1033,7 @@ static void upgrade__other_formats_are_refused(void **state)
         int magic, rc;
         const char *says;
     } cases[] = {
-        {6, 1, BINDLOG_EVERSION, "format 6, newer than this library's 5"},
+        {7, 1, BINDLOG_EVERSION, "format 7, newer than this library's 6"},
         {0, 1, BINDLOG_ECORRUPT, "no valid format record"},
         {1, 0, BINDLOG_ENOTSTORE, "no bindlog magic"},
     };

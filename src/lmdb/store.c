@@ -721,8 +721,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
-    if (fmt >= 2 && fmt <= 4 && bl_open_format2)
-        return 0; /* bindlog upgrade, checkpointing a format-2, 3 or 4 store before it reads it */
+    if (fmt >= 2 && fmt <= 5 && bl_open_format2)
+        return 0; /* bindlog upgrade, checkpointing a format-2 to 5 store before it reads it */
     if (fmt < BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
                           "the store has format %u, from before %s; this library reads format "
@@ -731,7 +731,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           fmt == 1   ? "the write-ahead log"
                           : fmt == 2 ? "records chained their key's history"
                           : fmt == 3 ? "the compact encodings"
-                                     : "session values referred to their records",
+                          : fmt == 4 ? "session values referred to their records"
+                                     : "session values linked their children",
                           BINDLOG_FORMAT_VERSION);
     return 0;
 }
