@@ -762,9 +762,12 @@ BINDLOG_API int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out
 /** Every session, in id byte order. */
 BINDLOG_API int bindlog_sessions_iter(bindlog *s, bindlog_iter **out);
 /** The direct children of `session_id` (sessions split from or opened after
- * it), in id order.  An unknown session simply has none.  A next call
- * returns BINDLOG_ECORRUPT if the store's children index names a session
- * whose parent is another (a damaged store: `bindlog check` names it). */
+ * it): those whose creating record the log holds newest first, then those
+ * compaction folded, in id order (the LMDB backend; the etcd backend lists
+ * all of them in id order).  An unknown session simply has none.  A next
+ * call returns BINDLOG_ECORRUPT if the store's sibling chain or children
+ * index names a session whose parent is another, or a record that created
+ * no child of it (a damaged store: `bindlog check` names it). */
 BINDLOG_API int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out);
 /** The ancestors of `session_id`: its parent, the parent's parent, ... up to
  * the root.  BINDLOG_ENOTFOUND if session_id does not exist.  The walk also
