@@ -202,6 +202,19 @@ static void record_seeds(void)
     /* format 5: the same session as a reference to its record, and whole
      * with the base image's mark */
     put_file("record", "sval-ref", buf, bl_sval_encode_ref(&ended, buf, sizeof(buf)));
+    /* format 6: the sibling chain, its youngest child created at its end
+     * (a flag), an older sibling (a varint); whole and live again after a
+     * re-open, the child before the end (a varint) */
+    bl_sval chain = ended;
+    chain.child_lsn = chain.ended_lsn;
+    chain.sibling_lsn = 2;
+    put_file("record", "sval-chain-ref", buf, bl_sval_encode_ref(&chain, buf, sizeof(buf)));
+    chain.ref = 0;
+    chain.ended_lsn = 0;
+    chain.ended_ms = 0;
+    chain.reason = "";
+    chain.reason_len = 0;
+    put_file("record", "sval-chain-whole", buf, bl_sval_encode(&chain, buf, sizeof(buf)));
     put_file("record", "sval-marked", buf, bl_sval_encode_base(&ended, buf, sizeof(buf)));
     ended.ref = 0;
     size_t en = bl_sval_encode(&ended, buf, sizeof(buf));
