@@ -153,9 +153,8 @@ static int ov_rehash(struct bl_wbuild *b, size_t nslots)
     return 0;
 }
 
-/* The tables whose newest values the group reads back (lookup): the
- * history and children entries are only written, so they stay out of the
- * overlay. */
+/* The tables whose newest values the group reads back (lookup); a frame
+ * carries no other (format 6 links children through the sessions). */
 static int ov_wanted(unsigned table)
 {
     return table == BL_DB_BINDINGS || table == BL_DB_SESSIONS || table == BL_DB_META;

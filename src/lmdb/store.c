@@ -11,7 +11,9 @@
  *             "counts" -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *   log       be64 lsn -> record (record.h)
  *   bindings  key -> binding value        sessions  id -> session value
- *   children  be64 parent's created_lsn, child -> ""
+ *   children  be64 parent's created_lsn, child -> "": format 6, only the
+ *             children whose record the log no longer holds (the others
+ *             are linked by the session values' sibling chain)
  *   history   key 0x00 be64 lsn -> "": format 2 only (empty from format 3 on,
  *             where each record's prev_lsn chains its key's history)
  *   base_bindings / base_sessions: the state at meta "base" (compaction)
