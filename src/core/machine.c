@@ -256,6 +256,11 @@ static void new_session(bl_sput *put, const char *id, size_t id_len, const bl_ev
  * from its value as it was. */
 static void link_child(bl_sput *child, bl_sput *parent, uint64_t lsn)
 {
+    /* a parent created after its child is nobody's parent to the chain, as
+     * to the children table (bl_child_indexed): only a store rebuilt by
+     * bindlog_recover, whose session re-created a lost parent's id, has one */
+    if (!bl_child_indexed(lsn, parent->v.created_lsn))
+        return;
     child->v.sibling_lsn = parent->v.child_lsn;
     parent->v.child_lsn = lsn;
 }

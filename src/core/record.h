@@ -399,17 +399,20 @@ static inline size_t bl_lchild_key(unsigned char *out, uint64_t parent_lsn, cons
     return 8 + child_len;
 }
 
-/* 1 if a session created at child_lsn has an entry in the children table
- * under a parent created at parent_lsn.  A parent always precedes its
- * child, so only a store whose parent row was lost (bindlog_recover keeps
- * the child's parent id, which its value still names) can hold a child
- * whose parent is missing or, re-created by a later event under the same
- * id, younger than the child: that session is no one's child to the
- * table, and the tables built from an image (which only see the parent's
- * row) must agree with the ones the events wrote. */
+/* 1 if a session created at child_lsn is a child of a parent created at
+ * parent_lsn to the children table and the sibling chain.  A parent always
+ * precedes its child, so only a store whose parent row was lost
+ * (bindlog_recover keeps the child's parent id, which its value still
+ * names) can hold a child whose parent is missing or, re-created by a
+ * later event under the same id, younger than the child, or a parent whose
+ * creation recover could not tell (created_lsn 0, which no event has: the
+ * children of every such parent would share one key prefix): that session
+ * is no one's child to the table, and the tables built from an image
+ * (which only see the parent's row) must agree with the ones the events
+ * wrote. */
 static inline int bl_child_indexed(uint64_t child_lsn, uint64_t parent_lsn)
 {
-    return parent_lsn < child_lsn;
+    return parent_lsn != 0 && parent_lsn < child_lsn;
 }
 
 /* ---- validation of caller bytes ------------------------------------------ */
