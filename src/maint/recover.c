@@ -72,122 +72,12 @@ static int open_scratch(const char *dir, uint64_t size, bindlog **out)
     return bindlog_open(out, dir, &o);
 }
 
-/* ---- the sibling chain of the state at the cut ---------------------------------- */
-
-/* A session of y (its id and value point into y's map, valid while the
- * read transaction is open), with the links build_x gives it. */
-typedef struct sess_link {
-    MDB_val id;
-    const char *parent;
-    size_t parent_len;
-    uint64_t created_lsn;
-    uint64_t child_lsn, sibling_lsn;
-} sess_link;
-
-static int id_cmp(const void *a, size_t an, const void *b, size_t bn)
-{
-    int c = memcmp(a, b, an < bn ? an : bn);
-    return c != 0 ? c : an < bn ? -1 : an > bn;
-}
-
-/* Children first by parent, then by creation. */
-static int by_parent(const void *pa, const void *pb)
-{
-    const sess_link *a = *(const sess_link *const *)pa, *b = *(const sess_link *const *)pb;
-    int c = id_cmp(a->parent, a->parent_len, b->parent, b->parent_len);
-    return c != 0 ? c : a->created_lsn < b->created_lsn ? -1 : a->created_lsn > b->created_lsn;
-}
-
-/* The session of id in l (n of them, in y's id order), or NULL. */
-static sess_link *find_link(sess_link *l, size_t n, const char *id, size_t len)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = id_cmp(l[mid].id.mv_data, l[mid].id.mv_size, id, len);
-        if (c == 0)
-            return &l[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
-/*
- * The walk kept no sibling chain it could trust (the stored values it took
- * as evidence link records of later LSNs, or lost ones), so the state at
- * the cut is linked again from what it holds: each parent's children (the
- * sessions naming it, created after it: bl_child_indexed) in creation
- * order, the parent naming the youngest, each child the one before it.
- * As the machine would have linked them had it seen those creations, and
- * the new store's base image: its children table indexes every one of
- * them, and the records after the cut link on from there.
- */
-static int link_state(bl_env *y, MDB_txn *ytxn, sess_link **out, size_t *nout)
-{
-    sess_link *l = NULL, **kids = NULL;
-    size_t n = 0, cap = 0, nk = 0;
-    bl_cursor c;
-    MDB_val k, v;
-    int rc;
-
-    if ((rc = bl_cursor_open(&c, y, ytxn, y->dbi[BL_DB_SESSIONS], NULL, 0)) != 0)
-        return rc;
-    while ((rc = bl_cursor_next(&c, &k, &v)) > 0) {
-        bl_sval sv;
-        if (bl_sval_decode(v.mv_data, v.mv_size, &sv) != 0) {
-            rc = BINDLOG_ECORRUPT; /* y holds whole values only, all of them made here */
-            break;
-        }
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 1024;
-            sess_link *nl = realloc(l, nc * sizeof *nl);
-            if (nl == NULL) {
-                rc = BINDLOG_ENOMEM;
-                break;
-            }
-            l = nl;
-            cap = nc;
-        }
-        l[n++] = (sess_link){k, sv.parent, sv.parent_len, sv.created_lsn, 0, 0};
-    }
-    bl_cursor_close(&c);
-    if (rc == 0 && n > 0 && (kids = malloc(n * sizeof *kids)) == NULL)
-        rc = BINDLOG_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        sess_link *p;
-        if (l[i].parent_len != 0 &&
-            (p = find_link(l, n, l[i].parent, l[i].parent_len)) != NULL &&
-            bl_child_indexed(l[i].created_lsn, p->created_lsn))
-            kids[nk++] = &l[i];
-    }
-    if (rc == 0 && nk > 0) {
-        qsort(kids, nk, sizeof *kids, by_parent);
-        for (size_t i = 0; i < nk; i++) {
-            int first = i == 0 || by_parent(&kids[i - 1], &kids[i]) > 0 ||
-                        id_cmp(kids[i - 1]->parent, kids[i - 1]->parent_len, kids[i]->parent,
-                               kids[i]->parent_len) != 0;
-            kids[i]->sibling_lsn = first ? 0 : kids[i - 1]->created_lsn;
-            if (i + 1 == nk || id_cmp(kids[i + 1]->parent, kids[i + 1]->parent_len,
-                                      kids[i]->parent, kids[i]->parent_len) != 0)
-                find_link(l, n, kids[i]->parent, kids[i]->parent_len)->child_lsn =
-                    kids[i]->created_lsn;
-        }
-    }
-    free(kids);
-    if (rc != 0) {
-        free(l);
-        return rc;
-    }
-    *out = l;
-    *nout = n;
-    return 0;
-}
-
-/* X: the state of y as its base image at `cut` (linked again: link_state),
- * the records after it as its log. */
+/* X: the state of y as its base image at `cut`, the records after it as
+ * its log.  The walk kept no sibling chain it could trust (the stored
+ * values it took as evidence link records of later LSNs, or lost ones), so
+ * the image is linked again from the sessions it holds (bl_relink): the
+ * new store's children table indexes every child of the image, and the
+ * records after the cut link on from there. */
 static int build_x(bl_salvage *sv, bl_env *y, const bl_base *base, uint64_t head_lsn,
                    int64_t head_time, bl_env *x)
 {
@@ -200,48 +90,21 @@ static int build_x(bl_salvage *sv, bl_env *y, const bl_base *base, uint64_t head
         bl_wtxn_abort(x, txn);
         return rc;
     }
-    sess_link *links = NULL;
-    size_t nlinks = 0, at = 0;
-    unsigned char *buf = NULL;
-    rc = link_state(y, ytxn, &links, &nlinks);
     for (int s = 0; s < 2 && rc == 0; s++) {
         bl_cursor c;
         MDB_val k, v;
         if ((rc = bl_cursor_open(&c, y, ytxn, y->dbi[s ? BL_DB_SESSIONS : BL_DB_BINDINGS], NULL,
                                  0)) != 0)
             break;
-        while ((rc = bl_cursor_next(&c, &k, &v)) > 0) {
-            if (s) {
-                /* the same order as link_state's walk */
-                bl_sval ss;
-                if (at >= nlinks || bl_sval_decode(v.mv_data, v.mv_size, &ss) != 0) {
-                    rc = BINDLOG_ECORRUPT;
-                    break;
-                }
-                ss.child_lsn = links[at].child_lsn;
-                ss.sibling_lsn = links[at++].sibling_lsn;
-                size_t n = bl_sval_size(&ss);
-                unsigned char *nb = realloc(buf, n ? n : 1);
-                if (nb == NULL) {
-                    rc = BINDLOG_ENOMEM;
-                    break;
-                }
-                buf = nb;
-                v = (MDB_val){bl_sval_encode_base(&ss, buf, n), buf};
-                if (v.mv_size == 0) {
-                    rc = BINDLOG_ECORRUPT;
-                    break;
-                }
-            }
+        while ((rc = bl_cursor_next(&c, &k, &v)) > 0)
             if ((rc = bl_mdb_error(mdb_put(txn, x->dbi[s ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS],
                                            &k, &v, MDB_APPEND))) != 0)
                 break;
-        }
         bl_cursor_close(&c);
     }
-    free(buf);
-    free(links);
     bl_read_end(y, ytxn);
+    if (rc == 0)
+        rc = bl_relink(x, txn, BL_DB_BASE_SESSIONS, &map_full);
     for (size_t i = 0; rc == 0 && i < sv->recs.n; i++) {
         const bl_srec *r = &sv->recs.v[i];
         unsigned char kb[8];
