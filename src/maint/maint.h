@@ -106,8 +106,9 @@ void bl_replayer_restore(bl_replayer *r, const bl_replay_mark *m);
  * child its next older sibling, over the sessions the table holds.  For a
  * table whose values came from elsewhere (an etcd mirror, the state recover
  * rebuilt).  Rewrites only the values that change, in txn (a write
- * transaction of e).  0, BINDLOG_ECORRUPT (a value that is not whole),
- * BINDLOG_ENOMEM, or an LMDB error (*map_full set when the map is full).
+ * transaction of e); a value that does not decode whole is left as it is
+ * (check names it).  0, BINDLOG_ENOMEM, or an LMDB error (*map_full set
+ * when the map is full).
  */
 int bl_relink(bl_env *e, MDB_txn *txn, int db, int *map_full);
 
