@@ -894,6 +894,19 @@ static size_t references_in(const char *dir)
     return n;
 }
 
+/* The ROUTE records a store's log holds. */
+static uint64_t retained_routes(bindlog *s)
+{
+    uint64_t routes = 0;
+    bindlog_iter *li;
+    bindlog_record rec;
+    assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &li), 0);
+    while (bindlog_iter_next_record(li, &rec) == 1)
+        routes += rec.type == BINDLOG_EVENT_ROUTE;
+    bindlog_iter_close(li);
+    return routes;
+}
+
 /* Format 4 (tests/data/format4, written by b5f9e13: make_format4.sh,
  * gen_format4.c), one store closed cleanly, one compacted, one whose
  * process died with its last records in bindlog.wal only (and a log ring
@@ -958,13 +971,7 @@ static void upgrade__format4_stores(void **state)
         /* the applied counters; a compacted store's ROUTE count is its
          * retained ROUTE records' (an export stream's image carries no
          * ROUTE count: docs/format.md) */
-        uint64_t routes = 0;
-        bindlog_iter *li;
-        bindlog_record rec;
-        assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &li), 0);
-        while (bindlog_iter_next_record(li, &rec) == 1)
-            routes += rec.type == BINDLOG_EVENT_ROUTE;
-        bindlog_iter_close(li);
+        uint64_t routes = retained_routes(s);
         for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
             assert_int_equal(st.applied[t],
                              t == BINDLOG_EVENT_ROUTE && base > 0
@@ -1187,13 +1194,7 @@ static void upgrade__format5_stores(void **state)
                          expected_num(EXPECTED5, which[i], "live_sessions", NULL));
         /* a compacted store's ROUTE count is its retained ROUTE records'
          * after the upgrade, as from format 4 */
-        uint64_t routes = 0;
-        bindlog_iter *li;
-        bindlog_record rec;
-        assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &li), 0);
-        while (bindlog_iter_next_record(li, &rec) == 1)
-            routes += rec.type == BINDLOG_EVENT_ROUTE;
-        bindlog_iter_close(li);
+        uint64_t routes = retained_routes(s);
         for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
             assert_int_equal(st.applied[t],
                              t == BINDLOG_EVENT_ROUTE && base > 0

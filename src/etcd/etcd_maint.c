@@ -341,15 +341,18 @@ static int mirror_link_txn(mirror *m, MDB_txn *txn, int *full)
     return mrc == MDB_NOTFOUND ? 0 : bl_mdb_error(mrc);
 }
 
-static int mirror_link(mirror *m)
+/* Run fn in a write transaction of the scratch store e and commit it,
+ * growing the map and running it again when full (*full set by fn). */
+typedef int (*scratch_fn)(void *ctx, bl_env *e, MDB_txn *txn, int *full);
+
+static int in_scratch_txn(bl_env *e, scratch_fn fn, void *ctx)
 {
-    bl_env *e = m->h->e;
     for (int attempt = 0;; attempt++) {
         MDB_txn *txn;
         int full = 0, rc = bl_wtxn_begin(e, &txn);
         if (rc != 0)
             return rc;
-        if ((rc = mirror_link_txn(m, txn, &full)) != 0) {
+        if ((rc = fn(ctx, e, txn, &full)) != 0) {
             bl_wtxn_abort(e, txn);
             if (!full || attempt > 16)
                 return rc;
@@ -363,6 +366,14 @@ static int mirror_link(mirror *m)
         return rc;
     }
 }
+
+static int mirror_link_fn(void *ctx, bl_env *e, MDB_txn *txn, int *full)
+{
+    (void)e;
+    return mirror_link_txn(ctx, txn, full);
+}
+
+static int mirror_link(mirror *m) { return in_scratch_txn(m->h->e, mirror_link_fn, m); }
 
 /*
  * Mirror the store of etcd handle h at its latest revision into a new
@@ -1282,58 +1293,43 @@ static int roll_back(importer *im)
  * others through its sessions.  The scratch store is thrown away after the
  * import; its sessions may be references, read whole through its log.
  */
-static int full_children(bl_env *e)
+static int full_children_txn(void *ctx, bl_env *e, MDB_txn *txn, int *full)
 {
-    for (int attempt = 0;; attempt++) {
-        MDB_txn *txn;
-        MDB_cursor *c;
-        MDB_val k, v;
-        bl_tables t;
-        int full = 0, mrc, rc = bl_wtxn_begin(e, &txn);
-        if (rc != 0)
-            return rc;
-        bl_tables_live(e, txn, &t);
-        if ((mrc = mdb_cursor_open(txn, e->dbi[BL_DB_SESSIONS], &c)) != 0) {
-            bl_wtxn_abort(e, txn);
-            return bl_mdb_error(mrc);
-        }
-        for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
-             mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-            bl_sval sv, parent;
-            MDB_val pv;
-            if ((rc = bl_sval_read(v.mv_data, v.mv_size, k.mv_data, k.mv_size, bl_tables_ref, &t,
-                                   &sv)) != 0 ||
-                sv.parent_len == 0)
-                continue;
-            MDB_val pk = {sv.parent_len, (void *)sv.parent};
-            if (bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &pk, &pv) != 0 ||
-                bl_sval_decode_any(pv.mv_data, pv.mv_size, &parent) != 0 ||
-                !bl_child_indexed(sv.created_lsn, parent.created_lsn))
-                continue;
-            unsigned char ck[BL_LCHILD_KEY_MAX];
-            MDB_val key = {bl_lchild_key(ck, parent.created_lsn, k.mv_data, k.mv_size), ck},
-                    val = {0, ""};
-            int p = mdb_put(txn, e->dbi[BL_DB_CHILDREN], &key, &val, 0);
-            full = p == MDB_MAP_FULL;
-            rc = bl_mdb_error(p);
-        }
-        mdb_cursor_close(c);
-        if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
-            rc = bl_mdb_error(mrc);
-        if (rc != 0) {
-            bl_wtxn_abort(e, txn);
-            if (!full || attempt > 16)
-                return rc;
-            if ((rc = bl_env_resize(e, 0)) != 0)
-                return rc;
+    MDB_cursor *c;
+    MDB_val k, v;
+    bl_tables t;
+    int mrc, rc = 0;
+    (void)ctx;
+    bl_tables_live(e, txn, &t);
+    if ((mrc = mdb_cursor_open(txn, e->dbi[BL_DB_SESSIONS], &c)) != 0)
+        return bl_mdb_error(mrc);
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        bl_sval sv, parent;
+        MDB_val pv;
+        if ((rc = bl_sval_read(v.mv_data, v.mv_size, k.mv_data, k.mv_size, bl_tables_ref, &t,
+                               &sv)) != 0 ||
+            sv.parent_len == 0)
             continue;
-        }
-        rc = bl_wtxn_commit(e, txn, &full);
-        if (rc == BINDLOG_ENOSPC && full && attempt < 16 && bl_env_resize(e, 0) == 0)
+        MDB_val pk = {sv.parent_len, (void *)sv.parent};
+        if (bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &pk, &pv) != 0 ||
+            bl_sval_decode_any(pv.mv_data, pv.mv_size, &parent) != 0 ||
+            !bl_child_indexed(sv.created_lsn, parent.created_lsn))
             continue;
-        return rc;
+        unsigned char ck[BL_LCHILD_KEY_MAX];
+        MDB_val key = {bl_lchild_key(ck, parent.created_lsn, k.mv_data, k.mv_size), ck},
+                val = {0, ""};
+        int p = mdb_put(txn, e->dbi[BL_DB_CHILDREN], &key, &val, 0);
+        *full = p == MDB_MAP_FULL;
+        rc = bl_mdb_error(p);
     }
+    mdb_cursor_close(c);
+    if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
+        rc = bl_mdb_error(mrc);
+    return rc;
 }
+
+static int full_children(bl_env *e) { return in_scratch_txn(e, full_children_txn, NULL); }
 
 int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn fn, void *ctx)
