@@ -148,7 +148,8 @@ static int link(relink *r)
             kids[nk++] = &r->l[i];
     }
     sort_names = r->names;
-    qsort(kids, nk, sizeof *kids, by_parent);
+    if (nk > 1)
+        qsort(kids, nk, sizeof *kids, by_parent);
     for (size_t i = 0; i < nk; i++) {
         int first = i == 0 || !same_parent(r, kids[i - 1], kids[i]);
         kids[i]->sibling_lsn = first ? 0 : kids[i - 1]->created_lsn;
