@@ -189,19 +189,32 @@ static void record_seeds(void)
     put_file("record", "bval", buf, bl_bval_encode(&bv, buf, sizeof(buf)));
     bl_bval tomb = {"", 0, 6, 10, 1767225600001, 0};
     put_file("record", "bval-tombstone", buf, bl_bval_encode(&tomb, buf, sizeof(buf)));
-    bl_sval sv = {k, strlen(k), "A", 1, 3, 0, 1767225600000, 0, "", 0, "{}", 2, 0};
+    bl_sval sv = {k, strlen(k), "A", 1, 3, 0, 1767225600000, 0, "", 0, "{}", 2, 0, 0, 0};
     put_file("record", "sval", buf, bl_sval_encode(&sv, buf, sizeof(buf)));
     bl_sval sv2 = {key, sizeof(key), id, BINDLOG_ID_MAX, 3, 4, 5, 6, reason, BINDLOG_REASON_MAX,
-                   "o", 1, 0};
+                   "o", 1, 0, 0, 0};
     put_file("record", "sval-longest", buf, bl_sval_encode(&sv2, buf, sizeof(buf)));
     put_file("record", "bval-v1", buf, bl_bval_encode_v1(&bv, buf, sizeof(buf)));
     put_file("record", "sval-v1", buf, bl_sval_encode_v1(&sv, buf, sizeof(buf)));
     /* ended by a split: the standard reason as code 3 in the flags byte */
     bl_sval ended = {k, strlen(k), "A", 1, 3, 9, 1767225600000, 1767225600500, "compression",
-                     11, "{}", 2, 1};
+                     11, "{}", 2, 1, 0, 0};
     /* format 5: the same session as a reference to its record, and whole
      * with the base image's mark */
     put_file("record", "sval-ref", buf, bl_sval_encode_ref(&ended, buf, sizeof(buf)));
+    /* format 6: the sibling chain, its youngest child created at its end
+     * (a flag), an older sibling (a varint); whole and live again after a
+     * re-open, the child before the end (a varint) */
+    bl_sval chain = ended;
+    chain.child_lsn = chain.ended_lsn;
+    chain.sibling_lsn = 2;
+    put_file("record", "sval-chain-ref", buf, bl_sval_encode_ref(&chain, buf, sizeof(buf)));
+    chain.ref = 0;
+    chain.ended_lsn = 0;
+    chain.ended_ms = 0;
+    chain.reason = "";
+    chain.reason_len = 0;
+    put_file("record", "sval-chain-whole", buf, bl_sval_encode(&chain, buf, sizeof(buf)));
     put_file("record", "sval-marked", buf, bl_sval_encode_base(&ended, buf, sizeof(buf)));
     ended.ref = 0;
     size_t en = bl_sval_encode(&ended, buf, sizeof(buf));

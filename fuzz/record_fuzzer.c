@@ -171,7 +171,8 @@ static void check_sval(const uint8_t *data, size_t size)
         v2.ended_ms != v.ended_ms || !same_bytes(v.key, v.key_len, v2.key, v2.key_len) ||
         !same_bytes(v.parent, v.parent_len, v2.parent, v2.parent_len) ||
         !same_bytes(v.reason, v.reason_len, v2.reason, v2.reason_len) ||
-        !same_bytes(v.origin, v.origin_len, v2.origin, v2.origin_len) || v2.ref != v.ref)
+        !same_bytes(v.origin, v.origin_len, v2.origin, v2.origin_len) || v2.ref != v.ref ||
+        v2.child_lsn != v.child_lsn || v2.sibling_lsn != v.sibling_lsn)
         fail("sval: second decode differs");
     free(buf);
 }

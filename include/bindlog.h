@@ -66,7 +66,7 @@ extern "C" {
 #define BINDLOG_VERSION_PATCH 0
 #define BINDLOG_VERSION_STRING "0.1.0"
 /** On-disk store format written by this library. */
-#define BINDLOG_FORMAT_VERSION 5
+#define BINDLOG_FORMAT_VERSION 6
 /** Log record encoding version written by this library. */
 #define BINDLOG_RECORD_VERSION 3
 
@@ -762,9 +762,12 @@ BINDLOG_API int bindlog_iter_next_binding(bindlog_iter *it, bindlog_binding *out
 /** Every session, in id byte order. */
 BINDLOG_API int bindlog_sessions_iter(bindlog *s, bindlog_iter **out);
 /** The direct children of `session_id` (sessions split from or opened after
- * it), in id order.  An unknown session simply has none.  A next call
- * returns BINDLOG_ECORRUPT if the store's children index names a session
- * whose parent is another (a damaged store: `bindlog check` names it). */
+ * it): those whose creating record the log holds newest first, then those
+ * compaction folded, in id order (the LMDB backend; the etcd backend lists
+ * all of them in id order).  An unknown session simply has none.  A next
+ * call returns BINDLOG_ECORRUPT if the store's sibling chain or children
+ * index names a session whose parent is another, or a record that created
+ * no child of it (a damaged store: `bindlog check` names it). */
 BINDLOG_API int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out);
 /** The ancestors of `session_id`: its parent, the parent's parent, ... up to
  * the root.  BINDLOG_ENOTFOUND if session_id does not exist.  The walk also
@@ -1187,10 +1190,12 @@ typedef struct bindlog_upgrade_report {
 
 /**
  * Convert the store in directory `dir` of format 1 (written by bindlog
- * before the write-ahead log) or 2 (before records chained their key's
- * history) to the current format, in place and atomically.
+ * before the write-ahead log), 2 (before records chained their key's
+ * history), 3 (before the compact encodings), 4 (before session values
+ * referred to their records) or 5 (before session values linked their
+ * children) to the current format, in place and atomically.
  *
- * A format-2 store is first opened and closed as a writer, which
+ * A store of format 2 to 5 is first opened and closed as a writer, which
  * checkpoints its write-ahead log into data.mdb (and which fails if
  * another process keeps the store open); under the locks below, its
  * data.mdb must then hold the store's head, or BINDLOG_EBUSY (a writer

@@ -297,8 +297,12 @@ static int raw_sval(raw *r, const MDB_val *k, const MDB_val *v, bl_sval *out)
     return tu_raw_sval(r->txn, raw_dbi(r, "log"), raw_dbi(r, "base_sessions"), k, v, out);
 }
 
-/* Format 4 keys a child by its parent's created_lsn; every session with a
- * parent has exactly that entry, and the iterator refuses an entry whose
+/* The children table (format 6) indexes the children whose creating record
+ * the log no longer holds, keyed by the parent's created_lsn: after a
+ * compaction to LSN 150 every session with a parent created up to there
+ * has exactly that entry, the younger ones none (their parent's sibling
+ * chain links them through their records), the children iterator returns
+ * every session that names the parent, and it refuses an entry whose
  * session names another parent. */
 static void check__children_keyed_by_parent_lsn(void **state)
 {
@@ -306,10 +310,13 @@ static void check__children_keyed_by_parent_lsn(void **state)
     raw r;
     MDB_cursor *c;
     MDB_val k, v;
-    size_t with_parent = 0, entries = 0;
+    uint64_t removed;
+    size_t with_parent = 0, indexed = 0, entries = 0;
     char stranger[BINDLOG_ID_MAX + 1] = "", victim[BINDLOG_ID_MAX + 1] = "";
     uint64_t victim_lsn = 0;
 
+    assert_int_equal(bindlog_compact(f->s, 151, &removed, NULL, NULL), 0);
+    assert_int_equal(removed, 150);
     raw_open(f, &r);
     MDB_dbi sess = raw_dbi(&r, "sessions"), kids = raw_dbi(&r, "children");
     assert_int_equal(mdb_cursor_open(r.txn, sess, &c), 0);
@@ -327,6 +334,11 @@ static void check__children_keyed_by_parent_lsn(void **state)
         assert_int_equal(raw_sval(&r, &pk, &pvv, &pv), 0);
         unsigned char key[BL_LCHILD_KEY_MAX];
         MDB_val ck = {bl_lchild_key(key, pv.created_lsn, k.mv_data, k.mv_size), key}, cv;
+        if (sv.created_lsn > 150) {
+            assert_int_equal(mdb_get(r.txn, kids, &ck, &cv), MDB_NOTFOUND);
+            continue;
+        }
+        indexed++;
         assert_int_equal(mdb_get(r.txn, kids, &ck, &cv), 0);
         assert_int_equal(cv.mv_size, 0);
         if (victim[0] == '\0') {
@@ -337,9 +349,33 @@ static void check__children_keyed_by_parent_lsn(void **state)
     mdb_cursor_close(c);
     MDB_stat st;
     assert_int_equal(mdb_stat(r.txn, kids, &st), 0);
-    assert_true(with_parent > 10);
-    assert_int_equal(st.ms_entries, with_parent);
+    assert_true(indexed > 10 && with_parent > indexed);
+    assert_int_equal(st.ms_entries, indexed);
     assert_true(stranger[0] != '\0' && victim[0] != '\0');
+    raw_close(f, &r);
+
+    /* every child of every parent, through the chain and the table alike */
+    bindlog_iter *all;
+    bindlog_session se;
+    int rc;
+    size_t counted = 0;
+    assert_int_equal(bindlog_sessions_iter(f->s, &all), 0);
+    while ((rc = bindlog_iter_next_session(all, &se, NULL, 0)) == 1) {
+        bindlog_iter *it;
+        bindlog_session ch;
+        assert_int_equal(bindlog_children_iter(f->s, se.session_id, &it), 0);
+        while ((rc = bindlog_iter_next_session(it, &ch, NULL, 0)) == 1) {
+            assert_string_equal(ch.parent_id, se.session_id);
+            counted++;
+        }
+        assert_int_equal(rc, 0);
+        bindlog_iter_close(it);
+    }
+    assert_int_equal(rc, 0);
+    bindlog_iter_close(all);
+    assert_int_equal(counted, with_parent);
+    raw_open(f, &r);
+    kids = raw_dbi(&r, "children");
 
     /* a root session filed as a child of `victim` */
     unsigned char key[BL_LCHILD_KEY_MAX];
@@ -348,8 +384,6 @@ static void check__children_keyed_by_parent_lsn(void **state)
     raw_close(f, &r);
 
     bindlog_iter *it;
-    bindlog_session se;
-    int rc;
     assert_int_equal(bindlog_children_iter(f->s, victim, &it), 0);
     while ((rc = bindlog_iter_next_session(it, &se, NULL, 0)) == 1)
         ;

@@ -174,6 +174,128 @@ static void compact__keeps_meaning(void **state)
     assert_int_equal(applied, 500);
 }
 
+/* The children of "sess-p", newest first, into out (ids joined by ','). */
+static int children_of(bindlog *s, char *out, size_t cap)
+{
+    bindlog_iter *it;
+    bindlog_session se;
+    int rc = bindlog_children_iter(s, "sess-p", &it);
+    size_t n = 0;
+    out[0] = '\0';
+    if (rc != 0)
+        return rc;
+    while ((rc = bindlog_iter_next_session(it, &se, NULL, 0)) == 1) {
+        assert_string_equal(se.parent_id, "sess-p");
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? "," : "", se.session_id);
+    }
+    bindlog_iter_close(it);
+    return rc;
+}
+
+/* Format 6 finds a session's children through the sibling chain of the
+ * session values while the log holds their records, and through the
+ * children table once compaction folded them: a parent re-opened and split
+ * three times lists all three children, newest first along the chain, then
+ * the compacted ones, before, across and after compaction, and the store
+ * checks clean each time. */
+static void compact__children_across_the_chain_and_the_table(void **state)
+{
+    fx *f = *state;
+    bindlog_result r;
+    uint64_t removed, lsn[3];
+    char got[256];
+    static const char *kids[] = {"kid-b", "kid-c", "kid-a"}; /* ids against creation order */
+
+    run(f, 40);
+    assert_int_equal(bindlog_bind(f->s, "agent:kids", "sess-p", NULL, NULL, "{}", 2, &r),
+                     BINDLOG_APPLIED);
+    for (int i = 0; i < 3; i++) {
+        if (i > 0) /* /resume: the key back to its parent, which re-opens */
+            assert_int_equal(bindlog_bind(f->s, "agent:kids", "sess-p", NULL, NULL, NULL, 0, &r),
+                             BINDLOG_APPLIED);
+        assert_int_equal(bindlog_split(f->s, "agent:kids", "sess-p", kids[i],
+                                       BINDLOG_ANY_GENERATION, NULL, 0, &r),
+                         BINDLOG_APPLIED);
+        lsn[i] = r.lsn;
+        run(f, 10);
+    }
+    assert_int_equal(children_of(f->s, got, sizeof got), 0);
+    assert_string_equal(got, "kid-a,kid-c,kid-b");
+    assert_clean(f->s);
+
+    /* the oldest child's record folded: the chain, then the table */
+    assert_int_equal(bindlog_compact(f->s, lsn[0] + 1, &removed, NULL, NULL), 0);
+    assert_int_equal(children_of(f->s, got, sizeof got), 0);
+    assert_string_equal(got, "kid-a,kid-c,kid-b");
+    assert_clean(f->s);
+    assert_replays(f, "r1");
+
+    /* two of three folded */
+    assert_int_equal(bindlog_compact(f->s, lsn[1] + 1, &removed, NULL, NULL), 0);
+    assert_int_equal(children_of(f->s, got, sizeof got), 0);
+    assert_string_equal(got, "kid-a,kid-b,kid-c"); /* the chain, then the table in id order */
+    assert_clean(f->s);
+
+    /* all folded: the table alone, in id order */
+    assert_int_equal(bindlog_compact(f->s, lsn[2] + 5, &removed, NULL, NULL), 0);
+    assert_int_equal(children_of(f->s, got, sizeof got), 0);
+    assert_string_equal(got, "kid-a,kid-b,kid-c");
+    assert_clean(f->s);
+    assert_replays(f, "r2");
+}
+
+/* A link of the sibling chain forged to a record that created no child of
+ * the session: the children iterator refuses it, naming the session and
+ * the LSN, and check finds the value the log does not produce. */
+static void compact__forged_sibling_link_is_refused(void **state)
+{
+    fx *f = *state;
+    bindlog_result r;
+    char got[256];
+    uint64_t other;
+
+    run(f, 30);
+    assert_int_equal(bindlog_bind(f->s, "agent:kids", "sess-p", NULL, NULL, "{}", 2, &r),
+                     BINDLOG_APPLIED);
+    assert_int_equal(bindlog_split(f->s, "agent:kids", "sess-p", "kid-a", BINDLOG_ANY_GENERATION,
+                                   NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    run(f, 5);
+    other = r.lsn + 1; /* it creates no child of sess-p */
+    bindlog_close(f->s); /* the last handle: everything checkpointed into data.mdb */
+    f->s = NULL;
+
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi sess;
+    MDB_val k = {6, "sess-p"}, v;
+    unsigned char buf[64];
+    bl_sval sv;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+    assert_int_equal(mdb_env_open(env, f->dir, 0, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "sessions", 0, &sess), 0);
+    assert_int_equal(mdb_get(txn, sess, &k, &v), 0);
+    assert_int_equal(bl_sval_decode_any(v.mv_data, v.mv_size, &sv), 0);
+    assert_int_equal(sv.child_lsn, sv.ended_lsn); /* the split's own record */
+    sv.child_lsn = other; /* a workload record after the split, of another key */
+    size_t n = sv.ref ? bl_sval_encode_ref(&sv, buf, sizeof buf) : bl_sval_encode(&sv, buf, sizeof buf);
+    assert_true(n > 0);
+    v = (MDB_val){n, buf};
+    assert_int_equal(mdb_put(txn, sess, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    f->s = wl_open_store(f->dir);
+    assert_int_equal(children_of(f->s, got, sizeof got), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bindlog_last_error(), "sess-p"));
+    bindlog_check_report rep;
+    assert_int_equal(bindlog_check(f->s, &rep, NULL, NULL), 0);
+    assert_true(rep.problems > 0);
+    assert_non_null(strstr(rep.message, "sess-p"));
+}
+
 static void compact__many_chunks(void **state)
 {
     fx *f = *state;
@@ -467,6 +589,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(compact__keeps_meaning, setup, teardown),
         cmocka_unit_test_setup_teardown(compact__many_chunks, setup, teardown),
+        cmocka_unit_test_setup_teardown(compact__children_across_the_chain_and_the_table, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(compact__forged_sibling_link_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(compact__with_concurrent_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(compact__refuses_bad_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(compact__stops_at_forged_record, setup, teardown),

@@ -954,7 +954,7 @@ static void sval__reference_form(void **state)
     assert_int_equal(n, 9);
     assert_memory_equal(b, "\x03\x00\x2a\x08\xa0\x1f\x02\x72\x78", 9);
     /* the whole value, marked (a base image's form) */
-    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 1};
+    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 1, 0, 0};
     n = bl_sval_encode_base(&w, b, sizeof b);
     assert_int_equal(n, 14);
     assert_memory_equal(b, "\x02\x80\x01\x01\x00\x01\x2a\x00\xd0\x0f\x00\x6b\x73\x7b", 14);
@@ -972,7 +972,7 @@ static void sval__reference_form(void **state)
     unsigned char bad[][12] = {
         {3, 0, 42, 0, 2, 0},          /* live with an end time */
         {3, 0, 42, 0, 0, 1, 'x'},     /* live with a reason */
-        {3, 0x08, 42, 8, 2, 0},       /* bit 3 */
+        {3, 0x40, 42, 8, 2, 0},       /* bit 6 */
         {3, 0x80, 42, 8, 2, 0},       /* the mark belongs to whole values */
         {3, 0, 0, 0, 0, 0},           /* created at LSN 0 */
     };
@@ -1076,7 +1076,9 @@ static void sval__standard_reason_is_a_code(void **state)
     n = bl_sval_encode(&v, b, sizeof b);
     for (unsigned f = 6; f < 256; f++) {
         b[1] = (unsigned char)f;
-        if ((f & ~BL_SVAL_F_REF) < 6) {
+        /* the sample ended at LSN 8: a child at its end is a valid link;
+         * the other link bits announce varints the value does not have */
+        if ((f & ~(BL_SVAL_F_REF | BL_SVAL_F_CHILD_END)) < 6) {
             assert_int_equal(bl_sval_decode(b, n, &d), 0); /* marked, code 0..5 */
             continue;
         }
@@ -1088,6 +1090,66 @@ static void sval__standard_reason_is_a_code(void **state)
     b[1] = 0;
     assert_int_equal(bl_sval_decode(b, n, &d), 0);
     assert_int_equal(d.ref, 0);
+}
+
+/* Format 6's sibling chain in both forms: the bytes docs/format.md pins,
+ * the round trip, and every way its links can be damage. */
+static void sval__sibling_chain(void **state)
+{
+    (void)state;
+    unsigned char b[64];
+    bl_sval d;
+    /* created at 42, ended at 50 by the split that created its youngest
+     * child, its next older sibling created at 40 */
+    bl_sval r = {.created_lsn = 42, .ended_lsn = 50, .ended_ms = 2000, .reason = "compression",
+                 .reason_len = 11, .ref = 1, .child_lsn = 50, .sibling_lsn = 40};
+    size_t n = bl_sval_encode_ref(&r, b, sizeof b);
+    assert_int_equal(n, 8);
+    assert_int_equal(n, bl_sval_ref_size(&r));
+    assert_memory_equal(b, "\x03\x2b\x2a\x08\xa0\x1f\x00\x02", 8);
+    assert_int_equal(bl_sval_decode_any(b, n, &d), 0);
+    assert_int_equal(d.child_lsn, 50);
+    assert_int_equal(d.sibling_lsn, 40);
+    assert_int_equal(d.ended_lsn, 50);
+    /* whole, live again (re-opened) with its youngest child from LSN 45 */
+    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 0, 45, 40};
+    n = bl_sval_encode(&w, b, sizeof b);
+    assert_int_equal(n, 16);
+    assert_int_equal(n, bl_sval_size(&w));
+    assert_memory_equal(b, "\x02\x30\x01\x01\x00\x01\x2a\x00\xd0\x0f\x00\x03\x02k" "s{", 16);
+    assert_int_equal(bl_sval_decode(b, n, &d), 0);
+    assert_int_equal(d.child_lsn, 45);
+    assert_int_equal(d.sibling_lsn, 40);
+    assert_int_equal(d.ended_lsn, 0);
+    /* the digest's form leaves the chain out */
+    bl_sval plain = w;
+    plain.child_lsn = plain.sibling_lsn = 0;
+    unsigned char v1a[64], v1b[64];
+    size_t na = bl_sval_encode_v1(&w, v1a, sizeof v1a), nb = bl_sval_encode_v1(&plain, v1b, sizeof v1b);
+    assert_int_equal(na, nb);
+    assert_memory_equal(v1a, v1b, na);
+    /* an encoder refuses links that cannot be: a child before its parent,
+     * an older sibling after the session */
+    bl_sval bad = w;
+    bad.child_lsn = 42;
+    assert_int_equal(bl_sval_encode(&bad, b, sizeof b), 0);
+    bad = w;
+    bad.sibling_lsn = 42;
+    assert_int_equal(bl_sval_encode(&bad, b, sizeof b), 0);
+    /* damaged links: one encoding per value, and every LSN in range */
+    static const unsigned char dmg[][10] = {
+        {3, 0x08, 42, 0, 0, 0},          /* a child at the end of a live session */
+        {3, 0x18, 42, 8, 2, 0, 1},       /* at the end and after it */
+        {3, 0x10, 42, 0, 0, 0, 0},       /* a child at the creation */
+        {3, 0x10, 42, 8, 2, 0, 8},       /* F_CHILD for the child at the end */
+        {3, 0x20, 42, 0, 0, 0, 0},       /* a sibling of the same LSN */
+        {3, 0x20, 42, 0, 0, 0, 42},      /* a sibling at LSN 0 */
+        {3, 0x10, 42, 0, 0, 0},          /* a link announced, not there */
+        {3, 0x20, 42, 0, 0, 0, 0x80},    /* a cut varint */
+    };
+    static const size_t dmgn[] = {6, 7, 7, 7, 7, 7, 6, 7};
+    for (size_t i = 0; i < sizeof dmgn / sizeof dmgn[0]; i++)
+        assert_int_equal(bl_sval_decode_any(dmg[i], dmgn[i], &d), BINDLOG_ECORRUPT);
 }
 
 /* Patch one byte of the sample session value, expect rc. */
@@ -1116,7 +1178,9 @@ static void sval__bad_fields(void **state)
     /* version 3 is the reference form: these bytes are not one */
     expect_sval_patched(0, 3, BINDLOG_ECORRUPT);
     expect_sval_patched(0, 0, BINDLOG_ECORRUPT);
-    expect_sval_patched(1, 0x08, BINDLOG_ECORRUPT); /* reserved flag bit 3 */
+    expect_sval_patched(1, 0x40, BINDLOG_ECORRUPT); /* reserved flag bit 6 */
+    expect_sval_patched(1, 0x18, BINDLOG_ECORRUPT); /* a child at the end and after it */
+    expect_sval_patched(1, 0x08, 0); /* its youngest child was created by its end (LSN 8) */
     expect_sval_patched(1, 1, BINDLOG_ECORRUPT);    /* a reason code, with reason bytes */
     expect_sval_patched(2, 0, BINDLOG_ECORRUPT); /* key_len changed */
     expect_sval_patched(3, 0x7f, BINDLOG_ECORRUPT);
@@ -1251,6 +1315,7 @@ int main(void)
         cmocka_unit_test(record__gap_of_the_lsn_itself_is_damage),
         cmocka_unit_test(sval__round_trip),
         cmocka_unit_test(sval__reference_form),
+        cmocka_unit_test(sval__sibling_chain),
         cmocka_unit_test(sval__truncations),
         cmocka_unit_test(sval__bad_fields),
         cmocka_unit_test(sval__standard_reason_is_a_code),

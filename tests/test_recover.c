@@ -146,7 +146,46 @@ static void zero_page(const char *dir, uint64_t pg)
     close(fd);
 }
 
-/* Recover dir into out; the new store checks clean; its digest into dg. */
+/* Every session's children, as the iterator lists them (the sibling chain
+ * through the log, then the children table), are exactly the sessions that
+ * name it as their parent and were created after it (docs/format.md), each
+ * once. */
+static void assert_children_consistent(bindlog *s)
+{
+    bindlog_iter *all, *it;
+    bindlog_session se, ch, pa;
+    size_t expected = 0, listed = 0;
+    int rc;
+
+    assert_int_equal(bindlog_sessions_iter(s, &all), 0);
+    while ((rc = bindlog_iter_next_session(all, &se, NULL, 0)) == 1) {
+        if (se.parent_id[0] != '\0' && bindlog_session_get(s, se.parent_id, &pa, NULL, 0) == 0 &&
+            pa.created_lsn != 0 && pa.created_lsn < se.created_lsn)
+            expected++;
+        uint64_t prev = UINT64_MAX;
+        int in_table = 0;
+        assert_int_equal(bindlog_children_iter(s, se.session_id, &it), 0);
+        while ((rc = bindlog_iter_next_session(it, &ch, NULL, 0)) == 1) {
+            assert_string_equal(ch.parent_id, se.session_id);
+            assert_true(ch.created_lsn > se.created_lsn);
+            /* newest first along the chain; the table's (id order) after */
+            if (!in_table && ch.created_lsn >= prev)
+                in_table = 1;
+            if (!in_table)
+                prev = ch.created_lsn;
+            listed++;
+        }
+        if (rc != 0)
+            fail_msg("children of %s: %s", se.session_id, bindlog_last_error());
+        bindlog_iter_close(it);
+    }
+    assert_int_equal(rc, 0);
+    bindlog_iter_close(all);
+    assert_int_equal(listed, expected);
+}
+
+/* Recover dir into out; the new store checks clean, lists every session's
+ * children; its digest into dg. */
 static void recover_ok(const char *dir, const char *out, bindlog_recover_report *r,
                        unsigned char dg[BINDLOG_DIGEST_SIZE])
 {
@@ -161,6 +200,7 @@ static void recover_ok(const char *dir, const char *out, bindlog_recover_report 
         fail_msg("the recovered store does not check clean: %s", chk.message);
     assert_int_equal(bindlog_digest(s, dg, NULL), 0);
     assert_memory_equal(dg, r->digest, BINDLOG_DIGEST_SIZE);
+    assert_children_consistent(s);
     bindlog_close(s);
 }
 

@@ -894,6 +894,19 @@ static size_t references_in(const char *dir)
     return n;
 }
 
+/* The ROUTE records a store's log holds. */
+static uint64_t retained_routes(bindlog *s)
+{
+    uint64_t routes = 0;
+    bindlog_iter *li;
+    bindlog_record rec;
+    assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &li), 0);
+    while (bindlog_iter_next_record(li, &rec) == 1)
+        routes += rec.type == BINDLOG_EVENT_ROUTE;
+    bindlog_iter_close(li);
+    return routes;
+}
+
 /* Format 4 (tests/data/format4, written by b5f9e13: make_format4.sh,
  * gen_format4.c), one store closed cleanly, one compacted, one whose
  * process died with its last records in bindlog.wal only (and a log ring
@@ -958,13 +971,7 @@ static void upgrade__format4_stores(void **state)
         /* the applied counters; a compacted store's ROUTE count is its
          * retained ROUTE records' (an export stream's image carries no
          * ROUTE count: docs/format.md) */
-        uint64_t routes = 0;
-        bindlog_iter *li;
-        bindlog_record rec;
-        assert_int_equal(bindlog_log_iter(s, 0, UINT64_MAX, &li), 0);
-        while (bindlog_iter_next_record(li, &rec) == 1)
-            routes += rec.type == BINDLOG_EVENT_ROUTE;
-        bindlog_iter_close(li);
+        uint64_t routes = retained_routes(s);
         for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
             assert_int_equal(st.applied[t],
                              t == BINDLOG_EVENT_ROUTE && base > 0
@@ -1027,9 +1034,10 @@ static void upgrade__format4_stores(void **state)
 }
 
 /* Values of table `table` (sessions, base_sessions) of a store's data.mdb
- * whose version byte is `version` (3 a reference, 2 whole) and, when
- * marked >= 0, whose mark (BL_SVAL_F_REF, 0x80 of the flags byte) is set
- * (1) or clear (0); read with LMDB itself.  A store without the table has
+ * whose version byte is `version` (3 a reference, 2 whole; -1 every
+ * entry) and, when marked is 0 or 1, whose mark (BL_SVAL_F_REF, 0x80 of the
+ * flags byte) is set (1) or clear (0), when 2 that carry the sibling chain
+ * (bits 3..5: format 6); read with LMDB itself.  A store without the table has
  * none. */
 static size_t values_in(const char *dir, const char *table, int version, int marked)
 {
@@ -1049,8 +1057,13 @@ static size_t values_in(const char *dir, const char *table, int version, int mar
         for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
              rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
             const unsigned char *p = v.mv_data;
-            n += v.mv_size >= 2 && p[0] == version &&
-                 (marked < 0 || ((p[1] & 0x80) != 0) == (marked != 0));
+            if (version < 0) /* every entry */
+                n++;
+            else if (marked == 2) /* the sibling chain's bits, format 6 */
+                n += v.mv_size >= 2 && p[0] == version && (p[1] & 0x38) != 0;
+            else
+                n += v.mv_size >= 2 && p[0] == version &&
+                     (marked < 0 || ((p[1] & 0x80) != 0) == (marked != 0));
         }
         mdb_cursor_close(c);
     } else {
@@ -1092,12 +1105,11 @@ static void upgrade__format5_stores(void **state)
     (void)state;
     static const char *const which[] = {"plain", "compacted", "crashed"};
     const char *cli = getenv("BINDLOG_CLI");
-    assert_int_equal(BINDLOG_FORMAT_VERSION, 5); /* see above */
+    upgrade_golden(5, TARBALL5, EXPECTED5);
     if (cli == NULL)
         print_message("BINDLOG_CLI not set (no tools in this build): the CLI's part skipped\n");
     for (size_t i = 0; i < 3; i++) {
         fx *f = extract_from(TARBALL5, which[i]);
-        bindlog_options ro = BINDLOG_OPTIONS_INIT;
         bindlog_upgrade_report r;
         bindlog_check_report chk;
         bindlog_stats st;
@@ -1124,21 +1136,29 @@ static void upgrade__format5_stores(void **state)
         } else {
             assert_int_equal(values_in(f->dir, "base_sessions", 2, -1), 0);
         }
-        /* as shipped (a read-only open starts no checkpointer): data.mdb
-         * holds up to "checkpoint", the log the rest (crashed: 22 records) */
-        ro.read_only = 1;
-        assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
-        assert_int_equal(bindlog_stats_get(s, &st), 0);
-        assert_int_equal(st.format_version, 5);
-        assert_int_equal(st.head_lsn, head);
-        assert_int_equal(st.checkpoint_lsn, ckpt);
-        bindlog_close(s);
-        if (strcmp(which[i], "crashed") == 0)
-            assert_true(ckpt > base && ckpt < head);
+        assert_int_equal(values_in(f->dir, "sessions", 3, 2), 0); /* no chain in format 5 */
+        if (base == 0) /* format 5 indexes every child */
+            assert_true(values_in(f->dir, "children", -1, -1) > 0);
+        assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
+        assert_non_null(strstr(bindlog_last_error(), "before session values linked their children"));
+        /* `bindlog upgrade`, as an operator runs it */
+        if (cli != NULL) {
+            snprintf(args, sizeof args, "upgrade '%s'", f->dir);
+            int code = cli_says(cli, args, out, sizeof out);
+            if (code != 0 || strstr(out, "format:   5 -> 6") == NULL)
+                fail_msg("bindlog upgrade %s (exit %d) said:\n%s", which[i], code, out);
+        } else {
+            assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
+            assert_int_equal(r.from_format, 5);
+        }
+        /* format 6: the children of the log's records are linked through
+         * the session values, the children table holds the base image's */
+        assert_true(values_in(f->dir, "sessions", 3, 2) > 0);
+        if (base == 0)
+            assert_int_equal(values_in(f->dir, "children", -1, -1), 0);
         else
-            assert_int_equal(ckpt, head);
-        /* `bindlog check` reads it as it is, log and all: the recorded
-         * digest is the state's and the replay's */
+            assert_true(values_in(f->dir, "children", -1, -1) > 0);
+        (void)ckpt;
         if (cli != NULL) {
             char sd[64], rd[64];
             snprintf(args, sizeof args, "-d '%s' check", f->dir);
@@ -1150,7 +1170,7 @@ static void upgrade__format5_stores(void **state)
                 fail_msg("bindlog check %s (exit %d) said:\n%s", which[i], code, out);
         }
 
-        /* opened as any gateway would: no upgrade needed */
+        /* opened as any gateway would */
         assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
         assert_int_equal(bindlog_digest(s, d, &dhead), 0);
         bindlog_digest_hex(d, got);
@@ -1172,9 +1192,15 @@ static void upgrade__format5_stores(void **state)
         assert_int_equal(st.sessions, expected_num(EXPECTED5, which[i], "sessions", NULL));
         assert_int_equal(st.live_sessions,
                          expected_num(EXPECTED5, which[i], "live_sessions", NULL));
+        /* a compacted store's ROUTE count is its retained ROUTE records'
+         * after the upgrade, as from format 4 */
+        uint64_t routes = retained_routes(s);
         for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
             assert_int_equal(st.applied[t],
-                             expected_num(EXPECTED5, which[i], "applied", bindlog_event_name(t)));
+                             t == BINDLOG_EVENT_ROUTE && base > 0
+                                 ? routes
+                                 : expected_num(EXPECTED5, which[i], "applied",
+                                                bindlog_event_name(t)));
         /* the two hubs' children, one of them an upper-case UUID; each
          * child's parent is read through its reference (from its record,
          * or in the compacted store from the base image) */
@@ -1218,7 +1244,7 @@ static void upgrade__format5_stores(void **state)
         if (cli != NULL) {
             snprintf(args, sizeof args, "upgrade '%s'", f->dir);
             int code = cli_says(cli, args, out, sizeof out);
-            if (code != 0 || strstr(out, "format:   5, already current: nothing to do") == NULL)
+            if (code != 0 || strstr(out, "format:   6, already current: nothing to do") == NULL)
                 fail_msg("bindlog upgrade %s (exit %d) said:\n%s", which[i], code, out);
         }
         assert_int_equal(stat(path, &b), 0);
@@ -1230,7 +1256,7 @@ static void upgrade__format5_stores(void **state)
         assert_memory_equal(after, before, before_len);
         free(before);
         free(after);
-        assert_false(exists(f->dir, "format5-backup"));
+        assert_true(exists(f->dir, "format5-backup")); /* the upgrade's */
         assert_false(exists(f->dir, ".bindlog-upgrade"));
 
         /* and it takes new events where its log ends */
@@ -1273,7 +1299,7 @@ static void upgrade__other_formats_are_refused(void **state)
         int magic, rc;
         const char *says;
     } cases[] = {
-        {6, 1, BINDLOG_EVERSION, "format 6, newer than this library's 5"},
+        {7, 1, BINDLOG_EVERSION, "format 7, newer than this library's 6"},
         {0, 1, BINDLOG_ECORRUPT, "no valid format record"},
         {1, 0, BINDLOG_ENOTSTORE, "no bindlog magic"},
     };

@@ -273,6 +273,29 @@ int tu_etcd_put(const char *loc, const char *name, const void *value, size_t len
     return rc;
 }
 
+int tu_etcd_del(const char *loc, const void *name, size_t n)
+{
+    unsigned char *prefix;
+    size_t plen;
+    int64_t deleted = 0;
+    bl_etcd *c = loc_client(loc, &prefix, &plen);
+    if (c == NULL)
+        return BINDLOG_EINVAL;
+    unsigned char *k = malloc(plen + n);
+    int rc = BINDLOG_ENOMEM;
+    if (k != NULL) {
+        memcpy(k, prefix, plen);
+        memcpy(k + plen, name, n);
+        rc = bl_etcd_delete_range(c, k, plen + n, NULL, 0, &deleted, NULL);
+        if (rc == 0 && deleted != 1)
+            rc = BINDLOG_ENOTFOUND;
+    }
+    free(k);
+    free(prefix);
+    bl_etcd_close(c);
+    return rc;
+}
+
 long tu_etcd_count(const char *loc)
 {
     unsigned char *prefix, end[1100];

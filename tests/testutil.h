@@ -84,6 +84,9 @@ int tu_backend_skip(void);
  * put returns 0 or a BINDLOG_E* code; count returns the number or -1. */
 int tu_etcd_put(const char *loc, const char *name, const void *value, size_t len);
 long tu_etcd_count(const char *loc);
+/* Delete PREFIX "/" name (n bytes: a children key holds a NUL); 0 if it
+ * was there and is gone, BINDLOG_ENOTFOUND if it was not there. */
+int tu_etcd_del(const char *loc, const void *name, size_t n);
 
 /* 1 if `loc` is an etcd location ("etcd://..." or "etcds://..."). */
 int tu_is_etcd_location(const char *loc);

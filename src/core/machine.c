@@ -250,6 +250,21 @@ static void new_session(bl_sput *put, const char *id, size_t id_len, const bl_ev
     put->v.ref = 1;
 }
 
+/* The sibling chain (bl_sval.child_lsn, sibling_lsn): the child created
+ * at lsn becomes its parent's youngest, and the parent's youngest until
+ * now the child's next older sibling.  The parent's put is its end, made
+ * from its value as it was. */
+static void link_child(bl_sput *child, bl_sput *parent, uint64_t lsn)
+{
+    /* a parent created after its child is nobody's parent to the chain, as
+     * to the children table (bl_child_indexed): only a store rebuilt by
+     * bindlog_recover, whose session re-created a lost parent's id, has one */
+    if (!bl_child_indexed(lsn, parent->v.created_lsn))
+        return;
+    child->v.sibling_lsn = parent->v.child_lsn;
+    parent->v.child_lsn = lsn;
+}
+
 /* Look up the session bound to the key (cur), which must exist and be live. */
 static int bound_session(const bl_view *view, const bl_bval *cur, bl_sval *out)
 {
@@ -393,6 +408,7 @@ static int decide_new(const bl_view *view, const bl_event *ev, const bl_bval *cu
             return rc;
         end_session(&p->sess[p->nsess++], cur->sid, cur->sid_len, &prev, lsn, t, reason,
                     reason_len);
+        link_child(&p->sess[0], &p->sess[1], lsn);
         p->d_live_sessions -= 1;
         p->child_parent = cur->sid;
         p->child_parent_len = cur->sid_len;
@@ -446,6 +462,7 @@ static int decide_split(const bl_view *view, const bl_event *ev, const bl_bval *
                 origin ? origin : "", origin_len, lsn, t);
     end_session(&p->sess[p->nsess++], cur->sid, cur->sid_len, &parent, lsn, t, reason,
                 strlen(reason));
+    link_child(&p->sess[0], &p->sess[1], lsn);
     p->d_sessions = 1;
     p->child_parent = cur->sid;
     p->child_parent_len = cur->sid_len;
@@ -748,7 +765,13 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
     enc->bval_len = bl_bval_encode(&p->after, enc->buf + enc->bval_off, n);
 
     for (unsigned i = 0; i < p->nsess; i++) {
+        bl_sval unlinked;
         const bl_sval *sv = &p->sess[i].v;
+        if (!enc->links) {
+            unlinked = *sv;
+            unlinked.child_lsn = unlinked.sibling_lsn = 0;
+            sv = &unlinked;
+        }
         int ref = enc->ref_ok == BL_SVAL_REF && sv->ref;
         n = ref ? bl_sval_ref_size(sv) : bl_sval_size(sv);
         if ((enc->sval_off[i] = enc_reserve(enc, &used, n)) == SIZE_MAX)

@@ -188,6 +188,11 @@ typedef struct bl_encoded {
      * log keeps their records), BL_SVAL_BASE whole with the mark
      * (bl_sval_encode_base: a base image, the bulk replay's state). */
     int ref_ok;
+    /* Input: 1 to write the sibling chain in the session values
+     * (bl_sval.child_lsn, sibling_lsn: an LMDB store of format 6, whose
+     * children table indexes only what the log no longer holds); 0 leaves
+     * it out (the etcd backend keeps a children index of its own). */
+    int links;
     unsigned char *buf;       /* owned by the caller of bl_plan_encode */
     size_t cap;
     size_t bval_off, bval_len;

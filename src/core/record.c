@@ -575,10 +575,75 @@ static size_t sval_reason_bytes(const bl_sval *v)
     return reason_code(v->reason, v->reason_len) ? 0 : v->reason_len;
 }
 
+/* ---- the sibling chain (format 6), in versions 2 and 3 ---- */
+
+/* The link bits of v's flags byte. */
+static unsigned link_flags(const bl_sval *v)
+{
+    unsigned f = 0;
+    if (v->child_lsn != 0)
+        f |= v->child_lsn == v->ended_lsn ? BL_SVAL_F_CHILD_END : BL_SVAL_F_CHILD;
+    if (v->sibling_lsn != 0)
+        f |= BL_SVAL_F_SIBLING;
+    return f;
+}
+
+static size_t links_size(const bl_sval *v)
+{
+    unsigned f = link_flags(v);
+    return (f & BL_SVAL_F_CHILD ? bl_varint_size(v->child_lsn - v->created_lsn) : 0) +
+           (f & BL_SVAL_F_SIBLING ? bl_varint_size(v->created_lsn - v->sibling_lsn) : 0);
+}
+
+/* A child is created after its parent, and an older sibling before the
+ * session; an LSN past BINDLOG_LSN_MAX is none. */
+static int links_ok(const bl_sval *v)
+{
+    return (v->child_lsn == 0 || (v->child_lsn > v->created_lsn && valid_lsn(v->child_lsn))) &&
+           (v->sibling_lsn == 0 || v->sibling_lsn < v->created_lsn);
+}
+
+static void put_links(unsigned char *b, size_t *pos, const bl_sval *v)
+{
+    unsigned f = link_flags(v);
+    if (f & BL_SVAL_F_CHILD)
+        *pos += bl_varint_put(b + *pos, v->child_lsn - v->created_lsn);
+    if (f & BL_SVAL_F_SIBLING)
+        *pos += bl_varint_put(b + *pos, v->created_lsn - v->sibling_lsn);
+}
+
+/* Read the links that `flags` announce at b[*pos..len) into v, whose
+ * created_lsn and ended_lsn are set: 0, or -1 for damage. */
+static int get_links(const unsigned char *b, size_t len, size_t *pos, unsigned flags, bl_sval *v)
+{
+    uint64_t g;
+    v->child_lsn = v->sibling_lsn = 0;
+    if ((flags & BL_SVAL_F_CHILD_END) && (flags & BL_SVAL_F_CHILD))
+        return -1;
+    if (flags & BL_SVAL_F_CHILD_END) {
+        if (v->ended_lsn == 0)
+            return -1;
+        v->child_lsn = v->ended_lsn;
+    }
+    if (flags & BL_SVAL_F_CHILD) {
+        if (get_varints(b, len, pos, &g, 1) != 0 || g == 0 || g > BINDLOG_LSN_MAX - v->created_lsn)
+            return -1;
+        v->child_lsn = v->created_lsn + g;
+        if (v->child_lsn == v->ended_lsn)
+            return -1; /* that is F_CHILD_END's */
+    }
+    if (flags & BL_SVAL_F_SIBLING) {
+        if (get_varints(b, len, pos, &g, 1) != 0 || g == 0 || g >= v->created_lsn)
+            return -1;
+        v->sibling_lsn = v->created_lsn - g;
+    }
+    return 0;
+}
+
 size_t bl_sval_size(const bl_sval *v)
 {
     size_t rn = sval_reason_bytes(v);
-    return 2 + bl_varint_size(v->key_len) + bl_varint_size(v->parent_len) +
+    return 2 + links_size(v) + bl_varint_size(v->key_len) + bl_varint_size(v->parent_len) +
            bl_varint_size(rn) + bl_varint_size(v->origin_len) +
            bl_varint_size(v->created_lsn) + bl_varint_size(v->ended_lsn) +
            bl_varint_size(bl_zigzag(v->created_ms)) + bl_varint_size(bl_zigzag(v->ended_ms)) +
@@ -590,7 +655,7 @@ static int sval_fields_ok(const bl_sval *v)
     return bl_valid_key(v->key, v->key_len) && valid_opt_id(v->parent, v->parent_len) &&
            bl_valid_reason(v->reason, v->reason_len) && valid_origin(v->origin, v->origin_len) &&
            valid_lsn(v->created_lsn) && valid_lsn(v->ended_lsn) &&
-           bl_valid_time(v->created_ms) && bl_valid_time(v->ended_ms);
+           bl_valid_time(v->created_ms) && bl_valid_time(v->ended_ms) && links_ok(v);
 }
 
 static void sval_strings(unsigned char *b, size_t pos, const bl_sval *v, size_t reason_len)
@@ -612,7 +677,8 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
     b[0] = 2; /* whole; version 3 is the reference form */
     unsigned code = reason_code(v->reason, v->reason_len);
     size_t rn = code ? 0 : v->reason_len;
-    b[1] = (unsigned char)code; /* flags: bits 0..2 the standard reason's code */
+    /* flags: bits 0..2 the standard reason's code, 3..5 the links */
+    b[1] = (unsigned char)(code | link_flags(v));
     size_t pos = 2;
     pos += bl_varint_put(b + pos, v->key_len);
     pos += bl_varint_put(b + pos, v->parent_len);
@@ -622,6 +688,7 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
     pos += bl_varint_put(b + pos, v->ended_lsn);
     pos += bl_varint_put(b + pos, bl_zigzag(v->created_ms));
     pos += bl_varint_put(b + pos, bl_zigzag(v->ended_ms));
+    put_links(b, &pos, v);
     sval_strings(b, pos, v, rn);
     return n;
 }
@@ -656,7 +723,7 @@ size_t bl_sval_ref_size(const bl_sval *v)
     size_t rn = sval_reason_bytes(v);
     uint64_t gap = v->ended_lsn ? v->ended_lsn - v->created_lsn : 0;
     return 2 + bl_varint_size(v->created_lsn) + bl_varint_size(gap) +
-           bl_varint_size(bl_zigzag(v->ended_ms)) + bl_varint_size(rn) + rn;
+           bl_varint_size(bl_zigzag(v->ended_ms)) + bl_varint_size(rn) + links_size(v) + rn;
 }
 
 /* What a reference value must satisfy on its own (the rest is the
@@ -666,7 +733,7 @@ static int sval_ref_fields_ok(const bl_sval *v)
     return bl_valid_reason(v->reason, v->reason_len) && valid_lsn(v->created_lsn) &&
            v->created_lsn != 0 && valid_lsn(v->ended_lsn) &&
            (v->ended_lsn == 0 || v->ended_lsn > v->created_lsn) && bl_valid_time(v->ended_ms) &&
-           (v->ended_lsn != 0 || (v->ended_ms == 0 && v->reason_len == 0));
+           (v->ended_lsn != 0 || (v->ended_ms == 0 && v->reason_len == 0)) && links_ok(v);
 }
 
 size_t bl_sval_encode_ref(const bl_sval *v, void *buf, size_t cap)
@@ -681,11 +748,12 @@ size_t bl_sval_encode_ref(const bl_sval *v, void *buf, size_t cap)
     size_t rn = code ? 0 : v->reason_len;
     size_t pos = 2;
     b[0] = 3;
-    b[1] = (unsigned char)code;
+    b[1] = (unsigned char)(code | link_flags(v));
     pos += bl_varint_put(b + pos, v->created_lsn);
     pos += bl_varint_put(b + pos, v->ended_lsn ? v->ended_lsn - v->created_lsn : 0);
     pos += bl_varint_put(b + pos, bl_zigzag(v->ended_ms));
     pos += bl_varint_put(b + pos, rn);
+    put_links(b, &pos, v);
     put_bytes(b, &pos, v->reason, rn);
     return n;
 }
@@ -704,19 +772,22 @@ static int sval_reason(unsigned code, bl_sval *v)
     return reason_code(v->reason, v->reason_len) != 0 ? -1 : 0;
 }
 
-static int sval_parse_ref(const unsigned char *b, size_t len, unsigned code, bl_sval *out)
+static int sval_parse_ref(const unsigned char *b, size_t len, unsigned code, unsigned links,
+                          bl_sval *out)
 {
     size_t pos = 2;
     uint64_t f[4];
     bl_sval v;
 
     if (get_varints(b, len, &pos, f, 4) != 0 || f[3] > BINDLOG_REASON_MAX ||
-        (uint64_t)pos + f[3] != len || f[0] > BINDLOG_LSN_MAX || f[1] > BINDLOG_LSN_MAX - f[0])
+        f[0] > BINDLOG_LSN_MAX || f[1] > BINDLOG_LSN_MAX - f[0])
         return BINDLOG_ECORRUPT;
     memset(&v, 0, sizeof v);
     v.ref = 1;
     v.created_lsn = f[0];
     v.ended_lsn = f[1] ? f[0] + f[1] : 0;
+    if (get_links(b, len, &pos, links, &v) != 0 || (uint64_t)pos + f[3] != len)
+        return BINDLOG_ECORRUPT;
     v.ended_ms = bl_unzigzag(f[2]);
     v.reason_len = (size_t)f[3];
     v.reason = take(b, &pos, v.reason_len);
@@ -848,20 +919,24 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
     int rc = check_version(b[0], BL_SVAL_VERSION);
     if (rc != 0)
         return rc;
-    /* versions 2 and 3: bits 0..2 a standard reason's code (1..5), the
-     * rest reserved; version 1: no flags */
+    /* versions 2 and 3: bits 0..2 a standard reason's code (1..5), 3..5
+     * the links, 7 (version 2) the mark, the rest reserved; version 1: no
+     * flags */
     unsigned code = b[1];
     unsigned flag_ref = b[0] == 2 && (code & BL_SVAL_F_REF);
-    if (flag_ref)
-        code &= ~BL_SVAL_F_REF;
-    if (b[0] == 1 ? code != 0 : code >= BL_STD_REASONS)
+    unsigned links = b[0] == 1 ? 0 : code & BL_SVAL_F_LINKS;
+    code &= ~(BL_SVAL_F_REF | BL_SVAL_F_LINKS);
+    if (b[0] == 1 ? b[1] != 0 : code >= BL_STD_REASONS)
+        return BINDLOG_ECORRUPT;
+    if (b[0] == 3 && (b[1] & BL_SVAL_F_REF))
         return BINDLOG_ECORRUPT;
     if (b[0] == 3)
-        return sval_parse_ref(b, len, code, out);
+        return sval_parse_ref(b, len, code, links, out);
     bl_sval v;
     size_t pos;
     uint64_t f[8];
     v.ref = flag_ref;
+    v.child_lsn = v.sibling_lsn = 0;
     if (b[0] == 1) {
         if (len < BL_SVAL_FIXED)
             return BINDLOG_ECORRUPT;
@@ -878,6 +953,10 @@ static int sval_parse(const void *buf, size_t len, bl_sval *out)
         pos = 2;
         if (get_varints(b, len, &pos, f, 8) != 0 || f[0] > BINDLOG_KEY_MAX ||
             f[1] > BINDLOG_ID_MAX || f[2] > BINDLOG_REASON_MAX || f[3] > BINDLOG_ORIGIN_MAX)
+            return BINDLOG_ECORRUPT;
+        v.created_lsn = f[4];
+        v.ended_lsn = f[5];
+        if (get_links(b, len, &pos, links, &v) != 0)
             return BINDLOG_ECORRUPT;
     }
     v.key_len = (size_t)f[0];

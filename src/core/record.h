@@ -143,8 +143,11 @@ int bl_record_peek(const void *buf, size_t len, bl_record_head *out);
 #define BL_BVAL_HEAD_MAX 35
 #define BL_BVAL_MAX (BL_BVAL_HEAD_MAX + BINDLOG_ID_MAX)
 #define BL_SVAL_FIXED 42
-#define BL_SVAL_MAX \
-    (BL_SVAL_FIXED + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + BINDLOG_ORIGIN_MAX)
+/* the two link varints of versions 2 and 3 (format 6), 9 bytes each at most */
+#define BL_SVAL_LINKS_MAX 18
+#define BL_SVAL_MAX                                                                              \
+    (BL_SVAL_FIXED + BL_SVAL_LINKS_MAX + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX +   \
+     BINDLOG_ORIGIN_MAX)
 
 /*
  * A log record, decoded.  Strings are byte ranges (not NUL-terminated) that
@@ -234,6 +237,14 @@ typedef struct bl_sval {
      * of such a value leaves key, parent and origin NULL and created_ms 0
      * until bl_sval_resolve() fills them in from the record. */
     unsigned ref;
+    /* The session's place among its parent's children (format 6: the
+     * sibling chain that replaces the children table for sessions whose
+     * creating record the log holds).  child_lsn: the LSN of the record
+     * that created this session's youngest child (0: none); sibling_lsn:
+     * the one that created the next older child of the same parent (0:
+     * none).  Both are set by the state machine and kept across ends and
+     * re-opens; neither is part of the state digest (bl_sval_encode_v1). */
+    uint64_t child_lsn, sibling_lsn;
 } bl_sval;
 
 /* Encoded sizes and encoders; same contract as bl_record_encode().  The
@@ -263,6 +274,17 @@ int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out);
  * which replay must learn each session's form) and in the bulk replay's
  * in-memory state; the live table writes the reference itself. */
 #define BL_SVAL_F_REF 0x80u
+/* Bits 3..5 of the flags of versions 2 and 3 (format 6), the sibling
+ * chain (bl_sval.child_lsn, sibling_lsn): F_CHILD_END, the youngest child
+ * was created by the record that ended the session (child_lsn ==
+ * ended_lsn, no bytes); F_CHILD, a varint child_lsn - created_lsn follows
+ * the head's varints; F_SIBLING, then a varint created_lsn - sibling_lsn.
+ * F_CHILD_END and F_CHILD together are damage, as is F_CHILD for a child
+ * at the end (one encoding per value). */
+#define BL_SVAL_F_CHILD_END 0x08u
+#define BL_SVAL_F_CHILD 0x10u
+#define BL_SVAL_F_SIBLING 0x20u
+#define BL_SVAL_F_LINKS (BL_SVAL_F_CHILD_END | BL_SVAL_F_CHILD | BL_SVAL_F_SIBLING)
 /* The whole value with the mark when v->ref: a base image's form. */
 size_t bl_sval_encode_base(const bl_sval *v, void *buf, size_t cap);
 /* What a live sessions table keeps: the reference form when v->ref, else
@@ -281,7 +303,7 @@ size_t bl_sval_encode_store(const bl_sval *v, void *buf, size_t cap);
  */
 /* version, flags, created_lsn, the gap to the end, the end time, the
  * reason's length (9 + 9 + 10 + 1), then the reason */
-#define BL_SVAL_REF_MAX (2 + 29 + BINDLOG_REASON_MAX)
+#define BL_SVAL_REF_MAX (2 + 29 + BL_SVAL_LINKS_MAX + BINDLOG_REASON_MAX)
 size_t bl_sval_ref_size(const bl_sval *v);
 size_t bl_sval_encode_ref(const bl_sval *v, void *buf, size_t cap);
 
@@ -377,17 +399,20 @@ static inline size_t bl_lchild_key(unsigned char *out, uint64_t parent_lsn, cons
     return 8 + child_len;
 }
 
-/* 1 if a session created at child_lsn has an entry in the children table
- * under a parent created at parent_lsn.  A parent always precedes its
- * child, so only a store whose parent row was lost (bindlog_recover keeps
- * the child's parent id, which its value still names) can hold a child
- * whose parent is missing or, re-created by a later event under the same
- * id, younger than the child: that session is no one's child to the
- * table, and the tables built from an image (which only see the parent's
- * row) must agree with the ones the events wrote. */
+/* 1 if a session created at child_lsn is a child of a parent created at
+ * parent_lsn to the children table and the sibling chain.  A parent always
+ * precedes its child, so only a store whose parent row was lost
+ * (bindlog_recover keeps the child's parent id, which its value still
+ * names) can hold a child whose parent is missing or, re-created by a
+ * later event under the same id, younger than the child, or a parent whose
+ * creation recover could not tell (created_lsn 0, which no event has: the
+ * children of every such parent would share one key prefix): that session
+ * is no one's child to the table, and the tables built from an image
+ * (which only see the parent's row) must agree with the ones the events
+ * wrote. */
 static inline int bl_child_indexed(uint64_t child_lsn, uint64_t parent_lsn)
 {
-    return parent_lsn < child_lsn;
+    return parent_lsn != 0 && parent_lsn < child_lsn;
 }
 
 /* ---- validation of caller bytes ------------------------------------------ */

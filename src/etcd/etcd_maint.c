@@ -102,6 +102,11 @@ typedef struct mirror {
     bl_es_meta meta;    /* the etcd store's meta at `revision` */
     int64_t revision;
     uint64_t bad;       /* keys that could not be mirrored */
+    /* etcd's children entries of sessions created after the base image,
+     * which an LMDB store of format 6 links through its sessions instead
+     * (mirror_link): found (and taken out of the mirror's children table),
+     * and how many there should be */
+    uint64_t kids_found, kids_expected;
 } mirror;
 
 static const int mirror_tables[] = {BL_ES_BINDINGS, BL_ES_SESSIONS, BL_ES_CHILDREN,
@@ -267,6 +272,109 @@ static int scratch_store(mirror *m)
     return rc;
 }
 
+/* The created_lsn of session id in the mirror (whole values), 0 if none. */
+static uint64_t created_of(MDB_txn *txn, bl_env *e, const void *id, size_t n, bl_sval *sv)
+{
+    MDB_val k = {n, (void *)id}, v;
+    if (n == 0 || bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &k, &v) != 0 ||
+        bl_sval_decode(v.mv_data, v.mv_size, sv) != 0)
+        return 0;
+    return sv->created_lsn;
+}
+
+/*
+ * Make the mirror an LMDB store of format 6 (etcd keeps a children entry
+ * for every child and no sibling chain): its sessions and base image get
+ * the chain (bl_relink), and the children entries of sessions created
+ * after the base image leave its children table, counted (kids_found)
+ * against the sessions that should have one (kids_expected) for check.  An
+ * entry whose child does not name that parent stays, for the LMDB check to
+ * report.
+ */
+static int mirror_link_txn(mirror *m, MDB_txn *txn, int *full)
+{
+    bl_env *e = m->h->e;
+    uint64_t base = m->meta.base_lsn;
+    MDB_cursor *c;
+    MDB_val k, v;
+    int rc, mrc;
+
+    m->kids_found = m->kids_expected = 0;
+    if ((rc = bl_relink(e, txn, BL_DB_BASE_SESSIONS, full)) != 0 ||
+        (rc = bl_relink(e, txn, BL_DB_SESSIONS, full)) != 0)
+        return rc;
+    if ((mrc = mdb_cursor_open(txn, e->dbi[BL_DB_CHILDREN], &c)) != 0)
+        return bl_mdb_error(mrc);
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        bl_sval child, parent;
+        if (k.mv_size <= 8)
+            continue;
+        uint64_t at = created_of(txn, e, (const unsigned char *)k.mv_data + 8, k.mv_size - 8,
+                                 &child);
+        if (at <= base)
+            continue; /* the image's (or a child the sessions lack: check names it) */
+        if (created_of(txn, e, child.parent, child.parent_len, &parent) !=
+            bl_get64be(k.mv_data))
+            continue; /* not that parent's child: check names it */
+        m->kids_found++;
+        if ((mrc = mdb_cursor_del(c, 0)) != 0)
+            break;
+    }
+    mdb_cursor_close(c);
+    if (mrc != 0 && mrc != MDB_NOTFOUND) {
+        *full = mrc == MDB_MAP_FULL;
+        return bl_mdb_error(mrc);
+    }
+    if ((mrc = mdb_cursor_open(txn, e->dbi[BL_DB_SESSIONS], &c)) != 0)
+        return bl_mdb_error(mrc);
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        bl_sval sv, parent;
+        if (bl_sval_decode(v.mv_data, v.mv_size, &sv) != 0 || sv.created_lsn <= base ||
+            sv.parent_len == 0)
+            continue;
+        uint64_t p = created_of(txn, e, sv.parent, sv.parent_len, &parent);
+        m->kids_expected += p != 0 && bl_child_indexed(sv.created_lsn, p);
+    }
+    mdb_cursor_close(c);
+    return mrc == MDB_NOTFOUND ? 0 : bl_mdb_error(mrc);
+}
+
+/* Run fn in a write transaction of the scratch store e and commit it,
+ * growing the map and running it again when full (*full set by fn). */
+typedef int (*scratch_fn)(void *ctx, bl_env *e, MDB_txn *txn, int *full);
+
+static int in_scratch_txn(bl_env *e, scratch_fn fn, void *ctx)
+{
+    for (int attempt = 0;; attempt++) {
+        MDB_txn *txn;
+        int full = 0, rc = bl_wtxn_begin(e, &txn);
+        if (rc != 0)
+            return rc;
+        if ((rc = fn(ctx, e, txn, &full)) != 0) {
+            bl_wtxn_abort(e, txn);
+            if (!full || attempt > 16)
+                return rc;
+            if ((rc = bl_env_resize(e, 0)) != 0)
+                return rc;
+            continue;
+        }
+        rc = bl_wtxn_commit(e, txn, &full);
+        if (rc == BINDLOG_ENOSPC && full && attempt < 16 && bl_env_resize(e, 0) == 0)
+            continue;
+        return rc;
+    }
+}
+
+static int mirror_link_fn(void *ctx, bl_env *e, MDB_txn *txn, int *full)
+{
+    (void)e;
+    return mirror_link_txn(ctx, txn, full);
+}
+
+static int mirror_link(mirror *m) { return in_scratch_txn(m->h->e, mirror_link_fn, m); }
+
 /*
  * Mirror the store of etcd handle h at its latest revision into a new
  * scratch store.  Keys without an LMDB spelling go to bad() (or fail with
@@ -316,6 +424,7 @@ static int mirror_open(bindlog *h, mirror *m, bad_key_fn bad, void *bad_ctx,
         }
         bl_etcd_kvs_free(&kvs);
     }
+    rc = mirror_link(m);
 out:
     bl_etcd_kvs_free(&kvs);
     bl_ebuf_free(&b);
@@ -489,6 +598,13 @@ int bl_etcd_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn,
     }
     if (rc != 0)
         return rc;
+    /* the children entries the mirror took out (mirror_link): one for every
+     * session created after the base image under a parent of the store */
+    if (m.kids_found != m.kids_expected && bk.n++ == 0)
+        snprintf(bk.message, sizeof bk.message,
+                 "etcd children index holds %llu entries for %llu sessions created after the "
+                 "base image under a parent of the store",
+                 (unsigned long long)m.kids_found, (unsigned long long)m.kids_expected);
     if ((rc = check_history(&m, &bk)) == 0)
         rc = bindlog_check(m.h, out, fn, ctx);
     mirror_close(&m);
@@ -995,8 +1111,8 @@ static int etcd_key_of(importer *im, MDB_txn *txn, bl_env *e, int table, const M
 
 /* The etcd value of a scratch store's entry: etcd keeps every session
  * whole and unmarked (docs/scale-out.md), where the scratch LMDB store
- * (format 5) keeps references in its sessions table and marks in its base
- * image.  *v is left alone or pointed at buf. */
+ * (format 6) keeps references in its sessions table, marks in its base
+ * image and the sibling chain in both.  *v is left alone or pointed at buf. */
 static int etcd_value_of(bl_env *e, MDB_txn *txn, int table, const MDB_val *k, MDB_val *v,
                          bl_ebuf *buf)
 {
@@ -1006,12 +1122,13 @@ static int etcd_value_of(bl_env *e, MDB_txn *txn, int table, const MDB_val *k, M
     int rc;
 
     if ((table != BL_ES_SESSIONS && table != BL_ES_BASE_SESSIONS) || v->mv_size < 2 ||
-        (b[0] != 3 && !(b[0] == 2 && (b[1] & BL_SVAL_F_REF))))
+        (b[0] != 3 && !(b[0] == 2 && (b[1] & (BL_SVAL_F_REF | BL_SVAL_F_LINKS)))))
         return 0;
     bl_tables_live(e, txn, &t);
     if ((rc = bl_sval_read(v->mv_data, v->mv_size, k->mv_data, k->mv_size, bl_tables_ref, &t,
                            &sv)) != 0)
         return rc;
+    sv.child_lsn = sv.sibling_lsn = 0; /* etcd indexes children under keys of its own */
     buf->len = 0;
     if ((rc = bl_ebuf_reserve(buf, bl_sval_size(&sv))) != 0)
         return rc;
@@ -1169,6 +1286,51 @@ static int roll_back(importer *im)
     return rc;
 }
 
+/*
+ * Give the scratch store of an import the children entry of every child
+ * (etcd's layout: docs/scale-out.md), where an LMDB store of format 6 has
+ * only those of children whose record its log does not hold and links the
+ * others through its sessions.  The scratch store is thrown away after the
+ * import; its sessions may be references, read whole through its log.
+ */
+static int full_children_txn(void *ctx, bl_env *e, MDB_txn *txn, int *full)
+{
+    MDB_cursor *c;
+    MDB_val k, v;
+    bl_tables t;
+    int mrc, rc = 0;
+    (void)ctx;
+    bl_tables_live(e, txn, &t);
+    if ((mrc = mdb_cursor_open(txn, e->dbi[BL_DB_SESSIONS], &c)) != 0)
+        return bl_mdb_error(mrc);
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        bl_sval sv, parent;
+        MDB_val pv;
+        if ((rc = bl_sval_read(v.mv_data, v.mv_size, k.mv_data, k.mv_size, bl_tables_ref, &t,
+                               &sv)) != 0 ||
+            sv.parent_len == 0)
+            continue;
+        MDB_val pk = {sv.parent_len, (void *)sv.parent};
+        if (bl_get_checked(txn, e->dbi[BL_DB_SESSIONS], BL_DB_SESSIONS, &pk, &pv) != 0 ||
+            bl_sval_decode_any(pv.mv_data, pv.mv_size, &parent) != 0 ||
+            !bl_child_indexed(sv.created_lsn, parent.created_lsn))
+            continue;
+        unsigned char ck[BL_LCHILD_KEY_MAX];
+        MDB_val key = {bl_lchild_key(ck, parent.created_lsn, k.mv_data, k.mv_size), ck},
+                val = {0, ""};
+        int p = mdb_put(txn, e->dbi[BL_DB_CHILDREN], &key, &val, 0);
+        *full = p == MDB_MAP_FULL;
+        rc = bl_mdb_error(p);
+    }
+    mdb_cursor_close(c);
+    if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
+        rc = bl_mdb_error(mrc);
+    return rc;
+}
+
+static int full_children(bl_env *e) { return in_scratch_txn(e, full_children_txn, NULL); }
+
 int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
                    bindlog_progress_fn fn, void *ctx)
 {
@@ -1216,7 +1378,8 @@ int bl_etcd_import(bindlog *h, int fd, uint64_t *records, uint64_t *err_offset,
     } else if ((rc = mirror_open(h, &m, NULL, NULL, NULL, NULL)) != 0) {
         goto out;
     }
-    if ((rc = bindlog_import(m.h, sfd, records, err_offset, fn, ctx)) != 0)
+    if ((rc = bindlog_import(m.h, sfd, records, err_offset, fn, ctx)) != 0 ||
+        (rc = full_children(m.h->e)) != 0)
         goto out;
 
     /* phase 2: commit the difference */

@@ -295,7 +295,7 @@ static void publish_ckpt(bl_walenv *w, const bl_wal_at *at, int synced)
  * snapshot before the last commit whole (its meta page is the one a torn
  * meta write falls back to), so the pages a commit frees can be reused only
  * from the second commit after it on.  A checkpoint rewrites every leaf its
- * puts touch, a third of the sessions and children trees at random keys, so
+ * puts touch, a third of the sessions tree at random keys, so
  * with checkpoints back to back the next one could not reuse what this one
  * freed and the file grew by a second copy of those leaves (a fresh bulk
  * load: 369 free bytes an event of 992).  After this commit, which frees

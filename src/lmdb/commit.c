@@ -153,9 +153,8 @@ static int ov_rehash(struct bl_wbuild *b, size_t nslots)
     return 0;
 }
 
-/* The tables whose newest values the group reads back (lookup): the
- * history and children entries are only written, so they stay out of the
- * overlay. */
+/* The tables whose newest values the group reads back (lookup); a frame
+ * carries no other (format 6 links children through the sessions). */
 static int ov_wanted(unsigned table)
 {
     return table == BL_DB_BINDINGS || table == BL_DB_SESSIONS || table == BL_DB_META;
@@ -422,6 +421,7 @@ static int apply_one(gstate *g, bindlog *h, const bl_event *ev, bindlog_result *
     if (rc != BINDLOG_APPLIED)
         return rc;
     g->e->enc.ref_ok = BL_SVAL_REF; /* the sessions it creates refer to this record */
+    g->e->enc.links = 1;
     if ((rc = bl_plan_encode(&plan, &g->e->enc)) != 0 ||
         (rc = add_record(g->b, g->e->enc.buf + g->e->enc.rec_off, g->e->enc.rec_len)) != 0 ||
         (rc = bl_plan_puts(&plan, &g->e->enc, put_entry, g->b)) != 0 ||

@@ -14,6 +14,7 @@
  * Arguments were checked above the seam (api.c).
  */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ typedef struct lmdb_iter {
     size_t prefix_len;
     char parent[BINDLOG_ID_MAX + 1];        /* children: the parent's id */
     size_t parent_len;
+    uint64_t chain_lsn;                     /* children: the next link of the sibling chain */
     char next_id[BINDLOG_ID_MAX + 1];       /* ancestors: the next session to visit */
     size_t next_len;
     uint64_t steps, max_steps;              /* ancestors: cycle guard for damaged stores */
@@ -346,6 +348,54 @@ static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_se
     return 1;
 }
 
+/*
+ * The next child of a children iterator along the parent's sibling chain
+ * (format 6): the record at it->chain_lsn created it, and its value names
+ * the record of the next older sibling.  1 with the child filled in; 0 once
+ * the chain reaches a record the log no longer holds (compacted: the
+ * children table has that child and every older one); or an error.  A
+ * record that does not create a child of the parent, or a child whose
+ * value says it was created elsewhere, is BINDLOG_ECORRUPT.
+ */
+static int next_linked_child(lmdb_iter *it, bindlog_session *out, void *buf, size_t cap,
+                             bl_sval *sv)
+{
+    const void *rv;
+    size_t rn;
+    bl_record rec;
+    uint64_t lsn = it->chain_lsn;
+    int rc = bl_snap_ref(&it->snap, BL_REF_RECORD, lsn, NULL, 0, &rv, &rn);
+
+    if (rc == BINDLOG_ENOTFOUND) {
+        it->chain_lsn = 0;
+        return 0;
+    }
+    if (rc == 0 && (rc = bl_record_decode(rv, rn, &rec)) == BINDLOG_EVERSION)
+        rc = BINDLOG_ECORRUPT;
+    if (rc == BINDLOG_ECORRUPT)
+        return bl_err_set(rc,
+                          "session '%s' has its child created at LSN %" PRIu64
+                          ", whose record is damaged",
+                          it->parent, lsn);
+    if (rc != 0)
+        return rc;
+    if ((rec.type != BINDLOG_EVENT_SPLIT && rec.type != BINDLOG_EVENT_NEW_SESSION) ||
+        rec.other_len != it->parent_len || memcmp(rec.other, it->parent, it->parent_len) != 0)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "session '%s' names the record at LSN %" PRIu64
+                          " as the creation of a child, which it is not",
+                          it->parent, lsn);
+    if ((rc = emit_session(it, rec.sid, rec.sid_len, out, buf, cap, sv)) < 0)
+        return rc;
+    if (sv->created_lsn != lsn || sv->sibling_lsn >= lsn)
+        return bl_err_set(BINDLOG_ECORRUPT,
+                          "session '%s', the child of '%s' created at LSN %" PRIu64
+                          ", says otherwise",
+                          out->session_id, it->parent, lsn);
+    it->chain_lsn = sv->sibling_lsn;
+    return 1;
+}
+
 static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, size_t cap)
 {
     lmdb_iter *it = (lmdb_iter *)base;
@@ -370,6 +420,8 @@ static int next_session(bindlog_iter *base, bindlog_session *out, void *buf, siz
             rc = 0;
             break;
         }
+        if (it->chain_lsn != 0 && (rc = next_linked_child(it, out, buf, cap, &sv)) != 0)
+            break; /* one from the sibling chain, or an error */
         rc = bl_cursor_next(&it->cur, &k, &v);
         if (rc > 0 && (k.mv_size <= it->prefix_len ||
                        memcmp(k.mv_data, it->prefix, it->prefix_len) != 0)) {
@@ -436,8 +488,8 @@ static int start_ancestors(lmdb_iter *it, const char *id, size_t n)
     return rc;
 }
 
-/* Find the parent of a children iterator: its created_lsn is the table's
- * key prefix.  A session that does not exist has no children (prefix_len
+/* Find the parent of a children iterator: its youngest child starts the
+ * sibling chain, and its created_lsn is the children table's key prefix.  A session that does not exist has no children (prefix_len
  * stays 0). Caller holds the map lock. */
 static int start_children(lmdb_iter *it, const char *id, size_t n)
 {
@@ -452,6 +504,7 @@ static int start_children(lmdb_iter *it, const char *id, size_t n)
         return rc;
     copy_str(it->parent, id, n);
     it->parent_len = n;
+    it->chain_lsn = sv.child_lsn;
     bl_put64be(it->prefix, sv.created_lsn);
     it->prefix_len = 8;
     return 0;

@@ -7,7 +7,7 @@
  *   meta                  1..64                     0..1024
  *   log                   8 (a big-endian LSN)      0..BL_RECORD_MAX (66,311)
  *   bindings, base_*      1..BINDLOG_KEY_MAX        0..BL_BVAL_MAX (163)
- *   sessions, base_*      1..BINDLOG_ID_MAX         0..BL_SVAL_MAX (66,170)
+ *   sessions, base_*      1..BINDLOG_ID_MAX         0..BL_SVAL_MAX (66,188)
  *   children              9..BL_LCHILD_KEY_MAX (136) 0
  *   history               1..BL_HISTORY_KEY_MAX     0
  *

@@ -11,7 +11,9 @@
  *             "counts" -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *   log       be64 lsn -> record (record.h)
  *   bindings  key -> binding value        sessions  id -> session value
- *   children  be64 parent's created_lsn, child -> ""
+ *   children  be64 parent's created_lsn, child -> "": format 6, only the
+ *             children whose record the log no longer holds (the others
+ *             are linked by the session values' sibling chain)
  *   history   key 0x00 be64 lsn -> "": format 2 only (empty from format 3 on,
  *             where each record's prev_lsn chains its key's history)
  *   base_bindings / base_sessions: the state at meta "base" (compaction)
@@ -721,8 +723,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
-    if (fmt >= 2 && fmt <= 4 && bl_open_format2)
-        return 0; /* bindlog upgrade, checkpointing a format-2, 3 or 4 store before it reads it */
+    if (fmt >= 2 && fmt <= 5 && bl_open_format2)
+        return 0; /* bindlog upgrade, checkpointing a format-2 to 5 store before it reads it */
     if (fmt < BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
                           "the store has format %u, from before %s; this library reads format "
@@ -731,7 +733,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           fmt == 1   ? "the write-ahead log"
                           : fmt == 2 ? "records chained their key's history"
                           : fmt == 3 ? "the compact encodings"
-                                     : "session values referred to their records",
+                          : fmt == 4 ? "session values referred to their records"
+                                     : "session values linked their children",
                           BINDLOG_FORMAT_VERSION);
     return 0;
 }
@@ -1300,7 +1303,10 @@ void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->txn = txn;
     t->bindings = e->dbi[BL_DB_BINDINGS];
     t->sessions = e->dbi[BL_DB_SESSIONS];
-    t->children = e->dbi[BL_DB_CHILDREN];
+    /* format 6: a child whose record is in the log is found through the
+     * sibling chain of the session values, and the children table indexes
+     * only the others (compaction adds them: bl_tables_compact) */
+    t->children = 0;
     t->history = 0; /* format 3: a key's history is the chain of its records' prev_lsn */
     t->log = e->dbi[BL_DB_LOG];
     t->reflog = e->dbi[BL_DB_LOG];
@@ -1317,6 +1323,12 @@ void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->children = t->history = t->log = t->reflog = t->refbase = 0;
     t->rec_get = NULL;
     t->rec_ctx = NULL;
+}
+
+void bl_tables_compact(bl_env *e, MDB_txn *txn, bl_tables *t)
+{
+    bl_tables_base(e, txn, t);
+    t->children = e->dbi[BL_DB_CHILDREN];
 }
 
 /* The view's tables are live, base or another store's: their encodings,
@@ -1415,13 +1427,6 @@ int bl_plan_puts(const bl_plan *p, const bl_encoded *enc, bl_put_fn fn, void *ct
     for (unsigned i = 0; rc == 0 && i < p->nsess; i++)
         rc = fn(ctx, BL_DB_SESSIONS, b + enc->sid_off[i], p->sess[i].id_len,
                 b + enc->sval_off[i], enc->sval_len[i]);
-    if (rc == 0 && enc->child_len) {
-        /* the child is the plan's first session (bl_decide) */
-        unsigned char ck[BL_LCHILD_KEY_MAX];
-        rc = fn(ctx, BL_DB_CHILDREN, ck,
-                bl_lchild_key(ck, p->child_parent_lsn, b + enc->sid_off[0], p->sess[0].id_len),
-                "", 0);
-    }
     return rc;
 }
 
@@ -1458,6 +1463,17 @@ int bl_tables_apply(bl_tables *t, const bl_plan *p, const bl_encoded *enc, int *
     if ((rc = bl_pc_guard_plan(t, p, enc)) != 0)
         return rc; /* a damaged page on a path the writes would walk */
     rc = bl_plan_puts(p, enc, put_one, &tp);
+    if (rc == 0 && t->children && enc->child_len) {
+        /* a child whose record leaves the log (compaction): the children
+         * table indexes it from now on.  The child is the plan's first
+         * session (bl_decide). */
+        unsigned char ck[BL_LCHILD_KEY_MAX];
+        const unsigned char *b = enc->buf;
+        rc = put_one(&tp, BL_DB_CHILDREN, ck,
+                     bl_lchild_key(ck, p->child_parent_lsn, b + enc->sid_off[0],
+                                   p->sess[0].id_len),
+                     "", 0);
+    }
     if (rc == 0 && t->log) {
         MDB_val key = {8, k}, val = {enc->rec_len, enc->buf + enc->rec_off};
         bl_put64be(k, p->rec.lsn);

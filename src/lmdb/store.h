@@ -170,6 +170,11 @@ const char *bl_db_name(int db);
 
 void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t);
 void bl_tables_base(bl_env *e, MDB_txn *txn, bl_tables *t);
+/* The base image as compaction folds records into it: bl_tables_base, and
+ * each child a folded record creates gets its entry in the live children
+ * table (its record leaves the log, and with it the sibling chain's way to
+ * its id: docs/format.md, "LMDB tables"). */
+void bl_tables_compact(bl_env *e, MDB_txn *txn, bl_tables *t);
 
 /* A bl_view over tables (for bl_decide).  Its sessions resolve a
  * reference value (bl_sval_read) through the tables' log. */

@@ -376,7 +376,7 @@ static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_
     bl_event ev;
     bl_plan plan;
     bl_view view = {d, view_binding, view_session};
-    uint32_t ki, si, child_si = 0;
+    uint32_t ki, si;
     int rc;
 
     if (d->npd > 0 && (rc = resolve_pending(d)) != 0)
@@ -394,6 +394,7 @@ static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_
     /* the state keeps every session whole, marked when the live table
      * keeps it as a reference (the merge hands that form to the sink) */
     d->enc.ref_ok = BL_SVAL_BASE;
+    d->enc.links = 1;
     if ((rc = bl_plan_encode_state(&plan, &d->enc)) != 0)
         return rc;
 
@@ -405,19 +406,9 @@ static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_
         if ((rc = tab_put(d, &d->sess, b + d->enc.sid_off[i], plan.sess[i].id_len,
                           b + d->enc.sval_off[i], d->enc.sval_len[i], &si)) != 0)
             return rc;
-        if (i == 0)
-            child_si = si;
     }
-    if (d->enc.child_len) {
-        /* the child is the plan's first session (bl_decide; the live write
-         * path, bl_plan_puts, keys it so too), and the parent's created_lsn
-         * is what the plan read through this partition's view */
-        if (plan.nsess == 0 || plan.sess[0].id_len != plan.child_id_len ||
-            memcmp(plan.sess[0].id, plan.child_id, plan.child_id_len) != 0)
-            return (d->why = "a child is not the record's new session"), BL_BULK_FALLBACK;
-        GROW(d->k, d->nk, d->capk);
-        d->k[d->nk++] = (kid){plan.child_parent_lsn, child_si, 0};
-    }
+    /* format 6: a child its record creates is linked through the session
+     * values (the plan's puts hold the chain), not indexed */
     d->counts.applied[rec.type]++;
     d->counts.live_bindings += plan.d_live_bindings;
     d->counts.live_sessions += plan.d_live_sessions;

@@ -95,7 +95,7 @@ static int compact_chunk(bl_env *e, bl_replayer *r, uint64_t keep_from, uint64_t
         }
         bl_replay_mark m = {base.lsn + 1, 0, base.time_ms, base.counts};
         bl_replayer_restore(r, &m);
-        bl_tables_base(e, txn, &t);
+        bl_tables_compact(e, txn, &t);
         while (rc == 0 && n < BL_COMPACT_CHUNK && r->next_lsn <= *cut) {
             unsigned char kb[8];
             uint64_t lsn = r->next_lsn;

@@ -99,6 +99,19 @@ void bl_replayer_restore(bl_replayer *r, const bl_replay_mark *m);
  * full).  The caller holds the map locks of the environments `bytes` and
  * `t` live in.
  */
+/*
+ * Give every session of table db (BL_DB_SESSIONS or BL_DB_BASE_SESSIONS of
+ * e, whole values, marked or not) the sibling chain the state machine would
+ * have given it (relink.c): each parent names its youngest child, each
+ * child its next older sibling, over the sessions the table holds.  For a
+ * table whose values came from elsewhere (an etcd mirror, the state recover
+ * rebuilt).  Rewrites only the values that change, in txn (a write
+ * transaction of e); a value that does not decode whole is left as it is
+ * (check names it).  0, BINDLOG_ENOMEM, or an LMDB error (*map_full set
+ * when the map is full).
+ */
+int bl_relink(bl_env *e, MDB_txn *txn, int db, int *map_full);
+
 int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, uint64_t key_lsn,
                   int *map_full);
 

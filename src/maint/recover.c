@@ -73,7 +73,11 @@ static int open_scratch(const char *dir, uint64_t size, bindlog **out)
 }
 
 /* X: the state of y as its base image at `cut`, the records after it as
- * its log. */
+ * its log.  The walk kept no sibling chain it could trust (the stored
+ * values it took as evidence link records of later LSNs, or lost ones), so
+ * the image is linked again from the sessions it holds (bl_relink): the
+ * new store's children table indexes every child of the image, and the
+ * records after the cut link on from there. */
 static int build_x(bl_salvage *sv, bl_env *y, const bl_base *base, uint64_t head_lsn,
                    int64_t head_time, bl_env *x)
 {
@@ -99,6 +103,8 @@ static int build_x(bl_salvage *sv, bl_env *y, const bl_base *base, uint64_t head
         bl_cursor_close(&c);
     }
     bl_read_end(y, ytxn);
+    if (rc == 0)
+        rc = bl_relink(x, txn, BL_DB_BASE_SESSIONS, &map_full);
     for (size_t i = 0; rc == 0 && i < sv->recs.n; i++) {
         const bl_srec *r = &sv->recs.v[i];
         unsigned char kb[8];

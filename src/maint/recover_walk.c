@@ -38,14 +38,39 @@ static int put_bval(bl_walk *w, MDB_txn *txn, const void *k, size_t kn, const bl
     return n ? put_raw(txn, w->y->dbi[BL_DB_BINDINGS], k, kn, buf, n) : BINDLOG_ECORRUPT;
 }
 
-static int put_sval(bl_walk *w, MDB_txn *txn, const void *id, size_t n, const bl_sval *s)
+/* A session value from evidence (the stored state, the salvage): without
+ * its sibling chain, whose links may name records from after the LSN the
+ * walk is at; build_x (recover.c) links the state at the cut again. */
+static int put_sval(bl_walk *w, MDB_txn *txn, const void *id, size_t n, const bl_sval *given)
 {
+    bl_sval unlinked = *given;
+    const bl_sval *s = &unlinked;
+    unlinked.child_lsn = unlinked.sibling_lsn = 0;
     size_t cap = bl_sval_size(s);
     unsigned char *buf = malloc(cap ? cap : 1);
     if (buf == NULL)
         return BINDLOG_ENOMEM;
     size_t len = bl_sval_encode(s, buf, cap);
     int rc = len ? put_raw(txn, w->y->dbi[BL_DB_SESSIONS], id, n, buf, len) : BINDLOG_ECORRUPT;
+    free(buf);
+    return rc;
+}
+
+/* A stored session value (whole, marked or not) into the state, without
+ * its sibling chain (put_sval). */
+static int put_evidence(bl_walk *w, MDB_txn *txn, const void *k, size_t kn, const void *v,
+                        size_t vn)
+{
+    bl_sval s;
+    if (bl_sval_decode(v, vn, &s) != 0 || (s.child_lsn == 0 && s.sibling_lsn == 0))
+        return put_raw(txn, w->y->dbi[BL_DB_SESSIONS], k, kn, v, vn);
+    s.child_lsn = s.sibling_lsn = 0;
+    size_t cap = bl_sval_size(&s);
+    unsigned char *buf = malloc(cap ? cap : 1);
+    if (buf == NULL)
+        return BINDLOG_ENOMEM;
+    size_t len = bl_sval_encode_base(&s, buf, cap);
+    int rc = len ? put_raw(txn, w->y->dbi[BL_DB_SESSIONS], k, kn, buf, len) : BINDLOG_ECORRUPT;
     free(buf);
     return rc;
 }
@@ -616,7 +641,7 @@ static int lost_lsn(bl_walk *w, MDB_txn *txn, uint64_t lsn, int *named)
             if ((rc = put_bval(w, txn, st.key, st.key_len, &kb)) != 0)
                 return rc;
         }
-        if ((rc = put_raw(txn, w->y->dbi[BL_DB_SESSIONS], e->k, e->kn, e->v, e->vn)) != 0)
+        if ((rc = put_evidence(w, txn, e->k, e->kn, e->v, e->vn)) != 0)
             return rc;
     }
     return 0;

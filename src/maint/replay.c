@@ -212,6 +212,7 @@ int bl_replay_one(bl_replayer *r, bl_tables *t, const void *bytes, size_t len, u
     /* the tables' own form: references in live tables, marked whole
      * values in a base image */
     r->enc.ref_ok = bl_tables_refs(t) ? BL_SVAL_REF : BL_SVAL_BASE;
+    r->enc.links = 1;
     if ((rc = bl_plan_encode(&plan, &r->enc)) != 0)
         return rc;
     /* A record of the current version must re-derive to the same bytes; an
@@ -1100,7 +1101,8 @@ static int entry_live(int db, const MDB_val *v)
 /* Two values of session `k` that differ in bytes but may hold the same
  * session: one whole, the other a reference (a store whose sessions were
  * written whole, as an etcd mirror's are), resolved through the store's
- * snapshot (the replay's records are the store's).  1 if the same. */
+ * snapshot (the replay's records are the store's).  1 if the same, their
+ * sibling chains included. */
 static int same_session(bl_snap *ss, const MDB_val *k, const MDB_val *a, const MDB_val *b)
 {
     static _Thread_local unsigned char ca[BL_SVAL_MAX], cb[BL_SVAL_MAX];
@@ -1114,7 +1116,9 @@ static int same_session(bl_snap *ss, const MDB_val *k, const MDB_val *a, const M
     }
     na = bl_sval_encode_v1(&x, ca, sizeof ca);
     nb = bl_sval_encode_v1(&y, cb, sizeof cb);
-    return na != 0 && na == nb && memcmp(ca, cb, na) == 0;
+    /* the sibling chain is not in the digest's form: compared apart */
+    return na != 0 && na == nb && memcmp(ca, cb, na) == 0 && x.child_lsn == y.child_lsn &&
+           x.sibling_lsn == y.sibling_lsn;
 }
 
 /*

@@ -494,12 +494,15 @@ static int drain_format2(const char *dir)
 
 /* Under the locks: 0 if data.mdb's head is the store's head (nothing is
  * left in bindlog.wal only), BINDLOG_EBUSY if a writer came in between the
- * drain and the locks. */
-static int drained(const char *dir, uint64_t mdb_head)
+ * drain and the locks.  A format-5 store's state digest is taken here, by
+ * the library, which reads its references whole (the format-1 reader
+ * reads tables as they are stored), with its table sizes. */
+static int drained(const char *dir, bl_f1_info *info)
 {
     bindlog_options o = BINDLOG_OPTIONS_INIT;
     bindlog_stats st;
     bindlog *s = NULL;
+    uint64_t mdb_head = info->head_lsn, at = 0;
     o.read_only = 1;
     bl_open_format2 = 1;
     int rc = bindlog_open(&s, dir, &o);
@@ -507,8 +510,13 @@ static int drained(const char *dir, uint64_t mdb_head)
     if (rc != 0)
         return rc;
     rc = bindlog_stats_get(s, &st);
+    if (rc == 0 && info->format == 5 && (rc = bindlog_digest(s, info->digest, &at)) == 0) {
+        info->digest_given = 1;
+        info->bindings = st.bindings;
+        info->sessions = st.sessions;
+    }
     bindlog_close(s);
-    if (rc == 0 && st.head_lsn != mdb_head)
+    if (rc == 0 && (st.head_lsn != mdb_head || (info->digest_given && at != mdb_head)))
         rc = bl_err_set(BINDLOG_EBUSY, "a process wrote to the store during the upgrade (its "
                                        "head is LSN %llu, data.mdb's %llu); nothing was "
                                        "changed: run it again",
@@ -590,7 +598,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
                         (unsigned)info.format, BINDLOG_FORMAT_VERSION);
         goto out;
     }
-    if (info.format < 1 || info.format > 4) {
+    if (info.format < 1 || info.format > 5) {
         rc = bl_err_set(BINDLOG_ECORRUPT, "the store says format %u, which never existed",
                         (unsigned)info.format);
         goto out;
@@ -628,7 +636,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
      * store's own */
     started = 1;
     if (info.format >= 2) {
-        if ((rc = drained(dir, info.head_lsn)) != 0 || (rc = remove_staging(dfd)) != 0)
+        if ((rc = drained(dir, &info)) != 0 || (rc = remove_staging(dfd)) != 0)
             goto out;
     } else if ((rc = remove_staging(dfd)) != 0 || (rc = remove_stray(dfd, BL_WAL_FILE)) != 0 ||
                (rc = remove_stray(dfd, BL_SHM_FILE)) != 0) {

@@ -469,13 +469,21 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
         goto done;
     }
     XXH3_64bits_reset(o.hash);
+    int given = info->digest_given;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    memcpy(dg, info->digest, sizeof dg);
     if ((rc = read_meta(s, info)) != 0)
         goto done;
-    /* formats 2 to 4 have format 1's tables (and more meta records): once
-     * the log is checkpointed, data.mdb alone is the store, and every value
-     * in it is whole (references came with format 5) */
-    if (info->format < 1 || info->format > 4) {
-        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1, 2, 3 or 4",
+    info->digest_given = given;
+    if (given)
+        memcpy(info->digest, dg, sizeof dg);
+    /* formats 2 to 5 have format 1's tables (and more meta records): once
+     * the log is checkpointed, data.mdb alone is the store.  Every value in
+     * it is whole up to format 4; format 5's sessions table may hold
+     * references, read whole by the library for the digest (digest_given),
+     * and this reader exports only the base image (whole) and the log */
+    if (info->format < 1 || info->format > 5 || (info->format == 5 && !info->digest_given)) {
+        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1 to 4 (or 5 with its digest)",
                         (unsigned)info->format);
         goto done;
     }
@@ -486,13 +494,15 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
     }
 
     /* the state digest first: it goes into the trailer */
-    digest_ctx dc = {d, 'B'};
-    if ((rc = walk(s, F1_BINDINGS, on_state, &dc, &info->bindings)) != 0)
-        goto done;
-    dc.tag = 'S';
-    if ((rc = walk(s, F1_SESSIONS, on_state, &dc, &info->sessions)) != 0)
-        goto done;
-    bl_digest_final(d, info->digest);
+    if (!info->digest_given) {
+        digest_ctx dc = {d, 'B'};
+        if ((rc = walk(s, F1_BINDINGS, on_state, &dc, &info->bindings)) != 0)
+            goto done;
+        dc.tag = 'S';
+        if ((rc = walk(s, F1_SESSIONS, on_state, &dc, &info->sessions)) != 0)
+            goto done;
+        bl_digest_final(d, info->digest);
+    }
 
     /* header: a full stream, from the record after the base image */
     unsigned char hdr[ST_HEADER];

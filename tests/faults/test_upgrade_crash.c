@@ -16,7 +16,7 @@
  * (tests/data/format1/expected.txt) and the old data.mdb as its backup.
  * eio at a step before the switch: the call fails and leaves nothing.
  *
- * A format-3 or format-4 store (tests/data/format3, format4) is first
+ * A format-3, 4 or 5 store (tests/data/format3, format4, format5) is first
  * drained: opened as a writer and closed, which checkpoints its log into
  * data.mdb, so its bytes change but not its state; killed at each step, it
  * opens as the old store (BINDLOG_EVERSION) or the new one, and a second
@@ -296,6 +296,14 @@ static void upgrade_crash__format4_kill_at_each_step(void **state)
     kill_at_each_step(4);
 }
 
+/* Format 5: references read (the digest by the library), the sibling
+ * chain written. */
+static void upgrade_crash__format5_kill_at_each_step(void **state)
+{
+    (void)state;
+    kill_at_each_step(5);
+}
+
 static void upgrade_crash__eio_before_the_switch_leaves_nothing(void **state)
 {
     (void)state;
@@ -384,6 +392,7 @@ int main(void)
         cmocka_unit_test(upgrade_crash__kill_at_each_step),
         cmocka_unit_test(upgrade_crash__format3_kill_at_each_step),
         cmocka_unit_test(upgrade_crash__format4_kill_at_each_step),
+        cmocka_unit_test(upgrade_crash__format5_kill_at_each_step),
         cmocka_unit_test(upgrade_crash__eio_before_the_switch_leaves_nothing),
         cmocka_unit_test(upgrade_crash__kill_anywhere),
         cmocka_unit_test(upgrade_crash__backup_by_copy),

@@ -663,7 +663,8 @@ class AsyncStore:
         return self.store.ancestors(session_id)
 
     def children(self, session_id: Text) -> Iterator[Session]:
-        """The direct children of `session_id`, in id order (a generator)."""
+        """The direct children of `session_id` (a generator), in
+        `Store.children`'s order."""
         return self.store.children(session_id)
 
     def history(self, key: Text) -> Iterator[Record]:

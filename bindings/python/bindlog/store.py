@@ -992,7 +992,8 @@ class Store(Maintenance):
 
     def children(self, session_id: Text) -> Iterator[Session]:
         """The direct children of `session_id` (split from or opened after
-        it), in id order.  An unknown session has none."""
+        it): those whose creating record the log holds newest first, then
+        the compacted ones in id order.  An unknown session has none."""
         try:
             sid = _args.sid(session_id)
         except InvalidArgument as exc:

@@ -276,7 +276,7 @@ class Record:
 @dataclass(frozen=True)
 class Lineage:
     """A session with its ancestors (parent first, root last) and its
-    direct children (in id order)."""
+    direct children (in `Store.children`'s order)."""
 
     session: Session
     ancestors: Tuple[Session, ...]
