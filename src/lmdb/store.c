@@ -1463,10 +1463,12 @@ int bl_tables_apply(bl_tables *t, const bl_plan *p, const bl_encoded *enc, int *
     if ((rc = bl_pc_guard_plan(t, p, enc)) != 0)
         return rc; /* a damaged page on a path the writes would walk */
     rc = bl_plan_puts(p, enc, put_one, &tp);
-    if (rc == 0 && t->children && enc->child_len) {
+    if (rc == 0 && t->children && enc->child_len &&
+        bl_child_indexed(p->rec.lsn, p->child_parent_lsn)) {
         /* a child whose record leaves the log (compaction): the children
-         * table indexes it from now on.  The child is the plan's first
-         * session (bl_decide). */
+         * table indexes it from now on, unless its parent is nobody's
+         * parent (a creation recover lost: bl_child_indexed).  The child
+         * is the plan's first session (bl_decide). */
         unsigned char ck[BL_LCHILD_KEY_MAX];
         const unsigned char *b = enc->buf;
         rc = put_one(&tp, BL_DB_CHILDREN, ck,
