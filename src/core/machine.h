@@ -184,7 +184,7 @@ enum { BL_SVAL_WHOLE = 0, BL_SVAL_REF = 1, BL_SVAL_BASE = 2 };
 typedef struct bl_encoded {
     /* Input: how to write the sessions the plan marks (bl_sval.ref):
      * BL_SVAL_WHOLE (0) every value whole (a base image, another backend),
-     * BL_SVAL_REF in the reference form (a format-5 sessions table, whose
+     * BL_SVAL_REF in the reference form (a sessions table of format 5 or 6, whose
      * log keeps their records), BL_SVAL_BASE whole with the mark
      * (bl_sval_encode_base: a base image, the bulk replay's state). */
     int ref_ok;

@@ -232,7 +232,7 @@ typedef struct bl_sval {
     const void *origin;
     size_t origin_len;
     /* 1: the value refers to the record that created the session (version
-     * 3, format 5's sessions table): the session's key, parent, origin and
+     * 3, the sessions table of formats 5 and 6): the session's key, parent, origin and
      * creation time are that record's, not stored again.  bl_sval_decode()
      * of such a value leaves key, parent and origin NULL and created_ms 0
      * until bl_sval_resolve() fills them in from the record. */
@@ -257,7 +257,7 @@ size_t bl_sval_size(const bl_sval *v);
 size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap);
 /* Whole values only (versions 1 and 2, the latter with or without
  * BL_SVAL_F_REF: ref tells): a reference (version 3) is BINDLOG_ECORRUPT,
- * as it is anywhere but a format-5 sessions table. */
+ * as it is anywhere but a sessions table of format 5 or 6. */
 int bl_sval_decode(const void *buf, size_t len, bl_sval *out);
 /* Any version: a reference comes back with ref 1, key NULL and only its
  * own fields (created_lsn, the end); bl_sval_read() resolves it. */
