@@ -1106,6 +1106,212 @@ static void recover__a_child_whose_parent_is_lost(void **state)
     free(loc);
 }
 
+/* Three children of one parent, mc:p, each split from it on a key of its
+ * own, in the log only: bind mc:k1 to mc:p (LSN EVENTS + 1), split it to
+ * mc:c1 (+ 2); the same for mc:k2 and mc:c2 (+ 3, + 4), mc:k3 and mc:c3
+ * (+ 5, + 6); last, wal:k0 bound to wal:s0 (+ 7). */
+static int three_children_writes(bindlog *s, int unused)
+{
+    (void)unused;
+    for (int i = 1; i <= 3; i++) {
+        char key[16], child[16];
+        snprintf(key, sizeof key, "mc:k%d", i);
+        snprintf(child, sizeof child, "mc:c%d", i);
+        if (bindlog_bind(s, key, "mc:p", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED ||
+            bindlog_split(s, key, "mc:p", child, BINDLOG_ANY_GENERATION, NULL, 0, NULL) !=
+                BINDLOG_APPLIED)
+            return 3;
+    }
+    if (bindlog_bind(s, "wal:k0", "wal:s0", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+        return 3;
+    return 0;
+}
+
+/* The children of `parent` as the iterator lists them, space-separated in
+ * its order, into buf; each must name the parent. */
+static void children_of(bindlog *s, const char *parent, char *buf, size_t cap)
+{
+    bindlog_iter *it;
+    bindlog_session ch;
+    int rc;
+    buf[0] = '\0';
+    assert_int_equal(bindlog_children_iter(s, parent, &it), 0);
+    while ((rc = bindlog_iter_next_session(it, &ch, NULL, 0)) == 1) {
+        assert_string_equal(ch.parent_id, parent);
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? " " : "", ch.session_id);
+    }
+    if (rc != 0)
+        fail_msg("children of %s: %s", parent, bindlog_last_error());
+    bindlog_iter_close(it);
+}
+
+/* The recovered store `out` lists `want` as mc:p's children (in the
+ * iterator's order), and so does it once compaction has folded its whole
+ * log, when every child is in the children table (in id order,
+ * `want_folded`); check is clean after the fold too. */
+static void assert_family(const char *out, const char *want, const char *want_folded)
+{
+    bindlog *s;
+    uint64_t head;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    char got[256];
+    assert_int_equal(bindlog_open(&s, out, NULL), 0);
+    children_of(s, "mc:p", got, sizeof got);
+    assert_string_equal(got, want);
+    assert_int_equal(bindlog_digest(s, dg, &head), 0);
+    assert_int_equal(bindlog_compact(s, head + 1, NULL, NULL, NULL), 0);
+    assert_checks_clean(s, "the recovered store, compacted");
+    assert_children_consistent(s);
+    children_of(s, "mc:p", got, sizeof got);
+    assert_string_equal(got, want_folded);
+    bindlog_close(s);
+}
+
+/* The record that created the middle one of a parent's three children is
+ * lost, in the write-ahead log.  mc:c3's value links its older sibling
+ * through that record's LSN; the new store's chain must not pass through
+ * it and leave mc:c1 unreachable.  mc:c2 was kept as a reference to the
+ * lost record and nothing else holds it (docs/reliability.md): it is lost
+ * with it, and mc:p lists the two that survive. */
+static void recover__a_middle_childs_creation_is_lost(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    bindlog *s;
+    bindlog_session ss;
+    char got[256];
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+
+    in_dying_writer(f->dir, three_children_writes, 0);
+    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
+    children_of(s, "mc:p", got, sizeof got);
+    assert_string_equal(got, "mc:c3 mc:c2 mc:c1"); /* newest first, all in the log */
+    bindlog_close(s);
+
+    flip_wal_byte(f->dir, frame_of(f->dir, EVENTS + 4) + 64 + 20);
+    recover_ok(f->dir, f->out, &r, dg);
+    assert_int_equal(r.records_lost, 1);
+    assert_int_equal(r.nranges, 1);
+    assert_int_equal(r.ranges[0].first, EVENTS + 4);
+    assert_int_equal(r.ranges[0].last, EVENTS + 4);
+    assert_int_equal(r.new_head_lsn, EVENTS + 7);
+    /* mc:k3's bind at + 5 follows the loss (mc:p is still live on mc:k2
+     * without it): its frame's after-images apply it, and the split at + 6
+     * re-derives on the state at that cut, so it is in the new log */
+    assert_int_equal(r.cut_lsn, EVENTS + 5);
+    bindlog_recover_report_free(&r);
+
+    assert_int_equal(bindlog_open(&s, f->out, &ro), 0);
+    assert_int_equal(bindlog_session_get(s, "mc:c2", &ss, NULL, 0), BINDLOG_ENOTFOUND);
+    assert_int_equal(bindlog_session_get(s, "mc:c3", &ss, NULL, 0), 0);
+    assert_int_equal(ss.created_lsn, EVENTS + 6);
+    bindlog_close(s);
+    /* mc:c3 along the chain (its record is in the new log), then mc:c1
+     * from the children table (in the base image) */
+    assert_family(f->out, "mc:c3 mc:c1", "mc:c1 mc:c3");
+}
+
+/* Filler events: n keys of their own, each bound once. */
+static void bind_fillers(bindlog *s, const char *tag, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char key[32], sid[32];
+        snprintf(key, sizeof key, "mc:%s:k%d", tag, i);
+        snprintf(sid, sizeof sid, "mc:%s:s%d", tag, i);
+        assert_int_equal(bindlog_bind(s, key, sid, NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+    }
+}
+
+/* The same loss in data.mdb, with the child kept: mc:c2 was re-opened on
+ * a key of its own, so the stored sessions table holds it whole, parent
+ * and creation LSN with it.  Its creating record is lost with the log
+ * leaf holding it (and every older copy of that record), so mc:c2 is a
+ * child the new store's log does not link: the children table holds it
+ * beside mc:c1, and mc:c3, created after the cut, links to it through the
+ * LSN the new log does not hold. */
+static void recover__a_middle_child_kept_whole_outlives_its_record(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    bindlog_result res;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    bindlog *s;
+    bindlog_session ss;
+    char got[256];
+    uint64_t c1, c2, moved;
+
+    assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
+    assert_int_equal(bindlog_bind(s, "mc:k1", "mc:p", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+    assert_int_equal(
+        bindlog_split(s, "mc:k1", "mc:p", "mc:c1", BINDLOG_ANY_GENERATION, NULL, 0, &res),
+        BINDLOG_APPLIED);
+    c1 = res.lsn;
+    bind_fillers(s, "a", 150);
+    assert_int_equal(bindlog_bind(s, "mc:k2", "mc:p", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+    assert_int_equal(
+        bindlog_split(s, "mc:k2", "mc:p", "mc:c2", BINDLOG_ANY_GENERATION, NULL, 0, &res),
+        BINDLOG_APPLIED);
+    c2 = res.lsn;
+    bind_fillers(s, "b", 150);
+    assert_int_equal(bindlog_bind(s, "mc:k2", "mc:x", NULL, NULL, NULL, 0, &res), BINDLOG_APPLIED);
+    moved = res.lsn;
+    assert_int_equal(bindlog_bind(s, "mc:k4", "mc:c2", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+    bind_fillers(s, "c", 20);
+    assert_int_equal(bindlog_bind(s, "mc:k3", "mc:p", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+    assert_int_equal(
+        bindlog_split(s, "mc:k3", "mc:p", "mc:c3", BINDLOG_ANY_GENERATION, NULL, 0, NULL),
+        BINDLOG_APPLIED);
+    children_of(s, "mc:p", got, sizeof got);
+    assert_string_equal(got, "mc:c3 mc:c2 mc:c1");
+    bindlog_close(s); /* checkpointed: data.mdb holds it all */
+
+    /* the leaf holding mc:c2's creating record, which holds neither
+     * mc:c1's nor mc:k2's move; every page holding a copy of that record's
+     * node (older copies of the leaf among the free pages) is zeroed */
+    unsigned char kb[8];
+    uint64_t first, n;
+    bl_put64be(kb, c2);
+    uint64_t pg = leaf_of(f->dir, BL_DB_LOG, kb, 8, &first, &n);
+    assert_true(first > c1 && first + n - 1 < moved);
+    size_t size;
+    unsigned char *map = slurp(data_path(f->dir), &size);
+    /* the node: its key's size (8, little-endian) and the key, then the
+     * start of the record */
+    unsigned char head[10] = {8, 0}, pat[24];
+    memcpy(head + 2, kb, 8);
+    const unsigned char *node = memmem(map + pg * 4096, 4096, head, sizeof head);
+    assert_non_null(node);
+    assert_true(node + sizeof pat <= map + (pg + 1) * 4096);
+    memcpy(pat, node, sizeof pat);
+    for (uint64_t p = 2; p < size / 4096; p++)
+        if (memmem(map + p * 4096, 4096, pat, sizeof pat) != NULL)
+            zero_page(f->dir, p);
+    free(map);
+
+    recover_ok(f->dir, f->out, &r, dg);
+    int lost = 0;
+    for (size_t i = 0; i < r.nranges; i++)
+        lost |= r.ranges[i].first <= c2 && c2 <= r.ranges[i].last;
+    assert_true(lost);
+    /* mc:k2's move follows the loss (mc:k2 is still on mc:p without it)
+     * and data.mdb's copy of a record has no after-images: it is applied
+     * by its effect, and is the cut; mc:c3's split re-derives after it */
+    assert_int_equal(r.cut_lsn, moved);
+    bindlog_recover_report_free(&r);
+
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+    assert_int_equal(bindlog_open(&s, f->out, &ro), 0);
+    assert_int_equal(bindlog_session_get(s, "mc:c2", &ss, NULL, 0), 0);
+    assert_string_equal(ss.parent_id, "mc:p");
+    assert_int_equal(ss.created_lsn, c2);
+    bindlog_close(s);
+    /* mc:c3 along the chain, then the table: mc:c1 and mc:c2 */
+    assert_family(f->out, "mc:c3 mc:c1 mc:c2", "mc:c1 mc:c2 mc:c3");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1123,6 +1329,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(recover__a_cut_or_grown_log_is_read, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_child_whose_parent_is_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__a_middle_childs_creation_is_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__a_middle_child_kept_whole_outlives_its_record,
+                                        setup, teardown),
     };
     if (tu_backend_is_etcd()) {
         /* recover reads directories; only the import of a recovered
