@@ -907,6 +907,97 @@ static uint64_t retained_routes(bindlog *s)
     return routes;
 }
 
+/* An upgraded golden store s holds what the format that wrote it recorded
+ * (EXPECTED's lines for `which`): head, base, counts and applied
+ * counters.  A compacted store's ROUTE count is its retained ROUTE
+ * records' (an export stream's image carries no ROUTE count:
+ * docs/format.md). */
+static void golden_counts(bindlog *s, const char *expected, const char *which, uint64_t head,
+                          uint64_t base)
+{
+    bindlog_stats st;
+    assert_int_equal(bindlog_stats_get(s, &st), 0);
+    assert_int_equal(st.format_version, BINDLOG_FORMAT_VERSION);
+    assert_int_equal(st.head_lsn, head);
+    assert_int_equal(st.base_lsn, base);
+    assert_int_equal(st.log_records, head - base);
+    assert_int_equal(st.bindings, expected_num(expected, which, "bindings", NULL));
+    assert_int_equal(st.live_bindings, expected_num(expected, which, "live_bindings", NULL));
+    assert_int_equal(st.sessions, expected_num(expected, which, "sessions", NULL));
+    assert_int_equal(st.live_sessions, expected_num(expected, which, "live_sessions", NULL));
+    uint64_t routes = retained_routes(s);
+    for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
+        assert_int_equal(st.applied[t],
+                         t == BINDLOG_EVENT_ROUTE && base > 0
+                             ? routes
+                             : expected_num(expected, which, "applied", bindlog_event_name(t)));
+}
+
+/* The golden store's two hubs (one of them an upper-case UUID) list as
+ * many children as EXPECTED says, each naming its hub as parent. */
+static void golden_hubs(bindlog *s, const char *expected, const char *which)
+{
+    char line[512], name[64], fld[64], sid[160];
+    unsigned long long n;
+    int hubs = 0;
+    FILE *e = fopen(expected, "r");
+    assert_non_null(e);
+    while (fgets(line, sizeof line, e) != NULL) {
+        if (sscanf(line, "%63s %63s %159s %llu", name, fld, sid, &n) != 4 ||
+            strcmp(name, which) != 0 || strcmp(fld, "children") != 0)
+            continue;
+        bindlog_iter *it;
+        bindlog_session ss;
+        unsigned long long kids = 0;
+        int rc;
+        assert_int_equal(bindlog_children_iter(s, sid, &it), 0);
+        while ((rc = bindlog_iter_next_session(it, &ss, NULL, 0)) == 1) {
+            assert_string_equal(ss.parent_id, sid);
+            kids++;
+        }
+        bindlog_iter_close(it);
+        assert_int_equal(rc, 0);
+        assert_true(n >= 3);
+        assert_int_equal(kids, n);
+        hubs++;
+    }
+    fclose(e);
+    assert_int_equal(hubs, 2);
+}
+
+/* The upgraded store takes new events where its log ends (at head): a
+ * bind, a /new, a split and a route on keys under `prefix`, then checks
+ * clean. */
+static void golden_takes_events(bindlog *s, const char *prefix, uint64_t head)
+{
+    char key[128], rkey[160];
+    bindlog_result res;
+    bindlog_route_result rr;
+    bindlog_check_report chk;
+    bindlog_policy idle = {BINDLOG_RESET_IDLE, 6 * 3600 * 1000, 0};
+    snprintf(key, sizeof key, "%s", prefix);
+    snprintf(rkey, sizeof rkey, "%s:route", prefix);
+    assert_int_equal(bindlog_bind(s, key, "0b6f7f0e-4a0b-4c7e-9d41-8a8e2a7c1f00", NULL, NULL,
+                                  NULL, 0, &res),
+                     BINDLOG_APPLIED);
+    assert_int_equal(res.lsn, head + 1);
+    assert_int_equal(bindlog_new_session(s, key, "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13", NULL,
+                                         "{}", 2, &res),
+                     BINDLOG_APPLIED);
+    assert_int_equal(res.lsn, head + 2);
+    assert_int_equal(bindlog_split(s, key, "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13",
+                                   "s-after-split", res.generation, NULL, 0, &res),
+                     BINDLOG_APPLIED);
+    assert_int_equal(res.lsn, head + 3);
+    assert_int_equal(bindlog_route(s, rkey, 1767225600000 + 7 * 86400000LL, &idle,
+                                   "s-after-route", NULL, 0, &rr),
+                     BINDLOG_CREATED);
+    assert_int_equal(rr.lsn, head + 4);
+    assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
+    assert_int_equal(chk.problems, 0);
+    assert_int_equal(chk.head_lsn, head + 4);
+}
+
 /* Format 4 (tests/data/format4, written by b5f9e13: make_format4.sh,
  * gen_format4.c), one store closed cleanly, one compacted, one whose
  * process died with its last records in bindlog.wal only (and a log ring
@@ -926,13 +1017,10 @@ static void upgrade__format4_stores(void **state)
     for (size_t i = 0; i < 3; i++) {
         fx *f = extract_from(TARBALL4, which[i]);
         bindlog_upgrade_report r;
-        bindlog_check_report chk;
-        bindlog_stats st;
         bindlog *s;
         uint64_t head = 0;
-        char hex[33], got[33], line[512], name[64], fld[64], sid[160];
+        char hex[33], got[33];
         unsigned char d[BINDLOG_DIGEST_SIZE];
-        unsigned long long n;
 
         expected_in(EXPECTED4, which[i], &head, hex);
         uint64_t base = expected_num(EXPECTED4, which[i], "base", NULL);
@@ -957,77 +1045,10 @@ static void upgrade__format4_stores(void **state)
         assert_int_equal(bindlog_digest(s, d, NULL), 0);
         bindlog_digest_hex(d, got);
         assert_string_equal(got, hex);
-        assert_int_equal(bindlog_stats_get(s, &st), 0);
-        assert_int_equal(st.format_version, BINDLOG_FORMAT_VERSION);
-        assert_int_equal(st.head_lsn, head);
-        assert_int_equal(st.base_lsn, base);
-        assert_int_equal(st.log_records, head - base);
-        assert_int_equal(st.bindings, expected_num(EXPECTED4, which[i], "bindings", NULL));
-        assert_int_equal(st.live_bindings,
-                         expected_num(EXPECTED4, which[i], "live_bindings", NULL));
-        assert_int_equal(st.sessions, expected_num(EXPECTED4, which[i], "sessions", NULL));
-        assert_int_equal(st.live_sessions,
-                         expected_num(EXPECTED4, which[i], "live_sessions", NULL));
-        /* the applied counters; a compacted store's ROUTE count is its
-         * retained ROUTE records' (an export stream's image carries no
-         * ROUTE count: docs/format.md) */
-        uint64_t routes = retained_routes(s);
-        for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
-            assert_int_equal(st.applied[t],
-                             t == BINDLOG_EVENT_ROUTE && base > 0
-                                 ? routes
-                                 : expected_num(EXPECTED4, which[i], "applied",
-                                                bindlog_event_name(t)));
-        /* the two hubs' children, one of them an upper-case UUID */
-        int hubs = 0;
-        FILE *e = fopen(EXPECTED4, "r");
-        assert_non_null(e);
-        while (fgets(line, sizeof line, e) != NULL) {
-            if (sscanf(line, "%63s %63s %159s %llu", name, fld, sid, &n) != 4 ||
-                strcmp(name, which[i]) != 0 || strcmp(fld, "children") != 0)
-                continue;
-            bindlog_iter *it;
-            bindlog_session ss;
-            unsigned long long kids = 0;
-            int rc;
-            assert_int_equal(bindlog_children_iter(s, sid, &it), 0);
-            while ((rc = bindlog_iter_next_session(it, &ss, NULL, 0)) == 1) {
-                assert_string_equal(ss.parent_id, sid);
-                kids++;
-            }
-            bindlog_iter_close(it);
-            assert_int_equal(rc, 0);
-            assert_true(n >= 3);
-            assert_int_equal(kids, n);
-            hubs++;
-        }
-        fclose(e);
-        assert_int_equal(hubs, 2);
+        golden_counts(s, EXPECTED4, which[i], head, base);
+        golden_hubs(s, EXPECTED4, which[i]);
 
-        /* and it takes new events where its log ends */
-        bindlog_result res;
-        bindlog_route_result rr;
-        bindlog_policy idle = {BINDLOG_RESET_IDLE, 6 * 3600 * 1000, 0};
-        assert_int_equal(bindlog_bind(s, "after:golden4", "0b6f7f0e-4a0b-4c7e-9d41-8a8e2a7c1f00",
-                                      NULL, NULL, NULL, 0, &res),
-                         BINDLOG_APPLIED);
-        assert_int_equal(res.lsn, head + 1);
-        assert_int_equal(bindlog_new_session(s, "after:golden4",
-                                             "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13", NULL, "{}", 2,
-                                             &res),
-                         BINDLOG_APPLIED);
-        assert_int_equal(res.lsn, head + 2);
-        assert_int_equal(bindlog_split(s, "after:golden4", "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13",
-                                       "s-after-split", res.generation, NULL, 0, &res),
-                         BINDLOG_APPLIED);
-        assert_int_equal(res.lsn, head + 3);
-        assert_int_equal(bindlog_route(s, "after:golden4:route", 1767225600000 + 7 * 86400000LL,
-                                       &idle, "s-after-route", NULL, 0, &rr),
-                         BINDLOG_CREATED);
-        assert_int_equal(rr.lsn, head + 4);
-        assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
-        assert_int_equal(chk.problems, 0);
-        assert_int_equal(chk.head_lsn, head + 4);
+        golden_takes_events(s, "after:golden4", head);
         bindlog_close(s);
         fx_free(f);
     }
@@ -1112,13 +1133,11 @@ static void upgrade__format5_stores(void **state)
         fx *f = extract_from(TARBALL5, which[i]);
         bindlog_upgrade_report r;
         bindlog_check_report chk;
-        bindlog_stats st;
         bindlog *s;
         uint64_t head = 0, dhead = 0;
-        char hex[33], got[33], path[1100], line[512], name[64], fld[64], sid[160];
+        char hex[33], got[33], path[1100];
         char args[1200], out[2048];
         unsigned char d[BINDLOG_DIGEST_SIZE];
-        unsigned long long n;
 
         expected_in(EXPECTED5, which[i], &head, hex);
         uint64_t base = expected_num(EXPECTED5, which[i], "base", NULL);
@@ -1181,53 +1200,10 @@ static void upgrade__format5_stores(void **state)
             fail_msg("%s: %s", which[i], chk.message);
         assert_int_equal(chk.head_lsn, head);
         assert_int_equal(chk.records, head - base);
-        assert_int_equal(bindlog_stats_get(s, &st), 0);
-        assert_int_equal(st.format_version, BINDLOG_FORMAT_VERSION);
-        assert_int_equal(st.head_lsn, head);
-        assert_int_equal(st.base_lsn, base);
-        assert_int_equal(st.log_records, head - base);
-        assert_int_equal(st.bindings, expected_num(EXPECTED5, which[i], "bindings", NULL));
-        assert_int_equal(st.live_bindings,
-                         expected_num(EXPECTED5, which[i], "live_bindings", NULL));
-        assert_int_equal(st.sessions, expected_num(EXPECTED5, which[i], "sessions", NULL));
-        assert_int_equal(st.live_sessions,
-                         expected_num(EXPECTED5, which[i], "live_sessions", NULL));
-        /* a compacted store's ROUTE count is its retained ROUTE records'
-         * after the upgrade, as from format 4 */
-        uint64_t routes = retained_routes(s);
-        for (int t = 1; t < BINDLOG_EVENT_COUNT; t++)
-            assert_int_equal(st.applied[t],
-                             t == BINDLOG_EVENT_ROUTE && base > 0
-                                 ? routes
-                                 : expected_num(EXPECTED5, which[i], "applied",
-                                                bindlog_event_name(t)));
-        /* the two hubs' children, one of them an upper-case UUID; each
-         * child's parent is read through its reference (from its record,
-         * or in the compacted store from the base image) */
-        int hubs = 0;
-        FILE *e = fopen(EXPECTED5, "r");
-        assert_non_null(e);
-        while (fgets(line, sizeof line, e) != NULL) {
-            if (sscanf(line, "%63s %63s %159s %llu", name, fld, sid, &n) != 4 ||
-                strcmp(name, which[i]) != 0 || strcmp(fld, "children") != 0)
-                continue;
-            bindlog_iter *it;
-            bindlog_session ss;
-            unsigned long long kids = 0;
-            int rc;
-            assert_int_equal(bindlog_children_iter(s, sid, &it), 0);
-            while ((rc = bindlog_iter_next_session(it, &ss, NULL, 0)) == 1) {
-                assert_string_equal(ss.parent_id, sid);
-                kids++;
-            }
-            bindlog_iter_close(it);
-            assert_int_equal(rc, 0);
-            assert_true(n >= 3);
-            assert_int_equal(kids, n);
-            hubs++;
-        }
-        fclose(e);
-        assert_int_equal(hubs, 2);
+        /* each hub child's parent is read through its reference (from
+         * its record, or in the compacted store from the base image) */
+        golden_counts(s, EXPECTED5, which[i], head, base);
+        golden_hubs(s, EXPECTED5, which[i]);
         bindlog_close(s);
 
         /* bindlog upgrade: already current, nothing touched */
@@ -1260,30 +1236,8 @@ static void upgrade__format5_stores(void **state)
         assert_false(exists(f->dir, ".bindlog-upgrade"));
 
         /* and it takes new events where its log ends */
-        bindlog_result res;
-        bindlog_route_result rr;
-        bindlog_policy idle = {BINDLOG_RESET_IDLE, 6 * 3600 * 1000, 0};
         assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
-        assert_int_equal(bindlog_bind(s, "after:golden5", "0b6f7f0e-4a0b-4c7e-9d41-8a8e2a7c1f00",
-                                      NULL, NULL, NULL, 0, &res),
-                         BINDLOG_APPLIED);
-        assert_int_equal(res.lsn, head + 1);
-        assert_int_equal(bindlog_new_session(s, "after:golden5",
-                                             "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13", NULL, "{}", 2,
-                                             &res),
-                         BINDLOG_APPLIED);
-        assert_int_equal(res.lsn, head + 2);
-        assert_int_equal(bindlog_split(s, "after:golden5", "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13",
-                                       "s-after-split", res.generation, NULL, 0, &res),
-                         BINDLOG_APPLIED);
-        assert_int_equal(res.lsn, head + 3);
-        assert_int_equal(bindlog_route(s, "after:golden5:route", 1767225600000 + 7 * 86400000LL,
-                                       &idle, "s-after-route", NULL, 0, &rr),
-                         BINDLOG_CREATED);
-        assert_int_equal(rr.lsn, head + 4);
-        assert_int_equal(bindlog_check(s, &chk, NULL, NULL), 0);
-        assert_int_equal(chk.problems, 0);
-        assert_int_equal(chk.head_lsn, head + 4);
+        golden_takes_events(s, "after:golden5", head);
         bindlog_close(s);
         fx_free(f);
     }
