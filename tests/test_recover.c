@@ -1312,6 +1312,68 @@ static void recover__a_middle_child_kept_whole_outlives_its_record(void **state)
     assert_family(f->out, "mc:c3 mc:c1 mc:c2", "mc:c1 mc:c2 mc:c3");
 }
 
+static int reopened_child_writes(bindlog *s, int unused)
+{
+    (void)unused;
+    if (bindlog_bind(s, "ro:k1", "ro:p", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED ||
+        bindlog_split(s, "ro:k1", "ro:p", "ro:c", BINDLOG_ANY_GENERATION, "{\"o\":1}", 7, NULL) !=
+            BINDLOG_APPLIED ||
+        bindlog_bind(s, "ro:k1", "ro:x", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED ||
+        bindlog_bind(s, "ro:k2", "ro:c", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED ||
+        bindlog_bind(s, "wal:k0", "wal:s0", NULL, NULL, NULL, 0, NULL) != BINDLOG_APPLIED)
+        return 3;
+    return 0;
+}
+
+/* A child re-opened on a key of its own, all in the write-ahead log: the
+ * re-open's frame carries the child's value whole (parent, origin,
+ * creation LSN and time) as its after-image.  The record that created it
+ * is lost; the after-image still says everything that record did of the
+ * child, so the recovered child keeps its parent and origin. */
+static void recover__a_reopened_childs_frame_keeps_its_parent(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    bindlog *s;
+    bindlog_session was, ss;
+    char worg[16], org[16], got[64];
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+
+    in_dying_writer(f->dir, reopened_child_writes, 0);
+    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
+    assert_int_equal(bindlog_session_get(s, "ro:c", &was, worg, sizeof worg), 0);
+    assert_int_equal(was.created_lsn, EVENTS + 2);
+    bindlog_close(s);
+
+    flip_wal_byte(f->dir, frame_of(f->dir, EVENTS + 2) + 64 + 20);
+    recover_ok(f->dir, f->out, &r, dg);
+    assert_int_equal(r.records_lost, 1);
+    assert_int_equal(r.nranges, 1);
+    assert_int_equal(r.ranges[0].first, EVENTS + 2);
+    assert_int_equal(r.ranges[0].last, EVENTS + 2);
+    /* the re-open re-derives on the salvaged ro:c, but is applied by its
+     * after-images, which know ro:c's creation: it is the cut */
+    assert_int_equal(r.cut_lsn, EVENTS + 4);
+    assert_int_equal(r.new_head_lsn, EVENTS + 5);
+    bindlog_recover_report_free(&r);
+
+    assert_int_equal(bindlog_open(&s, f->out, &ro), 0);
+    assert_int_equal(bindlog_session_get(s, "ro:c", &ss, org, sizeof org), 0);
+    assert_string_equal(ss.parent_id, "ro:p");
+    assert_string_equal(ss.key, "ro:k2");
+    assert_int_equal(ss.created_lsn, was.created_lsn);
+    assert_int_equal(ss.created_ms, was.created_ms);
+    assert_int_equal(ss.ended_lsn, 0);
+    assert_int_equal(ss.origin_len, 7);
+    assert_memory_equal(org, "{\"o\":1}", 7);
+    children_of(s, "ro:p", got, sizeof got);
+    assert_string_equal(got, "ro:c");
+    assert_children_consistent(s);
+    bindlog_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1321,6 +1383,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(recover__damage_always_recovers_clean, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__damaged_base_image, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__a_reopened_childs_frame_keeps_its_parent, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(recover__keeps_the_logs_records, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_damaged_frame_loses_only_its_lsns, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_later_event_of_a_key_survives_an_earlier_loss,
