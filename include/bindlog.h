@@ -66,9 +66,9 @@ extern "C" {
 #define BINDLOG_VERSION_PATCH 0
 #define BINDLOG_VERSION_STRING "0.1.0"
 /** On-disk store format written by this library. */
-#define BINDLOG_FORMAT_VERSION 6
+#define BINDLOG_FORMAT_VERSION 7
 /** Log record encoding version written by this library. */
-#define BINDLOG_RECORD_VERSION 3
+#define BINDLOG_RECORD_VERSION 4
 
 /** The library's version string, e.g. "0.1.0".  Static, never NULL. */
 BINDLOG_API const char *bindlog_version(void);

@@ -1156,6 +1156,7 @@ static void upgrade__format5_stores(void **state)
             assert_int_equal(values_in(f->dir, "base_sessions", 2, -1), 0);
         }
         assert_int_equal(values_in(f->dir, "sessions", 3, 2), 0); /* no chain in format 5 */
+        assert_int_equal(values_in(f->dir, "log", 3, -1), values_in(f->dir, "log", -1, -1));
         if (base == 0) /* format 5 indexes every child */
             assert_true(values_in(f->dir, "children", -1, -1) > 0);
         assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
@@ -1164,12 +1165,16 @@ static void upgrade__format5_stores(void **state)
         if (cli != NULL) {
             snprintf(args, sizeof args, "upgrade '%s'", f->dir);
             int code = cli_says(cli, args, out, sizeof out);
-            if (code != 0 || strstr(out, "format:   5 -> 6") == NULL)
+            if (code != 0 || strstr(out, "format:   5 -> 7") == NULL)
                 fail_msg("bindlog upgrade %s (exit %d) said:\n%s", which[i], code, out);
         } else {
             assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
             assert_int_equal(r.from_format, 5);
         }
+        /* format 7: every record re-derived in version 4 (UUIDs in 16
+         * bytes), where format 5 had version 3 */
+        assert_true(values_in(f->dir, "log", 4, -1) > 0);
+        assert_int_equal(values_in(f->dir, "log", 4, -1), values_in(f->dir, "log", -1, -1));
         /* format 6: the children of the log's records are linked through
          * the session values, the children table holds the base image's */
         assert_true(values_in(f->dir, "sessions", 3, 2) > 0);
@@ -1220,7 +1225,7 @@ static void upgrade__format5_stores(void **state)
         if (cli != NULL) {
             snprintf(args, sizeof args, "upgrade '%s'", f->dir);
             int code = cli_says(cli, args, out, sizeof out);
-            if (code != 0 || strstr(out, "format:   6, already current: nothing to do") == NULL)
+            if (code != 0 || strstr(out, "format:   7, already current: nothing to do") == NULL)
                 fail_msg("bindlog upgrade %s (exit %d) said:\n%s", which[i], code, out);
         }
         assert_int_equal(stat(path, &b), 0);
@@ -1253,7 +1258,7 @@ static void upgrade__other_formats_are_refused(void **state)
         int magic, rc;
         const char *says;
     } cases[] = {
-        {7, 1, BINDLOG_EVERSION, "format 7, newer than this library's 6"},
+        {8, 1, BINDLOG_EVERSION, "format 8, newer than this library's 7"},
         {0, 1, BINDLOG_ECORRUPT, "no valid format record"},
         {1, 0, BINDLOG_ENOTSTORE, "no bindlog magic"},
     };

@@ -154,6 +154,15 @@ int bl_record_peek(const void *buf, size_t len, bl_record_head *out);
  * point into the buffer they were decoded from, or into the caller's memory
  * when encoding.
  */
+/* A UUID's canonical text, 8-4-4-4-12 lower-case hex digits, and its 16
+ * bytes.  bl_uuid_pack: 1 and the bytes when p..p+n is that text exactly
+ * (an upper-case one is not: its bytes would not give it back), else 0.
+ * bl_uuid_text: the text of 16 bytes, not NUL-terminated. */
+#define BL_UUID_TEXT 36
+#define BL_UUID_BYTES 16
+int bl_uuid_pack(const char *p, size_t n, unsigned char out[BL_UUID_BYTES]);
+void bl_uuid_text(const unsigned char in[BL_UUID_BYTES], char out[BL_UUID_TEXT]);
+
 typedef struct bl_record {
     unsigned version;    /* decoded: the record's version; encode writes the current one */
     uint64_t lsn;
@@ -176,6 +185,12 @@ typedef struct bl_record {
     size_t reason_len;
     const void *origin;
     size_t origin_len;
+    /* Version 4 keeps an id that is a UUID in its canonical lower-case
+     * text as its 16 bytes (bl_uuid_pack).  Decoding writes such an id's
+     * text here and points sid or other at it, so a decoded bl_record is
+     * not only a view of its input: sid and other may live only as long as
+     * this struct, and a copy of it points into the original's. */
+    char id_text[2][BL_UUID_TEXT];
 } bl_record;
 
 /* Bytes bl_record_encode() will write for r. */
@@ -245,7 +260,22 @@ typedef struct bl_sval {
      * none).  Both are set by the state machine and kept across ends and
      * re-opens; neither is part of the state digest (bl_sval_encode_v1). */
     uint64_t child_lsn, sibling_lsn;
+    /* Where bl_sval_resolve() and bl_sval_take_creation() copy a parent
+     * id that lived in a decoded record's id_text (version 4), so that the
+     * value does not point into that record: parent may point here, and a
+     * copy of the value then points into the original's. */
+    char parent_text[BL_UUID_TEXT];
 } bl_sval;
+
+/* *dst = *src, with a parent held in src->parent_text held in
+ * dst->parent_text: the copy does not depend on src living on.  Every
+ * copy of a bl_sval that may outlive its source goes through here. */
+static inline void bl_sval_copy(bl_sval *dst, const bl_sval *src)
+{
+    *dst = *src;
+    if (src->parent == src->parent_text)
+        dst->parent = dst->parent_text;
+}
 
 /* Encoded sizes and encoders; same contract as bl_record_encode().  The
  * decoders refuse a len over BL_BVAL_MAX / BL_SVAL_MAX before reading it. */

@@ -723,8 +723,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
-    if (fmt >= 2 && fmt <= 5 && bl_open_format2)
-        return 0; /* bindlog upgrade, checkpointing a format-2 to 5 store before it reads it */
+    if (fmt >= 2 && fmt <= 6 && bl_open_format2)
+        return 0; /* bindlog upgrade, checkpointing a format-2 to 6 store before it reads it */
     if (fmt < BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
                           "the store has format %u, from before %s; this library reads format "
@@ -734,7 +734,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           : fmt == 2 ? "records chained their key's history"
                           : fmt == 3 ? "the compact encodings"
                           : fmt == 4 ? "session values referred to their records"
-                                     : "session values linked their children",
+                          : fmt == 5 ? "session values linked their children"
+                                     : "records kept UUIDs in 16 bytes",
                           BINDLOG_FORMAT_VERSION);
     return 0;
 }

@@ -43,7 +43,8 @@ static int put_bval(bl_walk *w, MDB_txn *txn, const void *k, size_t kn, const bl
  * walk is at; build_x (recover.c) links the state at the cut again. */
 static int put_sval(bl_walk *w, MDB_txn *txn, const void *id, size_t n, const bl_sval *given)
 {
-    bl_sval unlinked = *given;
+    bl_sval unlinked;
+    bl_sval_copy(&unlinked, given);
     const bl_sval *s = &unlinked;
     unlinked.child_lsn = unlinked.sibling_lsn = 0;
     size_t cap = bl_sval_size(s);

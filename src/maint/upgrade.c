@@ -494,7 +494,7 @@ static int drain_format2(const char *dir)
 
 /* Under the locks: 0 if data.mdb's head is the store's head (nothing is
  * left in bindlog.wal only), BINDLOG_EBUSY if a writer came in between the
- * drain and the locks.  A format-5 store's state digest is taken here, by
+ * drain and the locks.  A format-5 or 6 store's state digest is taken here, by
  * the library, which reads its references whole (the format-1 reader
  * reads tables as they are stored), with its table sizes. */
 static int drained(const char *dir, bl_f1_info *info)
@@ -510,7 +510,7 @@ static int drained(const char *dir, bl_f1_info *info)
     if (rc != 0)
         return rc;
     rc = bindlog_stats_get(s, &st);
-    if (rc == 0 && info->format == 5 && (rc = bindlog_digest(s, info->digest, &at)) == 0) {
+    if (rc == 0 && info->format >= 5 && (rc = bindlog_digest(s, info->digest, &at)) == 0) {
         info->digest_given = 1;
         info->bindings = st.bindings;
         info->sessions = st.sessions;
@@ -598,7 +598,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
                         (unsigned)info.format, BINDLOG_FORMAT_VERSION);
         goto out;
     }
-    if (info.format < 1 || info.format > 5) {
+    if (info.format < 1 || info.format > 6) {
         rc = bl_err_set(BINDLOG_ECORRUPT, "the store says format %u, which never existed",
                         (unsigned)info.format);
         goto out;
