@@ -691,7 +691,7 @@ static size_t sval_reason_bytes(const bl_sval *v)
     return reason_code(v->reason, v->reason_len) ? 0 : v->reason_len;
 }
 
-/* ---- the sibling chain (format 6), in versions 2 and 3 ---- */
+/* ---- the sibling chain (formats 6 and 7), in versions 2 and 3 ---- */
 
 /* The link bits of v's flags byte. */
 static unsigned link_flags(const bl_sval *v)

@@ -143,7 +143,7 @@ int bl_record_peek(const void *buf, size_t len, bl_record_head *out);
 #define BL_BVAL_HEAD_MAX 35
 #define BL_BVAL_MAX (BL_BVAL_HEAD_MAX + BINDLOG_ID_MAX)
 #define BL_SVAL_FIXED 42
-/* the two link varints of versions 2 and 3 (format 6), 9 bytes each at most */
+/* the two link varints of versions 2 and 3 (formats 6 and 7), 9 bytes each at most */
 #define BL_SVAL_LINKS_MAX 18
 #define BL_SVAL_MAX                                                                              \
     (BL_SVAL_FIXED + BL_SVAL_LINKS_MAX + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX +   \
@@ -247,12 +247,12 @@ typedef struct bl_sval {
     const void *origin;
     size_t origin_len;
     /* 1: the value refers to the record that created the session (version
-     * 3, the sessions table of formats 5 and 6): the session's key, parent, origin and
+     * 3, the sessions table of formats 5 to 7): the session's key, parent, origin and
      * creation time are that record's, not stored again.  bl_sval_decode()
      * of such a value leaves key, parent and origin NULL and created_ms 0
      * until bl_sval_resolve() fills them in from the record. */
     unsigned ref;
-    /* The session's place among its parent's children (format 6: the
+    /* The session's place among its parent's children (formats 6 and 7: the
      * sibling chain that replaces the children table for sessions whose
      * creating record the log holds).  child_lsn: the LSN of the record
      * that created this session's youngest child (0: none); sibling_lsn:
@@ -304,7 +304,7 @@ int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out);
  * which replay must learn each session's form) and in the bulk replay's
  * in-memory state; the live table writes the reference itself. */
 #define BL_SVAL_F_REF 0x80u
-/* Bits 3..5 of the flags of versions 2 and 3 (format 6), the sibling
+/* Bits 3..5 of the flags of versions 2 and 3 (formats 6 and 7), the sibling
  * chain (bl_sval.child_lsn, sibling_lsn): F_CHILD_END, the youngest child
  * was created by the record that ended the session (child_lsn ==
  * ended_lsn, no bytes); F_CHILD, a varint child_lsn - created_lsn follows

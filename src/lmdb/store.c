@@ -11,7 +11,7 @@
  *             "counts" -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *   log       be64 lsn -> record (record.h)
  *   bindings  key -> binding value        sessions  id -> session value
- *   children  be64 parent's created_lsn, child -> "": format 6, only the
+ *   children  be64 parent's created_lsn, child -> "": formats 6 and 7, only the
  *             children whose record the log no longer holds (the others
  *             are linked by the session values' sibling chain)
  *   history   key 0x00 be64 lsn -> "": format 2 only (empty from format 3 on,
@@ -1304,7 +1304,7 @@ void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->txn = txn;
     t->bindings = e->dbi[BL_DB_BINDINGS];
     t->sessions = e->dbi[BL_DB_SESSIONS];
-    /* format 6: a child whose record is in the log is found through the
+    /* formats 6 and 7: a child whose record is in the log is found through the
      * sibling chain of the session values, and the children table indexes
      * only the others (compaction adds them: bl_tables_compact) */
     t->children = 0;

@@ -313,7 +313,7 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
 }
 
 /* The session after-images of a frame's body as the walk's state keeps
- * them: whole.  A reference (formats 5 and 6) is made whole from the record, when
+ * them: whole.  A reference (formats 5 to 7) is made whole from the record, when
  * the record created the session, else from the state's value of the same
  * creation; one that cannot be is not usable (1).  pval/pvn point at the
  * body or at whole[i] (malloc'ed, freed by the caller).  0, 1 or an error. */

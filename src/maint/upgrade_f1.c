@@ -479,7 +479,7 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
         memcpy(info->digest, dg, sizeof dg);
     /* formats 2 to 6 have format 1's tables (and more meta records): once
      * the log is checkpointed, data.mdb alone is the store.  Every value in
-     * it is whole up to format 4; the sessions table of formats 5 and 6 may
+     * it is whole up to format 4; the sessions table of formats 5 to 7 may
      * hold references, read whole by the library for the digest
      * (digest_given), and this reader exports only the base image (whole)
      * and the log, whose records (version 3) the import re-derives */
