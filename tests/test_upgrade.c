@@ -34,6 +34,7 @@
 #include <lmdb.h>
 
 #include "bindlog.h"
+#include "core/record.h"
 #include "testutil.h"
 
 #define TARBALL BINDLOG_TEST_DATA_DIR "/format1/stores.tar.gz"
@@ -72,6 +73,8 @@ static unsigned char *slurp(const char *path, size_t *len)
 #define EXPECTED4 BINDLOG_TEST_DATA_DIR "/format4/expected.txt"
 #define TARBALL5 BINDLOG_TEST_DATA_DIR "/format5/stores.tar.gz"
 #define EXPECTED5 BINDLOG_TEST_DATA_DIR "/format5/expected.txt"
+#define TARBALL6 BINDLOG_TEST_DATA_DIR "/format6/stores.tar.gz"
+#define EXPECTED6 BINDLOG_TEST_DATA_DIR "/format6/expected.txt"
 
 /* Extract store `which` of a tarball into a new temp dir. */
 static fx *extract_from(const char *tarball, const char *which)
@@ -1109,41 +1112,74 @@ static int cli_says(const char *cli, const char *args, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Format 5, the current format: tests/data/format5, written by a187d59
- * (make_format5.sh, gen_format5.c: the events of format4's stores), one
- * store closed cleanly, one compacted, one whose process died with its
- * last records in bindlog.wal only.  Today they open as they are, check
- * clean (the API's check, and `bindlog check` on the store as shipped),
- * hold what format-5 code recorded (head, digest, counts, applied
- * counters, children), keep their sessions in each of format 5's forms
- * (references to their records, whole values, and in the compacted store
- * references whose fields the base image holds), are left alone by the
- * upgrade, and take new events.  They are there for the next format: when
- * BINDLOG_FORMAT_VERSION moves on, this test becomes upgrade_golden(5,
- * TARBALL5, EXPECTED5) with these checks after it. */
-static void upgrade__format5_stores(void **state)
+/* Bytes of all values of data.mdb's log table (the records), and in
+ * *uuids how many of their ids are lower-case UUIDs (each record decoded). */
+static uint64_t log_bytes(const char *dir, uint64_t *uuids)
 {
-    (void)state;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint64_t n = 0;
+    unsigned char u[BL_UUID_BYTES];
+    *uuids = 0;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+    assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "log", 0, &dbi), 0);
+    assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        bl_record r;
+        assert_int_equal(bl_record_decode(v.mv_data, v.mv_size, &r), 0);
+        *uuids += (uint64_t)bl_uuid_pack(r.sid, r.sid_len, u) + bl_uuid_pack(r.other, r.other_len, u);
+        n += v.mv_size;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return n;
+}
+
+/*
+ * The golden stores of format `fmt` (5 or 6: tests/data/format5, written
+ * by a187d59, and format6, by dc61641; make_format<N>.sh, gen_format<N>.c:
+ * the events of format4's stores), one store closed cleanly, one
+ * compacted, one whose process died with its last records in bindlog.wal
+ * only.  As shipped they keep their sessions in each of their format's
+ * forms (references to their records, whole values, and in the compacted
+ * store references whose fields the base image holds), format 6 with the
+ * sibling chain, both with log records of version 3; they are refused
+ * until upgraded.  `bindlog upgrade` then gives each what format-<fmt> code
+ * recorded (head, digest, counts, applied counters, children), every
+ * record in version 4 (the log smaller wherever an id is a lower-case
+ * UUID), the sibling chain, `bindlog check` clean; a second upgrade leaves
+ * it alone, and it takes new events.
+ */
+static void upgrade_golden_current(int fmt, const char *tarball, const char *expected,
+                                   const char *refusal)
+{
     static const char *const which[] = {"plain", "compacted", "crashed"};
     const char *cli = getenv("BINDLOG_CLI");
-    upgrade_golden(5, TARBALL5, EXPECTED5);
+    upgrade_golden(fmt, tarball, expected);
     if (cli == NULL)
         print_message("BINDLOG_CLI not set (no tools in this build): the CLI's part skipped\n");
     for (size_t i = 0; i < 3; i++) {
-        fx *f = extract_from(TARBALL5, which[i]);
+        fx *f = extract_from(tarball, which[i]);
         bindlog_upgrade_report r;
         bindlog_check_report chk;
         bindlog *s;
         uint64_t head = 0, dhead = 0;
-        char hex[33], got[33], path[1100];
+        char hex[33], got[33], path[1100], want[64], tag[32];
         char args[1200], out[2048];
         unsigned char d[BINDLOG_DIGEST_SIZE];
 
-        expected_in(EXPECTED5, which[i], &head, hex);
-        uint64_t base = expected_num(EXPECTED5, which[i], "base", NULL);
-        uint64_t ckpt = expected_num(EXPECTED5, which[i], "checkpoint", NULL);
-        /* format 5's forms, in data.mdb as shipped: most sessions refer to
-         * the record that created them, those re-opened elsewhere are
+        expected_in(expected, which[i], &head, hex);
+        uint64_t base = expected_num(expected, which[i], "base", NULL);
+        /* the format's forms, in data.mdb as shipped: most sessions refer
+         * to the record that created them, those re-opened elsewhere are
          * whole; a compacted store's base image holds the sessions of the
          * records it removed whole, marked where the live table keeps a
          * reference (which then reads its fields from there) */
@@ -1155,34 +1191,54 @@ static void upgrade__format5_stores(void **state)
         } else {
             assert_int_equal(values_in(f->dir, "base_sessions", 2, -1), 0);
         }
-        assert_int_equal(values_in(f->dir, "sessions", 3, 2), 0); /* no chain in format 5 */
+        if (fmt == 5) {
+            assert_int_equal(values_in(f->dir, "sessions", 3, 2), 0); /* no chain */
+            if (base == 0) /* format 5 indexes every child */
+                assert_true(values_in(f->dir, "children", -1, -1) > 0);
+        } else {
+            assert_true(values_in(f->dir, "sessions", 3, 2) > 0);
+            if (base == 0) /* format 6 links them */
+                assert_int_equal(values_in(f->dir, "children", -1, -1), 0);
+        }
         assert_int_equal(values_in(f->dir, "log", 3, -1), values_in(f->dir, "log", -1, -1));
-        if (base == 0) /* format 5 indexes every child */
-            assert_true(values_in(f->dir, "children", -1, -1) > 0);
+        uint64_t old_uuids, new_uuids, old_log = log_bytes(f->dir, &old_uuids);
         assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
-        assert_non_null(strstr(bindlog_last_error(), "before session values linked their children"));
+        assert_non_null(strstr(bindlog_last_error(), refusal));
         /* `bindlog upgrade`, as an operator runs it */
         if (cli != NULL) {
             snprintf(args, sizeof args, "upgrade '%s'", f->dir);
+            snprintf(want, sizeof want, "format:   %d -> %d", fmt, BINDLOG_FORMAT_VERSION);
             int code = cli_says(cli, args, out, sizeof out);
-            if (code != 0 || strstr(out, "format:   5 -> 7") == NULL)
+            if (code != 0 || strstr(out, want) == NULL)
                 fail_msg("bindlog upgrade %s (exit %d) said:\n%s", which[i], code, out);
         } else {
             assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
-            assert_int_equal(r.from_format, 5);
+            assert_int_equal(r.from_format, fmt);
         }
-        /* format 7: every record re-derived in version 4 (UUIDs in 16
-         * bytes), where format 5 had version 3 */
+        /* format 7: every record re-derived in version 4, shorter by 20
+         * bytes for each lower-case UUID it names (its 16 bytes, not 36),
+         * and otherwise the same size (the ids here are under 64 bytes,
+         * whose code takes a byte as their length did) */
         assert_true(values_in(f->dir, "log", 4, -1) > 0);
         assert_int_equal(values_in(f->dir, "log", 4, -1), values_in(f->dir, "log", -1, -1));
-        /* format 6: the children of the log's records are linked through
-         * the session values, the children table holds the base image's */
+        uint64_t new_log = log_bytes(f->dir, &new_uuids);
+        print_message("%s: log records %llu -> %llu bytes, %llu lower-case UUIDs\n", which[i],
+                      (unsigned long long)old_log, (unsigned long long)new_log,
+                      (unsigned long long)old_uuids);
+        assert_true(old_uuids > 100);
+        if (expected_num(expected, which[i], "checkpoint", NULL) == head) {
+            assert_int_equal(new_uuids, old_uuids);
+            assert_int_equal(new_log, old_log - 20 * old_uuids);
+        } else { /* crashed: its last records were in bindlog.wal only */
+            assert_true(new_uuids > old_uuids);
+        }
+        /* the children of the log's records are linked through the session
+         * values, the children table holds the base image's */
         assert_true(values_in(f->dir, "sessions", 3, 2) > 0);
         if (base == 0)
             assert_int_equal(values_in(f->dir, "children", -1, -1), 0);
         else
             assert_true(values_in(f->dir, "children", -1, -1) > 0);
-        (void)ckpt;
         if (cli != NULL) {
             char sd[64], rd[64];
             snprintf(args, sizeof args, "-d '%s' check", f->dir);
@@ -1207,8 +1263,8 @@ static void upgrade__format5_stores(void **state)
         assert_int_equal(chk.records, head - base);
         /* each hub child's parent is read through its reference (from
          * its record, or in the compacted store from the base image) */
-        golden_counts(s, EXPECTED5, which[i], head, base);
-        golden_hubs(s, EXPECTED5, which[i]);
+        golden_counts(s, expected, which[i], head, base);
+        golden_hubs(s, expected, which[i]);
         bindlog_close(s);
 
         /* bindlog upgrade: already current, nothing touched */
@@ -1224,8 +1280,10 @@ static void upgrade__format5_stores(void **state)
         assert_int_equal(r.from_format, BINDLOG_FORMAT_VERSION);
         if (cli != NULL) {
             snprintf(args, sizeof args, "upgrade '%s'", f->dir);
+            snprintf(want, sizeof want, "format:   %d, already current: nothing to do",
+                     BINDLOG_FORMAT_VERSION);
             int code = cli_says(cli, args, out, sizeof out);
-            if (code != 0 || strstr(out, "format:   7, already current: nothing to do") == NULL)
+            if (code != 0 || strstr(out, want) == NULL)
                 fail_msg("bindlog upgrade %s (exit %d) said:\n%s", which[i], code, out);
         }
         assert_int_equal(stat(path, &b), 0);
@@ -1237,15 +1295,29 @@ static void upgrade__format5_stores(void **state)
         assert_memory_equal(after, before, before_len);
         free(before);
         free(after);
-        assert_true(exists(f->dir, "format5-backup")); /* the upgrade's */
+        snprintf(tag, sizeof tag, "format%d-backup", fmt);
+        assert_true(exists(f->dir, tag)); /* the upgrade's */
         assert_false(exists(f->dir, ".bindlog-upgrade"));
 
         /* and it takes new events where its log ends */
+        snprintf(tag, sizeof tag, "after:golden%d", fmt);
         assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
-        golden_takes_events(s, "after:golden5", head);
+        golden_takes_events(s, tag, head);
         bindlog_close(s);
         fx_free(f);
     }
+}
+
+static void upgrade__format5_stores(void **state)
+{
+    (void)state;
+    upgrade_golden_current(5, TARBALL5, EXPECTED5, "before session values linked their children");
+}
+
+static void upgrade__format6_stores(void **state)
+{
+    (void)state;
+    upgrade_golden_current(6, TARBALL6, EXPECTED6, "before records kept UUIDs in 16 bytes");
 }
 
 /* A newer format, a format that never was, someone else's LMDB file:
@@ -1299,6 +1371,7 @@ int main(void)
         cmocka_unit_test(upgrade__format3_routed_stores),
         cmocka_unit_test(upgrade__format4_stores),
         cmocka_unit_test(upgrade__format5_stores),
+        cmocka_unit_test(upgrade__format6_stores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@
  * (tests/data/format1/expected.txt) and the old data.mdb as its backup.
  * eio at a step before the switch: the call fails and leaves nothing.
  *
- * A format-3, 4 or 5 store (tests/data/format3, format4, format5) is first
+ * A store of format 3 to 6 (tests/data/format3 to format6) is first
  * drained: opened as a writer and closed, which checkpoints its log into
  * data.mdb, so its bytes change but not its state; killed at each step, it
  * opens as the old store (BINDLOG_EVERSION) or the new one, and a second
@@ -242,7 +242,7 @@ static void upgrade_crash__kill_at_each_step(void **state)
     }
 }
 
-/* The same on format-3 or format-4 stores: one closed cleanly, one whose
+/* The same on stores of formats 3 to 6: one closed cleanly, one whose
  * last records were only in bindlog.wal. */
 static void kill_at_each_step(int fmt)
 {
@@ -302,6 +302,14 @@ static void upgrade_crash__format5_kill_at_each_step(void **state)
 {
     (void)state;
     kill_at_each_step(5);
+}
+
+/* Format 6: the sibling chain read, every record re-derived in version 4
+ * (UUIDs in 16 bytes). */
+static void upgrade_crash__format6_kill_at_each_step(void **state)
+{
+    (void)state;
+    kill_at_each_step(6);
 }
 
 static void upgrade_crash__eio_before_the_switch_leaves_nothing(void **state)
@@ -393,6 +401,7 @@ int main(void)
         cmocka_unit_test(upgrade_crash__format3_kill_at_each_step),
         cmocka_unit_test(upgrade_crash__format4_kill_at_each_step),
         cmocka_unit_test(upgrade_crash__format5_kill_at_each_step),
+        cmocka_unit_test(upgrade_crash__format6_kill_at_each_step),
         cmocka_unit_test(upgrade_crash__eio_before_the_switch_leaves_nothing),
         cmocka_unit_test(upgrade_crash__kill_anywhere),
         cmocka_unit_test(upgrade_crash__backup_by_copy),
