@@ -469,14 +469,20 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
         goto done;
     }
     XXH3_64bits_reset(o.hash);
+    /* what the caller took with the digest (drained(): the library's
+     * digest and table sizes), which read_meta starts afresh */
     int given = info->digest_given;
     unsigned char dg[BINDLOG_DIGEST_SIZE];
+    uint64_t given_b = info->bindings, given_s = info->sessions;
     memcpy(dg, info->digest, sizeof dg);
     if ((rc = read_meta(s, info)) != 0)
         goto done;
     info->digest_given = given;
-    if (given)
+    if (given) {
         memcpy(info->digest, dg, sizeof dg);
+        info->bindings = given_b;
+        info->sessions = given_s;
+    }
     /* formats 2 to 6 have format 1's tables (and more meta records): once
      * the log is checkpointed, data.mdb alone is the store.  Every value in
      * it is whole up to format 4; the sessions table of formats 5 to 7 may
