@@ -210,6 +210,7 @@ static void record__max_size(void **state)
                    .other = other, .other_len = sizeof other, .reason = reason,
                    .reason_len = sizeof reason, .origin = origin, .origin_len = sizeof origin};
     assert_int_equal(bl_record_size(&r), BL_RECORD_MAX);
+    assert_int_equal(bl_record_room(&r), BL_RECORD_MAX);
     round_trip_record(&r);
 
     /* Truncations of the largest record, sampled around each field edge. */
@@ -338,6 +339,7 @@ static void record__uuid_ids_are_16_bytes(void **state)
     unsigned char raw[256];
     size_t rn = raw_rec(&r, raw);
     assert_int_equal(n + 2 * 20, rn); /* 16 bytes each instead of 36 */
+    assert_int_equal(bl_record_room(&r), rn); /* room for the text, enough */
     /* head: version, type, lsn, time, generation, gap, key_len, the codes */
     static const unsigned char head[] = {0x04, 0x13, 0x07, 0xd0, 0x0f, 0x02, 0x02,
                                          0x01, 0x01, 0x01, 0x02, 0x02};

@@ -799,7 +799,7 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
     enc->rec_off = enc->rec_len = 0;
     if (!with_record)
         return 0;
-    n = bl_record_size(&p->rec);
+    n = bl_record_room(&p->rec); /* the record is the buffer's last item */
     if ((enc->rec_off = enc_reserve(enc, &used, n)) == SIZE_MAX)
         return BINDLOG_ENOMEM;
     enc->rec_len = bl_record_encode(&p->rec, enc->buf + enc->rec_off, n);

@@ -80,27 +80,33 @@
 
 /* ---- UUIDs ------------------------------------------------------------- */
 
-static int hex_nibble(char c)
+/* Lower-case hex digits' values, 0xff for every other byte. */
+static const unsigned char hexval[256] = {
+    ['0'] = 0,  ['1'] = 1,  ['2'] = 2,  ['3'] = 3,  ['4'] = 4,  ['5'] = 5,
+    ['6'] = 6,  ['7'] = 7,  ['8'] = 8,  ['9'] = 9,  ['a'] = 10, ['b'] = 11,
+    ['c'] = 12, ['d'] = 13, ['e'] = 14, ['f'] = 15,
+};
+
+/* 1 if c is a lower-case hex digit (the table's zeros are also what it
+ * holds for other bytes, so the digit '0' is told apart here). */
+static inline int is_hex(unsigned char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
 }
 
 int bl_uuid_pack(const char *p, size_t n, unsigned char out[BL_UUID_BYTES])
 {
-    size_t o = 0;
-    if (n != BL_UUID_TEXT)
-        return 0;
-    for (size_t i = 0; i < BL_UUID_TEXT; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (p[i] != '-')
-                return 0;
-            continue;
-        }
-        int hi = hex_nibble(p[i]), lo = hex_nibble(p[i + 1]);
-        if (hi < 0 || lo < 0)
+    /* the digit pairs of the 16 bytes, by offset in the text */
+    static const unsigned char at[BL_UUID_BYTES] = {0,  2,  4,  6,  9,  11, 14, 16,
+                                                    19, 21, 24, 26, 28, 30, 32, 34};
+    const unsigned char *u = (const unsigned char *)p;
+    if (n != BL_UUID_TEXT || u[8] != '-' || u[13] != '-' || u[18] != '-' || u[23] != '-')
+        return 0; /* most ids that are not UUIDs stop here */
+    for (size_t i = 0; i < BL_UUID_BYTES; i++) {
+        unsigned char hi = u[at[i]], lo = u[at[i] + 1];
+        if (!is_hex(hi) || !is_hex(lo))
             return 0;
-        out[o++] = (unsigned char)(hi << 4 | lo);
-        i++;
+        out[i] = (unsigned char)(hexval[hi] << 4 | hexval[lo]);
     }
     return 1;
 }
@@ -262,22 +268,39 @@ static uint64_t id_code(const char *p, size_t n, unsigned char *packed, size_t *
     return 2 * (uint64_t)n;
 }
 
-static size_t record_head_size(const bl_record *r, size_t *sid_bytes, size_t *other_bytes)
+/* How r encodes: its ids' codes and stored bytes (a UUID's 16 into su and
+ * ou), and the record's whole size. */
+typedef struct rec_ids {
+    uint64_t sc, oc;
+    size_t sb, ob;
+    unsigned char su[BL_UUID_BYTES], ou[BL_UUID_BYTES];
+} rec_ids;
+
+static size_t record_layout(const bl_record *r, rec_ids *x)
 {
-    unsigned char u[BL_UUID_BYTES];
-    uint64_t sc = id_code(r->sid, r->sid_len, u, sid_bytes);
-    uint64_t oc = id_code(r->other, r->other_len, u, other_bytes);
+    x->sc = id_code(r->sid, r->sid_len, x->su, &x->sb);
+    x->oc = id_code(r->other, r->other_len, x->ou, &x->ob);
     return 2 + bl_varint_size(r->lsn) + bl_varint_size(bl_zigzag(r->time_ms)) +
            bl_varint_size(r->generation) + bl_varint_size(prev_gap(r)) +
-           bl_varint_size(r->key_len) + bl_varint_size(sc) + bl_varint_size(oc) +
-           bl_varint_size(reason_bytes(r)) + bl_varint_size(r->origin_len);
+           bl_varint_size(r->key_len) + bl_varint_size(x->sc) + bl_varint_size(x->oc) +
+           bl_varint_size(reason_bytes(r)) + bl_varint_size(r->origin_len) + r->key_len +
+           x->sb + x->ob + reason_bytes(r) + r->origin_len + BL_RECORD_CHECKSUM;
 }
 
 size_t bl_record_size(const bl_record *r)
 {
-    size_t sb, ob;
-    size_t head = record_head_size(r, &sb, &ob);
-    return head + r->key_len + sb + ob + reason_bytes(r) + r->origin_len + BL_RECORD_CHECKSUM;
+    rec_ids x;
+    return record_layout(r, &x);
+}
+
+size_t bl_record_room(const bl_record *r)
+{
+    return 2 + bl_varint_size(r->lsn) + bl_varint_size(bl_zigzag(r->time_ms)) +
+           bl_varint_size(r->generation) + bl_varint_size(prev_gap(r)) +
+           bl_varint_size(r->key_len) + bl_varint_size(2 * (uint64_t)r->sid_len) +
+           bl_varint_size(2 * (uint64_t)r->other_len) + bl_varint_size(reason_bytes(r)) +
+           bl_varint_size(r->origin_len) + r->key_len + r->sid_len + r->other_len +
+           reason_bytes(r) + r->origin_len + BL_RECORD_CHECKSUM;
 }
 
 /*
@@ -309,7 +332,8 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
 {
     if (!record_fields_ok(r))
         return 0;
-    size_t n = bl_record_size(r);
+    rec_ids x;
+    size_t n = record_layout(r, &x);
     if (buf == NULL || cap < n)
         return 0;
     unsigned char *b = buf;
@@ -321,18 +345,14 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
     pos += bl_varint_put(b + pos, bl_zigzag(r->time_ms));
     pos += bl_varint_put(b + pos, r->generation);
     pos += bl_varint_put(b + pos, prev_gap(r));
-    unsigned char su[BL_UUID_BYTES], ou[BL_UUID_BYTES];
-    size_t sb, ob;
-    uint64_t sc = id_code(r->sid, r->sid_len, su, &sb);
-    uint64_t oc = id_code(r->other, r->other_len, ou, &ob);
     pos += bl_varint_put(b + pos, r->key_len);
-    pos += bl_varint_put(b + pos, sc);
-    pos += bl_varint_put(b + pos, oc);
+    pos += bl_varint_put(b + pos, x.sc);
+    pos += bl_varint_put(b + pos, x.oc);
     pos += bl_varint_put(b + pos, std ? 0 : r->reason_len);
     pos += bl_varint_put(b + pos, r->origin_len);
     put_bytes(b, &pos, r->key, r->key_len);
-    put_bytes(b, &pos, sc == 1 ? (const void *)su : r->sid, sb);
-    put_bytes(b, &pos, oc == 1 ? (const void *)ou : r->other, ob);
+    put_bytes(b, &pos, x.sc == 1 ? (const void *)x.su : r->sid, x.sb);
+    put_bytes(b, &pos, x.oc == 1 ? (const void *)x.ou : r->other, x.ob);
     put_bytes(b, &pos, r->reason, std ? 0 : r->reason_len);
     put_bytes(b, &pos, r->origin, r->origin_len);
     bl_put64(b + pos, XXH3_64bits(b, pos));

@@ -196,6 +196,11 @@ typedef struct bl_record {
 /* Bytes bl_record_encode() will write for r. */
 size_t bl_record_size(const bl_record *r);
 
+/* Bytes enough for bl_record_encode(r), at least bl_record_size(r): its
+ * size with every id as text, without looking for UUIDs (the write path
+ * reserves this much and then encodes, reading each id once). */
+size_t bl_record_room(const bl_record *r);
+
 /*
  * Encode r into buf (cap bytes), checksum last.  Returns the number of bytes
  * written, or 0 if cap is too small or a field exceeds its limit (a
