@@ -872,30 +872,72 @@ static uint64_t expected_num(const char *file, const char *which, const char *fi
     return 0;
 }
 
-/* Sessions of a store's data.mdb kept as references (version-3 values),
- * read with LMDB itself. */
-static size_t references_in(const char *dir)
+/* Call fn(ctx, value) for each value of table `table` of a store's
+ * data.mdb, read with LMDB itself; returns 0 when the store has no such
+ * table, else 1. */
+static int each_value(const char *dir, const char *table, void (*fn)(void *, const MDB_val *),
+                      void *ctx)
 {
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi dbi;
     MDB_cursor *c;
     MDB_val k, v;
-    size_t n = 0;
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
     assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0600), 0);
     assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "sessions", 0, &dbi), 0);
-    assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
-    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-        n += v.mv_size > 0 && ((const unsigned char *)v.mv_data)[0] == 3;
-    mdb_cursor_close(c);
+    int rc = mdb_dbi_open(txn, table, 0, &dbi);
+    if (rc == 0) {
+        assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
+        for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+            fn(ctx, &v);
+        mdb_cursor_close(c);
+        rc = 1;
+    } else {
+        assert_int_equal(rc, MDB_NOTFOUND);
+        rc = 0;
+    }
     mdb_txn_abort(txn);
     mdb_env_close(env);
-    return n;
+    return rc;
 }
+
+/* What values_in counts. */
+typedef struct value_filter {
+    int version, marked;
+    size_t n;
+} value_filter;
+
+static void count_value(void *ctx, const MDB_val *val)
+{
+    value_filter *f = ctx;
+    const unsigned char *p = val->mv_data;
+    if (f->version < 0) /* every entry */
+        f->n++;
+    else if (f->marked == 2) /* the sibling chain's bits, formats 6 and 7 */
+        f->n += val->mv_size >= 2 && p[0] == f->version && (p[1] & 0x38) != 0;
+    else
+        f->n += val->mv_size >= 2 && p[0] == f->version &&
+                (f->marked < 0 || ((p[1] & 0x80) != 0) == (f->marked != 0));
+}
+
+/* Values of table `table` (sessions, base_sessions, children, log) of a
+ * store's data.mdb whose version byte is `version` (sessions: 3 a
+ * reference, 2 whole; the log: the record version; -1 every entry) and,
+ * when marked is 0 or 1, whose mark (BL_SVAL_F_REF, 0x80 of the flags
+ * byte) is set (1) or clear (0), when 2 that carry the sibling chain
+ * (bits 3..5: formats 6 and 7).  A store without the table has none. */
+static size_t values_in(const char *dir, const char *table, int version, int marked)
+{
+    value_filter f = {version, marked, 0};
+    each_value(dir, table, count_value, &f);
+    return f.n;
+}
+
+/* Sessions of a store's data.mdb kept as references (version-3 values). */
+static size_t references_in(const char *dir) { return values_in(dir, "sessions", 3, -1); }
 
 /* The ROUTE records a store's log holds. */
 static uint64_t retained_routes(bindlog *s)
@@ -1057,46 +1099,6 @@ static void upgrade__format4_stores(void **state)
     }
 }
 
-/* Values of table `table` (sessions, base_sessions) of a store's data.mdb
- * whose version byte is `version` (3 a reference, 2 whole; -1 every
- * entry) and, when marked is 0 or 1, whose mark (BL_SVAL_F_REF, 0x80 of the
- * flags byte) is set (1) or clear (0), when 2 that carry the sibling chain
- * (bits 3..5: format 6); read with LMDB itself.  A store without the table has
- * none. */
-static size_t values_in(const char *dir, const char *table, int version, int marked)
-{
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    MDB_cursor *c;
-    MDB_val k, v;
-    size_t n = 0;
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
-    assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0600), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    int rc = mdb_dbi_open(txn, table, 0, &dbi);
-    if (rc == 0) {
-        assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
-        for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-            const unsigned char *p = v.mv_data;
-            if (version < 0) /* every entry */
-                n++;
-            else if (marked == 2) /* the sibling chain's bits, format 6 */
-                n += v.mv_size >= 2 && p[0] == version && (p[1] & 0x38) != 0;
-            else
-                n += v.mv_size >= 2 && p[0] == version &&
-                     (marked < 0 || ((p[1] & 0x80) != 0) == (marked != 0));
-        }
-        mdb_cursor_close(c);
-    } else {
-        assert_int_equal(rc, MDB_NOTFOUND);
-    }
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
-    return n;
-}
 
 /* Run `bindlog ARGS` (BINDLOG_CLI), its stdout and stderr into out (cap
  * bytes with the NUL); returns its exit status, -1 if it did not exit. */
@@ -1112,35 +1114,29 @@ static int cli_says(const char *cli, const char *args, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* What log_bytes adds up. */
+typedef struct log_sum {
+    uint64_t bytes, uuids;
+} log_sum;
+
+static void add_record(void *ctx, const MDB_val *v)
+{
+    log_sum *x = ctx;
+    bl_record r;
+    unsigned char u[BL_UUID_BYTES];
+    assert_int_equal(bl_record_decode(v->mv_data, v->mv_size, &r), 0);
+    x->uuids += (uint64_t)bl_uuid_pack(r.sid, r.sid_len, u) + bl_uuid_pack(r.other, r.other_len, u);
+    x->bytes += v->mv_size;
+}
+
 /* Bytes of all values of data.mdb's log table (the records), and in
  * *uuids how many of their ids are lower-case UUIDs (each record decoded). */
 static uint64_t log_bytes(const char *dir, uint64_t *uuids)
 {
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    MDB_cursor *c;
-    MDB_val k, v;
-    uint64_t n = 0;
-    unsigned char u[BL_UUID_BYTES];
-    *uuids = 0;
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
-    assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0600), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "log", 0, &dbi), 0);
-    assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
-    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        bl_record r;
-        assert_int_equal(bl_record_decode(v.mv_data, v.mv_size, &r), 0);
-        *uuids += (uint64_t)bl_uuid_pack(r.sid, r.sid_len, u) + bl_uuid_pack(r.other, r.other_len, u);
-        n += v.mv_size;
-    }
-    mdb_cursor_close(c);
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
-    return n;
+    log_sum x = {0, 0};
+    assert_int_equal(each_value(dir, "log", add_record, &x), 1);
+    *uuids = x.uuids;
+    return x.bytes;
 }
 
 /*
