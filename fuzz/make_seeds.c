@@ -11,11 +11,12 @@
  *
  * record seeds: valid records of every event type through the real encoder
  * (with and without origin, the longest key, ids and reason, a 64 KiB
- * origin), the example record of docs/format.md byte for byte (version 3,
- * and versions 2 and 1 which are still read), binding and session values of
- * both versions, and near misses of version 3 (wrong checksum, version 0
- * and 4, a gap back past LSN 0, a varint in a longer form, one byte short,
- * trailing byte, reserved flag, a length over the bytes, the standard
+ * origin, UUID ids in both cases), the example record of docs/format.md
+ * byte for byte (version 4, and versions 3, 2 and 1 which are still read),
+ * binding and session values of both versions, and near misses of version
+ * 4 (wrong checksum, version 0 and 5, a gap back past LSN 0, a varint in a
+ * longer form, one byte short, trailing byte, reserved flag, a length over
+ * the bytes, an odd id code other than a UUID's, the standard
  * reason's bit with reason bytes or on a ROUTE) and a version-1 body under
  * version 2; a session value ended with a standard reason (its code) and
  * one with a code no reason has.
@@ -115,13 +116,24 @@ static void record_seeds(void)
     rec("big-origin", BINDLOG_EVENT_SPLIT, "a", 1, "c", "p", "compression", origin,
         sizeof(origin), 1);
 
+    /* UUIDs: lower case kept in 16 bytes, upper case as text */
+    rec("split-uuids", BINDLOG_EVENT_SPLIT, k, strlen(k), "0b6f7f0e-4a0b-4c7e-9d41-8a8e2a7c1f00",
+        "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13", "compression", NULL, 0, 0);
+    rec("bind-upper-uuid", BINDLOG_EVENT_BIND, k, strlen(k), "0B6F7F0E-4A0B-4C7E-9D41-8A8E2A7C1F00",
+        "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13", "switch", NULL, 0, 0);
+
     /* docs/format.md's example: BIND k -> s1 from s, reason rx, origin "{",
-     * lsn 42, time 1000, generation 3, prev_lsn 40 (record version 3) */
+     * lsn 42, time 1000, generation 3, prev_lsn 40 (record version 4) */
     static const unsigned char example[27] = {
+        0x04, 0x11, 0x2a, 0xd0, 0x0f, 0x03, 0x02, 0x01, 0x04, 0x02, 0x02, 0x01, 0x6b, 0x73,
+        0x31, 0x73, 0x72, 0x78, 0x7b, 0x03, 0xee, 0xc5, 0x67, 0xb7, 0x93, 0xa1, 0xd3};
+    put_file("record", "format-example", example, sizeof(example));
+    /* the same record in version 3 (formats 4 to 6), 2 (format 3) and 1
+     * (formats 1 and 2): still read */
+    static const unsigned char example_v3[27] = {
         0x03, 0x11, 0x2a, 0xd0, 0x0f, 0x03, 0x02, 0x01, 0x02, 0x01, 0x02, 0x01, 0x6b, 0x73,
         0x31, 0x73, 0x72, 0x78, 0x7b, 0x45, 0xbe, 0x42, 0x56, 0x5e, 0x8f, 0x33, 0x93};
-    put_file("record", "format-example", example, sizeof(example));
-    /* the same record in version 2 (format 3) and 1 (formats 1 and 2): still read */
+    put_file("record", "format-example-v3", example_v3, sizeof(example_v3));
     static const unsigned char example_v2[60] = {
         0x02, 0x01, 0x01, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe8,
         0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -136,14 +148,14 @@ static void record_seeds(void)
         0x31, 0x73, 0x72, 0x78, 0x7b, 0x3f, 0x86, 0x64, 0xfa, 0x6c, 0xf6, 0x59, 0xc2};
     put_file("record", "format-example-v1", example_v1, sizeof(example_v1));
 
-    /* near misses of version 3, each of a different rule */
+    /* near misses of version 4, each of a different rule */
     memcpy(buf, example, sizeof(example));
     buf[26] ^= 1;
     put_file("record", "bad-checksum", buf, 27);
     memcpy(buf, example, sizeof(example));
-    buf[0] = 4;
+    buf[0] = 5;
     reseal(27);
-    put_file("record", "version-4", buf, 27);
+    put_file("record", "version-5", buf, 27);
     buf[0] = 0;
     reseal(27);
     put_file("record", "version-0", buf, 27);
@@ -156,10 +168,14 @@ static void record_seeds(void)
     reseal(27);
     put_file("record", "reserved-flag", buf, 27);
     memcpy(buf, example, sizeof(example));
-    buf[8] = 3; /* sid_len one more than the bytes there */
+    buf[8] = 6; /* the sid's code says 3 bytes, one more than there */
     reseal(27);
     put_file("record", "bad-length", buf, 27);
-    buf[0] = 3, buf[1] = 0x11, buf[2] = 0xaa, buf[3] = 0x00; /* lsn 42 in two bytes */
+    memcpy(buf, example, sizeof(example));
+    buf[9] = 3; /* an odd code other than 1 (a UUID's) */
+    reseal(27);
+    put_file("record", "odd-id-code", buf, 27);
+    buf[0] = 4, buf[1] = 0x11, buf[2] = 0xaa, buf[3] = 0x00; /* lsn 42 in two bytes */
     memcpy(buf + 4, example + 3, 24);
     reseal(28);
     put_file("record", "varint-longer", buf, 28);
@@ -189,16 +205,16 @@ static void record_seeds(void)
     put_file("record", "bval", buf, bl_bval_encode(&bv, buf, sizeof(buf)));
     bl_bval tomb = {"", 0, 6, 10, 1767225600001, 0};
     put_file("record", "bval-tombstone", buf, bl_bval_encode(&tomb, buf, sizeof(buf)));
-    bl_sval sv = {k, strlen(k), "A", 1, 3, 0, 1767225600000, 0, "", 0, "{}", 2, 0, 0, 0};
+    bl_sval sv = {k, strlen(k), "A", 1, 3, 0, 1767225600000, 0, "", 0, "{}", 2, 0, 0, 0, {0}};
     put_file("record", "sval", buf, bl_sval_encode(&sv, buf, sizeof(buf)));
     bl_sval sv2 = {key, sizeof(key), id, BINDLOG_ID_MAX, 3, 4, 5, 6, reason, BINDLOG_REASON_MAX,
-                   "o", 1, 0, 0, 0};
+                   "o", 1, 0, 0, 0, {0}};
     put_file("record", "sval-longest", buf, bl_sval_encode(&sv2, buf, sizeof(buf)));
     put_file("record", "bval-v1", buf, bl_bval_encode_v1(&bv, buf, sizeof(buf)));
     put_file("record", "sval-v1", buf, bl_sval_encode_v1(&sv, buf, sizeof(buf)));
     /* ended by a split: the standard reason as code 3 in the flags byte */
     bl_sval ended = {k, strlen(k), "A", 1, 3, 9, 1767225600000, 1767225600500, "compression",
-                     11, "{}", 2, 1, 0, 0};
+                     11, "{}", 2, 1, 0, 0, {0}};
     /* format 5: the same session as a reference to its record, and whole
      * with the base image's mark */
     put_file("record", "sval-ref", buf, bl_sval_encode_ref(&ended, buf, sizeof(buf)));

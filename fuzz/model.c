@@ -618,7 +618,7 @@ void fm_digest(const fm_model *cm, unsigned char out[BINDLOG_DIGEST_SIZE])
         bl_sval v = {s->key,        s->key_len,     s->parent,     s->parent_len,
                      s->created_lsn, s->ended_lsn,  s->created_ms, s->ended_ms,
                      s->reason,     s->reason_len,  s->origin ? (const void *)s->origin : "",
-                     s->origin_len, 0, 0, 0};
+                     s->origin_len, 0, 0, 0, {0}};
         size_t n = bl_sval_encode_v1(&v, buf, BL_RECORD_MAX);
         if (n == 0)
             abort();

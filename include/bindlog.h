@@ -66,9 +66,9 @@ extern "C" {
 #define BINDLOG_VERSION_PATCH 0
 #define BINDLOG_VERSION_STRING "0.1.0"
 /** On-disk store format written by this library. */
-#define BINDLOG_FORMAT_VERSION 6
+#define BINDLOG_FORMAT_VERSION 7
 /** Log record encoding version written by this library. */
-#define BINDLOG_RECORD_VERSION 3
+#define BINDLOG_RECORD_VERSION 4
 
 /** The library's version string, e.g. "0.1.0".  Static, never NULL. */
 BINDLOG_API const char *bindlog_version(void);
@@ -1192,10 +1192,11 @@ typedef struct bindlog_upgrade_report {
  * Convert the store in directory `dir` of format 1 (written by bindlog
  * before the write-ahead log), 2 (before records chained their key's
  * history), 3 (before the compact encodings), 4 (before session values
- * referred to their records) or 5 (before session values linked their
- * children) to the current format, in place and atomically.
+ * referred to their records), 5 (before session values linked their
+ * children) or 6 (before log records kept UUIDs in 16 bytes) to the
+ * current format, in place and atomically.
  *
- * A store of format 2 to 5 is first opened and closed as a writer, which
+ * A store of format 2 to 6 is first opened and closed as a writer, which
  * checkpoints its write-ahead log into data.mdb (and which fails if
  * another process keeps the store open); under the locks below, its
  * data.mdb must then hold the store's head, or BINDLOG_EBUSY (a writer

@@ -214,7 +214,7 @@ static void errors__open_names_what_it_found(void **state)
     mdb_env_close(env);
     assert_int_equal(bindlog_open(&h, f->dir, &ro), BINDLOG_EVERSION);
     assert_non_null(strstr(bindlog_last_error(), "the store is format 99; this library (" 
-                                                 BINDLOG_VERSION_STRING ") reads format 6"));
+                                                 BINDLOG_VERSION_STRING ") reads format 7"));
 }
 
 /* Maintenance names its target: replay's directory, import's byte

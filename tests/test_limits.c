@@ -299,9 +299,9 @@ static void limits__forged_log_record_length_is_refused(void **state)
 
     make_store(f);
     bl_put64be(k3, 3);
-    /* a log record: key be64 LSN, data starting with the version byte 3
+    /* a log record: key be64 LSN, data starting with the version byte 4
      * (99 bytes: a 16-byte head, 75 of strings, the checksum) */
-    assert_true(forge_node_size(f->dir, k3, 8, 3, FLIPPED(99)) >= 1);
+    assert_true(forge_node_size(f->dir, k3, 8, 4, FLIPPED(99)) >= 1);
 
     bindlog *s = open_store(f, f->dir, 1);
     assert_int_equal(read_log(s, &seen), BINDLOG_ECORRUPT);
@@ -482,7 +482,7 @@ static size_t bind_record(unsigned char *b, uint64_t lsn, int64_t t, const char 
     pos += bl_varint_put(b + pos, 1); /* generation after the event */
     pos += bl_varint_put(b + pos, 0); /* no previous record of the key */
     pos += bl_varint_put(b + pos, kl);
-    pos += bl_varint_put(b + pos, sl);
+    pos += bl_varint_put(b + pos, 2 * sl); /* the id's code: its text follows (not a UUID) */
     pos += bl_varint_put(b + pos, 0);
     pos += bl_varint_put(b + pos, 0); /* reason: by the flag */
     pos += bl_varint_put(b + pos, 0);

@@ -111,18 +111,19 @@ static size_t key_at(const bl_record *r, size_t n) { return n - BL_RECORD_CHECKS
  * the limits go in as they are (the decoder must refuse them).  Sealed
  * with its checksum.  Returns its length.
  */
-static size_t raw_v3(const bl_record *r, unsigned char *b)
+static size_t raw_version(const bl_record *r, unsigned char *b, unsigned version)
 {
     size_t pos = 2;
-    b[0] = 3;
+    b[0] = (unsigned char)version;
     b[1] = (unsigned char)(r->type | r->flags << 4);
     pos += bl_varint_put(b + pos, r->lsn);
     pos += bl_varint_put(b + pos, ((uint64_t)r->time_ms << 1) ^ (uint64_t)(r->time_ms >> 63));
     pos += bl_varint_put(b + pos, r->generation);
     pos += bl_varint_put(b + pos, r->prev_lsn ? r->lsn - r->prev_lsn : 0);
     pos += bl_varint_put(b + pos, r->key_len);
-    pos += bl_varint_put(b + pos, r->sid_len);
-    pos += bl_varint_put(b + pos, r->other_len);
+    /* version 4: an id's code, 2 x its length (here always as text) */
+    pos += bl_varint_put(b + pos, version >= 4 ? 2 * (uint64_t)r->sid_len : r->sid_len);
+    pos += bl_varint_put(b + pos, version >= 4 ? 2 * (uint64_t)r->other_len : r->other_len);
     pos += bl_varint_put(b + pos, r->reason_len);
     pos += bl_varint_put(b + pos, r->origin_len);
     const void *s[5] = {r->key, r->sid, r->other, r->reason, r->origin};
@@ -136,6 +137,13 @@ static size_t raw_v3(const bl_record *r, unsigned char *b)
     }
     bl_put64(b + pos, XXH3_64bits(b, pos));
     return pos + 8;
+}
+
+/* A record of the current version by hand, every field as given (ids as
+ * text, reasons as bytes): what a forger or a buggy encoder could write. */
+static size_t raw_rec(const bl_record *r, unsigned char *b)
+{
+    return raw_version(r, b, BINDLOG_RECORD_VERSION);
 }
 
 /* Encode, decode, compare; decoded strings must point into the buffer. */
@@ -202,6 +210,7 @@ static void record__max_size(void **state)
                    .other = other, .other_len = sizeof other, .reason = reason,
                    .reason_len = sizeof reason, .origin = origin, .origin_len = sizeof origin};
     assert_int_equal(bl_record_size(&r), BL_RECORD_MAX);
+    assert_int_equal(bl_record_room(&r), BL_RECORD_MAX);
     round_trip_record(&r);
 
     /* Truncations of the largest record, sampled around each field edge. */
@@ -217,12 +226,14 @@ static void record__golden_bytes(void **state)
     (void)state;
     /* Pins the layout documented in docs/format.md ("Example"). */
     static const unsigned char want[] = {
-        0x03, 0x11,                                     /* version 3, BIND | ORIGIN << 4 */
+        0x04, 0x11,                                     /* version 4, BIND | ORIGIN << 4 */
         0x2a,                                           /* lsn 42 */
         0xd0, 0x0f,                                     /* time_ms 1000, zigzagged: 2000 */
         0x03,                                           /* generation 3 */
         0x02,                                           /* prev_lsn 40: 42 - 2 */
-        0x01, 0x02, 0x01, 0x02, 0x01,                   /* lengths 1,2,1,2,1 */
+        0x01,                                           /* key_len 1 */
+        0x04, 0x02,                                     /* id codes: 2 x 2, 2 x 1 (text) */
+        0x02, 0x01,                                     /* reason_len 2, origin_len 1 */
         'k', 's', '1', 's', 'r', 'x', 0x7b,             /* key sid other reason origin */
     };
     bl_record r = {.lsn = 42, .prev_lsn = 40, .time_ms = 1000, .generation = 3,
@@ -234,21 +245,21 @@ static void record__golden_bytes(void **state)
     assert_memory_equal(b, want, sizeof want);
     assert_true(bl_get64(b + sizeof want) == XXH3_64bits(want, sizeof want));
     /* XXH3-64 output is frozen since xxHash 0.8, so the value itself is pinned too. */
-    static const unsigned char sum[8] = {0x45, 0xbe, 0x42, 0x56, 0x5e, 0x8f, 0x33, 0x93};
+    static const unsigned char sum[8] = {0x03, 0xee, 0xc5, 0x67, 0xb7, 0x93, 0xa1, 0xd3};
     assert_memory_equal(b + sizeof want, sum, sizeof sum);
     bl_record d;
     assert_int_equal(bl_record_decode(b, sizeof b, &d), 0);
-    assert_int_equal(d.version, 3);
+    assert_int_equal(d.version, 4);
     assert_int_equal(d.prev_lsn, 40);
     assert_true(bl_record_same(&d, &r));
     /* the hand-made encoding of the tests is the same bytes */
     unsigned char h[sizeof b];
-    assert_int_equal(raw_v3(&r, h), sizeof b);
+    assert_int_equal(raw_rec(&r, h), sizeof b);
     assert_memory_equal(h, b, sizeof b);
     /* what import and recover read of it before decoding */
     bl_record_head hd;
     assert_int_equal(bl_record_peek(b, sizeof b, &hd), 0);
-    assert_true(hd.lsn == 42 && hd.prev_lsn == 40 && hd.time_ms == 1000 && hd.version == 3);
+    assert_true(hd.lsn == 42 && hd.prev_lsn == 40 && hd.time_ms == 1000 && hd.version == 4);
     assert_true(hd.key == b + 12 && hd.key_len == 1);
     assert_int_equal(bl_record_peek(b, 12, &hd), -1);
 }
@@ -277,7 +288,7 @@ static void record__standard_reason_is_a_flag(void **state)
         assert_int_equal(d.flags, BL_REC_ORIGIN);
         /* the same record with its reason's bytes: no longer the one encoding */
         unsigned char raw[512];
-        size_t rn = raw_v3(&r, raw);
+        size_t rn = raw_rec(&r, raw);
         assert_int_equal(rn, n + strlen(std[t]));
         assert_int_equal(decode_copy(raw, rn), BINDLOG_ECORRUPT);
         /* another type's standard reason is bytes */
@@ -294,13 +305,109 @@ static void record__standard_reason_is_a_flag(void **state)
     bl_record r = sample_record();
     unsigned char raw[512];
     r.flags |= BL_REC_STD_REASON;
-    assert_int_equal(decode_copy(raw, raw_v3(&r, raw)), BINDLOG_ECORRUPT);
+    assert_int_equal(decode_copy(raw, raw_rec(&r, raw)), BINDLOG_ECORRUPT);
     r = (bl_record){.lsn = 9, .prev_lsn = 3, .time_ms = 5, .generation = 1,
                     .type = BINDLOG_EVENT_ROUTE, .flags = BL_REC_STD_REASON, .key = "k",
                     .key_len = 1};
-    assert_int_equal(decode_copy(raw, raw_v3(&r, raw)), BINDLOG_ECORRUPT);
+    assert_int_equal(decode_copy(raw, raw_rec(&r, raw)), BINDLOG_ECORRUPT);
     r.flags = 0;
-    assert_int_equal(decode_copy(raw, raw_v3(&r, raw)), 0);
+    assert_int_equal(decode_copy(raw, raw_rec(&r, raw)), 0);
+}
+
+/* Version 4 keeps a UUID in canonical lower-case text as its 16 bytes,
+ * code 1 in the head; any other id as text, code 2 x its length.  One
+ * encoding per record: the text of such a UUID, or an odd code other than
+ * 1, is damage.  Decoded, the id is text again, held by the bl_record
+ * itself (not the input), and a session resolved from it keeps its own
+ * copy of the parent. */
+static void record__uuid_ids_are_16_bytes(void **state)
+{
+    (void)state;
+    static const char child[] = "0b6f7f0e-4a0b-4c7e-9d41-8a8e2a7c1f00";
+    static const char parent[] = "5d0c1b9e-7f3a-4e21-b6c8-2f9d4e8a0b13";
+    static const unsigned char child16[16] = {0x0b, 0x6f, 0x7f, 0x0e, 0x4a, 0x0b, 0x4c, 0x7e,
+                                              0x9d, 0x41, 0x8a, 0x8e, 0x2a, 0x7c, 0x1f, 0x00};
+    static const unsigned char parent16[16] = {0x5d, 0x0c, 0x1b, 0x9e, 0x7f, 0x3a, 0x4e, 0x21,
+                                               0xb6, 0xc8, 0x2f, 0x9d, 0x4e, 0x8a, 0x0b, 0x13};
+    bl_record r = {.lsn = 7, .prev_lsn = 5, .time_ms = 1000, .generation = 2,
+                   .type = BINDLOG_EVENT_SPLIT, .flags = BL_REC_ORIGIN, .key = "k",
+                   .key_len = 1, .sid = child, .sid_len = 36, .other = parent,
+                   .other_len = 36, .reason = "rx", .reason_len = 2,
+                   .origin = "{}", .origin_len = 2};
+    size_t n;
+    unsigned char *b = encode_record(&r, &n);
+    unsigned char raw[256];
+    size_t rn = raw_rec(&r, raw);
+    assert_int_equal(n + 2 * 20, rn); /* 16 bytes each instead of 36 */
+    assert_int_equal(bl_record_room(&r), rn); /* room for the text, enough */
+    /* head: version, type, lsn, time, generation, gap, key_len, the codes */
+    static const unsigned char head[] = {0x04, 0x13, 0x07, 0xd0, 0x0f, 0x02, 0x02,
+                                         0x01, 0x01, 0x01, 0x02, 0x02};
+    assert_memory_equal(b, head, sizeof head);
+    assert_memory_equal(b + sizeof head + 1, child16, 16);
+    assert_memory_equal(b + sizeof head + 17, parent16, 16);
+
+    bl_record d;
+    assert_int_equal(bl_record_decode(b, n, &d), 0);
+    assert_true(bl_record_same(&d, &r));
+    assert_true(d.sid == d.id_text[0] && d.other == d.id_text[1]);
+    assert_int_equal(d.sid_len, 36);
+    assert_memory_equal(d.other, parent, 36);
+    assert_int_equal(bl_record_size(&d), n);
+
+    /* a reference resolved from it holds the parent itself */
+    bl_sval v;
+    memset(&v, 0, sizeof v);
+    v.ref = 1;
+    v.created_lsn = 7;
+    assert_int_equal(bl_sval_resolve(&v, child, 36, &d), 0);
+    assert_true(v.parent == v.parent_text);
+    memset(d.id_text, 'x', sizeof d.id_text); /* the record's text gone */
+    assert_memory_equal(v.parent, parent, 36);
+    bl_sval c;
+    bl_sval_copy(&c, &v);
+    memset(v.parent_text, 'y', sizeof v.parent_text);
+    assert_true(c.parent == c.parent_text);
+    assert_memory_equal(c.parent, parent, 36);
+    free(b);
+
+    /* the text of a lower-case UUID in a version-4 record: damage */
+    assert_int_equal(decode_copy(raw, rn), BINDLOG_ECORRUPT);
+    /* upper case, or any other id, stays text and round-trips */
+    char upper[37];
+    for (int i = 0; i < 36; i++)
+        upper[i] = (char)(parent[i] >= 'a' && parent[i] <= 'f' ? parent[i] - 32 : parent[i]);
+    upper[36] = '\0';
+    r.other = upper;
+    b = encode_record(&r, &n);
+    assert_int_equal(b[9], 72); /* 2 x 36: text */
+    assert_int_equal(bl_record_decode(b, n, &d), 0);
+    assert_true(d.other == (const char *)b + sizeof head + 17);
+    assert_memory_equal(d.other, upper, 36);
+    free(b);
+    /* an odd code other than 1 */
+    r.other = parent;
+    b = encode_record(&r, &n);
+    memcpy(raw, b, n);
+    raw[9] = 0x03;
+    reseal(raw, n);
+    assert_int_equal(decode_copy(raw, n), BINDLOG_ECORRUPT);
+    free(b);
+    /* near misses are not UUIDs: a missing dash, a non-hex digit, 35 chars */
+    unsigned char u[16];
+    assert_int_equal(bl_uuid_pack(parent, 36, u), 1);
+    assert_memory_equal(u, parent16, 16);
+    char bad[37];
+    memcpy(bad, parent, 37);
+    bad[8] = '0';
+    assert_int_equal(bl_uuid_pack(bad, 36, u), 0);
+    memcpy(bad, parent, 37);
+    bad[0] = 'g';
+    assert_int_equal(bl_uuid_pack(bad, 36, u), 0);
+    assert_int_equal(bl_uuid_pack(parent, 35, u), 0);
+    char text[36];
+    bl_uuid_text(child16, text);
+    assert_memory_equal(text, child, 36);
 }
 
 /* Version 2 (format 3) still decodes: the example in its fixed layout. */
@@ -323,10 +430,10 @@ static void record__version2_still_decodes(void **state)
     bl_record_head hd;
     assert_int_equal(bl_record_peek(v2, sizeof v2, &hd), 0);
     assert_true(hd.lsn == 42 && hd.prev_lsn == 40 && hd.key == v2 + BL_RECORD_FIXED);
-    /* re-encoded, it is the version-3 example */
+    /* re-encoded, it is the version-4 example */
     unsigned char b[27];
     assert_int_equal(bl_record_encode(&d, b, sizeof b), sizeof b);
-    assert_int_equal(b[0], 3);
+    assert_int_equal(b[0], 4);
 }
 
 /* Version 1 (formats 1 and 2, old export streams) still decodes: the same
@@ -492,7 +599,7 @@ static void record__varint_forms(void **state)
     r.lsn = 5;
     r.prev_lsn = 0;
     unsigned char rb[256], lb[257];
-    size_t n = raw_v3(&r, rb);
+    size_t n = raw_rec(&r, rb);
     assert_int_equal(decode_copy(rb, n), 0);
     memcpy(lb, rb, 2);
     lb[2] = 0x85, lb[3] = 0x00;
@@ -509,7 +616,7 @@ static void record__lsn_zero(void **state)
     static unsigned char buf[BL_RECORD_MAX];
     r.lsn = 0;
     r.prev_lsn = 0;
-    size_t n = raw_v3(&r, buf);
+    size_t n = raw_rec(&r, buf);
     assert_int_equal(decode_copy(buf, n), BINDLOG_ECORRUPT);
     assert_int_equal(bl_record_encode(&r, buf, sizeof buf), 0);
 }
@@ -542,7 +649,7 @@ static void record__lsn_and_time_limits(void **state)
         r.lsn = cases[i].lsn;
         r.prev_lsn = 0;
         r.time_ms = cases[i].t;
-        assert_int_equal(decode_copy(buf, raw_v3(&r, buf)), cases[i].rc);
+        assert_int_equal(decode_copy(buf, raw_rec(&r, buf)), cases[i].rc);
         r.lsn = cases[i].lsn;
         r.time_ms = cases[i].t;
         assert_int_equal(bl_record_encode(&r, buf, sizeof buf) != 0, cases[i].rc == 0);
@@ -609,7 +716,7 @@ static int decode_oversized(size_t key, size_t sid, size_t other, size_t reason,
                    .origin_len = origin};
     unsigned char *b = calloc(1, 64 + key + sid + other + reason + origin);
     assert_non_null(b);
-    int rc = decode_copy(b, raw_v3(&r, b));
+    int rc = decode_copy(b, raw_rec(&r, b));
     free(b);
     return rc;
 }
@@ -954,7 +1061,7 @@ static void sval__reference_form(void **state)
     assert_int_equal(n, 9);
     assert_memory_equal(b, "\x03\x00\x2a\x08\xa0\x1f\x02\x72\x78", 9);
     /* the whole value, marked (a base image's form) */
-    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 1, 0, 0};
+    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 1, 0, 0, {0}};
     n = bl_sval_encode_base(&w, b, sizeof b);
     assert_int_equal(n, 14);
     assert_memory_equal(b, "\x02\x80\x01\x01\x00\x01\x2a\x00\xd0\x0f\x00\x6b\x73\x7b", 14);
@@ -1112,7 +1219,7 @@ static void sval__sibling_chain(void **state)
     assert_int_equal(d.sibling_lsn, 40);
     assert_int_equal(d.ended_lsn, 50);
     /* whole, live again (re-opened) with its youngest child from LSN 45 */
-    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 0, 45, 40};
+    bl_sval w = {"k", 1, "s", 1, 42, 0, 1000, 0, "", 0, "{", 1, 0, 45, 40, {0}};
     n = bl_sval_encode(&w, b, sizeof b);
     assert_int_equal(n, 16);
     assert_int_equal(n, bl_sval_size(&w));
@@ -1295,6 +1402,7 @@ int main(void)
         cmocka_unit_test(record__round_trip),
         cmocka_unit_test(record__max_size),
         cmocka_unit_test(record__golden_bytes),
+        cmocka_unit_test(record__uuid_ids_are_16_bytes),
         cmocka_unit_test(record__standard_reason_is_a_flag),
         cmocka_unit_test(record__version2_still_decodes),
         cmocka_unit_test(record__version1_still_decodes),

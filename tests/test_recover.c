@@ -1030,15 +1030,23 @@ static void recover__a_child_whose_parent_is_lost(void **state)
     }
     assert_true(child[0] != 0);
 
+    /* every page holding the parent's id: as text (its row's key, whole
+     * values), and as its 16 bytes when it is a lower-case UUID (what log
+     * records of version 4 hold) */
     size_t size;
     unsigned zeroed = 0;
+    unsigned char packed[BL_UUID_BYTES];
+    int is_uuid = bl_uuid_pack(parent, strlen(parent), packed);
     unsigned char *map = slurp(data_path(f->dir), &size);
     for (uint64_t pg = 2; pg < size / 4096; pg++)
-        if (pg != cleaf && memmem(map + pg * 4096, 4096, parent, strlen(parent)) != NULL) {
+        if (pg != cleaf && (memmem(map + pg * 4096, 4096, parent, strlen(parent)) != NULL ||
+                            (is_uuid && memmem(map + pg * 4096, 4096, packed, sizeof packed)))) {
             zero_page(f->dir, pg);
             zeroed++;
         }
     free(map);
+    print_message("parent %s (%s): %u pages zeroed\n", parent, is_uuid ? "16 bytes in records" : "text",
+                  zeroed);
     assert_true(zeroed >= 2); /* its row and its records at least */
 
     bindlog_recover_report r;

@@ -34,6 +34,7 @@
 #include <lmdb.h>
 
 #include "bindlog.h"
+#include "core/record.h"
 #include "testutil.h"
 
 #define TARBALL BINDLOG_TEST_DATA_DIR "/format1/stores.tar.gz"
@@ -72,6 +73,8 @@ static unsigned char *slurp(const char *path, size_t *len)
 #define EXPECTED4 BINDLOG_TEST_DATA_DIR "/format4/expected.txt"
 #define TARBALL5 BINDLOG_TEST_DATA_DIR "/format5/stores.tar.gz"
 #define EXPECTED5 BINDLOG_TEST_DATA_DIR "/format5/expected.txt"
+#define TARBALL6 BINDLOG_TEST_DATA_DIR "/format6/stores.tar.gz"
+#define EXPECTED6 BINDLOG_TEST_DATA_DIR "/format6/expected.txt"
 
 /* Extract store `which` of a tarball into a new temp dir. */
 static fx *extract_from(const char *tarball, const char *which)
@@ -869,30 +872,72 @@ static uint64_t expected_num(const char *file, const char *which, const char *fi
     return 0;
 }
 
-/* Sessions of a store's data.mdb kept as references (version-3 values),
- * read with LMDB itself. */
-static size_t references_in(const char *dir)
+/* Call fn(ctx, value) for each value of table `table` of a store's
+ * data.mdb, read with LMDB itself; returns 0 when the store has no such
+ * table, else 1. */
+static int each_value(const char *dir, const char *table, void (*fn)(void *, const MDB_val *),
+                      void *ctx)
 {
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi dbi;
     MDB_cursor *c;
     MDB_val k, v;
-    size_t n = 0;
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
     assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0600), 0);
     assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, "sessions", 0, &dbi), 0);
-    assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
-    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-        n += v.mv_size > 0 && ((const unsigned char *)v.mv_data)[0] == 3;
-    mdb_cursor_close(c);
+    int rc = mdb_dbi_open(txn, table, 0, &dbi);
+    if (rc == 0) {
+        assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
+        for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+            fn(ctx, &v);
+        mdb_cursor_close(c);
+        rc = 1;
+    } else {
+        assert_int_equal(rc, MDB_NOTFOUND);
+        rc = 0;
+    }
     mdb_txn_abort(txn);
     mdb_env_close(env);
-    return n;
+    return rc;
 }
+
+/* What values_in counts. */
+typedef struct value_filter {
+    int version, marked;
+    size_t n;
+} value_filter;
+
+static void count_value(void *ctx, const MDB_val *val)
+{
+    value_filter *f = ctx;
+    const unsigned char *p = val->mv_data;
+    if (f->version < 0) /* every entry */
+        f->n++;
+    else if (f->marked == 2) /* the sibling chain's bits, formats 6 and 7 */
+        f->n += val->mv_size >= 2 && p[0] == f->version && (p[1] & 0x38) != 0;
+    else
+        f->n += val->mv_size >= 2 && p[0] == f->version &&
+                (f->marked < 0 || ((p[1] & 0x80) != 0) == (f->marked != 0));
+}
+
+/* Values of table `table` (sessions, base_sessions, children, log) of a
+ * store's data.mdb whose version byte is `version` (sessions: 3 a
+ * reference, 2 whole; the log: the record version; -1 every entry) and,
+ * when marked is 0 or 1, whose mark (BL_SVAL_F_REF, 0x80 of the flags
+ * byte) is set (1) or clear (0), when 2 that carry the sibling chain
+ * (bits 3..5: formats 6 and 7).  A store without the table has none. */
+static size_t values_in(const char *dir, const char *table, int version, int marked)
+{
+    value_filter f = {version, marked, 0};
+    each_value(dir, table, count_value, &f);
+    return f.n;
+}
+
+/* Sessions of a store's data.mdb kept as references (version-3 values). */
+static size_t references_in(const char *dir) { return values_in(dir, "sessions", 3, -1); }
 
 /* The ROUTE records a store's log holds. */
 static uint64_t retained_routes(bindlog *s)
@@ -1054,46 +1099,6 @@ static void upgrade__format4_stores(void **state)
     }
 }
 
-/* Values of table `table` (sessions, base_sessions) of a store's data.mdb
- * whose version byte is `version` (3 a reference, 2 whole; -1 every
- * entry) and, when marked is 0 or 1, whose mark (BL_SVAL_F_REF, 0x80 of the
- * flags byte) is set (1) or clear (0), when 2 that carry the sibling chain
- * (bits 3..5: format 6); read with LMDB itself.  A store without the table has
- * none. */
-static size_t values_in(const char *dir, const char *table, int version, int marked)
-{
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    MDB_cursor *c;
-    MDB_val k, v;
-    size_t n = 0;
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
-    assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0600), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    int rc = mdb_dbi_open(txn, table, 0, &dbi);
-    if (rc == 0) {
-        assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
-        for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-            const unsigned char *p = v.mv_data;
-            if (version < 0) /* every entry */
-                n++;
-            else if (marked == 2) /* the sibling chain's bits, format 6 */
-                n += v.mv_size >= 2 && p[0] == version && (p[1] & 0x38) != 0;
-            else
-                n += v.mv_size >= 2 && p[0] == version &&
-                     (marked < 0 || ((p[1] & 0x80) != 0) == (marked != 0));
-        }
-        mdb_cursor_close(c);
-    } else {
-        assert_int_equal(rc, MDB_NOTFOUND);
-    }
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
-    return n;
-}
 
 /* Run `bindlog ARGS` (BINDLOG_CLI), its stdout and stderr into out (cap
  * bytes with the NUL); returns its exit status, -1 if it did not exit. */
@@ -1109,41 +1114,68 @@ static int cli_says(const char *cli, const char *args, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Format 5, the current format: tests/data/format5, written by a187d59
- * (make_format5.sh, gen_format5.c: the events of format4's stores), one
- * store closed cleanly, one compacted, one whose process died with its
- * last records in bindlog.wal only.  Today they open as they are, check
- * clean (the API's check, and `bindlog check` on the store as shipped),
- * hold what format-5 code recorded (head, digest, counts, applied
- * counters, children), keep their sessions in each of format 5's forms
- * (references to their records, whole values, and in the compacted store
- * references whose fields the base image holds), are left alone by the
- * upgrade, and take new events.  They are there for the next format: when
- * BINDLOG_FORMAT_VERSION moves on, this test becomes upgrade_golden(5,
- * TARBALL5, EXPECTED5) with these checks after it. */
-static void upgrade__format5_stores(void **state)
+/* What log_bytes adds up. */
+typedef struct log_sum {
+    uint64_t bytes, uuids;
+} log_sum;
+
+static void add_record(void *ctx, const MDB_val *v)
 {
-    (void)state;
+    log_sum *x = ctx;
+    bl_record r;
+    unsigned char u[BL_UUID_BYTES];
+    assert_int_equal(bl_record_decode(v->mv_data, v->mv_size, &r), 0);
+    x->uuids += (uint64_t)bl_uuid_pack(r.sid, r.sid_len, u) + bl_uuid_pack(r.other, r.other_len, u);
+    x->bytes += v->mv_size;
+}
+
+/* Bytes of all values of data.mdb's log table (the records), and in
+ * *uuids how many of their ids are lower-case UUIDs (each record decoded). */
+static uint64_t log_bytes(const char *dir, uint64_t *uuids)
+{
+    log_sum x = {0, 0};
+    assert_int_equal(each_value(dir, "log", add_record, &x), 1);
+    *uuids = x.uuids;
+    return x.bytes;
+}
+
+/*
+ * The golden stores of format `fmt` (5 or 6: tests/data/format5, written
+ * by a187d59, and format6, by dc61641; make_format<N>.sh, gen_format<N>.c:
+ * the events of format4's stores), one store closed cleanly, one
+ * compacted, one whose process died with its last records in bindlog.wal
+ * only.  As shipped they keep their sessions in each of their format's
+ * forms (references to their records, whole values, and in the compacted
+ * store references whose fields the base image holds), format 6 with the
+ * sibling chain, both with log records of version 3; they are refused
+ * until upgraded.  `bindlog upgrade` then gives each what format-<fmt> code
+ * recorded (head, digest, counts, applied counters, children), every
+ * record in version 4 (the log smaller wherever an id is a lower-case
+ * UUID), the sibling chain, `bindlog check` clean; a second upgrade leaves
+ * it alone, and it takes new events.
+ */
+static void upgrade_golden_current(int fmt, const char *tarball, const char *expected,
+                                   const char *refusal)
+{
     static const char *const which[] = {"plain", "compacted", "crashed"};
     const char *cli = getenv("BINDLOG_CLI");
-    upgrade_golden(5, TARBALL5, EXPECTED5);
+    upgrade_golden(fmt, tarball, expected);
     if (cli == NULL)
         print_message("BINDLOG_CLI not set (no tools in this build): the CLI's part skipped\n");
     for (size_t i = 0; i < 3; i++) {
-        fx *f = extract_from(TARBALL5, which[i]);
+        fx *f = extract_from(tarball, which[i]);
         bindlog_upgrade_report r;
         bindlog_check_report chk;
         bindlog *s;
         uint64_t head = 0, dhead = 0;
-        char hex[33], got[33], path[1100];
+        char hex[33], got[33], path[1100], want[64], tag[32];
         char args[1200], out[2048];
         unsigned char d[BINDLOG_DIGEST_SIZE];
 
-        expected_in(EXPECTED5, which[i], &head, hex);
-        uint64_t base = expected_num(EXPECTED5, which[i], "base", NULL);
-        uint64_t ckpt = expected_num(EXPECTED5, which[i], "checkpoint", NULL);
-        /* format 5's forms, in data.mdb as shipped: most sessions refer to
-         * the record that created them, those re-opened elsewhere are
+        expected_in(expected, which[i], &head, hex);
+        uint64_t base = expected_num(expected, which[i], "base", NULL);
+        /* the format's forms, in data.mdb as shipped: most sessions refer
+         * to the record that created them, those re-opened elsewhere are
          * whole; a compacted store's base image holds the sessions of the
          * records it removed whole, marked where the live table keeps a
          * reference (which then reads its fields from there) */
@@ -1155,29 +1187,62 @@ static void upgrade__format5_stores(void **state)
         } else {
             assert_int_equal(values_in(f->dir, "base_sessions", 2, -1), 0);
         }
-        assert_int_equal(values_in(f->dir, "sessions", 3, 2), 0); /* no chain in format 5 */
-        if (base == 0) /* format 5 indexes every child */
-            assert_true(values_in(f->dir, "children", -1, -1) > 0);
+        if (fmt == 5) {
+            assert_int_equal(values_in(f->dir, "sessions", 3, 2), 0); /* no chain */
+            if (base == 0) /* format 5 indexes every child */
+                assert_true(values_in(f->dir, "children", -1, -1) > 0);
+        } else {
+            assert_true(values_in(f->dir, "sessions", 3, 2) > 0);
+            if (base == 0) /* format 6 links them */
+                assert_int_equal(values_in(f->dir, "children", -1, -1), 0);
+        }
+        assert_int_equal(values_in(f->dir, "log", 3, -1), values_in(f->dir, "log", -1, -1));
+        uint64_t old_uuids, new_uuids, old_log = log_bytes(f->dir, &old_uuids);
         assert_int_equal(bindlog_open(&s, f->dir, NULL), BINDLOG_EVERSION);
-        assert_non_null(strstr(bindlog_last_error(), "before session values linked their children"));
+        assert_non_null(strstr(bindlog_last_error(), refusal));
         /* `bindlog upgrade`, as an operator runs it */
+        /* the report's sizes are the old store's, as the library read them */
+        unsigned long long nb = expected_num(expected, which[i], "bindings", NULL);
+        unsigned long long ns = expected_num(expected, which[i], "sessions", NULL);
         if (cli != NULL) {
+            char state_line[96];
             snprintf(args, sizeof args, "upgrade '%s'", f->dir);
+            snprintf(want, sizeof want, "format:   %d -> %d", fmt, BINDLOG_FORMAT_VERSION);
+            snprintf(state_line, sizeof state_line, "state:    %llu bindings, %llu sessions\n",
+                     nb, ns);
             int code = cli_says(cli, args, out, sizeof out);
-            if (code != 0 || strstr(out, "format:   5 -> 6") == NULL)
+            if (code != 0 || strstr(out, want) == NULL || strstr(out, state_line) == NULL)
                 fail_msg("bindlog upgrade %s (exit %d) said:\n%s", which[i], code, out);
         } else {
             assert_int_equal(bindlog_upgrade(f->dir, NULL, &r, NULL, NULL), 0);
-            assert_int_equal(r.from_format, 5);
+            assert_int_equal(r.from_format, fmt);
+            assert_int_equal(r.bindings, nb);
+            assert_int_equal(r.sessions, ns);
         }
-        /* format 6: the children of the log's records are linked through
-         * the session values, the children table holds the base image's */
+        /* format 7: every record re-derived in version 4, shorter by 20
+         * bytes for each lower-case UUID it names (its 16 bytes, not 36),
+         * and otherwise the same size (the ids here are under 64 bytes,
+         * whose code takes a byte as their length did) */
+        assert_true(values_in(f->dir, "log", 4, -1) > 0);
+        assert_int_equal(values_in(f->dir, "log", 4, -1), values_in(f->dir, "log", -1, -1));
+        uint64_t new_log = log_bytes(f->dir, &new_uuids);
+        print_message("%s: log records %llu -> %llu bytes, %llu lower-case UUIDs\n", which[i],
+                      (unsigned long long)old_log, (unsigned long long)new_log,
+                      (unsigned long long)old_uuids);
+        assert_true(old_uuids > 100);
+        if (expected_num(expected, which[i], "checkpoint", NULL) == head) {
+            assert_int_equal(new_uuids, old_uuids);
+            assert_int_equal(new_log, old_log - 20 * old_uuids);
+        } else { /* crashed: its last records were in bindlog.wal only */
+            assert_true(new_uuids > old_uuids);
+        }
+        /* the children of the log's records are linked through the session
+         * values, the children table holds the base image's */
         assert_true(values_in(f->dir, "sessions", 3, 2) > 0);
         if (base == 0)
             assert_int_equal(values_in(f->dir, "children", -1, -1), 0);
         else
             assert_true(values_in(f->dir, "children", -1, -1) > 0);
-        (void)ckpt;
         if (cli != NULL) {
             char sd[64], rd[64];
             snprintf(args, sizeof args, "-d '%s' check", f->dir);
@@ -1202,8 +1267,8 @@ static void upgrade__format5_stores(void **state)
         assert_int_equal(chk.records, head - base);
         /* each hub child's parent is read through its reference (from
          * its record, or in the compacted store from the base image) */
-        golden_counts(s, EXPECTED5, which[i], head, base);
-        golden_hubs(s, EXPECTED5, which[i]);
+        golden_counts(s, expected, which[i], head, base);
+        golden_hubs(s, expected, which[i]);
         bindlog_close(s);
 
         /* bindlog upgrade: already current, nothing touched */
@@ -1219,8 +1284,10 @@ static void upgrade__format5_stores(void **state)
         assert_int_equal(r.from_format, BINDLOG_FORMAT_VERSION);
         if (cli != NULL) {
             snprintf(args, sizeof args, "upgrade '%s'", f->dir);
+            snprintf(want, sizeof want, "format:   %d, already current: nothing to do",
+                     BINDLOG_FORMAT_VERSION);
             int code = cli_says(cli, args, out, sizeof out);
-            if (code != 0 || strstr(out, "format:   6, already current: nothing to do") == NULL)
+            if (code != 0 || strstr(out, want) == NULL)
                 fail_msg("bindlog upgrade %s (exit %d) said:\n%s", which[i], code, out);
         }
         assert_int_equal(stat(path, &b), 0);
@@ -1232,15 +1299,29 @@ static void upgrade__format5_stores(void **state)
         assert_memory_equal(after, before, before_len);
         free(before);
         free(after);
-        assert_true(exists(f->dir, "format5-backup")); /* the upgrade's */
+        snprintf(tag, sizeof tag, "format%d-backup", fmt);
+        assert_true(exists(f->dir, tag)); /* the upgrade's */
         assert_false(exists(f->dir, ".bindlog-upgrade"));
 
         /* and it takes new events where its log ends */
+        snprintf(tag, sizeof tag, "after:golden%d", fmt);
         assert_int_equal(bindlog_open(&s, f->dir, NULL), 0);
-        golden_takes_events(s, "after:golden5", head);
+        golden_takes_events(s, tag, head);
         bindlog_close(s);
         fx_free(f);
     }
+}
+
+static void upgrade__format5_stores(void **state)
+{
+    (void)state;
+    upgrade_golden_current(5, TARBALL5, EXPECTED5, "before session values linked their children");
+}
+
+static void upgrade__format6_stores(void **state)
+{
+    (void)state;
+    upgrade_golden_current(6, TARBALL6, EXPECTED6, "before records kept UUIDs in 16 bytes");
 }
 
 /* A newer format, a format that never was, someone else's LMDB file:
@@ -1253,7 +1334,7 @@ static void upgrade__other_formats_are_refused(void **state)
         int magic, rc;
         const char *says;
     } cases[] = {
-        {7, 1, BINDLOG_EVERSION, "format 7, newer than this library's 6"},
+        {8, 1, BINDLOG_EVERSION, "format 8, newer than this library's 7"},
         {0, 1, BINDLOG_ECORRUPT, "no valid format record"},
         {1, 0, BINDLOG_ENOTSTORE, "no bindlog magic"},
     };
@@ -1294,6 +1375,7 @@ int main(void)
         cmocka_unit_test(upgrade__format3_routed_stores),
         cmocka_unit_test(upgrade__format4_stores),
         cmocka_unit_test(upgrade__format5_stores),
+        cmocka_unit_test(upgrade__format6_stores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,9 +52,23 @@ void wl_gen_init(wl_gen *g, uint64_t seed)
         g->bound[i] = g->prev[i] = -1;
 }
 
+/* Session n's id: a third are UUIDs in lower case (records keep them in
+ * 16 bytes), a third the same in upper case (kept as text), a third short
+ * names, so that every path that reads a record meets both forms. */
+static void wl_sid(char *out, size_t cap, unsigned n)
+{
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull;
+    if (n % 3 == 1)
+        snprintf(out, cap, "s%u", n);
+    else
+        snprintf(out, cap, n % 3 ? "%08X-%04X-4%03X-8%03X-%012llX" : "%08x-%04x-4%03x-8%03x-%012llx",
+                 n, (unsigned)(h >> 48), (unsigned)(h >> 36) & 0xfff, (unsigned)(h >> 24) & 0xfff,
+                 (unsigned long long)(h & 0xffffffffffffull));
+}
+
 uint64_t wl_gen_step(wl_gen *g, bindlog *s)
 {
-    char key[32], sid[32], other[32], origin[64];
+    char key[32], sid[48], other[48], origin[64];
     bindlog_result res;
     int k = (int)(rnd(g) % WL_NKEYS), r = (int)(rnd(g) % 100), rc;
     size_t olen = rnd(g) % 40;
@@ -68,14 +82,14 @@ uint64_t wl_gen_step(wl_gen *g, bindlog *s)
     if (g->bound[k] < 0 && r >= 40 && r < 90)
         r = 0; /* split, invalidate and unbind need a bound key */
     if (r < 40) {
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
+        wl_sid(sid, sizeof(sid), g->next_sid);
         rc = bindlog_new_session(s, key, sid, (r & 1) ? "idle" : NULL, orig, olen, &res);
         if (g->bound[k] >= 0)
             g->prev[k] = g->bound[k];
         g->bound[k] = (int)g->next_sid++;
     } else if (r < 65) {
-        snprintf(other, sizeof(other), "s%d", g->bound[k]);
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
+        wl_sid(other, sizeof(other), (unsigned)g->bound[k]);
+        wl_sid(sid, sizeof(sid), g->next_sid);
         rc = bindlog_split(s, key, other, sid, BINDLOG_ANY_GENERATION, orig, olen, &res);
         g->prev[k] = g->bound[k];
         g->bound[k] = (int)g->next_sid++;
@@ -87,13 +101,13 @@ uint64_t wl_gen_step(wl_gen *g, bindlog *s)
         g->bound[k] = -1;
     } else if (g->prev[k] >= 0 && (r & 1)) {
         /* /resume: back to a session the key left (re-opens it) */
-        snprintf(sid, sizeof(sid), "s%d", g->prev[k]);
+        wl_sid(sid, sizeof(sid), (unsigned)g->prev[k]);
         rc = bindlog_bind(s, key, sid, NULL, NULL, orig, olen, &res);
         int cur = g->bound[k];
         g->bound[k] = g->prev[k];
         g->prev[k] = cur;
     } else {
-        snprintf(sid, sizeof(sid), "s%u", g->next_sid);
+        wl_sid(sid, sizeof(sid), g->next_sid);
         rc = bindlog_bind(s, key, sid, NULL, "first", orig, olen, &res);
         if (g->bound[k] >= 0)
             g->prev[k] = g->bound[k];

@@ -220,7 +220,7 @@ static void end_session(bl_sput *put, const char *id, size_t id_len, const bl_sv
 {
     put->id = id;
     put->id_len = id_len;
-    put->v = *old;
+    bl_sval_copy(&put->v, old);
     put->v.ended_lsn = lsn;
     put->v.ended_ms = t;
     put->v.reason = reason;
@@ -336,7 +336,7 @@ static int decide_bind(const bl_view *view, const bl_event *ev, const bl_bval *c
         /* re-open: keep parent and creation, move to this key */
         put->id = ev->sid;
         put->id_len = ev->sid_len;
-        put->v = target;
+        bl_sval_copy(&put->v, &target);
         put->v.key = ev->key;
         put->v.key_len = ev->key_len;
         put->v.ended_lsn = 0;
@@ -768,7 +768,7 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
         bl_sval unlinked;
         const bl_sval *sv = &p->sess[i].v;
         if (!enc->links) {
-            unlinked = *sv;
+            bl_sval_copy(&unlinked, sv);
             unlinked.child_lsn = unlinked.sibling_lsn = 0;
             sv = &unlinked;
         }
@@ -799,7 +799,7 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
     enc->rec_off = enc->rec_len = 0;
     if (!with_record)
         return 0;
-    n = bl_record_size(&p->rec);
+    n = bl_record_room(&p->rec); /* the record is the buffer's last item */
     if ((enc->rec_off = enc_reserve(enc, &used, n)) == SIZE_MAX)
         return BINDLOG_ENOMEM;
     enc->rec_len = bl_record_encode(&p->rec, enc->buf + enc->rec_off, n);

@@ -189,7 +189,7 @@ typedef struct bl_encoded {
      * (bl_sval_encode_base: a base image, the bulk replay's state). */
     int ref_ok;
     /* Input: 1 to write the sibling chain in the session values
-     * (bl_sval.child_lsn, sibling_lsn: an LMDB store of format 6, whose
+     * (bl_sval.child_lsn, sibling_lsn: an LMDB store of format 6 or 7, whose
      * children table indexes only what the log no longer holds); 0 leaves
      * it out (the etcd backend keeps a children index of its own). */
     int links;

@@ -4,15 +4,20 @@
  * docs/format.md is the normative description; this is a summary.  Every
  * integer is little-endian.
  *
- * Log record (version 3, format 4): no fixed part but its first two bytes,
+ * Log record (version 4, format 7): no fixed part but its first two bytes,
  * varints for every number and length, the strings, then the checksum:
  *
- *    0 version u8 (3)   1 type (1..6) | flags << 4 (ORIGIN 0x10, ACTIVITY 0x20,
+ *    0 version u8 (4)   1 type (1..6) | flags << 4 (ORIGIN 0x10, ACTIVITY 0x20,
  *                         STD_REASON 0x40: the type's standard reason, no bytes)
  *    2 varints: lsn, zigzag(time_ms), generation, lsn - prev_lsn (0: none),
- *      key_len, sid_len, other_len, reason_len, origin_len
+ *      key_len, sid_code, other_code, reason_len, origin_len
  *    then key | sid | other | reason | origin
  *   len-8  XXH3-64 (seed 0) of bytes [0, len-8), u64
+ *
+ * An id's code is 2 x its length when its text follows, 1 when it is a
+ * UUID in canonical lower-case text and its 16 bytes follow (always so
+ * for such an id: one encoding per record).  Version 3 (formats 4 to 6,
+ * still read) has sid_len and other_len there and the ids as text.
  *
  * Log record (version 2, format 3), 45 fixed bytes, the strings, then the
  * checksum (still read):
@@ -72,6 +77,51 @@
 #define BL_SVAL_VERSION 3
 /* Smallest input whose checksum and version can be examined at all. */
 #define BL_RECORD_MIN (1 + BL_RECORD_CHECKSUM)
+
+/* ---- UUIDs ------------------------------------------------------------- */
+
+/* Lower-case hex digits' values, 0xff for every other byte. */
+static const unsigned char hexval[256] = {
+    ['0'] = 0,  ['1'] = 1,  ['2'] = 2,  ['3'] = 3,  ['4'] = 4,  ['5'] = 5,
+    ['6'] = 6,  ['7'] = 7,  ['8'] = 8,  ['9'] = 9,  ['a'] = 10, ['b'] = 11,
+    ['c'] = 12, ['d'] = 13, ['e'] = 14, ['f'] = 15,
+};
+
+/* 1 if c is a lower-case hex digit (the table's zeros are also what it
+ * holds for other bytes, so the digit '0' is told apart here). */
+static inline int is_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+int bl_uuid_pack(const char *p, size_t n, unsigned char out[BL_UUID_BYTES])
+{
+    /* the digit pairs of the 16 bytes, by offset in the text */
+    static const unsigned char at[BL_UUID_BYTES] = {0,  2,  4,  6,  9,  11, 14, 16,
+                                                    19, 21, 24, 26, 28, 30, 32, 34};
+    const unsigned char *u = (const unsigned char *)p;
+    if (n != BL_UUID_TEXT || u[8] != '-' || u[13] != '-' || u[18] != '-' || u[23] != '-')
+        return 0; /* most ids that are not UUIDs stop here */
+    for (size_t i = 0; i < BL_UUID_BYTES; i++) {
+        unsigned char hi = u[at[i]], lo = u[at[i] + 1];
+        if (!is_hex(hi) || !is_hex(lo))
+            return 0;
+        out[i] = (unsigned char)(hexval[hi] << 4 | hexval[lo]);
+    }
+    return 1;
+}
+
+void bl_uuid_text(const unsigned char in[BL_UUID_BYTES], char out[BL_UUID_TEXT])
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < BL_UUID_BYTES; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[in[i] >> 4];
+        out[o++] = hex[in[i] & 15];
+    }
+}
 
 /* ---- validation -------------------------------------------------------- */
 
@@ -206,19 +256,51 @@ static size_t reason_bytes(const bl_record *r) { return std_own_reason(r) ? 0 : 
 /* lsn - prev_lsn, or 0 for a key's first record */
 static uint64_t prev_gap(const bl_record *r) { return r->prev_lsn ? r->lsn - r->prev_lsn : 0; }
 
-static size_t record_head_size(const bl_record *r)
+/* An id's code in the head (2 x its length, or 1 for a UUID's 16 bytes)
+ * and the bytes that follow for it; *packed gets those 16 bytes. */
+static uint64_t id_code(const char *p, size_t n, unsigned char *packed, size_t *bytes)
 {
+    if (n != 0 && bl_uuid_pack(p, n, packed)) {
+        *bytes = BL_UUID_BYTES;
+        return 1;
+    }
+    *bytes = n;
+    return 2 * (uint64_t)n;
+}
+
+/* How r encodes: its ids' codes and stored bytes (a UUID's 16 into su and
+ * ou), and the record's whole size. */
+typedef struct rec_ids {
+    uint64_t sc, oc;
+    size_t sb, ob;
+    unsigned char su[BL_UUID_BYTES], ou[BL_UUID_BYTES];
+} rec_ids;
+
+static size_t record_layout(const bl_record *r, rec_ids *x)
+{
+    x->sc = id_code(r->sid, r->sid_len, x->su, &x->sb);
+    x->oc = id_code(r->other, r->other_len, x->ou, &x->ob);
     return 2 + bl_varint_size(r->lsn) + bl_varint_size(bl_zigzag(r->time_ms)) +
            bl_varint_size(r->generation) + bl_varint_size(prev_gap(r)) +
-           bl_varint_size(r->key_len) + bl_varint_size(r->sid_len) +
-           bl_varint_size(r->other_len) + bl_varint_size(reason_bytes(r)) +
-           bl_varint_size(r->origin_len);
+           bl_varint_size(r->key_len) + bl_varint_size(x->sc) + bl_varint_size(x->oc) +
+           bl_varint_size(reason_bytes(r)) + bl_varint_size(r->origin_len) + r->key_len +
+           x->sb + x->ob + reason_bytes(r) + r->origin_len + BL_RECORD_CHECKSUM;
 }
 
 size_t bl_record_size(const bl_record *r)
 {
-    return record_head_size(r) + r->key_len + r->sid_len + r->other_len + reason_bytes(r) +
-           r->origin_len + BL_RECORD_CHECKSUM;
+    rec_ids x;
+    return record_layout(r, &x);
+}
+
+size_t bl_record_room(const bl_record *r)
+{
+    return 2 + bl_varint_size(r->lsn) + bl_varint_size(bl_zigzag(r->time_ms)) +
+           bl_varint_size(r->generation) + bl_varint_size(prev_gap(r)) +
+           bl_varint_size(r->key_len) + bl_varint_size(2 * (uint64_t)r->sid_len) +
+           bl_varint_size(2 * (uint64_t)r->other_len) + bl_varint_size(reason_bytes(r)) +
+           bl_varint_size(r->origin_len) + r->key_len + r->sid_len + r->other_len +
+           reason_bytes(r) + r->origin_len + BL_RECORD_CHECKSUM;
 }
 
 /*
@@ -250,7 +332,8 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
 {
     if (!record_fields_ok(r))
         return 0;
-    size_t n = bl_record_size(r);
+    rec_ids x;
+    size_t n = record_layout(r, &x);
     if (buf == NULL || cap < n)
         return 0;
     unsigned char *b = buf;
@@ -263,13 +346,13 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap)
     pos += bl_varint_put(b + pos, r->generation);
     pos += bl_varint_put(b + pos, prev_gap(r));
     pos += bl_varint_put(b + pos, r->key_len);
-    pos += bl_varint_put(b + pos, r->sid_len);
-    pos += bl_varint_put(b + pos, r->other_len);
+    pos += bl_varint_put(b + pos, x.sc);
+    pos += bl_varint_put(b + pos, x.oc);
     pos += bl_varint_put(b + pos, std ? 0 : r->reason_len);
     pos += bl_varint_put(b + pos, r->origin_len);
     put_bytes(b, &pos, r->key, r->key_len);
-    put_bytes(b, &pos, r->sid, r->sid_len);
-    put_bytes(b, &pos, r->other, r->other_len);
+    put_bytes(b, &pos, x.sc == 1 ? (const void *)x.su : r->sid, x.sb);
+    put_bytes(b, &pos, x.oc == 1 ? (const void *)x.ou : r->other, x.ob);
     put_bytes(b, &pos, r->reason, std ? 0 : r->reason_len);
     put_bytes(b, &pos, r->origin, r->origin_len);
     bl_put64(b + pos, XXH3_64bits(b, pos));
@@ -301,9 +384,26 @@ static int checksum_ok(const unsigned char *b, size_t len)
     return XXH3_64bits(b, body) == bl_get64(b + body);
 }
 
-/* Version 3's head: the type-and-flags byte and nine varints, read
- * within [b+2, b+end).  Returns the offset of the key, or 0. */
-static size_t parse_head_v3(const unsigned char *b, size_t end, bl_record *r)
+/* A version-4 id code: the bytes stored for it and whether they are a
+ * UUID's 16.  0, or -1 for a code no encoder writes. */
+static int id_bytes(uint64_t code, size_t *len, int *uuid)
+{
+    *uuid = code == 1;
+    if (code == 1) {
+        *len = BL_UUID_BYTES;
+        return 0;
+    }
+    if ((code & 1) != 0 || code / 2 > BINDLOG_ID_MAX)
+        return -1;
+    *len = (size_t)(code / 2);
+    return 0;
+}
+
+/* The head of versions 3 and 4: the type-and-flags byte and nine varints,
+ * read within [b+2, b+end).  Returns the offset of the key, or 0.  For
+ * version 4, sid_len and other_len are the bytes stored, and uuid[i] says
+ * whether they are a UUID's 16. */
+static size_t parse_head_v3(const unsigned char *b, size_t end, bl_record *r, int uuid[2])
 {
     uint64_t v[9];
     size_t pos = 2;
@@ -324,15 +424,42 @@ static size_t parse_head_v3(const unsigned char *b, size_t end, bl_record *r)
      * or above it (it would wrap) is damage: prev_lsn = lsn, which
      * record_fields_ok refuses (prev_lsn >= lsn) */
     r->prev_lsn = v[3] == 0 ? 0 : v[3] < v[0] ? v[0] - v[3] : v[0];
-    if (v[4] > BINDLOG_KEY_MAX || v[5] > BINDLOG_ID_MAX || v[6] > BINDLOG_ID_MAX ||
-        v[7] > BINDLOG_REASON_MAX || v[8] > BINDLOG_ORIGIN_MAX)
+    if (v[4] > BINDLOG_KEY_MAX || v[7] > BINDLOG_REASON_MAX || v[8] > BINDLOG_ORIGIN_MAX)
         return 0;
     r->key_len = (size_t)v[4];
-    r->sid_len = (size_t)v[5];
-    r->other_len = (size_t)v[6];
+    if (b[0] >= 4) {
+        if (id_bytes(v[5], &r->sid_len, &uuid[0]) != 0 ||
+            id_bytes(v[6], &r->other_len, &uuid[1]) != 0)
+            return 0;
+    } else {
+        if (v[5] > BINDLOG_ID_MAX || v[6] > BINDLOG_ID_MAX)
+            return 0;
+        r->sid_len = (size_t)v[5];
+        r->other_len = (size_t)v[6];
+        uuid[0] = uuid[1] = 0;
+    }
     r->reason_len = (size_t)v[7];
     r->origin_len = (size_t)v[8];
     return pos;
+}
+
+/* Version 4's ids: a UUID's 16 bytes become its text in r->id_text; an id
+ * stored as text must not be one a UUID's bytes would have stood for. */
+static int parse_ids(bl_record *r, const int uuid[2])
+{
+    const char **p[2] = {&r->sid, &r->other};
+    size_t *n[2] = {&r->sid_len, &r->other_len};
+    unsigned char u[BL_UUID_BYTES];
+    for (int i = 0; i < 2; i++) {
+        if (uuid[i]) {
+            bl_uuid_text((const unsigned char *)*p[i], r->id_text[i]);
+            *p[i] = r->id_text[i];
+            *n[i] = BL_UUID_TEXT;
+        } else if (bl_uuid_pack(*p[i], *n[i], u)) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /*
@@ -343,9 +470,10 @@ static size_t parse_head_v3(const unsigned char *b, size_t end, bl_record *r)
 static int record_parse(const unsigned char *b, size_t len, bl_record *r)
 {
     size_t fixed;
+    int uuid[2] = {0, 0};
     r->version = b[0];
     if (b[0] >= 3) {
-        if ((fixed = parse_head_v3(b, len - BL_RECORD_CHECKSUM, r)) == 0)
+        if ((fixed = parse_head_v3(b, len - BL_RECORD_CHECKSUM, r, uuid)) == 0)
             return BINDLOG_ECORRUPT;
     } else {
         fixed = bl_record_fixed(b[0]);
@@ -373,6 +501,8 @@ static int record_parse(const unsigned char *b, size_t len, bl_record *r)
     r->other = take(b, &pos, r->other_len);
     r->reason = take(b, &pos, r->reason_len);
     r->origin = take(b, &pos, r->origin_len);
+    if (r->version >= 4 && (parse_ids(r, uuid) != 0))
+        return BINDLOG_ECORRUPT;
     if (r->version >= 3) {
         /* one encoding per record: the standard reason of its type only
          * as the flag, the flag only with no reason bytes and a type that
@@ -398,7 +528,8 @@ int bl_record_peek(const void *buf, size_t len, bl_record_head *out)
         b[0] > BINDLOG_RECORD_VERSION)
         return -1;
     if (b[0] >= 3) {
-        if ((at = parse_head_v3(b, len - BL_RECORD_CHECKSUM, &r)) == 0)
+        int uuid[2];
+        if ((at = parse_head_v3(b, len - BL_RECORD_CHECKSUM, &r, uuid)) == 0)
             return -1;
     } else {
         at = bl_record_fixed(b[0]);
@@ -446,6 +577,11 @@ int bl_record_decode(const void *buf, size_t len, bl_record *out)
     if (!record_fields_ok(&r))
         return BINDLOG_ECORRUPT;
     *out = r;
+    /* ids held as UUIDs point at the copy's text, not at r's */
+    if (r.sid == r.id_text[0])
+        out->sid = out->id_text[0];
+    if (r.other == r.id_text[1])
+        out->other = out->id_text[1];
     return 0;
 }
 
@@ -575,7 +711,7 @@ static size_t sval_reason_bytes(const bl_sval *v)
     return reason_code(v->reason, v->reason_len) ? 0 : v->reason_len;
 }
 
-/* ---- the sibling chain (format 6), in versions 2 and 3 ---- */
+/* ---- the sibling chain (formats 6 and 7), in versions 2 and 3 ---- */
 
 /* The link bits of v's flags byte. */
 static unsigned link_flags(const bl_sval *v)
@@ -824,6 +960,11 @@ int bl_sval_resolve(bl_sval *v, const char *id, size_t id_len, const bl_record *
     if (rec->type == BINDLOG_EVENT_BIND) {
         v->parent = "";
         v->parent_len = 0;
+    } else if (rec->other == rec->id_text[1]) {
+        /* a UUID the decoder wrote into the record: the value keeps its own copy */
+        memcpy(v->parent_text, rec->other, BL_UUID_TEXT);
+        v->parent = v->parent_text;
+        v->parent_len = BL_UUID_TEXT;
     } else {
         v->parent = rec->other;
         v->parent_len = rec->other_len;
@@ -845,7 +986,12 @@ int bl_sval_take_creation(bl_sval *v, const bl_sval *from)
         return -1;
     v->key = from->key;
     v->key_len = from->key_len;
-    v->parent = from->parent;
+    if (from->parent == from->parent_text) {
+        memcpy(v->parent_text, from->parent_text, BL_UUID_TEXT);
+        v->parent = v->parent_text;
+    } else {
+        v->parent = from->parent;
+    }
     v->parent_len = from->parent_len;
     v->origin = from->origin;
     v->origin_len = from->origin_len;

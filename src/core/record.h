@@ -143,7 +143,7 @@ int bl_record_peek(const void *buf, size_t len, bl_record_head *out);
 #define BL_BVAL_HEAD_MAX 35
 #define BL_BVAL_MAX (BL_BVAL_HEAD_MAX + BINDLOG_ID_MAX)
 #define BL_SVAL_FIXED 42
-/* the two link varints of versions 2 and 3 (format 6), 9 bytes each at most */
+/* the two link varints of versions 2 and 3 (formats 6 and 7), 9 bytes each at most */
 #define BL_SVAL_LINKS_MAX 18
 #define BL_SVAL_MAX                                                                              \
     (BL_SVAL_FIXED + BL_SVAL_LINKS_MAX + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX +   \
@@ -154,6 +154,15 @@ int bl_record_peek(const void *buf, size_t len, bl_record_head *out);
  * point into the buffer they were decoded from, or into the caller's memory
  * when encoding.
  */
+/* A UUID's canonical text, 8-4-4-4-12 lower-case hex digits, and its 16
+ * bytes.  bl_uuid_pack: 1 and the bytes when p..p+n is that text exactly
+ * (an upper-case one is not: its bytes would not give it back), else 0.
+ * bl_uuid_text: the text of 16 bytes, not NUL-terminated. */
+#define BL_UUID_TEXT 36
+#define BL_UUID_BYTES 16
+int bl_uuid_pack(const char *p, size_t n, unsigned char out[BL_UUID_BYTES]);
+void bl_uuid_text(const unsigned char in[BL_UUID_BYTES], char out[BL_UUID_TEXT]);
+
 typedef struct bl_record {
     unsigned version;    /* decoded: the record's version; encode writes the current one */
     uint64_t lsn;
@@ -176,10 +185,21 @@ typedef struct bl_record {
     size_t reason_len;
     const void *origin;
     size_t origin_len;
+    /* Version 4 keeps an id that is a UUID in its canonical lower-case
+     * text as its 16 bytes (bl_uuid_pack).  Decoding writes such an id's
+     * text here and points sid or other at it, so a decoded bl_record is
+     * not only a view of its input: sid and other may live only as long as
+     * this struct, and a copy of it points into the original's. */
+    char id_text[2][BL_UUID_TEXT];
 } bl_record;
 
 /* Bytes bl_record_encode() will write for r. */
 size_t bl_record_size(const bl_record *r);
+
+/* Bytes enough for bl_record_encode(r), at least bl_record_size(r): its
+ * size with every id as text, without looking for UUIDs (the write path
+ * reserves this much and then encodes, reading each id once). */
+size_t bl_record_room(const bl_record *r);
 
 /*
  * Encode r into buf (cap bytes), checksum last.  Returns the number of bytes
@@ -232,12 +252,12 @@ typedef struct bl_sval {
     const void *origin;
     size_t origin_len;
     /* 1: the value refers to the record that created the session (version
-     * 3, the sessions table of formats 5 and 6): the session's key, parent, origin and
+     * 3, the sessions table of formats 5 to 7): the session's key, parent, origin and
      * creation time are that record's, not stored again.  bl_sval_decode()
      * of such a value leaves key, parent and origin NULL and created_ms 0
      * until bl_sval_resolve() fills them in from the record. */
     unsigned ref;
-    /* The session's place among its parent's children (format 6: the
+    /* The session's place among its parent's children (formats 6 and 7: the
      * sibling chain that replaces the children table for sessions whose
      * creating record the log holds).  child_lsn: the LSN of the record
      * that created this session's youngest child (0: none); sibling_lsn:
@@ -245,7 +265,22 @@ typedef struct bl_sval {
      * none).  Both are set by the state machine and kept across ends and
      * re-opens; neither is part of the state digest (bl_sval_encode_v1). */
     uint64_t child_lsn, sibling_lsn;
+    /* Where bl_sval_resolve() and bl_sval_take_creation() copy a parent
+     * id that lived in a decoded record's id_text (version 4), so that the
+     * value does not point into that record: parent may point here, and a
+     * copy of the value then points into the original's. */
+    char parent_text[BL_UUID_TEXT];
 } bl_sval;
+
+/* *dst = *src, with a parent held in src->parent_text held in
+ * dst->parent_text: the copy does not depend on src living on.  Every
+ * copy of a bl_sval that may outlive its source goes through here. */
+static inline void bl_sval_copy(bl_sval *dst, const bl_sval *src)
+{
+    *dst = *src;
+    if (src->parent == src->parent_text)
+        dst->parent = dst->parent_text;
+}
 
 /* Encoded sizes and encoders; same contract as bl_record_encode().  The
  * decoders refuse a len over BL_BVAL_MAX / BL_SVAL_MAX before reading it. */
@@ -274,7 +309,7 @@ int bl_sval_decode_trusted(const void *buf, size_t len, bl_sval *out);
  * which replay must learn each session's form) and in the bulk replay's
  * in-memory state; the live table writes the reference itself. */
 #define BL_SVAL_F_REF 0x80u
-/* Bits 3..5 of the flags of versions 2 and 3 (format 6), the sibling
+/* Bits 3..5 of the flags of versions 2 and 3 (formats 6 and 7), the sibling
  * chain (bl_sval.child_lsn, sibling_lsn): F_CHILD_END, the youngest child
  * was created by the record that ended the session (child_lsn ==
  * ended_lsn, no bytes); F_CHILD, a varint child_lsn - created_lsn follows

@@ -103,7 +103,7 @@ typedef struct mirror {
     int64_t revision;
     uint64_t bad;       /* keys that could not be mirrored */
     /* etcd's children entries of sessions created after the base image,
-     * which an LMDB store of format 6 links through its sessions instead
+     * which an LMDB store of format 6 or 7 links through its sessions instead
      * (mirror_link): found (and taken out of the mirror's children table),
      * and how many there should be */
     uint64_t kids_found, kids_expected;
@@ -283,7 +283,7 @@ static uint64_t created_of(MDB_txn *txn, bl_env *e, const void *id, size_t n, bl
 }
 
 /*
- * Make the mirror an LMDB store of format 6 (etcd keeps a children entry
+ * Make the mirror an LMDB store of format 6 or 7 (etcd keeps a children entry
  * for every child and no sibling chain): its sessions and base image get
  * the chain (bl_relink), and the children entries of sessions created
  * after the base image leave its children table, counted (kids_found)
@@ -1111,7 +1111,7 @@ static int etcd_key_of(importer *im, MDB_txn *txn, bl_env *e, int table, const M
 
 /* The etcd value of a scratch store's entry: etcd keeps every session
  * whole and unmarked (docs/scale-out.md), where the scratch LMDB store
- * (format 6) keeps references in its sessions table, marks in its base
+ * (format 7) keeps references in its sessions table, marks in its base
  * image and the sibling chain in both.  *v is left alone or pointed at buf. */
 static int etcd_value_of(bl_env *e, MDB_txn *txn, int table, const MDB_val *k, MDB_val *v,
                          bl_ebuf *buf)
@@ -1288,7 +1288,7 @@ static int roll_back(importer *im)
 
 /*
  * Give the scratch store of an import the children entry of every child
- * (etcd's layout: docs/scale-out.md), where an LMDB store of format 6 has
+ * (etcd's layout: docs/scale-out.md), where an LMDB store of format 6 or 7 has
  * only those of children whose record its log does not hold and links the
  * others through its sessions.  The scratch store is thrown away after the
  * import; its sessions may be references, read whole through its log.

@@ -154,7 +154,7 @@ static int ov_rehash(struct bl_wbuild *b, size_t nslots)
 }
 
 /* The tables whose newest values the group reads back (lookup); a frame
- * carries no other (format 6 links children through the sessions). */
+ * carries no other (formats 6 and 7 link children through the sessions). */
 static int ov_wanted(unsigned table)
 {
     return table == BL_DB_BINDINGS || table == BL_DB_SESSIONS || table == BL_DB_META;

@@ -350,7 +350,7 @@ static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_se
 
 /*
  * The next child of a children iterator along the parent's sibling chain
- * (format 6): the record at it->chain_lsn created it, and its value names
+ * (formats 6 and 7): the record at it->chain_lsn created it, and its value names
  * the record of the next older sibling.  1 with the child filled in; 0 once
  * the chain reaches a record the log no longer holds (compacted: the
  * children table has that child and every older one); or an error.  A

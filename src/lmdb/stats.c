@@ -21,7 +21,7 @@
  * up for the whole scan of a large store. */
 #define DIGEST_CHUNK 4096
 
-/* Hash a table.  A session kept as a reference (formats 5 and 6) is hashed as
+/* Hash a table.  A session kept as a reference (formats 5 to 7) is hashed as
  * the whole value it stands for, resolved through get. */
 static int hash_cursor(bl_cursor *c, bl_env *e, int tag, int keep_lock, bl_digest *st,
                        bl_ref_fn get, void *ctx)

@@ -11,7 +11,7 @@
  *             "counts" -> u64 applied[6], u64 live_bindings, u64 live_sessions
  *   log       be64 lsn -> record (record.h)
  *   bindings  key -> binding value        sessions  id -> session value
- *   children  be64 parent's created_lsn, child -> "": format 6, only the
+ *   children  be64 parent's created_lsn, child -> "": formats 6 and 7, only the
  *             children whose record the log no longer holds (the others
  *             are linked by the session values' sibling chain)
  *   history   key 0x00 be64 lsn -> "": format 2 only (empty from format 3 on,
@@ -723,8 +723,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           "the store is format %u; this library (%s) reads format %d: "
                           "open it with a newer bindlog",
                           (unsigned)fmt, BINDLOG_VERSION_STRING, BINDLOG_FORMAT_VERSION);
-    if (fmt >= 2 && fmt <= 5 && bl_open_format2)
-        return 0; /* bindlog upgrade, checkpointing a format-2 to 5 store before it reads it */
+    if (fmt >= 2 && fmt <= 6 && bl_open_format2)
+        return 0; /* bindlog upgrade, checkpointing a format-2 to 6 store before it reads it */
     if (fmt < BINDLOG_FORMAT_VERSION)
         return bl_err_set(BINDLOG_EVERSION,
                           "the store has format %u, from before %s; this library reads format "
@@ -734,7 +734,8 @@ static int check_meta(bl_env *e, MDB_txn *txn)
                           : fmt == 2 ? "records chained their key's history"
                           : fmt == 3 ? "the compact encodings"
                           : fmt == 4 ? "session values referred to their records"
-                                     : "session values linked their children",
+                          : fmt == 5 ? "session values linked their children"
+                                     : "records kept UUIDs in 16 bytes",
                           BINDLOG_FORMAT_VERSION);
     return 0;
 }
@@ -1303,7 +1304,7 @@ void bl_tables_live(bl_env *e, MDB_txn *txn, bl_tables *t)
     t->txn = txn;
     t->bindings = e->dbi[BL_DB_BINDINGS];
     t->sessions = e->dbi[BL_DB_SESSIONS];
-    /* format 6: a child whose record is in the log is found through the
+    /* formats 6 and 7: a child whose record is in the log is found through the
      * sibling chain of the session values, and the children table indexes
      * only the others (compaction adds them: bl_tables_compact) */
     t->children = 0;

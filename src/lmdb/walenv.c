@@ -665,7 +665,9 @@ void bl_walenv_finish(bl_env *e)
     bl_wal_at folded;
     if (writes && (bl_shm_get_ckpt(w->shm.m, &folded) != 0 ||
                    atomic_load(&w->shm.m->vis_lsn) > folded.lsn))
-        fold = bl_ckpt_walk_settle_for(e, CLOSE_WALK_WAIT_MS);
+        /* the close.walk failpoint stands for a walk still under way when
+         * the wait is over */
+        fold = bl_ckpt_walk_settle_for(e, CLOSE_WALK_WAIT_MS) && BL_FAILPOINT("close.walk") == 0;
     bl_ckpt_stop(e);
     if (!writes)
         return;

@@ -407,7 +407,7 @@ static int add_record(dstate *d, const unsigned char *bytes, size_t len, uint64_
                           b + d->enc.sval_off[i], d->enc.sval_len[i], &si)) != 0)
             return rc;
     }
-    /* format 6: a child its record creates is linked through the session
+    /* formats 6 and 7: a child its record creates is linked through the session
      * values (the plan's puts hold the chain), not indexed */
     d->counts.applied[rec.type]++;
     d->counts.live_bindings += plan.d_live_bindings;

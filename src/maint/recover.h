@@ -67,7 +67,7 @@ int bl_salvage_entry(bl_salvage *sv, int table, const unsigned char *k, size_t k
 int bl_salvage_history(bl_salvage *sv, const unsigned char *k, size_t kn);
 
 /* After bl_salvage_dedupe(): every stored session kept as a reference
- * (formats 5 and 6) made whole, marked (bl_sval_encode_base), from the salvaged
+ * (formats 5 to 7) made whole, marked (bl_sval_encode_base), from the salvaged
  * record that created it or the base image's value; one that resolves
  * nowhere (its record is lost) is dropped, as a damaged value is.  0 or
  * BINDLOG_ENOMEM. */

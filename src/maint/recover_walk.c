@@ -43,7 +43,8 @@ static int put_bval(bl_walk *w, MDB_txn *txn, const void *k, size_t kn, const bl
  * walk is at; build_x (recover.c) links the state at the cut again. */
 static int put_sval(bl_walk *w, MDB_txn *txn, const void *id, size_t n, const bl_sval *given)
 {
-    bl_sval unlinked = *given;
+    bl_sval unlinked;
+    bl_sval_copy(&unlinked, given);
     const bl_sval *s = &unlinked;
     unlinked.child_lsn = unlinked.sibling_lsn = 0;
     size_t cap = bl_sval_size(s);
@@ -312,7 +313,7 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
 }
 
 /* The session after-images of a frame's body as the walk's state keeps
- * them: whole.  A reference (formats 5 and 6) is made whole from the record, when
+ * them: whole.  A reference (formats 5 to 7) is made whole from the record, when
  * the record created the session, else from the state's value of the same
  * creation; one that cannot be is not usable (1).  pval/pvn point at the
  * body or at whole[i] (malloc'ed, freed by the caller).  0, 1 or an error. */

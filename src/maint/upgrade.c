@@ -476,9 +476,13 @@ static void undo(int dfd)
 
 /* Format 2 keeps its latest records in bindlog.wal until a checkpoint
  * folds them into data.mdb, and the reader of upgrade_f1.c reads data.mdb
- * only: open the store as a writer and close it (the last writer's close
- * checkpoints everything).  Before the locks: a writer holds bindlog.lock
- * shared, which our own exclusive lock would refuse. */
+ * only: open the store as a writer, checkpoint and close it.  The
+ * checkpoint is asked for, not left to the close: a close waits only a
+ * moment for the whole-store page walk a checkpoint needs, and leaves the
+ * log unfolded when the walk takes longer (a store of a few hundred MB),
+ * which drained() would then take for a writer that came in.  Before the
+ * locks: a writer holds bindlog.lock shared, which our own exclusive lock
+ * would refuse. */
 static int drain_format2(const char *dir)
 {
     bindlog_options o = BINDLOG_OPTIONS_INIT;
@@ -488,13 +492,19 @@ static int drain_format2(const char *dir)
     bl_open_format2 = 0;
     if (rc != 0)
         return rc;
+    rc = bindlog_checkpoint(s, NULL);
+    if (rc != 0) { /* a damaged store: the walk's or the fold's message */
+        char why[BL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", bindlog_last_error());
+        rc = bl_err_set(rc, "the checkpoint that moves bindlog.wal into data.mdb failed: %s", why);
+    }
     bindlog_close(s);
-    return 0;
+    return rc;
 }
 
 /* Under the locks: 0 if data.mdb's head is the store's head (nothing is
  * left in bindlog.wal only), BINDLOG_EBUSY if a writer came in between the
- * drain and the locks.  A format-5 store's state digest is taken here, by
+ * drain and the locks.  A format-5 or 6 store's state digest is taken here, by
  * the library, which reads its references whole (the format-1 reader
  * reads tables as they are stored), with its table sizes. */
 static int drained(const char *dir, bl_f1_info *info)
@@ -510,7 +520,7 @@ static int drained(const char *dir, bl_f1_info *info)
     if (rc != 0)
         return rc;
     rc = bindlog_stats_get(s, &st);
-    if (rc == 0 && info->format == 5 && (rc = bindlog_digest(s, info->digest, &at)) == 0) {
+    if (rc == 0 && info->format >= 5 && (rc = bindlog_digest(s, info->digest, &at)) == 0) {
         info->digest_given = 1;
         info->bindings = st.bindings;
         info->sessions = st.sessions;
@@ -598,7 +608,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
                         (unsigned)info.format, BINDLOG_FORMAT_VERSION);
         goto out;
     }
-    if (info.format < 1 || info.format > 5) {
+    if (info.format < 1 || info.format > 6) {
         rc = bl_err_set(BINDLOG_ECORRUPT, "the store says format %u, which never existed",
                         (unsigned)info.format);
         goto out;

@@ -39,7 +39,7 @@ typedef struct bl_f1_info {
     uint64_t bindings;     /* entries of the bindings table (export) */
     uint64_t sessions;     /* entries of the sessions table (export) */
     unsigned char digest[BINDLOG_DIGEST_SIZE]; /* state digest of bindings + sessions (export) */
-    /* format 5: the caller computed digest (bindlog_digest of the drained
+    /* formats 5 to 7: the caller computed digest (bindlog_digest of the drained
      * store: its sessions may be references, which only the library reads
      * whole), and the export takes it as it is */
     int digest_given;

@@ -469,21 +469,28 @@ static int export_f1(const f1 *s, int fd, bl_f1_info *info)
         goto done;
     }
     XXH3_64bits_reset(o.hash);
+    /* what the caller took with the digest (drained(): the library's
+     * digest and table sizes), which read_meta starts afresh */
     int given = info->digest_given;
     unsigned char dg[BINDLOG_DIGEST_SIZE];
+    uint64_t given_b = info->bindings, given_s = info->sessions;
     memcpy(dg, info->digest, sizeof dg);
     if ((rc = read_meta(s, info)) != 0)
         goto done;
     info->digest_given = given;
-    if (given)
+    if (given) {
         memcpy(info->digest, dg, sizeof dg);
-    /* formats 2 to 5 have format 1's tables (and more meta records): once
+        info->bindings = given_b;
+        info->sessions = given_s;
+    }
+    /* formats 2 to 6 have format 1's tables (and more meta records): once
      * the log is checkpointed, data.mdb alone is the store.  Every value in
-     * it is whole up to format 4; format 5's sessions table may hold
-     * references, read whole by the library for the digest (digest_given),
-     * and this reader exports only the base image (whole) and the log */
-    if (info->format < 1 || info->format > 5 || (info->format == 5 && !info->digest_given)) {
-        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1 to 4 (or 5 with its digest)",
+     * it is whole up to format 4; the sessions table of formats 5 to 7 may
+     * hold references, read whole by the library for the digest
+     * (digest_given), and this reader exports only the base image (whole)
+     * and the log, whose records (version 3) the import re-derives */
+    if (info->format < 1 || info->format > 6 || (info->format >= 5 && !info->digest_given)) {
+        rc = bl_err_set(BINDLOG_EINVAL, "data.mdb is format %u, not 1 to 4 (or 5 or 6 with its digest)",
                         (unsigned)info->format);
         goto done;
     }

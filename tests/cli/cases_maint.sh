@@ -130,7 +130,7 @@ n = 0
 i = b.find(key)
 while i >= 0:
     lo, hi, fl, ks = struct.unpack_from(\"<HHHH\", b, i - 8)
-    if ks == 8 and fl == 0 and hi == 0 and b[i + 8] == 3:
+    if ks == 8 and fl == 0 and hi == 0 and b[i + 8] == 4:
         struct.pack_into(\"<H\", b, i - 6, 0x2000)
         n += 1
     i = b.find(key, i + 1)

@@ -25,7 +25,9 @@
  * walk.step (ckpt.c): a step of the whole-store page walk that a writable
  * open runs in the background; the close-during-the-walk case slows it
  * down (sleep) and stops it short (eio), and the damaged-store case slows
- * it so that a write surely comes before its verdict.
+ * it so that a write surely comes before its verdict.  close.walk
+ * (walenv.c): a last close finds the walk still under way and leaves the
+ * log to the next writer (test_upgrade_crash.c uses it).
  *
  * Eio: in process, with the background checkpointer off.  The contract:
  *   - eio before the frame is written (commit.begin, commit.append,
