@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make_format6.sh -- rebuild tests/data/format6/stores.tar.gz, the format-6
 # golden stores of tests/test_upgrade.c (upgrade__format6_stores; the
-# format after 5 upgrades them).
+# format after 6 upgrades them).
 #
 #   tests/data/format6/make_format6.sh [COMMIT]     (default dc61641)
 #
