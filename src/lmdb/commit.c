@@ -58,14 +58,6 @@ typedef struct ovput {
     unsigned table;
 } ovput;
 
-/* Copies the view made of index values (which may be trimmed once the
- * index lock is let go): blocks freed at the end of the group. */
-typedef struct arena_blk {
-    struct arena_blk *next;
-    size_t used, cap;
-    unsigned char data[];
-} arena_blk;
-
 struct bl_wbuild {
     unsigned char *buf; /* frame header, then body */
     size_t len, cap;
@@ -80,7 +72,6 @@ struct bl_wbuild {
         uint32_t off, len;
     } *recs;
     size_t reccap;
-    arena_blk *arena;
 };
 
 typedef struct gstate {
@@ -211,33 +202,6 @@ static int add_record(struct bl_wbuild *b, const void *v, size_t vn)
     return rc;
 }
 
-static void *arena_alloc(struct bl_wbuild *b, size_t n)
-{
-    n = (n + 7) & ~(size_t)7;
-    if (b->arena == NULL || b->arena->cap - b->arena->used < n) {
-        size_t cap = n > 65536 ? n : 65536;
-        arena_blk *a = malloc(sizeof(*a) + cap);
-        if (a == NULL)
-            return NULL;
-        a->next = b->arena;
-        a->used = 0;
-        a->cap = cap;
-        b->arena = a;
-    }
-    void *p = b->arena->data + b->arena->used;
-    b->arena->used += n;
-    return p;
-}
-
-static void arena_reset(struct bl_wbuild *b)
-{
-    while (b->arena != NULL) {
-        arena_blk *a = b->arena;
-        b->arena = a->next;
-        free(a);
-    }
-}
-
 static int build_reset(struct bl_wbuild *b)
 {
     /* Size the slots for a group like the previous one: a run of
@@ -264,8 +228,9 @@ static int build_reset(struct bl_wbuild *b)
 
 /* The newest value of (table, key): this group's puts, then the index
  * (every frame written, flushed or not: the leader decides against the
- * newest state), then LMDB.  *v points into the frame, the arena or the
- * map; valid until the group ends (the frame: until it grows). */
+ * newest state), then LMDB.  *v points into the frame, the index or the
+ * map; valid until the group ends (the frame: until it grows; the index:
+ * pinned while the group is decided). */
 static int lookup(gstate *g, unsigned table, const void *k, size_t kn, const void **v,
                   size_t *vn)
 {
@@ -277,24 +242,11 @@ static int lookup(gstate *g, unsigned table, const void *k, size_t kn, const voi
         *vn = p->vlen;
         return 0;
     }
-    unsigned char *tmp = NULL;
-    size_t cap = 0, len = 0;
-    int rc = bl_wal_tail_get(g->e, table, k, kn, UINT64_MAX, &tmp, &cap, &len);
-    if (rc < 0)
-        return rc;
-    if (rc == 1) {
-        void *p = arena_alloc(b, len ? len : 1);
-        if (p == NULL) {
-            free(tmp);
-            return BINDLOG_ENOMEM;
-        }
-        if (len)
-            memcpy(p, tmp, len);
-        free(tmp);
-        *v = p;
-        *vn = len;
+    /* run_group pins the index while it decides: the value stays where
+     * it is until then */
+    if (bl_wal_tail_peek(g->e, table, k, kn, v, vn))
         return 0;
-    }
+    int rc;
     /* Until the whole-store walk has passed the file (a process's first
      * groups may run before its verdict), LMDB is read the way readers
      * read it: our own bounds-checked search, which names a damaged page
@@ -740,7 +692,6 @@ static int run_group(void *ctx, bl_greq *group)
         bl_read_end(e, g.txn);
     }
     bl_tail_unpin(&w->tail);
-    arena_reset(g.b);
     if (rc == 0 && g.applied == 0) {
         bl_wal_unlock(e);
         return 0; /* every event was refused: nothing to write */
@@ -860,7 +811,6 @@ void bl_commit_free(struct bl_wbuild *b)
 {
     if (b == NULL)
         return;
-    arena_reset(b);
     free(b->buf);
     free(b->puts);
     free(b->slots);

@@ -104,7 +104,9 @@ static int same(const bl_tver *v, uint32_t h, unsigned table, const void *key, s
 static size_t find_h(const bl_tail *t, uint32_t h, unsigned table, const void *key, size_t klen)
 {
     size_t i = (size_t)h & (t->nslots - 1);
-    while (t->slots[i] != NULL && !same(t->slots[i], h, table, key, klen))
+    /* the slot's hash first: a probe past another key reads no version */
+    while (t->slots[i] != NULL &&
+           (t->hashes[i] != h || !same(t->slots[i], h, table, key, klen)))
         i = (i + 1) & (t->nslots - 1);
     return i;
 }
@@ -124,16 +126,26 @@ static int grow(bl_tail *t)
 {
     size_t n = t->nslots ? 2 * t->nslots : 1024;
     bl_tver **old = t->slots;
+    uint32_t *oldh = t->hashes;
     size_t oldn = t->nslots;
     bl_tver **s = calloc(n, sizeof(*s));
-    if (s == NULL)
+    uint32_t *h = malloc(n * sizeof(*h));
+    if (s == NULL || h == NULL) {
+        free(s);
+        free(h);
         return BINDLOG_ENOMEM;
+    }
     t->slots = s;
+    t->hashes = h;
     t->nslots = n;
     for (size_t i = 0; i < oldn; i++)
-        if (old[i] != NULL)
-            t->slots[find_v(t, old[i])] = old[i];
+        if (old[i] != NULL) {
+            size_t j = find_v(t, old[i]);
+            t->slots[j] = old[i];
+            t->hashes[j] = oldh[i];
+        }
     free(old);
+    free(oldh);
     return 0;
 }
 
@@ -149,10 +161,11 @@ static void delete_slot(bl_tail *t, size_t i)
         bl_tver *v = t->slots[j];
         if (v == NULL)
             return;
-        size_t home = (size_t)v->hash & mask;
+        size_t home = (size_t)t->hashes[j] & mask;
         /* v may move to i if its home is not in (i, j] (cyclically) */
         if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
             t->slots[i] = v;
+            t->hashes[i] = t->hashes[j];
             t->slots[j] = NULL;
             i = j;
         }
@@ -199,7 +212,9 @@ void bl_tail_destroy(bl_tail *t)
 {
     drop_all(t);
     free(t->slots);
+    free(t->hashes);
     t->slots = NULL;
+    t->hashes = NULL;
     pthread_rwlock_destroy(&t->lock);
 }
 
@@ -231,6 +246,7 @@ int bl_tail_link(bl_tail *t, bl_tgroup *g)
         else
             t->used++;
         t->slots[s] = v;
+        t->hashes[s] = v->hash;
     }
     g->next = NULL;
     if (t->newest != NULL)

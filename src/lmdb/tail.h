@@ -70,6 +70,7 @@ typedef struct bl_tail {
     _Atomic uint64_t bytes;        /* memory of the linked groups */
     int pins;                      /* leaders deciding: no trimming meanwhile */
     bl_tver **slots;               /* open addressing, linear probing */
+    uint32_t *hashes;              /* each filled slot's key's hash */
     size_t nslots, used;
 } bl_tail;
 

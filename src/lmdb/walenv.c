@@ -340,6 +340,27 @@ int bl_wal_tail_get(bl_env *e, unsigned table, const void *key, size_t klen, uin
     return fnrc < 0 ? fnrc : 1;
 }
 
+typedef struct peek_ctx {
+    const void **val;
+    size_t *len;
+} peek_ctx;
+
+static int peek_val(void *ctx, const bl_tver *v)
+{
+    peek_ctx *c = ctx;
+    *c->val = v->val;
+    *c->len = v->vlen;
+    return 0;
+}
+
+int bl_wal_tail_peek(bl_env *e, unsigned table, const void *key, size_t klen,
+                     const void **val, size_t *len)
+{
+    peek_ctx c = {val, len};
+    int fnrc = 0;
+    return bl_tail_get(&e->wal->tail, table, key, klen, UINT64_MAX, peek_val, &c, &fnrc);
+}
+
 uint64_t bl_wal_head(bl_env *e)
 {
     bl_walenv *w = e->wal;

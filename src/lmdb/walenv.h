@@ -125,6 +125,12 @@ int bl_wal_read_bound(bl_env *e, uint64_t *bound);
 int bl_wal_tail_get(bl_env *e, unsigned table, const void *key, size_t klen, uint64_t bound,
                     unsigned char **buf, size_t *cap, size_t *len);
 
+/* The newest value of (table, key) in the tail, in place: *val points into
+ * the index's groups, which stay while the caller pins the index
+ * (bl_tail_pin: a leader deciding its group).  1 found, 0 not in the tail. */
+int bl_wal_tail_peek(bl_env *e, unsigned table, const void *key, size_t klen,
+                     const void **val, size_t *len);
+
 /* The checkpointers' lock, waiting at most lock_ms (BINDLOG_EBUSY naming
  * the holder).  0 or BINDLOG_E*. */
 int bl_wal_clock(bl_env *e);
