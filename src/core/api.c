@@ -406,6 +406,10 @@ static int submit_call(bindlog *s, const bindlog_event *in, bindlog_result *out)
     char q[BL_ERR_QUOTE_MAX];
     bl_err_clear();
     int rc = submit_one(s, in, out);
+    if (rc >= 0) { /* the key is quoted for an error only */
+        bl_err_clear();
+        return rc;
+    }
     return bl_api_done(rc, "%s %s", bindlog_event_name(in->type), QKEY(q, in->key));
 }
 
