@@ -676,53 +676,6 @@ static void recover__keeps_the_logs_records(void **state)
     bindlog_recover_report_free(&r);
 }
 
-/* A damaged frame loses its own records and nothing else: the frames
- * after it stand on their own (their records carry their checksums), and
- * recover takes them although the checksum chain is broken there. */
-static void recover__a_damaged_frame_loses_only_its_lsns(void **state)
-{
-    fx *f = *state;
-    bindlog_recover_report r;
-    unsigned char dg[BINDLOG_DIGEST_SIZE];
-    char path[1100];
-    size_t n;
-
-    log_only(f->dir, 200);
-    /* frames run in LSN order from the ring's start (no lap yet): the
-     * frame of LSN EVENTS + 100 is the (EVENTS + 100)-th one */
-    snprintf(path, sizeof path, "%s/bindlog.wal", f->dir);
-    unsigned char *w = slurp(path, &n);
-    size_t at = 0;
-    int seen = 0;
-    for (size_t o = 4096; o + 64 <= n; o += 8)
-        if (memcmp(w + o, "BLWF", 4) == 0 && bl_get64(w + o + 24) == EVENTS + 100) {
-            at = o;
-            seen++;
-        }
-    assert_int_equal(seen, 1);
-    assert_int_equal(bl_get32(w + at + 32), 1); /* one record */
-    free(w);
-    int fd = open(path, O_RDWR);
-    unsigned char byte;
-    assert_true(fd >= 0);
-    assert_int_equal(pread(fd, &byte, 1, (off_t)(at + 64 + 20)), 1);
-    byte ^= 0x40;
-    assert_int_equal(pwrite(fd, &byte, 1, (off_t)(at + 64 + 20)), 1);
-    close(fd);
-
-    recover_ok(f->dir, f->out, &r, dg);
-    assert_int_equal(r.log_state, 1);
-    assert_int_equal(r.log_records, 199);
-    assert_int_equal(r.log_first_lsn, EVENTS + 1);
-    assert_int_equal(r.log_last_lsn, EVENTS + 200);
-    assert_int_equal(r.records_lost, 1);
-    assert_int_equal(r.nranges, 1);
-    assert_int_equal(r.ranges[0].first, EVENTS + 100);
-    assert_int_equal(r.ranges[0].last, EVENTS + 100);
-    assert_int_equal(r.new_head_lsn, EVENTS + 200);
-    bindlog_recover_report_free(&r);
-}
-
 /* The byte of bindlog.wal where the frame holding `lsn` starts (one
  * record per frame: log_only commits them one by one). */
 static size_t frame_of(const char *dir, uint64_t lsn)
@@ -754,6 +707,39 @@ static void flip_wal_byte(const char *dir, size_t at)
     byte ^= 0x40;
     assert_int_equal(pwrite(fd, &byte, 1, (off_t)at), 1);
     close(fd);
+}
+
+/* Damage the one record of the frame holding `lsn` (a bit of its
+ * body), recover into `out`, and check that exactly that LSN is lost:
+ * the report in *r (free it), the new store's digest in dg. */
+static void lose_one_frame(const char *dir, const char *out, uint64_t lsn,
+                           bindlog_recover_report *r, unsigned char dg[BINDLOG_DIGEST_SIZE])
+{
+    flip_wal_byte(dir, frame_of(dir, lsn) + 64 + 20);
+    recover_ok(dir, out, r, dg);
+    assert_int_equal(r->records_lost, 1);
+    assert_int_equal(r->nranges, 1);
+    assert_int_equal(r->ranges[0].first, lsn);
+    assert_int_equal(r->ranges[0].last, lsn);
+}
+
+/* A damaged frame loses its own records and nothing else: the frames
+ * after it stand on their own (their records carry their checksums), and
+ * recover takes them although the checksum chain is broken there. */
+static void recover__a_damaged_frame_loses_only_its_lsns(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+
+    log_only(f->dir, 200);
+    lose_one_frame(f->dir, f->out, EVENTS + 100, &r, dg);
+    assert_int_equal(r.log_state, 1);
+    assert_int_equal(r.log_records, 199);
+    assert_int_equal(r.log_first_lsn, EVENTS + 1);
+    assert_int_equal(r.log_last_lsn, EVENTS + 200);
+    assert_int_equal(r.new_head_lsn, EVENTS + 200);
+    bindlog_recover_report_free(&r);
 }
 
 /* Every wal:k key bound as the writer was told: key i % 20 last got
@@ -1198,12 +1184,7 @@ static void recover__a_middle_childs_creation_is_lost(void **state)
     assert_string_equal(got, "mc:c3 mc:c2 mc:c1"); /* newest first, all in the log */
     bindlog_close(s);
 
-    flip_wal_byte(f->dir, frame_of(f->dir, EVENTS + 4) + 64 + 20);
-    recover_ok(f->dir, f->out, &r, dg);
-    assert_int_equal(r.records_lost, 1);
-    assert_int_equal(r.nranges, 1);
-    assert_int_equal(r.ranges[0].first, EVENTS + 4);
-    assert_int_equal(r.ranges[0].last, EVENTS + 4);
+    lose_one_frame(f->dir, f->out, EVENTS + 4, &r, dg);
     assert_int_equal(r.new_head_lsn, EVENTS + 7);
     /* mc:k3's bind at + 5 follows the loss (mc:p is still live on mc:k2
      * without it): its frame's after-images apply it, and the split at + 6
@@ -1355,12 +1336,7 @@ static void recover__a_reopened_childs_frame_keeps_its_parent(void **state)
     assert_int_equal(was.created_lsn, EVENTS + 2);
     bindlog_close(s);
 
-    flip_wal_byte(f->dir, frame_of(f->dir, EVENTS + 2) + 64 + 20);
-    recover_ok(f->dir, f->out, &r, dg);
-    assert_int_equal(r.records_lost, 1);
-    assert_int_equal(r.nranges, 1);
-    assert_int_equal(r.ranges[0].first, EVENTS + 2);
-    assert_int_equal(r.ranges[0].last, EVENTS + 2);
+    lose_one_frame(f->dir, f->out, EVENTS + 2, &r, dg);
     /* the re-open re-derives on the salvaged ro:c, but is applied by its
      * after-images, which know ro:c's creation: it is the cut */
     assert_int_equal(r.cut_lsn, EVENTS + 4);
