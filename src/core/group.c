@@ -197,7 +197,7 @@ void bl_group_stats(bl_group *g, bindlog_stats *out)
 static void word_wait(bl_group *g, unsigned p, uint32_t seen)
 {
     if (g->native_wait) {
-        bl_plat_wait(&g->done_word[p], seen, -1);
+        bl_plat_wait_local(&g->done_word[p], seen, -1);
         return;
     }
     pthread_mutex_lock(&g->done_mu);
@@ -210,7 +210,7 @@ static void word_wait(bl_group *g, unsigned p, uint32_t seen)
 static void word_wake(bl_group *g, unsigned p)
 {
     if (g->native_wait) {
-        bl_plat_wake_all(&g->done_word[p]);
+        bl_plat_wake_all_local(&g->done_word[p]);
         return;
     }
     pthread_mutex_lock(&g->done_mu); /* a sleeper is either before its check or asleep */

@@ -48,7 +48,9 @@ const char *bl_plat_name(void) { return "darwin"; }
 /* ---- waiting on a shared word -------------------------------------------------- */
 
 /* <os/os_sync_wait_on_address.h> (macOS 14.4) */
+#define OS_SYNC_WAIT_ON_ADDRESS_NONE 0u
 #define OS_SYNC_WAIT_ON_ADDRESS_SHARED 1u
+#define OS_SYNC_WAKE_BY_ADDRESS_NONE 0u
 #define OS_SYNC_WAKE_BY_ADDRESS_SHARED 1u
 #define OS_CLOCK_MACH_ABSOLUTE_TIME 32u
 typedef int (*os_wait_fn)(void *addr, uint64_t value, size_t size, uint32_t flags,
@@ -56,6 +58,7 @@ typedef int (*os_wait_fn)(void *addr, uint64_t value, size_t size, uint32_t flag
 typedef int (*os_wait_nt_fn)(void *addr, uint64_t value, size_t size, uint32_t flags);
 typedef int (*os_wake_fn)(void *addr, size_t size, uint32_t flags);
 /* xnu's <sys/ulock.h> */
+#define UL_COMPARE_AND_WAIT 1u
 #define UL_COMPARE_AND_WAIT_SHARED 3u
 #define ULF_WAKE_ALL 0x00000100u
 typedef int (*ulock_wait_fn)(uint32_t op, void *addr, uint64_t value, uint32_t timeout_us);
@@ -83,14 +86,17 @@ static void sys_find(void)
         sys.ul_wait = NULL;
 }
 
-void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
+/* A wait on a word of one process (local) or of memory mapped by several. */
+static void word_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms, int local)
 {
     pthread_once(&sys_once, sys_find);
     if (sys.os_wait != NULL) {
         if (timeout_ms < 0)
-            sys.os_wait_nt((void *)word, seen, 4, OS_SYNC_WAIT_ON_ADDRESS_SHARED);
+            sys.os_wait_nt((void *)word, seen, 4,
+                           local ? OS_SYNC_WAIT_ON_ADDRESS_NONE : OS_SYNC_WAIT_ON_ADDRESS_SHARED);
         else if (timeout_ms > 0)
-            sys.os_wait((void *)word, seen, 4, OS_SYNC_WAIT_ON_ADDRESS_SHARED,
+            sys.os_wait((void *)word, seen, 4,
+                        local ? OS_SYNC_WAIT_ON_ADDRESS_NONE : OS_SYNC_WAIT_ON_ADDRESS_SHARED,
                         OS_CLOCK_MACH_ABSOLUTE_TIME, (uint64_t)timeout_ms * 1000000u);
         return; /* EINTR, ETIMEDOUT, EFAULT: the caller re-checks */
     }
@@ -102,21 +108,38 @@ void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
             return;
         if (timeout_ms > 0)
             us = timeout_ms >= 4000000 ? 4000000000u : (uint32_t)timeout_ms * 1000u;
-        sys.ul_wait(UL_COMPARE_AND_WAIT_SHARED, (void *)word, seen, us);
+        sys.ul_wait(local ? UL_COMPARE_AND_WAIT : UL_COMPARE_AND_WAIT_SHARED, (void *)word, seen, us);
         return;
     }
     bl_plat_fb_wait(word, seen, timeout_ms);
 }
 
-void bl_plat_wake_all(_Atomic uint32_t *word)
+static void word_wake_all(_Atomic uint32_t *word, int local)
 {
     pthread_once(&sys_once, sys_find);
     if (sys.os_wait != NULL)
-        sys.os_wake((void *)word, 4, OS_SYNC_WAKE_BY_ADDRESS_SHARED);
+        sys.os_wake((void *)word, 4,
+                    local ? OS_SYNC_WAKE_BY_ADDRESS_NONE : OS_SYNC_WAKE_BY_ADDRESS_SHARED);
     else if (sys.ul_wait != NULL)
-        sys.ul_wake(UL_COMPARE_AND_WAIT_SHARED | ULF_WAKE_ALL, (void *)word, 0);
+        sys.ul_wake((local ? UL_COMPARE_AND_WAIT : UL_COMPARE_AND_WAIT_SHARED) | ULF_WAKE_ALL,
+                    (void *)word, 0);
     /* the sleep-poll needs no wake-up */
 }
+
+void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
+{
+    word_wait(word, seen, timeout_ms, 0);
+}
+
+void bl_plat_wake_all(_Atomic uint32_t *word) { word_wake_all(word, 0); }
+
+void bl_plat_wait_local(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
+{
+    word_wait(word, seen, timeout_ms, 1);
+}
+
+void bl_plat_wake_all_local(_Atomic uint32_t *word) { word_wake_all(word, 1); }
+
 
 /* ---- locks ---------------------------------------------------------------------- */
 

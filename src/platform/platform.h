@@ -48,6 +48,12 @@ const char *bl_plat_name(void);
 void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms);
 /* Wake every thread of every process sleeping on word. */
 void bl_plat_wake_all(_Atomic uint32_t *word);
+/* The same two for a word that only this process's threads wait on (in
+ * its own memory, not a shared mapping): cheaper where the system has
+ * process-private waits (Linux's private futexes, Darwin's non-shared
+ * address waits).  A word is waited on and woken either way, never both. */
+void bl_plat_wait_local(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms);
+void bl_plat_wake_all_local(_Atomic uint32_t *word);
 
 /* ---- locks of an open file description ---------------------------------- */
 

@@ -24,6 +24,13 @@ void bl_plat_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
 /* The sleepers poll: nothing to wake. */
 void bl_plat_wake_all(_Atomic uint32_t *word) { (void)word; }
 
+void bl_plat_wait_local(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ms)
+{
+    bl_plat_fb_wait(word, seen, timeout_ms);
+}
+
+void bl_plat_wake_all_local(_Atomic uint32_t *word) { (void)word; }
+
 int bl_plat_fdlock(int fd, off_t byte, int type, int wait)
 {
     (void)byte; /* flock: the whole file */
