@@ -62,7 +62,7 @@ typedef struct bl_group {
     pthread_cond_t lead_cv;
     /* Completion words: a group taken in epoch e bumps done_word[e & 1]
      * when it completes and wakes every thread asleep on it, in one call
-     * (bl_plat_wake_all, or done_cv where the platform can only poll).
+     * (bl_plat_wake_all_local, or done_cv where the platform can only poll).
      * The epoch moves on each time a leader takes the queue. */
     unsigned epoch;
     _Atomic uint32_t done_word[2];

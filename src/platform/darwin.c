@@ -140,7 +140,6 @@ void bl_plat_wait_local(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_m
 
 void bl_plat_wake_all_local(_Atomic uint32_t *word) { word_wake_all(word, 1); }
 
-
 /* ---- locks ---------------------------------------------------------------------- */
 
 int bl_plat_fdlock(int fd, off_t byte, int type, int wait)
