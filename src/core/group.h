@@ -82,7 +82,9 @@ typedef struct bl_group {
     int64_t finish_ns;    /* how long the last `finish` took */
     size_t rejoin;        /* the held leader waits for this many queued ... */
     int64_t rejoin_until; /* ... until then (monotonic ns) */
-    int rejoining;        /* it waits (queueing signals it) */
+    int rejoining;        /* it waits (queueing signals it, or takes over) */
+    uint64_t rejoin_seq;  /* each rejoin's number ... */
+    uint64_t taken_seq;   /* ... and the last one a queueing writer took over */
     uint64_t budget;      /* bl_group_budget: a group's bytes, estimated (0: no bound) */
     atomic_int panic;     /* sticky: a commit failed fatally */
     uint64_t commits, grouped_events; /* this process's, over every handle */
@@ -119,10 +121,12 @@ void bl_group_fill(bl_group *g, unsigned max_us);
  * many small groups that would each wait for a flush of their own.  The
  * group's deciding and writing (microseconds) no longer overlap the flush
  * (milliseconds); a lone writer never waits (no flush runs when it comes
- * back).  And the first leader after a flush waits, half a flush and
- * 200 us at most, for the writers that flush released to come back with
+ * back).  And the first leader after a flush waits, two flushes and
+ * 400 us at most, for the writers that flush released to come back with
  * their next events, so that the groups do not alternate between nearly
- * all the writers and one (group.c, rejoin).  Call before use.
+ * all the writers and one; the writer whose arrival ends that wait (or
+ * that arrives after its deadline) takes the group in the sleeping
+ * leader's place (group.c, rejoin).  Call before use.
  */
 void bl_group_hold(bl_group *g, int on);
 
