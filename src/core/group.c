@@ -100,7 +100,7 @@ static void fill(bl_group *g)
  * run only after later rejoins were taken too: a later rejoin can only
  * begin once this one has ended, and a sleeper still waiting did not end
  * it. */
-static int taken(const bl_group *g, uint64_t mine) { return g->taken_seq >= mine; }
+static int rejoin_taken(const bl_group *g, uint64_t mine) { return g->taken_seq >= mine; }
 
 /*
  * A leader right after a flush (bl_group_hold): the writers of the group
@@ -140,10 +140,10 @@ static int rejoin(bl_group *g)
     until.tv_nsec = (long)(ns % 1000000000);
     uint64_t mine = ++g->rejoin_seq;
     g->rejoining = 1;
-    while (g->queued < g->rejoin && !taken(g, mine))
+    while (g->queued < g->rejoin && !rejoin_taken(g, mine))
         if (pthread_cond_timedwait(&g->lead_cv, &g->mu, &until) == ETIMEDOUT)
             break;
-    if (taken(g, mine))
+    if (rejoin_taken(g, mine))
         return 1; /* the group is led by the writer that took it */
     g->rejoining = 0;
     return 0;
@@ -279,6 +279,8 @@ static void next_leader(bl_group *g)
         pthread_cond_signal(&g->lead_cv);
 }
 
+static void run_taken(bl_group *g, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx);
+
 /*
  * Lead one group: take the queue (after the waits holding and filling ask
  * for), run it, let go of leadership, finish it, and wake its callers.
@@ -287,8 +289,6 @@ static void next_leader(bl_group *g)
  * takes all of it (or what fits the budget), so requests queued together
  * finish together, or in order.
  */
-static void run_taken(bl_group *g, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx);
-
 static void lead(bl_group *g, bl_group_run_fn run, bl_group_finish_fn finish, void *ctx)
 {
     g->leader = 1;
