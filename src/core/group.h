@@ -121,8 +121,8 @@ void bl_group_fill(bl_group *g, unsigned max_us);
  * many small groups that would each wait for a flush of their own.  The
  * group's deciding and writing (microseconds) no longer overlap the flush
  * (milliseconds); a lone writer never waits (no flush runs when it comes
- * back).  And the first leader after a flush waits, two flushes and
- * 400 us at most, for the writers that flush released to come back with
+ * back).  And the first leader after a flush waits, three flushes and
+ * 800 us at most, for the writers that flush released to come back with
  * their next events, so that the groups do not alternate between nearly
  * all the writers and one; the writer whose arrival ends that wait (or
  * that arrives after its deadline) takes the group in the sleeping
