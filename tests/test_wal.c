@@ -29,6 +29,7 @@
 #include "lmdb/store.h"
 #include "lmdb/wal.h"
 #include "lmdb/shm.h"
+#include "lmdb/tail.h"
 #include "testutil.h"
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -967,6 +968,131 @@ static void wal__an_iterator_survives_a_remap_before_its_first_step(void **state
     free(dir);
 }
 
+/* ---- the index's kept records (tail.c) --------------------------------------- */
+
+/* Link a group of nrec BIND records (LSNs first..), each with an origin of
+ * olen bytes of the letter its LSN picks, to t. */
+static void kept_link(bl_tail *t, uint64_t first, uint32_t nrec, size_t olen)
+{
+    size_t cap = BL_WAL_FRAME_HDR + (size_t)nrec * (olen + 160);
+    unsigned char *buf = malloc(cap), *rec = malloc(olen + 160), *origin = malloc(olen + 1);
+    size_t len = BL_WAL_FRAME_HDR;
+    assert_non_null(buf);
+    assert_non_null(rec);
+    assert_non_null(origin);
+    for (uint32_t i = 0; i < nrec; i++) {
+        uint64_t lsn = first + i;
+        char key[32], sid[32];
+        snprintf(key, sizeof key, "k%llu", (unsigned long long)lsn);
+        snprintf(sid, sizeof sid, "s%llu", (unsigned long long)lsn);
+        memset(origin, 'a' + (int)(lsn % 26), olen);
+        bl_record r = {.lsn = lsn, .time_ms = 1000, .generation = 1,
+                       .type = BINDLOG_EVENT_BIND, .key = key, .key_len = strlen(key),
+                       .sid = sid, .sid_len = strlen(sid), .reason = "switch",
+                       .reason_len = 6, .flags = BL_REC_ORIGIN, .origin = origin,
+                       .origin_len = olen};
+        size_t rn = bl_record_encode(&r, rec, olen + 160);
+        assert_true(rn > 0);
+        bl_wentry_hdr(buf + len, BL_WE_RECORD, 0, 0, rn);
+        memcpy(buf + len + BL_WE_HDR, rec, rn);
+        len += BL_WE_HDR + rn;
+    }
+    bl_wframe f = {.first_lsn = first, .nrec = nrec, .time_ms = 1000,
+                   .body_len = (uint32_t)(len - BL_WAL_FRAME_HDR),
+                   .body = buf + BL_WAL_FRAME_HDR};
+    bl_wal_at after = {first + nrec - 1, t->end.pos + len, SALT};
+    bl_tgroup *g = bl_tgroup_make(&f, &after);
+    assert_non_null(g);
+    assert_int_equal(bl_tail_link(t, g), 0); /* the index takes g's reference */
+    free(buf);
+    free(rec);
+    free(origin);
+}
+
+/* 1 if the record at lsn is kept, and then it is that record, whole. */
+static int kept_has(bl_tail *t, uint64_t lsn, size_t olen)
+{
+    const void *v;
+    size_t n;
+    bl_record r;
+    if (!bl_tail_kept(t, lsn, &v, &n))
+        return 0;
+    assert_int_equal(bl_record_decode(v, n, &r), 0);
+    assert_int_equal(r.lsn, lsn);
+    assert_int_equal(r.origin_len, olen);
+    for (size_t i = 0; i < olen; i++)
+        if (((const char *)r.origin)[i] != 'a' + (int)(lsn % 26))
+            fail_msg("kept record %llu: origin byte %zu is wrong", (unsigned long long)lsn, i);
+    return 1;
+}
+
+static void wal__the_index_keeps_the_newest_records_whole(void **state)
+{
+    (void)state;
+    bl_tail t;
+    bl_wal_at base = {0, 0, SALT};
+    bl_tail_init(&t, &base);
+
+    /* a process that never decided a group keeps nothing */
+    kept_link(&t, 1, 10, 10);
+    assert_int_equal(kept_has(&t, 5, 10), 0);
+    bl_tail_pin(&t);
+    bl_tail_unpin(&t);
+    kept_link(&t, 11, 10, 10);
+    assert_int_equal(kept_has(&t, 5, 10), 0); /* linked before */
+    for (uint64_t l = 11; l <= 20; l++)
+        assert_int_equal(kept_has(&t, l, 10), 1);
+    assert_int_equal(kept_has(&t, 21, 10), 0);
+    assert_int_equal(kept_has(&t, 0, 10), 0);
+
+    /* a record too long for the ring is left to LMDB */
+    kept_link(&t, 21, 1, BL_TAIL_KEPT_MAX);
+    assert_int_equal(kept_has(&t, 21, BL_TAIL_KEPT_MAX), 0);
+
+    /* ~1 KiB records: the ring wraps after ~8,000; every slot still names
+     * its LSN, so only the ring's position tells what was overwritten */
+    uint64_t first = 22, last = first + 20000 - 1;
+    for (uint64_t l = first; l <= last; l += 100)
+        kept_link(&t, l, 100, 1000);
+    uint64_t oldest = last;
+    while (oldest > first && kept_has(&t, oldest - 1, 1000))
+        oldest--;
+    uint64_t nkept = last - oldest + 1;
+    if (nkept < 7000 || nkept > BL_TAIL_KEPT_BYTES / 1000)
+        fail_msg("%llu records of ~1 KiB kept in a ring of %u bytes", (unsigned long long)nkept,
+                 BL_TAIL_KEPT_BYTES);
+    for (uint64_t l = first; l < oldest; l++)
+        assert_int_equal(kept_has(&t, l, 1000), 0);
+
+    /* a checkpoint trims the map, not the kept records */
+    bl_wal_at end = t.end;
+    assert_int_equal(bl_tail_trim(&t, &end), 1);
+    assert_int_equal(kept_has(&t, last, 1000), 1);
+    assert_int_equal(kept_has(&t, oldest, 1000), 1);
+    /* a log that moved on without this index: nothing kept is trusted */
+    bl_wal_at past = {last + 5, end.pos + 4096, SALT};
+    assert_int_equal(bl_tail_trim(&t, &past), 1);
+    assert_int_equal(kept_has(&t, last, 1000), 0);
+
+    /* small records: slots, not bytes, run out after BL_TAIL_KEPT */
+    first = last + 6;
+    uint64_t n = 70000; /* > BL_TAIL_KEPT, whole groups of 1000 */
+    for (uint64_t l = first; l < first + n; l += 1000)
+        kept_link(&t, l, 1000, 0);
+    last = first + n - 1;
+    assert_int_equal(kept_has(&t, first, 0), 0);
+    assert_int_equal(kept_has(&t, last - BL_TAIL_KEPT, 0), 0);
+    assert_int_equal(kept_has(&t, last - BL_TAIL_KEPT + 1, 0), 1);
+    assert_int_equal(kept_has(&t, last, 0), 1);
+
+    /* a restarted index forgets them all */
+    bl_tail_reset(&t, &(bl_wal_at){last, t.end.pos, SALT});
+    assert_int_equal(kept_has(&t, last, 0), 0);
+    kept_link(&t, last + 1, 1, 0);
+    assert_int_equal(kept_has(&t, last + 1, 0), 1);
+    bl_tail_destroy(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -989,6 +1115,7 @@ int main(void)
         cmocka_unit_test(wal__the_log_file_is_checked_at_open),
         cmocka_unit_test(wal__another_stores_log_is_never_applied),
         cmocka_unit_test(wal__an_iterator_survives_a_remap_before_its_first_step),
+        cmocka_unit_test(wal__the_index_keeps_the_newest_records_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -226,6 +226,28 @@ static int build_reset(struct bl_wbuild *b)
 
 /* ---- the overlay view --------------------------------------------------------- */
 
+/* (table, key) in the group's LMDB snapshot. */
+static int lookup_lmdb(gstate *g, unsigned table, const void *k, size_t kn, const void **v,
+                       size_t *vn)
+{
+    int rc;
+    /* Until the whole-store walk has passed the file (a process's first
+     * groups may run before its verdict), LMDB is read the way readers
+     * read it: our own bounds-checked search, which names a damaged page
+     * instead of following it.  After, every page is known good. */
+    MDB_val key = {kn, (void *)k}, val;
+    if (atomic_load_explicit(&g->e->wal->store_checked, memory_order_acquire)) {
+        rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
+        if (rc != 0)
+            return bl_mdb_error(rc);
+    } else if ((rc = bl_pc_get(g->e, g->txn, (int)table, &key, &val)) != 0) {
+        return rc;
+    }
+    *v = val.mv_data;
+    *vn = val.mv_size;
+    return 0;
+}
+
 /* The newest value of (table, key): this group's puts, then the index
  * (every frame written, flushed or not: the leader decides against the
  * newest state), then LMDB.  *v points into the frame, the index or the
@@ -246,22 +268,7 @@ static int lookup(gstate *g, unsigned table, const void *k, size_t kn, const voi
      * it is until then */
     if (bl_wal_tail_peek(g->e, table, k, kn, v, vn))
         return 0;
-    int rc;
-    /* Until the whole-store walk has passed the file (a process's first
-     * groups may run before its verdict), LMDB is read the way readers
-     * read it: our own bounds-checked search, which names a damaged page
-     * instead of following it.  After, every page is known good. */
-    MDB_val key = {kn, (void *)k}, val;
-    if (atomic_load_explicit(&g->e->wal->store_checked, memory_order_acquire)) {
-        rc = mdb_get(g->txn, g->e->dbi[table], &key, &val);
-        if (rc != 0)
-            return bl_mdb_error(rc);
-    } else if ((rc = bl_pc_get(g->e, g->txn, (int)table, &key, &val)) != 0) {
-        return rc;
-    }
-    *v = val.mv_data;
-    *vn = val.mv_size;
-    return 0;
+    return lookup_lmdb(g, table, k, kn, v, vn);
 }
 
 static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
@@ -272,8 +279,8 @@ static int view_binding(void *ctx, const char *key, size_t len, bl_bval *out)
     return rc != 0 ? rc : bl_bval_decode(v, n, out);
 }
 
-/* What a reference names, through the same overlay: a session's creating
- * record is in the group, the tail or LMDB like its value; a base image is
+/* What a reference names: a session's creating record is in the group,
+ * among the index's kept records, in the index or in LMDB; a base image is
  * only ever in LMDB. */
 static int view_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
                     const void **v, size_t *n)
@@ -291,7 +298,12 @@ static int view_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id
     }
     unsigned char kb[8];
     bl_put64be(kb, lsn);
-    return lookup(g, BL_DB_LOG, kb, 8, v, n);
+    /* the kept records (the newest, past the checkpoint too), the tail's
+     * map, LMDB */
+    if (bl_tail_kept(&g->e->wal->tail, lsn, v, n) ||
+        bl_wal_tail_peek(g->e, BL_DB_LOG, kb, 8, v, n))
+        return 0;
+    return lookup_lmdb(g, BL_DB_LOG, kb, 8, v, n);
 }
 
 static int view_session(void *ctx, const char *id, size_t len, bl_sval *out)

@@ -105,8 +105,8 @@ static size_t find_h(const bl_tail *t, uint32_t h, unsigned table, const void *k
 {
     size_t i = (size_t)h & (t->nslots - 1);
     /* the slot's hash first: a probe past another key reads no version */
-    while (t->slots[i] != NULL &&
-           (t->hashes[i] != h || !same(t->slots[i], h, table, key, klen)))
+    while (t->slots[i].v != NULL &&
+           (t->slots[i].hash != h || !same(t->slots[i].v, h, table, key, klen)))
         i = (i + 1) & (t->nslots - 1);
     return i;
 }
@@ -125,27 +125,17 @@ static size_t find_v(const bl_tail *t, const bl_tver *v)
 static int grow(bl_tail *t)
 {
     size_t n = t->nslots ? 2 * t->nslots : 1024;
-    bl_tver **old = t->slots;
-    uint32_t *oldh = t->hashes;
+    bl_tslot *old = t->slots;
     size_t oldn = t->nslots;
-    bl_tver **s = calloc(n, sizeof(*s));
-    uint32_t *h = malloc(n * sizeof(*h));
-    if (s == NULL || h == NULL) {
-        free(s);
-        free(h);
+    bl_tslot *s = calloc(n, sizeof(*s));
+    if (s == NULL)
         return BINDLOG_ENOMEM;
-    }
     t->slots = s;
-    t->hashes = h;
     t->nslots = n;
     for (size_t i = 0; i < oldn; i++)
-        if (old[i] != NULL) {
-            size_t j = find_v(t, old[i]);
-            t->slots[j] = old[i];
-            t->hashes[j] = oldh[i];
-        }
+        if (old[i].v != NULL)
+            t->slots[find_v(t, old[i].v)] = old[i];
     free(old);
-    free(oldh);
     return 0;
 }
 
@@ -154,19 +144,17 @@ static int grow(bl_tail *t)
 static void delete_slot(bl_tail *t, size_t i)
 {
     size_t mask = t->nslots - 1, j = i;
-    t->slots[i] = NULL;
+    t->slots[i].v = NULL;
     t->used--;
     for (;;) {
         j = (j + 1) & mask;
-        bl_tver *v = t->slots[j];
-        if (v == NULL)
+        if (t->slots[j].v == NULL)
             return;
-        size_t home = (size_t)t->hashes[j] & mask;
-        /* v may move to i if its home is not in (i, j] (cyclically) */
+        size_t home = (size_t)t->slots[j].hash & mask;
+        /* slot j may move to i if its home is not in (i, j] (cyclically) */
         if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-            t->slots[i] = v;
-            t->hashes[i] = t->hashes[j];
-            t->slots[j] = NULL;
+            t->slots[i] = t->slots[j];
+            t->slots[j].v = NULL;
             i = j;
         }
     }
@@ -181,6 +169,59 @@ void bl_tail_init(bl_tail *t, const bl_wal_at *base)
     atomic_init(&t->base_lsn, base->lsn);
     atomic_init(&t->nver, 0);
     atomic_init(&t->bytes, 0);
+}
+
+/* ---- kept records ------------------------------------------------------------ */
+
+/* Keep the records of a group joining the index (groups come oldest
+ * first): each goes whole after the last one, or at the ring's start when
+ * it would not fit before its end.  Under the exclusive lock. */
+static void keep_records(bl_tail *t, const bl_tgroup *g)
+{
+    if (!t->keep)
+        return; /* no group was ever decided here: nobody would read them */
+    if (t->kept == NULL) {
+        t->kept = calloc(BL_TAIL_KEPT, sizeof(*t->kept));
+        t->kept_ring = malloc(BL_TAIL_KEPT_BYTES);
+        if (t->kept == NULL || t->kept_ring == NULL) {
+            free(t->kept); /* no memory: LMDB has every record anyway */
+            free(t->kept_ring);
+            t->kept = NULL;
+            t->kept_ring = NULL;
+            return;
+        }
+    }
+    for (uint32_t i = 0; i < g->nver; i++) {
+        const bl_tver *v = &g->ver[i];
+        if (v->table != BL_DB_LOG || v->vlen > BL_TAIL_KEPT_MAX)
+            continue;
+        uint64_t at = t->kept_end;
+        size_t off = (size_t)(at % BL_TAIL_KEPT_BYTES);
+        if (off + v->vlen > BL_TAIL_KEPT_BYTES) {
+            at += BL_TAIL_KEPT_BYTES - off;
+            off = 0;
+        }
+        memcpy(t->kept_ring + off, v->val, v->vlen);
+        t->kept[v->lsn % BL_TAIL_KEPT] = (bl_tkept){v->lsn, at, v->vlen};
+        t->kept_end = at + v->vlen;
+    }
+}
+
+/* Every kept record is overwritten from here on, as far as slots know. */
+static void forget_kept(bl_tail *t)
+{
+    t->kept_end += BL_TAIL_KEPT_BYTES;
+}
+
+int bl_tail_kept(const bl_tail *t, uint64_t lsn, const void **rec, size_t *len)
+{
+    const bl_tkept *k;
+    if (t->kept == NULL || lsn == 0 || (k = &t->kept[lsn % BL_TAIL_KEPT])->lsn != lsn ||
+        t->kept_end - k->at > BL_TAIL_KEPT_BYTES)
+        return 0;
+    *rec = t->kept_ring + k->at % BL_TAIL_KEPT_BYTES;
+    *len = k->len;
+    return 1;
 }
 
 static void drop_all(bl_tail *t)
@@ -202,6 +243,7 @@ void bl_tail_reset(bl_tail *t, const bl_wal_at *base)
 {
     pthread_rwlock_wrlock(&t->lock);
     drop_all(t);
+    forget_kept(t);
     t->base = t->end = *base;
     atomic_store(&t->end_lsn, base->lsn);
     atomic_store(&t->base_lsn, base->lsn);
@@ -212,9 +254,11 @@ void bl_tail_destroy(bl_tail *t)
 {
     drop_all(t);
     free(t->slots);
-    free(t->hashes);
+    free(t->kept);
+    free(t->kept_ring);
     t->slots = NULL;
-    t->hashes = NULL;
+    t->kept = NULL;
+    t->kept_ring = NULL;
     pthread_rwlock_destroy(&t->lock);
 }
 
@@ -229,7 +273,7 @@ int bl_tail_link(bl_tail *t, bl_tgroup *g)
                 size_t s = find_v(t, v);
                 if (v->older != NULL) {
                     v->older->newer = NULL;
-                    t->slots[s] = v->older;
+                    t->slots[s].v = v->older;
                 } else {
                     delete_slot(t, s);
                 }
@@ -240,14 +284,14 @@ int bl_tail_link(bl_tail *t, bl_tgroup *g)
         bl_tver *v = &g->ver[i];
         size_t s = find_v(t, v);
         v->newer = NULL;
-        v->older = t->slots[s];
+        v->older = t->slots[s].v;
         if (v->older != NULL)
             v->older->newer = v;
         else
             t->used++;
-        t->slots[s] = v;
-        t->hashes[s] = v->hash;
+        t->slots[s] = (bl_tslot){v, v->hash};
     }
+    keep_records(t, g);
     g->next = NULL;
     if (t->newest != NULL)
         t->newest->next = g;
@@ -282,7 +326,7 @@ static void unlink_group(bl_tail *t, bl_tgroup *g)
             continue;
         }
         size_t s = find_v(t, v);
-        if (t->slots[s] == v)
+        if (t->slots[s].v == v)
             delete_slot(t, s);
     }
     atomic_fetch_sub(&t->nver, g->nver);
@@ -299,8 +343,10 @@ int bl_tail_trim(bl_tail *t, const bl_wal_at *ckpt)
     if (ckpt->lsn >= t->end.lsn) {
         /* everything is in LMDB (or the log moved on without this index,
          * after a direct write): restart at the checkpoint */
-        if (ckpt->lsn > t->end.lsn || ckpt->pos != t->end.pos)
+        if (ckpt->lsn > t->end.lsn || ckpt->pos != t->end.pos) {
             t->end = *ckpt;
+            forget_kept(t); /* frames this index never saw: keep nothing */
+        }
         drop_all(t);
         t->base = t->end;
     } else {
@@ -324,6 +370,7 @@ void bl_tail_pin(bl_tail *t)
 {
     pthread_rwlock_wrlock(&t->lock);
     t->pins++;
+    t->keep = 1; /* a leader: kept records are worth their memory from now on */
     pthread_rwlock_unlock(&t->lock);
 }
 
@@ -343,7 +390,7 @@ int bl_tail_get(bl_tail *t, unsigned table, const void *key, size_t klen, uint64
     pthread_rwlock_rdlock(&t->lock);
     if (t->nslots != 0) {
         size_t s = find(t, table, key, klen);
-        for (const bl_tver *v = t->slots[s]; v != NULL; v = v->older)
+        for (const bl_tver *v = t->slots[s].v; v != NULL; v = v->older)
             if (v->lsn <= bound) {
                 *fnrc = fn(ctx, v);
                 found = 1;

@@ -25,6 +25,18 @@
  * waits while a leader has the index pinned (bl_tail_pin): its decisions
  * read LMDB through a snapshot taken when it started, so the index must go
  * on covering everything after that snapshot until it is done.
+ *
+ * The newest records are also kept by LSN in a ring (bl_tail_kept), past
+ * the checkpoint that trims them from the map: a leader deciding an event
+ * reads the record that created the session it ends or splits, usually
+ * some thousands of records back, and a B-tree search of a large log for
+ * it was a sixth of a group's work at 64 writers; the ring answers with
+ * neither the map's hash nor its lock.  A record never changes once
+ * written, so a kept copy needs no invalidation: it goes when newer
+ * records overwrite it, or with all the others when the index restarts (a
+ * log that moved on without this process).  Only linking writes the ring,
+ * under the exclusive lock; a leader reads it while it holds the writers'
+ * lock, having linked every frame there is, so nothing links meanwhile.
  */
 #ifndef BL_TAIL_H
 #define BL_TAIL_H
@@ -59,6 +71,29 @@ struct bl_tgroup {
     size_t bytes;                  /* memory it holds */
 };
 
+/* The kept records (bl_tail_kept): the newest linked in a ring of
+ * BL_TAIL_KEPT_BYTES, found by LSN through BL_TAIL_KEPT slots (slot
+ * lsn % BL_TAIL_KEPT; lsn 0: empty).  A slot's record is still there while
+ * the ring has not written BL_TAIL_KEPT_BYTES past its start.  With records
+ * of ~150 bytes that is the last ~55,000: 9.5 MiB in all, taken at the
+ * first link after this process decided a group (readers keep none). */
+#define BL_TAIL_KEPT 65536u
+#define BL_TAIL_KEPT_BYTES (8u << 20)
+#define BL_TAIL_KEPT_MAX 4096u /* a longer record is not kept (LMDB has it) */
+typedef struct bl_tkept {
+    uint64_t lsn;
+    uint64_t at;                   /* where it starts, counted from the ring's first byte */
+    uint32_t len;
+} bl_tkept;
+
+/* A slot of the map: the newest version of a key, and the key's hash (a
+ * probe past another key reads neither that key's version nor another
+ * cache line). */
+typedef struct bl_tslot {
+    bl_tver *v;                    /* NULL: empty */
+    uint32_t hash;
+} bl_tslot;
+
 typedef struct bl_tail {
     pthread_rwlock_t lock;
     bl_tgroup *oldest, *newest;
@@ -69,9 +104,12 @@ typedef struct bl_tail {
     _Atomic uint64_t nver;         /* versions in the map (0: skip the lookup) */
     _Atomic uint64_t bytes;        /* memory of the linked groups */
     int pins;                      /* leaders deciding: no trimming meanwhile */
-    bl_tver **slots;               /* open addressing, linear probing */
-    uint32_t *hashes;              /* each filled slot's key's hash */
+    bl_tslot *slots;               /* open addressing, linear probing */
     size_t nslots, used;
+    bl_tkept *kept;                /* BL_TAIL_KEPT slots, allocated at the first link */
+    unsigned char *kept_ring;      /* BL_TAIL_KEPT_BYTES */
+    uint64_t kept_end;             /* where the next kept record goes */
+    int keep;                      /* 1 once a leader pinned the index: keep records */
 } bl_tail;
 
 void bl_tail_init(bl_tail *t, const bl_wal_at *base);
@@ -97,6 +135,12 @@ int bl_tail_trim(bl_tail *t, const bl_wal_at *ckpt);
 
 void bl_tail_pin(bl_tail *t);
 void bl_tail_unpin(bl_tail *t);
+
+/* The record at lsn among the kept ones: 1 and *rec, *len (valid until
+ * the next link), or 0 (the map or LMDB may still have it).  Only for the
+ * leader deciding a group (it holds the writers' lock and has linked every
+ * frame written: nothing links until it is done). */
+int bl_tail_kept(const bl_tail *t, uint64_t lsn, const void **rec, size_t *len);
 
 /* Called with the newest version <= bound of (table, key), under the
  * index's shared lock: copy what is needed.  Returns its code. */
