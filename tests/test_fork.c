@@ -54,21 +54,12 @@ static void wait_child(pid_t pid)
         fail_msg("child failed: status 0x%x", status);
 }
 
-/* The sanitizers' allocators are not fork-safe: a child forked while
- * another thread is inside malloc can wait forever on the runtime's own
- * lock (seen under ASan: a child stuck in SizeClassAllocator64's mutex,
- * its stack through commit.c's arena_alloc).  glibc's malloc takes its
- * locks around fork; the test of a fork during writes runs without
- * sanitizers only.  And ThreadSanitizer kills a child of a threaded
- * parent that starts a thread: there the children open their stores
- * without the background checkpointer (BINDLOG_CHECKPOINT=manual). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define FORK_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define FORK_SANITIZED 1
-#endif
-#endif
+/* The sanitizers' allocators are not fork-safe (TU_FORK_SANITIZED,
+ * testutil.h: a child stuck in SizeClassAllocator64's mutex, its stack
+ * through commit.c's arena_alloc): the test of a fork during writes runs
+ * without sanitizers only.  And ThreadSanitizer kills a child of a
+ * threaded parent that starts a thread: there the children open their
+ * stores without the background checkpointer (BINDLOG_CHECKPOINT=manual). */
 
 /* ---- in the child: checks that count instead of longjmp ------------------- */
 
@@ -263,7 +254,7 @@ static void fork__the_child_opens_the_store_itself_and_the_parent_sees_it(void *
     assert_true(pid >= 0);
     if (pid == 0) {
         alarm(30);
-#ifdef FORK_SANITIZED
+#ifdef TU_FORK_SANITIZED
         setenv("BINDLOG_CHECKPOINT", "manual", 1);
 #endif
         bindlog *mine = NULL;
@@ -341,7 +332,7 @@ static void *busy_writer(void *arg)
 static void fork__a_fork_while_another_thread_writes_leaves_the_child_nothing_held(void **state)
 {
     (void)state;
-#ifdef FORK_SANITIZED
+#ifdef TU_FORK_SANITIZED
     skip();
 #endif
     enum { FORKS = 6 };

@@ -455,21 +455,11 @@ static void wal_pagewalk__the_map_grows_under_the_walk(void **state)
     bindlog_close(s);
 }
 
-/* The sanitizers' allocators are not fork-safe (tests/test_fork.c): a
- * child forked while the parent's walk thread is inside ASan's malloc can
- * wait forever on the runtime's own lock (seen: the child's checkpointer
- * stuck in SizeClassAllocator64's mutex, its stack through a free's
- * quarantine).  glibc's malloc takes its locks around fork, so the fork
- * during the walk is tested without sanitizers; with them the parent lets
- * its walk end first, and the child's side is the same. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define FORK_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define FORK_SANITIZED 1
-#endif
-#endif
-
+/* Under sanitizers (TU_FORK_SANITIZED) the parent lets its walk end
+ * before it forks: a child forked while the walk thread was inside ASan's
+ * malloc hung with its checkpointer stuck in the runtime's mutex.  The
+ * fork during the walk is tested without sanitizers; the child's side is
+ * the same in both. */
 /* A fork while the parent's walk may run: the child's use of the parent's
  * handle is BINDLOG_EFORK (it never waits for a thread it does not have);
  * its own open walks for itself; the parent's write goes ahead. */
@@ -480,7 +470,7 @@ static void wal_pagewalk__a_forked_child_never_uses_the_parents_walk(void **stat
     int status;
 
     bindlog *s = xopen(f->dir, 0);
-#ifdef FORK_SANITIZED
+#ifdef TU_FORK_SANITIZED
     walk_settled(s);
 #endif
     pid_t pid = fork();

@@ -91,4 +91,18 @@ int tu_etcd_del(const char *loc, const void *name, size_t n);
 /* 1 if `loc` is an etcd location ("etcd://..." or "etcds://..."). */
 int tu_is_etcd_location(const char *loc);
 
+/* TU_FORK_SANITIZED: built with ASan or TSan, whose allocators are not
+ * fork-safe.  A child forked while another thread of the parent is inside
+ * the sanitizer's malloc can wait forever on the runtime's own lock (seen
+ * under ASan: a child stuck in SizeClassAllocator64's mutex); glibc's
+ * malloc takes its locks around fork.  Tests that fork while the parent's
+ * threads run quiet them first, or run that case without sanitizers. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TU_FORK_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TU_FORK_SANITIZED 1
+#endif
+#endif
+
 #endif /* BINDLOG_TESTUTIL_H */
