@@ -284,7 +284,7 @@ int bindlog_open(bindlog **out, const char *dir, const bindlog_options *opts)
     char q[BL_ERR_QUOTE_MAX];
     bl_err_clear();
     int rc = open_store(out, dir, opts);
-    return bl_api_done(rc, "open %s", qlocation(q, dir));
+    return BL_API_DONE(rc, "open %s", qlocation(q, dir));
 }
 
 void bindlog_close(bindlog *s)
@@ -410,7 +410,7 @@ static int submit_call(bindlog *s, const bindlog_event *in, bindlog_result *out)
         bl_err_clear();
         return rc;
     }
-    return bl_api_done(rc, "%s %s", bindlog_event_name(in->type), QKEY(q, in->key));
+    return BL_API_DONE(rc, "%s %s", bindlog_event_name(in->type), QKEY(q, in->key));
 }
 
 int bindlog_bind(bindlog *s, const char *key, const char *session_id, const char *expect,
@@ -659,7 +659,7 @@ int bindlog_get(bindlog *s, const char *key, bindlog_binding *out)
         rc = bl_err_set(BINDLOG_EINVAL, "not a valid key (NULL, empty, over 400 bytes)");
     else if ((rc = s->ops->get(s, key, n, out)) == BINDLOG_ENOTFOUND)
         rc = bl_err_set(rc, "key is not bound");
-    return bl_api_done(rc, "get %s", QKEY(q, key));
+    return BL_API_DONE(rc, "get %s", QKEY(q, key));
 }
 
 void bl_session_fill(bindlog_session *out, const char *id, size_t id_len, const bl_sval *v,
@@ -696,7 +696,7 @@ int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out
     else if ((rc = s->ops->session_get(s, session_id, n, out, origin_buf, origin_cap)) ==
              BINDLOG_ENOTFOUND)
         rc = bl_err_set(rc, "no such session");
-    return bl_api_done(rc, "session_get %s", QID(q, session_id));
+    return BL_API_DONE(rc, "session_get %s", QID(q, session_id));
 }
 
 /* ---- iterators ------------------------------------------------------------- */
@@ -763,7 +763,7 @@ static int open_iter(bindlog *s, int kind, const char *arg, size_t arg_len, uint
         rc = s->ops->iter(s, kind, arg, arg_len, from, to, out);
     if (arg == NULL)
         return bl_api_done(rc, "%s", names[kind]);
-    return bl_api_done(rc, "%s %s", names[kind], bl_err_bytes(q, sizeof q, arg, arg_len));
+    return BL_API_DONE(rc, "%s %s", names[kind], bl_err_bytes(q, sizeof q, arg, arg_len));
 }
 
 /* An argument refused before the iterator opens. */
@@ -926,7 +926,7 @@ int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
                             progress_ctx);
     if (rc == BINDLOG_EEXIST && !bl_err_isset())
         bl_err_set(rc, "the directory is not empty: replay needs a new or empty one");
-    return bl_api_done(rc, "replay into %s", QPATH(q, out_dir));
+    return BL_API_DONE(rc, "replay into %s", QPATH(q, out_dir));
 }
 
 int bindlog_wait(bindlog *s, uint64_t after_lsn, int timeout_ms, uint64_t *head)

@@ -55,6 +55,17 @@ const char *bl_err_get(void);
  */
 int bl_api_done(int rc, const char *fmt, ...) BL_PRINTF(2, 3);
 
+/* bl_api_done for a context that costs work to build, such as a quoted key:
+ * its arguments are evaluated only when the call failed (a successful get
+ * spent a sixth of its time escaping its key into a message nobody read).
+ * rc is evaluated twice: pass a variable. */
+#define BL_API_DONE(rc, ...) ((rc) >= 0 ? bl_api_ok(rc) : bl_api_done((rc), __VA_ARGS__))
+static inline int bl_api_ok(int rc)
+{
+    bl_err_clear();
+    return rc;
+}
+
 /*
  * Write caller bytes into out (cap bytes, NUL-terminated) so that they can
  * go inside a message: printable ASCII as is, backslash and every other

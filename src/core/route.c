@@ -79,7 +79,7 @@ int bindlog_route(bindlog *s, const char *key, int64_t now_ms, const bindlog_pol
     int rc = route(s, key, now_ms, policy, fresh_session_id, origin, origin_len, out);
     if (s != NULL)
         bl_count_call(s, BINDLOG_EVENT_ROUTE, rc >= 0 ? BINDLOG_APPLIED : rc);
-    return bl_api_done(rc, "route %s",
+    return BL_API_DONE(rc, "route %s",
                        key ? bl_err_bytes(q, sizeof q, key, strnlen(key, BINDLOG_KEY_MAX + 1))
                            : "(null)");
 }

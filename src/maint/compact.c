@@ -367,6 +367,6 @@ int bindlog_vacuum(const char *dir, uint64_t *before, uint64_t *after)
     char q[BL_ERR_QUOTE_MAX];
     bl_err_clear();
     int rc = vacuum(dir, before, after);
-    return bl_api_done(rc, "vacuum %s",
+    return BL_API_DONE(rc, "vacuum %s",
                        dir ? bl_err_bytes(q, sizeof q, dir, strnlen(dir, 4096)) : "(null)");
 }

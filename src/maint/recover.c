@@ -340,7 +340,7 @@ int bindlog_recover(const char *dir, const char *out_dir, bindlog_recover_report
         rc = BINDLOG_EINVAL;
     else
         rc = recover(dir, out_dir, rep, progress, progress_ctx);
-    return bl_api_done(rc, "recover %s",
+    return BL_API_DONE(rc, "recover %s",
                        dir ? bl_err_bytes(q, sizeof q, dir, strnlen(dir, 4096)) : "(null)");
 }
 

@@ -726,6 +726,6 @@ int bindlog_upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrad
                                         "format to upgrade");
     else
         rc = upgrade(dir, opts, rep, progress, progress_ctx);
-    return bl_api_done(rc, "upgrade %s",
+    return BL_API_DONE(rc, "upgrade %s",
                        dir ? bl_err_bytes(q, sizeof q, dir, strnlen(dir, 4096)) : "(null)");
 }
