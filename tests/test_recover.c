@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -566,6 +567,17 @@ static void recover__refusals(void **state)
 /* In a child process: open dir (NORMAL, checkpoints manual), run
  * writes(s, arg) -- 0 or the child's exit status -- and die without
  * closing, so that nothing is folded into data.mdb. */
+/* The dying writer's clock: stopped at its start, so that all its events
+ * share one millisecond.  A lost record's time is salvaged from the record
+ * before it: on a busy machine two events a millisecond apart made the
+ * salvaged session differ from the original's. */
+static int64_t stopped_ms;
+static int64_t stopped_clock(void *ctx)
+{
+    (void)ctx;
+    return stopped_ms;
+}
+
 static void in_dying_writer(const char *dir, int (*writes)(bindlog *s, int arg), int arg)
 {
     pid_t pid = fork();
@@ -575,6 +587,10 @@ static void in_dying_writer(const char *dir, int (*writes)(bindlog *s, int arg),
         setenv("BINDLOG_CHECKPOINT", "manual", 1);
         bindlog_options o = BINDLOG_OPTIONS_INIT;
         o.durability = BINDLOG_DURABILITY_NORMAL;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        stopped_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+        o.clock_ms = stopped_clock;
         if (bindlog_open(&s, dir, &o) != 0)
             _exit(2);
         _exit(writes(s, arg)); /* no close: nothing folded */
