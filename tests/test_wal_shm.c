@@ -324,11 +324,11 @@ static void wal_shm__opens_race_with_map_growth(void **state)
              * in what the others mapped: their next begin is
              * MDB_MAP_RESIZED */
             MDB_envinfo info;
-            pthread_rwlock_wrlock(&s->e->map_lock);
+            bl_srw_wrlock(&s->e->map_lock);
             mdb_env_info(s->e->env, &info);
             int rc = mdb_env_set_mapsize(s->e->env, (info.me_last_pgno + 1) * 4096 + (16 << 10));
             s->e->map_epoch++;
-            pthread_rwlock_unlock(&s->e->map_lock);
+            bl_srw_wrunlock(&s->e->map_lock);
             if (rc != 0)
                 _exit(3);
             for (int j = 0; j < 8; j++) {

@@ -682,9 +682,9 @@ static int run_group(void *ctx, bl_greq *group)
     bl_shm_get_end(w->shm.m, &end); /* checked by bl_wal_lock */
     if ((rc = bl_wal_catch_up(e, end.lsn)) != 0)
         goto unlock;
-    pthread_rwlock_rdlock(&w->tail.lock);
+    bl_srw_rdlock(&w->tail.lock);
     bl_wal_at iend = w->tail.end;
-    pthread_rwlock_unlock(&w->tail.lock);
+    bl_srw_rdunlock(&w->tail.lock);
     if (iend.pos != end.pos || iend.lsn != end.lsn) {
         rc = bl_err_set(BINDLOG_ECORRUPT,
                         "the log's written end (LSN %llu at %llu) is not where this "

@@ -872,7 +872,7 @@ static void env_free(bl_env *e)
         mdb_env_close(e->env);
     if (e->lock_fd >= 0)
         close(e->lock_fd);
-    pthread_rwlock_destroy(&e->map_lock);
+    bl_srw_destroy(&e->map_lock);
     bl_group_destroy(&e->g);
     free(e->enc.buf);
     free(e->path);
@@ -883,7 +883,6 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
                       bl_env **out)
 {
     bl_env *e = calloc(1, sizeof(*e));
-    pthread_rwlockattr_t ra;
     unsigned made = 0, max_readers;
     int rc, exists;
 
@@ -892,11 +891,11 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
     e->lock_fd = -1;
     e->dev = st->st_dev;
     e->ino = st->st_ino;
-    pthread_rwlockattr_init(&ra);
     /* growth must not starve behind a stream of readers */
-    bl_plat_rwlock_prefer_writers(&ra);
-    pthread_rwlock_init(&e->map_lock, &ra);
-    pthread_rwlockattr_destroy(&ra);
+    if ((rc = bl_srw_init(&e->map_lock, 1)) != 0) {
+        free(e);
+        return bl_err_set(BINDLOG_ENOMEM, "no memory for the map's lock (%s)", strerror(rc));
+    }
     bl_group_init(&e->g);
     e->path = strdup(dir);
     if (e->path == NULL) {
@@ -1153,7 +1152,7 @@ int bl_env_resize(bl_env *e, int adopt_only)
     MDB_envinfo info;
     int rc;
 
-    pthread_rwlock_wrlock(&e->map_lock);
+    bl_srw_wrlock(&e->map_lock);
     if (adopt_only) {
         rc = mdb_env_set_mapsize(e->env, 0);
     } else {
@@ -1167,7 +1166,7 @@ int bl_env_resize(bl_env *e, int adopt_only)
     if (rc == 0)
         e->map_epoch++;
     bl_pc_remap(e);
-    pthread_rwlock_unlock(&e->map_lock);
+    bl_srw_wrunlock(&e->map_lock);
     return rc == 0 ? 0 : (rc == ENOMEM ? BINDLOG_ENOSPC : bl_mdb_error(rc));
 }
 

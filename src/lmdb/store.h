@@ -11,6 +11,11 @@
  * map memory (a read, a cursor step, the write transaction) therefore holds
  * `map_lock` shared, and growth holds it exclusive.  A cursor kept across
  * releases of the lock must re-seek when `map_epoch` changed (bl_cursor).
+ *
+ * `map_lock` is a bl_srwlock (core/srwlock.h): shared holds from different
+ * threads write no common cache line.  With one rwlock, two threads
+ * reading at once (or one beside the checkpointer) passed its line between
+ * their CPUs on every call.
  */
 #ifndef BL_STORE_H
 #define BL_STORE_H
@@ -26,6 +31,7 @@
 #include "core/digest.h"
 #include "core/group.h"
 #include "core/machine.h"
+#include "core/srwlock.h"
 
 /* Named LMDB tables.  docs/format.md describes each key and value. */
 enum {
@@ -56,6 +62,7 @@ typedef struct bl_head {
 
 typedef struct bl_rtxn bl_rtxn;
 
+
 typedef struct bl_env {
     struct bl_env *next; /* registry list, under the registry mutex */
     uint64_t id;         /* unique for the process's life: never reused */
@@ -71,7 +78,7 @@ typedef struct bl_env {
     int env_rdonly;      /* the environment itself is MDB_RDONLY */
     int lock_fd;         /* bindlog.lock: shared flock while writable handles exist */
 
-    pthread_rwlock_t map_lock;
+    bl_srwlock map_lock;
     unsigned map_epoch;  /* bumped on every remap; under map_lock exclusive */
 
     bl_group g;          /* group commit queue, sticky failure, statistics */
@@ -144,8 +151,9 @@ int bl_txn_begin(bl_env *e, unsigned flags, MDB_txn **txn);
 int bl_read_begin(bl_env *e, MDB_txn **txn);
 int bl_read_begin_fresh(bl_env *e, MDB_txn **txn);
 void bl_read_end(bl_env *e, MDB_txn *txn);
-static inline void bl_map_rdlock(bl_env *e) { pthread_rwlock_rdlock(&e->map_lock); }
-static inline void bl_map_unlock(bl_env *e) { pthread_rwlock_unlock(&e->map_lock); }
+/* map_lock shared; unlocked by the thread that locked it. */
+static inline void bl_map_rdlock(bl_env *e) { bl_srw_rdlock(&e->map_lock); }
+static inline void bl_map_unlock(bl_env *e) { bl_srw_rdunlock(&e->map_lock); }
 
 /* ---- tables ----------------------------------------------------------------- */
 

@@ -163,7 +163,7 @@ static void delete_slot(bl_tail *t, size_t i)
 void bl_tail_init(bl_tail *t, const bl_wal_at *base)
 {
     memset(t, 0, sizeof(*t));
-    pthread_rwlock_init(&t->lock, NULL);
+    (void)bl_srw_init(&t->lock, 0); /* as pthread_rwlock_init: never fails on Linux or macOS */
     t->base = t->end = *base;
     atomic_init(&t->end_lsn, base->lsn);
     atomic_init(&t->base_lsn, base->lsn);
@@ -241,13 +241,13 @@ static void drop_all(bl_tail *t)
 
 void bl_tail_reset(bl_tail *t, const bl_wal_at *base)
 {
-    pthread_rwlock_wrlock(&t->lock);
+    bl_srw_wrlock(&t->lock);
     drop_all(t);
     forget_kept(t);
     t->base = t->end = *base;
     atomic_store(&t->end_lsn, base->lsn);
     atomic_store(&t->base_lsn, base->lsn);
-    pthread_rwlock_unlock(&t->lock);
+    bl_srw_wrunlock(&t->lock);
 }
 
 void bl_tail_destroy(bl_tail *t)
@@ -259,12 +259,12 @@ void bl_tail_destroy(bl_tail *t)
     t->slots = NULL;
     t->kept = NULL;
     t->kept_ring = NULL;
-    pthread_rwlock_destroy(&t->lock);
+    bl_srw_destroy(&t->lock);
 }
 
 int bl_tail_link(bl_tail *t, bl_tgroup *g)
 {
-    pthread_rwlock_wrlock(&t->lock);
+    bl_srw_wrlock(&t->lock);
     for (uint32_t i = 0; i < g->nver; i++) {
         if ((t->used + 1) * 2 > t->nslots && grow(t) != 0) {
             /* undo the versions linked so far and give up on the group */
@@ -278,7 +278,7 @@ int bl_tail_link(bl_tail *t, bl_tgroup *g)
                     delete_slot(t, s);
                 }
             }
-            pthread_rwlock_unlock(&t->lock);
+            bl_srw_wrunlock(&t->lock);
             return BINDLOG_ENOMEM;
         }
         bl_tver *v = &g->ver[i];
@@ -302,18 +302,18 @@ int bl_tail_link(bl_tail *t, bl_tgroup *g)
     atomic_fetch_add(&t->nver, g->nver);
     atomic_fetch_add(&t->bytes, g->bytes);
     atomic_store(&t->end_lsn, t->end.lsn);
-    pthread_rwlock_unlock(&t->lock);
+    bl_srw_wrunlock(&t->lock);
     return 0;
 }
 
 void bl_tail_advance(bl_tail *t, const bl_wal_at *after)
 {
-    pthread_rwlock_wrlock(&t->lock);
+    bl_srw_wrlock(&t->lock);
     t->end = *after;
     if (t->oldest == NULL)
         t->base = *after; /* nothing before it to keep */
     atomic_store(&t->end_lsn, t->end.lsn);
-    pthread_rwlock_unlock(&t->lock);
+    bl_srw_wrunlock(&t->lock);
 }
 
 /* Unlink the oldest group's versions: each is the oldest of its key. */
@@ -335,9 +335,9 @@ static void unlink_group(bl_tail *t, bl_tgroup *g)
 
 int bl_tail_trim(bl_tail *t, const bl_wal_at *ckpt)
 {
-    pthread_rwlock_wrlock(&t->lock);
+    bl_srw_wrlock(&t->lock);
     if (t->pins > 0) {
-        pthread_rwlock_unlock(&t->lock);
+        bl_srw_wrunlock(&t->lock);
         return 0;
     }
     if (ckpt->lsn >= t->end.lsn) {
@@ -362,23 +362,23 @@ int bl_tail_trim(bl_tail *t, const bl_wal_at *ckpt)
     }
     atomic_store(&t->base_lsn, t->base.lsn);
     atomic_store(&t->end_lsn, t->end.lsn);
-    pthread_rwlock_unlock(&t->lock);
+    bl_srw_wrunlock(&t->lock);
     return 1;
 }
 
 void bl_tail_pin(bl_tail *t)
 {
-    pthread_rwlock_wrlock(&t->lock);
+    bl_srw_wrlock(&t->lock);
     t->pins++;
     t->keep = 1; /* a leader: kept records are worth their memory from now on */
-    pthread_rwlock_unlock(&t->lock);
+    bl_srw_wrunlock(&t->lock);
 }
 
 void bl_tail_unpin(bl_tail *t)
 {
-    pthread_rwlock_wrlock(&t->lock);
+    bl_srw_wrlock(&t->lock);
     t->pins--;
-    pthread_rwlock_unlock(&t->lock);
+    bl_srw_wrunlock(&t->lock);
 }
 
 int bl_tail_get(bl_tail *t, unsigned table, const void *key, size_t klen, uint64_t bound,
@@ -387,7 +387,7 @@ int bl_tail_get(bl_tail *t, unsigned table, const void *key, size_t klen, uint64
     int found = 0;
     if (atomic_load_explicit(&t->nver, memory_order_acquire) == 0)
         return 0;
-    pthread_rwlock_rdlock(&t->lock);
+    bl_srw_rdlock(&t->lock);
     if (t->nslots != 0) {
         size_t s = find(t, table, key, klen);
         for (const bl_tver *v = t->slots[s].v; v != NULL; v = v->older)
@@ -397,7 +397,7 @@ int bl_tail_get(bl_tail *t, unsigned table, const void *key, size_t klen, uint64
                 break;
             }
     }
-    pthread_rwlock_unlock(&t->lock);
+    bl_srw_rdunlock(&t->lock);
     return found;
 }
 
@@ -407,13 +407,13 @@ int bl_tail_groups(bl_tail *t, uint64_t bound, bl_tgroup ***out, size_t *n, bl_w
     bl_tgroup **gs = malloc(cap * sizeof(*gs));
     if (gs == NULL)
         return BINDLOG_ENOMEM;
-    pthread_rwlock_rdlock(&t->lock);
+    bl_srw_rdlock(&t->lock);
     *base = t->base;
     for (bl_tgroup *g = t->oldest; g != NULL && g->first_lsn <= bound; g = g->next) {
         if (cnt == cap) {
             bl_tgroup **ng = realloc(gs, 2 * cap * sizeof(*gs));
             if (ng == NULL) {
-                pthread_rwlock_unlock(&t->lock);
+                bl_srw_rdunlock(&t->lock);
                 bl_tail_groups_free(gs, cnt);
                 return BINDLOG_ENOMEM;
             }
@@ -423,7 +423,7 @@ int bl_tail_groups(bl_tail *t, uint64_t bound, bl_tgroup ***out, size_t *n, bl_w
         bl_tgroup_ref(g);
         gs[cnt++] = g;
     }
-    pthread_rwlock_unlock(&t->lock);
+    bl_srw_rdunlock(&t->lock);
     *out = gs;
     *n = cnt;
     return 0;

@@ -46,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/srwlock.h"
 #include "lmdb/wal.h"
 
 typedef struct bl_tgroup bl_tgroup;
@@ -95,7 +96,7 @@ typedef struct bl_tslot {
 } bl_tslot;
 
 typedef struct bl_tail {
-    pthread_rwlock_t lock;
+    bl_srwlock lock;
     bl_tgroup *oldest, *newest;
     bl_wal_at base;                /* the index covers the log after this point */
     bl_wal_at end;                 /* ... up to this one */

@@ -213,9 +213,9 @@ static int catch_up_locked(bl_env *e, uint64_t lsn)
 
     for (;;) {
         bl_wal_at at;
-        pthread_rwlock_rdlock(&t->lock);
+        bl_srw_rdlock(&t->lock);
         at = t->end;
-        pthread_rwlock_unlock(&t->lock);
+        bl_srw_rdunlock(&t->lock);
         if (lsn != UINT64_MAX && at.lsn >= lsn)
             return 0;
         rc = bl_wreader_frame(&w->rd, w->salt, &at, &f);
