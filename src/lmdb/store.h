@@ -62,7 +62,6 @@ typedef struct bl_head {
 
 typedef struct bl_rtxn bl_rtxn;
 
-
 typedef struct bl_env {
     struct bl_env *next; /* registry list, under the registry mutex */
     uint64_t id;         /* unique for the process's life: never reused */
