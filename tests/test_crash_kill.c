@@ -36,8 +36,9 @@
  *     bindlog_check() must find 0 problems (checksums, density, its own
  *     replay digest == state digest, indexes, counters).
  *
- * The default run does 200 kills (ctest, about 10 s).  BINDLOG_KILL_ROUNDS=N or the
- * argument --long (2000 rounds) runs more; BINDLOG_KILL_SEED=S repeats a
+ * The default run does 200 kills (ctest, about a minute; 40 under a
+ * sanitizer).  BINDLOG_KILL_ROUNDS=N or the argument --long (2000 rounds)
+ * runs more; BINDLOG_KILL_SEED=S repeats a
  * run's random choices (the seed is printed first).  One line per round.
  */
 #include <stdarg.h>
@@ -64,7 +65,11 @@
 
 #define THREADS 4
 #define NKEYS 12
+#ifdef TU_SANITIZED
+#define DEFAULT_ROUNDS 40 /* ASan: ~0.75 s a round, TSan: ~2.5 s */
+#else
 #define DEFAULT_ROUNDS 200
+#endif
 #define LONG_ROUNDS 2000
 #define MIN_DELAY_MS 5
 #define MAX_DELAY_MS 80

@@ -18,7 +18,7 @@
 #include "core/srwlock.h"
 
 #define READERS 8
-#define ROUNDS 20000
+#define ROUNDS 2000
 
 typedef struct {
     bl_srwlock lock;

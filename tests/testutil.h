@@ -105,4 +105,12 @@ int tu_is_etcd_location(const char *loc);
 #endif
 #endif
 
+/* TU_SANITIZED: the same builds.  Long randomized campaigns run fewer
+ * rounds there by default: a round costs 4-8 times as much, and the
+ * sanitizer's value is in the code paths each round takes, which the
+ * plain build's full-size run covers in number. */
+#ifdef TU_FORK_SANITIZED
+#define TU_SANITIZED 1
+#endif
+
 #endif /* BINDLOG_TESTUTIL_H */
