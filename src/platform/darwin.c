@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -218,6 +219,19 @@ void bl_plat_writeback(int fd) { (void)fd; }
 
 /* Darwin's rwlocks already block new readers while a writer waits. */
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
+
+/* (no MAP_POPULATE: the pages come at their first touches) */
+void *bl_plat_map_anon(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void bl_plat_unmap_anon(void *p, size_t bytes)
+{
+    if (p != NULL)
+        munmap(p, bytes);
+}
 
 int bl_plat_io_idle_begin(int *saved)
 {

@@ -17,6 +17,7 @@
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -171,6 +172,44 @@ void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a)
 #else
     (void)a; /* musl's rwlocks already let a waiting writer in first */
 #endif
+}
+
+/* Tables of 2 MiB or more go on transparent huge pages where the system
+ * allows them (THP "always" or "madvise"): four faults map an 8 MiB ring,
+ * where 4 KiB pages take 2,048, each ~1 us on a bare host and 10-15 us
+ * under a hypervisor that shadows page tables.  The mapping is aligned
+ * to 2 MiB (its slack unmapped again) so that every huge page fits.  Then
+ * the pages are mapped before returning: MADV_POPULATE_WRITE (Linux 5.14),
+ * else MAP_POPULATE. */
+#define BL_HUGE ((size_t)2 << 20)
+
+void *bl_plat_map_anon(size_t bytes)
+{
+    const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_WRITE)
+    if (bytes >= BL_HUGE && bytes % BL_HUGE == 0) {
+        unsigned char *raw = mmap(NULL, bytes + BL_HUGE, prot, flags, -1, 0);
+        if (raw == MAP_FAILED)
+            return NULL;
+        size_t head = (BL_HUGE - (uintptr_t)raw % BL_HUGE) % BL_HUGE;
+        unsigned char *p = raw + head;
+        if (head != 0)
+            munmap(raw, head);
+        munmap(p + bytes, BL_HUGE - head);
+        (void)madvise(p, bytes, MADV_HUGEPAGE); /* THP "never": 4 KiB pages */
+        /* the pages now; on a kernel before 5.14 (EINVAL) at first touches */
+        (void)madvise(p, bytes, MADV_POPULATE_WRITE);
+        return p;
+    }
+#endif
+    void *p = mmap(NULL, bytes, prot, flags | MAP_POPULATE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void bl_plat_unmap_anon(void *p, size_t bytes)
+{
+    if (p != NULL)
+        munmap(p, bytes);
 }
 
 /* ioprio_get/ioprio_set have no glibc wrapper; their constants

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 
 const char *bl_plat_name(void) { return "posix"; }
 
@@ -72,6 +73,12 @@ int bl_plat_flush_file(int fd) { return bl_plat_fb_fsync(fd); }
 int bl_plat_flush_weakened(void) { return 0; }
 void bl_plat_writeback(int fd) { (void)fd; }
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
+void *bl_plat_map_anon(size_t bytes) { return calloc(1, bytes); }
+void bl_plat_unmap_anon(void *p, size_t bytes)
+{
+    (void)bytes;
+    free(p);
+}
 int bl_plat_io_idle_begin(int *saved)
 {
     *saved = -1;
