@@ -477,7 +477,7 @@ static void etcd__prefix_ranges_page(void **state)
 
     assert_int_equal(end_len, 3);
     for (i = 0; i < 25; i++) {
-        char v[8];
+        char v[12]; /* any int */
         memcpy(key, prefix, sizeof prefix);
         key[4] = (unsigned char)(i * 10); /* 0x00, 0x0a, ... 0xf0 */
         snprintf(v, sizeof v, "%d", i);

@@ -296,13 +296,13 @@ static void import__large_entries_fit_a_small_log(void **state)
     o.log_size = 256 * 1024;
     assert_int_equal(bindlog_open(&s, dir, &o), 0);
     bindlog_import_entry *e = calloc(N, sizeof(*e));
-    char(*keys)[32] = calloc(N, 32), (*ids)[32] = calloc(N, 32);
+    char(*keys)[40] = calloc(N, 40), (*ids)[40] = calloc(N, 40); /* room for any int */
     unsigned char *origin = malloc(ORIGIN);
     int *codes = calloc(N, sizeof(int));
     memset(origin, '{', ORIGIN);
     for (int i = 0; i < N; i++) {
-        snprintf(keys[i], 32, "agent:main:telegram:dm:%d", i);
-        snprintf(ids[i], 32, "sess-%d", i);
+        snprintf(keys[i], 40, "agent:main:telegram:dm:%d", i);
+        snprintf(ids[i], 40, "sess-%d", i);
         e[i] = (bindlog_import_entry){keys[i], ids[i], T0 + i, origin, ORIGIN};
     }
     bindlog_stats s0, s1;

@@ -591,7 +591,7 @@ static void wal__a_group_larger_than_half_the_log_is_enospc(void **state)
     bind_n(s, 0, 5, "g");
     assert_int_equal(bindlog_digest(s, d0, &head), 0);
     for (int i = 0; i < 3; i++) {
-        static char keys[3][16], sids[3][16];
+        static char keys[3][24], sids[3][24]; /* room for any int */
         snprintf(keys[i], sizeof keys[i], "big%d", i);
         snprintf(sids[i], sizeof sids[i], "big-s%d", i);
         ev[i] = (bindlog_event){BINDLOG_EVENT_BIND, keys[i], sids[i], NULL, 0, NULL, origin,

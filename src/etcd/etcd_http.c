@@ -890,8 +890,8 @@ int bl_ew_call(bl_etcd *c, const char *path, json_object *req, json_object **res
             return rc;
         if (renewed) {
             /* a fresh token refused at once: not an expiry */
-            char why[800];
-            snprintf(why, sizeof why, "%s", bl_etcd_last_error());
+            char why[sizeof last_error]; /* the message, before it is rewritten */
+            memcpy(why, last_error, sizeof why);
             bl_ew_error("%s (refused right after renewal)", why);
             return BINDLOG_EACCES;
         }
