@@ -14,7 +14,7 @@
 #   make clean   remove the build trees and the demo store
 #
 # Variables: BUILD_TYPE (RelWithDebInfo), JOBS (2), CMAKE_FLAGS (extra -D...),
-# CTEST_ARGS (extra ctest arguments for make tsan, e.g. -L concurrency).
+# CTEST_ARGS (extra ctest arguments for make asan, tsan and posix, e.g. -L concurrency).
 
 BUILD_TYPE  ?= RelWithDebInfo
 JOBS        ?= 2
@@ -56,7 +56,7 @@ asan: deps
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug \
 	      -DBINDLOG_SANITIZE=address,undefined $(CMAKE_FLAGS)
 	cmake --build $(ASAN_DIR) -j$(JOBS)
-	$(SAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
+	$(SAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
 tsan: deps
 	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug \

@@ -4,7 +4,7 @@
 #   fuzz/run_campaign.sh TARGET SECONDS [libFuzzer options...]
 #
 # TARGET is record, machine, cli, stream, json, wal or mdb (fuzz/<TARGET>_fuzzer.c).  CI runs each
-# for 60 s; long campaigns just pass more seconds (and e.g. -jobs=N -workers=N
+# for 30 s; long campaigns just pass more seconds (and e.g. -jobs=N -workers=N
 # -- but the store of machine_fuzzer lives on /dev/shm, so mind its size).
 #
 # Environment:

@@ -113,4 +113,16 @@ int tu_is_etcd_location(const char *loc);
 #define TU_SANITIZED 1
 #endif
 
+/* TU_TSAN: built with ThreadSanitizer, under which a store's write path
+ * runs 20-30 times slower: a test that needs a store of tens of MiB skips
+ * there (the plain and ASan builds run it; its threads are the ones the
+ * smaller tests of its suite already run under TSan). */
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+
 #endif /* BINDLOG_TESTUTIL_H */

@@ -23,8 +23,9 @@
  * every image opens and passes (never corrupt); acknowledged events of the
  * last commit(s) may be missing (counted).  NONE -- counted only.
  *
- * Size: BINDLOG_POWERLOSS_IMAGES (images per crash, default 25) and
- * BINDLOG_POWERLOSS_RUNS (crashes per mode, default 8 FULL, 4 others).
+ * Size: BINDLOG_POWERLOSS_IMAGES (images per crash, default 25; 10 under a
+ * sanitizer, TU_SANITIZED) and BINDLOG_POWERLOSS_RUNS (crashes per mode,
+ * default 8 FULL, 4 others).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -393,7 +394,11 @@ static void crash_run(int durability, unsigned seed, long images, tally *t)
 
 static void run_mode(const char *name, int durability, long runs, tally *t)
 {
+#ifdef TU_SANITIZED
+    long images = env_long("BINDLOG_POWERLOSS_IMAGES", 10);
+#else
     long images = env_long("BINDLOG_POWERLOSS_IMAGES", 25);
+#endif
     runs = env_long("BINDLOG_POWERLOSS_RUNS", runs);
     memset(t, 0, sizeof(*t));
     for (long r = 0; r < runs; r++)
