@@ -81,6 +81,7 @@ BINDLOG_API const char *bindlog_version(void);
 #define BINDLOG_ID_MAX 128        /**< longest session id, bytes */
 #define BINDLOG_REASON_MAX 64     /**< longest reason, bytes */
 #define BINDLOG_ORIGIN_MAX 65536  /**< longest origin blob, bytes */
+#define BINDLOG_READERS_MAX 65536 /**< most reader slots bindlog_options may ask for */
 /** Pass as run_generation to skip the generation check of a split.  No key
  * ever reaches this generation; a zeroed value (0) never matches a key that
  * has seen an event. */
@@ -228,8 +229,13 @@ typedef struct bindlog_options {
                              a missing store is BINDLOG_ENOTFOUND */
     size_t map_size;    /**< initial LMDB map size in bytes; 0 = default
                              (256 MiB).  The map grows by itself when full. */
-    unsigned max_readers; /**< LMDB reader slots; 0 = default (126).  Only
-                             used when this call creates the environment. */
+    /** LMDB reader slots for the caller's threads and processes (each
+     * thread that reads holds one while the store is open); 0 = default
+     * (126); at most BINDLOG_READERS_MAX, else BINDLOG_EINVAL.  The store
+     * adds one for its own background thread, so bindlog_stats reports
+     * max_readers + 1.  Used only when no process has the store open
+     * (LMDB sizes its reader table then); the table never shrinks. */
+    unsigned max_readers;
     /** Clock for event times, in milliseconds since the Unix epoch; NULL =
      * the system's real-time clock.  Meant for tests and simulations.
      * Called from whichever thread commits; must be thread-safe. */
@@ -827,7 +833,8 @@ typedef struct bindlog_stats {
     uint64_t map_used;         /**< bytes of the map in use (last page) */
     uint64_t file_size;        /**< size of the data file, bytes */
     unsigned readers_used;     /**< reader slots in use (all processes) */
-    unsigned readers_max;      /**< reader slots available */
+    unsigned readers_max;      /**< reader slots in LMDB's table: the options'
+                                    max_readers + 1 for the store's own thread */
     int durability;            /**< this handle's durability mode */
     unsigned format_version;   /**< the store's on-disk format */
     /** The last LSN the checkpoint folded into LMDB: records after it are

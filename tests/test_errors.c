@@ -139,6 +139,12 @@ static void errors__arguments_are_named(void **state)
     o.durability = 7;
     assert_int_equal(bindlog_open(&ro, f->dir, &o), BINDLOG_EINVAL);
     assert_non_null(strstr(bindlog_last_error(), "unknown durability mode 7"));
+    o.durability = BINDLOG_DURABILITY_FULL;
+    o.max_readers = BINDLOG_READERS_MAX + 1;
+    assert_int_equal(bindlog_open(&ro, f->dir, &o), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "max_readers 65537 is over 65536"));
+    o.max_readers = 0xFFFFFFFFu; /* no 256 GiB reader table: refused before any file */
+    assert_int_equal(bindlog_open(&ro, f->dir, &o), BINDLOG_EINVAL);
     assert_int_equal(bindlog_open(&ro, "nope://x", NULL), BINDLOG_EINVAL);
     assert_non_null(strstr(bindlog_last_error(), "open nope://x: unknown scheme"));
 }

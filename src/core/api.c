@@ -225,6 +225,9 @@ static int open_store(bindlog **out, const char *dir, const bindlog_options *opt
     }
     if (o.durability < BINDLOG_DURABILITY_FULL || o.durability > BINDLOG_DURABILITY_NONE)
         return bl_err_set(BINDLOG_EINVAL, "unknown durability mode %d", o.durability);
+    if (o.max_readers > BINDLOG_READERS_MAX)
+        return bl_err_set(BINDLOG_EINVAL, "max_readers %u is over %u", o.max_readers,
+                          (unsigned)BINDLOG_READERS_MAX);
 
     /* fork detection: the handler is registered before the first handle
      * exists, so that every fork after it is seen */

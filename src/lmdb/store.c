@@ -942,7 +942,11 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
         }
         made |= MADE_DATA;
     }
-    max_readers = o->max_readers ? o->max_readers : 126;
+    /* the caller's slots, and one for this process's background thread
+     * (its walk of the store holds a snapshot for as long as the walk
+     * lasts): with max_readers 1 a caller's read must not find its one slot
+     * taken by the store itself */
+    max_readers = (o->max_readers ? o->max_readers : 126) + 1;
     if ((rc = prealloc_lock_file(dir, max_readers, &made)) != 0)
         goto out;
 

@@ -394,7 +394,7 @@ static int last_page(void *ctx, uint64_t pgno, unsigned want, char *why, size_t 
 }
 
 /* A store of `n` bound keys at dir, closed, written without failpoints. */
-static void walk_store_of(const char *dir, unsigned n)
+static void walk_store_with(const char *dir, unsigned n, unsigned max_readers)
 {
     bindlog *s = NULL;
     bindlog_options o = BINDLOG_OPTIONS_INIT;
@@ -402,6 +402,7 @@ static void walk_store_of(const char *dir, unsigned n)
     char keys[100][48], sids[100][48];
 
     o.durability = BINDLOG_DURABILITY_NONE;
+    o.max_readers = max_readers;
     assert_int_equal(bindlog_open(&s, dir, &o), 0);
     for (unsigned b = 0; b < n; b += 100) {
         for (unsigned i = 0; i < 100; i++) {
@@ -415,6 +416,11 @@ static void walk_store_of(const char *dir, unsigned n)
         assert_int_equal(bindlog_apply_batch(s, ev, 100, NULL, NULL), 0);
     }
     bindlog_close(s);
+}
+
+static void walk_store_of(const char *dir, unsigned n)
+{
+    walk_store_with(dir, n, 0);
 }
 
 /*
@@ -463,6 +469,47 @@ static void failpoints__close_stops_the_walk(void **state)
     assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
     assert_int_equal(rep.problems, 0);
     bindlog_close(s);
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/*
+ * The walk holds a snapshot, and so a reader slot, for as long as it lasts.
+ * A store made with max_readers 1 has that one slot for the caller's
+ * thread and one more for its own: the caller reads and writes while the
+ * walk sleeps inside its first step (before the extra slot, each read was
+ * BINDLOG_EBUSY "reader table full" until the walk ended).
+ */
+static void failpoints__the_walk_takes_no_reader_slot_of_the_callers(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("fpslot");
+    bindlog *s = NULL;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_result r;
+    bindlog_binding b;
+    bindlog_stats st;
+
+    unsetenv("BINDLOG_CHECKPOINT"); /* the walk runs on the checkpointer's thread */
+    o.durability = BINDLOG_DURABILITY_NONE;
+    o.max_readers = 1;
+    walk_store_with(dir, 3000, 1); /* the reader table: 1 + 1 */
+
+    set_failpoint("walk.step:sleep=300");
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    while (bl_failpoint_hits("walk.step") == 0)
+        usleep(1000);
+    assert_int_equal(bindlog_stats_get(s, &st), 0); /* inside the first step */
+    assert_int_equal(st.readers_max, 2);
+    assert_int_equal(bindlog_get(s, "agent:main:walk:000042", &b), 0);
+    assert_string_equal(b.session_id, "walk-000042");
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:z", "z", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    assert_int_equal(bl_failpoint_hits("walk.step"), 1); /* still inside it */
+    bindlog_close(s);
+
+    set_failpoint(NULL);
     setenv("BINDLOG_CHECKPOINT", "manual", 1);
     tu_rmtree(dir);
     free(dir);
@@ -670,6 +717,7 @@ int main(void)
         cmocka_unit_test(failpoints__eio_after_the_write_panics_sticky),
         cmocka_unit_test(failpoints__eio_in_a_checkpoint_is_retried),
         cmocka_unit_test(failpoints__close_stops_the_walk),
+        cmocka_unit_test(failpoints__the_walk_takes_no_reader_slot_of_the_callers),
         cmocka_unit_test(failpoints__a_write_before_the_walks_verdict_reaches_the_log_only),
         cmocka_unit_test(failpoints__close_leaves_the_log_to_the_next_writer_when_the_walk_is_slow),
         cmocka_unit_test(failpoints__kill_at_every_point),

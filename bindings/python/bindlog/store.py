@@ -206,7 +206,9 @@ class Store(Maintenance):
             a missing store raises :class:`~bindlog.NotFound`.
         map_size: initial LMDB map size in bytes (0: the default; the map
             grows by itself).
-        max_readers: LMDB reader slots (0: the default, 126).
+        max_readers: LMDB reader slots for the calling threads and processes
+            (0: the default, 126; at most 65536); the store adds one for its
+            own thread.
         clock: the time of this handle's events: a callable returning
             milliseconds since the Unix epoch (None: the system clock).  For
             migrations that log entries with their original time, tests and
