@@ -478,8 +478,8 @@ static void failpoints__close_stops_the_walk(void **state)
  * The walk holds a snapshot, and so a reader slot, for as long as it lasts.
  * A store made with max_readers 1 has that one slot for the caller's
  * thread and one more for its own: the caller reads and writes while the
- * walk sleeps inside its first step (before the extra slot, each read was
- * BINDLOG_EBUSY "reader table full" until the walk ended).
+ * walk sleeps inside its first step (before the extra slot, each read and
+ * write was BINDLOG_EBUSY "reader table full" until the walk ended).
  */
 static void failpoints__the_walk_takes_no_reader_slot_of_the_callers(void **state)
 {
@@ -496,7 +496,8 @@ static void failpoints__the_walk_takes_no_reader_slot_of_the_callers(void **stat
     o.max_readers = 1;
     walk_store_with(dir, 3000, 1); /* the reader table: 1 + 1 */
 
-    set_failpoint("walk.step:sleep=300");
+    /* a step long enough that a loaded sanitizer build is still inside it */
+    set_failpoint("walk.step:sleep=1500");
     assert_int_equal(bindlog_open(&s, dir, &o), 0);
     while (bl_failpoint_hits("walk.step") == 0)
         usleep(1000);
