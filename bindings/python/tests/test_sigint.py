@@ -2,7 +2,7 @@
 writers, readers, iterators and followers, hundreds of times (each in its
 own process, sigint_campaign.py); close() must return every time and the
 store must check clean.  ``BINDLOG_SIGINT_TRIES`` sets the tries per mode
-(default 30, seven modes; 10 under a sanitizer's preloaded runtime, whose
+(default 30, seven modes; 5 under a sanitizer's preloaded runtime, whose
 children start several times slower)."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 class SigintTest(unittest.TestCase):
     def test_sigint__close_returns_and_check_passes_every_time(self) -> None:
         sanitized = "san" in os.environ.get("LD_PRELOAD", "")
-        tries = int(os.environ.get("BINDLOG_SIGINT_TRIES") or (10 if sanitized else 30))
+        tries = int(os.environ.get("BINDLOG_SIGINT_TRIES") or (5 if sanitized else 30))
         env = dict(os.environ)
         p = subprocess.run(
             [sys.executable, os.path.join(HERE, "sigint_campaign.py"), "--tries", str(tries),
