@@ -423,6 +423,20 @@ static void walk_store_of(const char *dir, unsigned n)
     walk_store_with(dir, n, 0);
 }
 
+/* Open dir with every walk step taking step_ms; return once the walk is
+ * inside its first step. */
+static bindlog *open_inside_the_walk(const char *dir, const bindlog_options *o, int step_ms)
+{
+    char spec[64];
+    bindlog *s = NULL;
+    snprintf(spec, sizeof spec, "walk.step:sleep=%d", step_ms);
+    set_failpoint(spec);
+    assert_int_equal(bindlog_open(&s, dir, o), 0);
+    while (bl_failpoint_hits("walk.step") == 0)
+        usleep(1000);
+    return s;
+}
+
 /*
  * The whole-store walk a writable open starts in the background
  * (docs/design.md, "Damaged files"): walk.step is hit every thousand or so
@@ -446,10 +460,7 @@ static void failpoints__close_stops_the_walk(void **state)
     walk_store_of(dir, 3000);       /* ~12k entries: ~11 steps, 3.3 s of sleeps */
     o.durability = BINDLOG_DURABILITY_NONE;
 
-    set_failpoint("walk.step:sleep=300");
-    assert_int_equal(bindlog_open(&s, dir, &o), 0);
-    while (bl_failpoint_hits("walk.step") == 0)
-        usleep(1000);
+    s = open_inside_the_walk(dir, &o, 300);
     bindlog_close(s); /* inside the first step's sleep */
     unsigned long steps = bl_failpoint_hits("walk.step");
     print_message("  close during the walk: %lu of ~11 steps taken\n", steps);
@@ -497,10 +508,7 @@ static void failpoints__the_walk_takes_no_reader_slot_of_the_callers(void **stat
     walk_store_with(dir, 3000, 1); /* the reader table: 1 + 1 */
 
     /* a step long enough that a loaded sanitizer build is still inside it */
-    set_failpoint("walk.step:sleep=1500");
-    assert_int_equal(bindlog_open(&s, dir, &o), 0);
-    while (bl_failpoint_hits("walk.step") == 0)
-        usleep(1000);
+    s = open_inside_the_walk(dir, &o, 1500);
     assert_int_equal(bindlog_stats_get(s, &st), 0); /* inside the first step */
     assert_int_equal(st.readers_max, 2);
     assert_int_equal(bindlog_get(s, "agent:main:walk:000042", &b), 0);
