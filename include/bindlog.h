@@ -350,7 +350,11 @@ typedef struct bindlog bindlog;
  *   BINDLOG_EVERSION (a newer on-disk format), BINDLOG_EACCES (also: etcd
  *   refused the credentials, or the user has no permission on the prefix),
  *   BINDLOG_ENOTSUP (an etcd location without the etcd module),
- *   BINDLOG_ECORRUPT, BINDLOG_EIO (also: etcd unreachable, or TLS failed: a
+ *   BINDLOG_ECORRUPT (damage the message names; also a directory whose
+ *   data.mdb is missing, empty or without bindlog's tables while its
+ *   bindlog.wal holds frames: the store's file was lost, and creating a
+ *   new store would truncate its log, so nothing is written),
+ *   BINDLOG_EIO (also: etcd unreachable, or TLS failed: a
  *   server certificate that no trusted CA signed or that names another
  *   host, a client certificate the server refuses), BINDLOG_ENOMEM,
  *   BINDLOG_ENOSPC, BINDLOG_EBUSY (a local store: another process has been

@@ -285,6 +285,106 @@ static void open__not_a_store_leaves_nothing(void **state)
     free(tmp);
 }
 
+/* The whole of a file, or NULL (and *n = 0) when there is none. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    struct stat st;
+    unsigned char *buf;
+    FILE *f = fopen(path, "rb");
+    *n = 0;
+    if (f == NULL)
+        return NULL;
+    assert_int_equal(fstat(fileno(f), &st), 0);
+    buf = malloc((size_t)st.st_size + 1);
+    assert_non_null(buf);
+    *n = fread(buf, 1, (size_t)st.st_size, f);
+    assert_int_equal(*n, (size_t)st.st_size);
+    fclose(f);
+    return buf;
+}
+
+/* A store whose data.mdb was lost (deleted, emptied, replaced by another
+ * LMDB file) still has its log.  A writable open used to take the
+ * directory for one where a creation never finished, truncate bindlog.wal
+ * and start a new, empty store: every event gone, and nothing said.  Frames
+ * are only ever written into a store that exists, so a log that holds any
+ * is refused (BINDLOG_ECORRUPT, naming its LSNs) by readers and writers,
+ * and the log is left byte for byte as it was.  A log with no frame (a
+ * creation that crashed before the store's first commit) is made again. */
+static void open__a_log_without_its_store_is_refused(void **state)
+{
+    (void)state;
+    char *tmp = tu_mkdtemp("open-orphan");
+    char dir[1024], p[1100], w[1100];
+    static const char *const how[] = {"deleted", "emptied", "foreign"};
+
+    for (size_t i = 0; i < sizeof(how) / sizeof(how[0]); i++) {
+        bindlog *s = NULL;
+        size_t n0, n1;
+        snprintf(dir, sizeof(dir), "%s/%s", tmp, how[i]);
+        assert_int_equal(bindlog_open(&s, dir, NULL), 0);
+        assert_int_equal(bindlog_bind(s, "k", "s1", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+        assert_int_equal(bindlog_bind(s, "k", "s2", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+        assert_int_equal(bindlog_bind(s, "j", "s3", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+        bindlog_close(s);
+        path_of(p, sizeof(p), dir, "data.mdb");
+        path_of(w, sizeof(w), dir, "bindlog.wal");
+        unsigned char *log0 = slurp(w, &n0);
+        assert_non_null(log0);
+
+        assert_int_equal(unlink(p), 0);
+        path_of(p, sizeof(p), dir, "lock.mdb");
+        assert_int_equal(unlink(p), 0);
+        path_of(p, sizeof(p), dir, "data.mdb");
+        if (strcmp(how[i], "emptied") == 0) {
+            write_text(p, "");
+        } else if (strcmp(how[i], "foreign") == 0) {
+            MDB_env *env;
+            assert_int_equal(mdb_env_create(&env), 0);
+            assert_int_equal(mdb_env_open(env, dir, 0, 0600), 0);
+            mdb_env_close(env);
+            path_of(p, sizeof(p), dir, "lock.mdb");
+            assert_int_equal(unlink(p), 0);
+        }
+        char before[512], after[512];
+        listing(dir, before, sizeof(before));
+        for (int ro = 1; ro >= 0; ro--) {
+            assert_int_equal(try_open(dir, ro), BINDLOG_ECORRUPT);
+            assert_message(strcmp(how[i], "deleted") == 0   ? "there is no data.mdb"
+                           : strcmp(how[i], "emptied") == 0 ? "data.mdb is empty"
+                                                            : "data.mdb holds no store");
+            assert_message("bindlog.wal holds 3 frames of a log (LSNs 1-3)");
+            assert_message("restore data.mdb from a backup");
+            listing(dir, after, sizeof(after));
+            if (strcmp(before, after) != 0)
+                fail_msg("%s open of a store whose data.mdb was %s: \"%s\" became \"%s\"",
+                         ro ? "a read-only" : "a writable", how[i], before, after);
+            unsigned char *log1 = slurp(w, &n1);
+            assert_int_equal(n1, n0);
+            assert_memory_equal(log1, log0, n0);
+            free(log1);
+        }
+        if (strcmp(how[i], "emptied") == 0) {
+            struct stat st;
+            assert_int_equal(stat(p, &st), 0);
+            assert_int_equal(st.st_size, 0); /* LMDB never wrote into it */
+        }
+        free(log0);
+    }
+
+    /* a log without a frame: what a creation that crashed after making the
+     * log and before its first commit leaves; a writer makes the store */
+    snprintf(dir, sizeof(dir), "%s/unfinished", tmp);
+    assert_int_equal(try_open(dir, 0), 0);
+    path_of(p, sizeof(p), dir, "data.mdb");
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(try_open(dir, 1), BINDLOG_ENOTFOUND);
+    make_store(dir);
+    assert_int_equal(try_open(dir, 1), 0);
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
 /* lock.mdb is allocated before LMDB maps it, at exactly LMDB's size for
  * the reader slots asked for and the store's own one: LMDB keeps it (its
  * slot count is that one, so the size was not larger) and no block of it
@@ -333,6 +433,7 @@ int main(void)
         cmocka_unit_test(open__store_file_symlinks_are_refused),
         cmocka_unit_test(open__regular_file_is_not_a_store),
         cmocka_unit_test(open__not_a_store_leaves_nothing),
+        cmocka_unit_test(open__a_log_without_its_store_is_refused),
         cmocka_unit_test(open__lock_file_is_allocated_at_lmdb_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

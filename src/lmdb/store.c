@@ -920,16 +920,31 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
                                 "here: damaged");
             goto out;
         }
-        /* empty: a creation that never wrote a page.  A writer makes the
-         * store again; a reader has no store to read, and LMDB would write
-         * its first pages */
+        /* empty: a creation that never wrote a page, or a store whose file
+         * was emptied, which its log (frames in bindlog.wal) tells: refused
+         * before LMDB writes its first pages into it.  Otherwise a writer
+         * makes the store again; a reader has no store to read. */
+        rc = bl_wal_refuse_orphan(dir, "data.mdb is empty");
+        if (rc == BINDLOG_ECORRUPT && probe_data_file(dir) != 1) {
+            bl_err_clear(); /* written meanwhile: a store being made, not one lost */
+            rc = 0;
+        }
+        if (rc != 0)
+            goto out;
         if (o->read_only) {
             rc = bl_err_set(BINDLOG_ENOTFOUND, "data.mdb is empty: no store here yet");
             goto out;
         }
-        rc = 0;
     }
     if (!exists) {
+        /* a log with frames says a store lived here and lost its file */
+        rc = bl_wal_refuse_orphan(dir, "there is no data.mdb");
+        if (rc == BINDLOG_ECORRUPT && file_exists(dir, "data.mdb") != 0) {
+            bl_err_clear(); /* made meanwhile: a store being made, not one lost */
+            rc = 0;
+        }
+        if (rc != 0)
+            goto out;
         if (o->read_only) {
             rc = bl_err_set(BINDLOG_ENOTFOUND, "no store here (no data.mdb), and a read-only "
                                                "open never creates one");

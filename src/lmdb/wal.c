@@ -791,3 +791,66 @@ int bl_wal_past_break(int fd, uint64_t cap, uint64_t salt, const bl_wal_at *end,
     memset(out, 0, sizeof(*out));
     return bl_wal_loose_scan(fd, cap, past_want, past_frame, &p);
 }
+
+/* ---- a log without its store ---------------------------------------------- */
+
+static int orphan_frame(void *ctx, const bl_wframe *f, uint64_t off)
+{
+    bl_wal_orphan *o = ctx;
+    (void)off;
+    uint64_t last = f->first_lsn + f->nrec - 1;
+    if (o->frames == 0 || f->first_lsn < o->first_lsn)
+        o->first_lsn = f->first_lsn;
+    if (last > o->last_lsn)
+        o->last_lsn = last;
+    o->frames++;
+    return 0;
+}
+
+int bl_wal_orphan_frames(const char *dir, bl_wal_orphan *out)
+{
+    char *path = bl_path_join(dir, BL_WAL_FILE);
+    struct stat st;
+    uint64_t salt, cap;
+    int fd, rc;
+
+    memset(out, 0, sizeof(*out));
+    if (path == NULL)
+        return BINDLOG_ENOMEM;
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    free(path);
+    if (fd < 0)
+        return 0; /* none (or none this process may read: the open says why) */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size <= BL_WAL_HDR) {
+        close(fd);
+        return 0;
+    }
+    /* the ring as the header says, or as the file's size says when the
+     * header is damaged (a frame's position is checked against it) */
+    if (!bl_wal_header(fd, &salt, &cap) || cap > (uint64_t)st.st_size - BL_WAL_HDR)
+        cap = ((uint64_t)st.st_size - BL_WAL_HDR) & ~(uint64_t)7;
+    rc = bl_wal_loose_scan(fd, cap, NULL, orphan_frame, out);
+    close(fd);
+    return rc;
+}
+
+int bl_wal_refuse_orphan(const char *dir, const char *what)
+{
+    bl_wal_orphan o;
+    int rc = bl_wal_orphan_frames(dir, &o);
+    if (rc != 0 || o.frames == 0)
+        return rc;
+    char lsns[64];
+    if (o.first_lsn == o.last_lsn)
+        snprintf(lsns, sizeof lsns, "LSN %llu", (unsigned long long)o.first_lsn);
+    else
+        snprintf(lsns, sizeof lsns, "LSNs %llu-%llu", (unsigned long long)o.first_lsn,
+                 (unsigned long long)o.last_lsn);
+    return bl_err_set(BINDLOG_ECORRUPT,
+                      "%s, yet %s holds %llu frame%s of a log (%s): the store "
+                      "they were written into is gone (its data.mdb deleted, emptied or "
+                      "replaced).  Nothing was written: restore data.mdb from a backup, or "
+                      "move %s away to start a new store",
+                      what, BL_WAL_FILE, (unsigned long long)o.frames,
+                      o.frames == 1 ? "" : "s", lsns, BL_WAL_FILE);
+}

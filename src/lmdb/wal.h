@@ -264,6 +264,25 @@ typedef struct bl_wal_break {
 int bl_wal_past_break(int fd, uint64_t cap, uint64_t salt, const bl_wal_at *end,
                       bl_wal_break *out);
 
+/* The frames a dir/bindlog.wal holds, whatever its header says: what a
+ * directory without a store (no data.mdb, an empty one, or one without
+ * bindlog's tables) must not hold, since frames are only ever written
+ * into a store that exists.  A log with none is what a creation that
+ * crashed before its first commit leaves, which may be made again. */
+typedef struct bl_wal_orphan {
+    uint64_t frames;              /* frames that stand on their own */
+    uint64_t first_lsn, last_lsn; /* the LSNs they hold (when frames > 0) */
+} bl_wal_orphan;
+
+/* Scan dir/bindlog.wal (if there is one) for frames.  0 (out->frames says
+ * how many), an I/O error or BINDLOG_ENOMEM. */
+int bl_wal_orphan_frames(const char *dir, bl_wal_orphan *out);
+
+/* BINDLOG_ECORRUPT naming what was found (`what`: "there is no
+ * data.mdb", ...) if dir/bindlog.wal holds frames; otherwise 0 or the
+ * scan's error.  Called before anything is created or written. */
+int bl_wal_refuse_orphan(const char *dir, const char *what);
+
 /* The header's salt and cap: 1 if the header is intact (magic, checksum),
  * 0 if not (nothing then to compare). */
 int bl_wal_header(int fd, uint64_t *salt, uint64_t *cap);

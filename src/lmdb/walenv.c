@@ -502,6 +502,13 @@ static int open_alone(bl_env *e, const bindlog_options *o, int may_create, int p
     if (rc < 0)
         return rc;
     if (rc == 0) {
+        /* No store, yet maybe a log: frames are only written into a store
+         * that exists, so a log with any says its tables were lost (data.mdb
+         * deleted, emptied or replaced).  Creating a store would truncate
+         * the log; refuse before anything is written.  Alone, no other
+         * process can be making the store meanwhile. */
+        if ((rc = bl_wal_refuse_orphan(e->path, "data.mdb holds no store")) != 0)
+            return rc;
         if (!may_create || private_mode)
             return bl_env_init_tables(e, 0, 0, 0); /* says why it is not a store */
         uint64_t salt = new_salt(), cap = cap_of(o);
