@@ -11,9 +11,11 @@
 #define _GNU_SOURCE
 #include "maint/maint.h"
 #include "platform/platform.h"
+#include "core/error.h"
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -337,8 +339,12 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
             rc = bl_record_decode(v.mv_data, v.mv_size, &r) == 0 ? 0 : BL_BULK_FALLBACK;
             break;
         }
-        if (x->log_out != NULL &&
-            (rc = bl_appender_put(x->log_out, BL_DB_LOG, k.mv_data, 8, v.mv_data, v.mv_size)) != 0)
+        rc = 0;
+        if (x->log_later != NULL)
+            rc = bl_logcopy_add(x->log_later, v.mv_data, v.mv_size, x->next_lsn);
+        else if (x->log_out != NULL)
+            rc = bl_appender_put(x->log_out, BL_DB_LOG, k.mv_data, 8, v.mv_data, v.mv_size);
+        if (rc != 0)
             break;
         /* by reference: the map lock is held until the bulk run is done
          * (no breathing here), so the snapshot's pages stay mapped */
@@ -356,6 +362,106 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
     }
     bl_cursor_close(&c);
     return rc;
+}
+
+/* ---- the log copied on a thread of its own ------------------------------------- */
+
+struct bl_logcopy {
+    struct lc_rec {
+        const unsigned char *p;
+        size_t len;
+    } *recs;
+    size_t n, cap;
+    uint64_t first_lsn;
+    bl_env *dst;
+    pthread_t th;
+    int started, joined, rc;
+    char msg[BL_ERRMSG_MAX]; /* the thread's detail, for the joining thread */
+};
+
+bl_logcopy *bl_logcopy_new(uint64_t records)
+{
+    bl_logcopy *lc = calloc(1, sizeof(*lc));
+    if (lc == NULL)
+        return NULL;
+    lc->cap = records > 0 && records < ((size_t)1 << 24) ? (size_t)records : 1024;
+    if ((lc->recs = malloc(lc->cap * sizeof(*lc->recs))) == NULL) {
+        free(lc);
+        return NULL;
+    }
+    return lc;
+}
+
+int bl_logcopy_add(bl_logcopy *lc, const void *rec, size_t len, uint64_t lsn)
+{
+    if (lc->n == 0)
+        lc->first_lsn = lsn;
+    else if (lsn != lc->first_lsn + lc->n)
+        return BINDLOG_EINVAL; /* the caller feeds consecutive LSNs */
+    if (lc->n == lc->cap) {
+        struct lc_rec *nr = realloc(lc->recs, 2 * lc->cap * sizeof(*nr));
+        if (nr == NULL)
+            return BINDLOG_ENOMEM;
+        lc->recs = nr;
+        lc->cap *= 2;
+    }
+    lc->recs[lc->n++] = (struct lc_rec){rec, len};
+    return 0;
+}
+
+static void *logcopy_thread(void *arg)
+{
+    bl_logcopy *lc = arg;
+    bl_appender a;
+    unsigned char k[8];
+    int rc = bl_appender_init(&a, lc->dst, NULL);
+    for (size_t i = 0; rc == 0 && i < lc->n; i++) {
+        bl_put64be(k, lc->first_lsn + i);
+        rc = bl_appender_put(&a, BL_DB_LOG, k, 8, lc->recs[i].p, lc->recs[i].len);
+    }
+    if (rc == 0)
+        rc = bl_appender_finish(&a);
+    else
+        bl_appender_abort(&a);
+    if (rc != 0 && bl_err_isset())
+        snprintf(lc->msg, sizeof lc->msg, "%s", bl_err_get());
+    lc->rc = rc;
+    return NULL;
+}
+
+int bl_logcopy_start(bl_logcopy *lc, bl_env *dst)
+{
+    lc->dst = dst;
+    if (pthread_create(&lc->th, NULL, logcopy_thread, lc) == 0) {
+        lc->started = 1;
+        return 0;
+    }
+    /* no thread: the copy on this one, now */
+    logcopy_thread(lc);
+    lc->joined = 1;
+    if (lc->rc != 0 && lc->msg[0] != '\0')
+        bl_err_set(lc->rc, "%s", lc->msg);
+    return lc->rc;
+}
+
+int bl_logcopy_join(bl_logcopy *lc)
+{
+    if (lc->started && !lc->joined) {
+        pthread_join(lc->th, NULL);
+        lc->joined = 1;
+        if (lc->rc != 0 && lc->msg[0] != '\0')
+            bl_err_set(lc->rc, "%s", lc->msg);
+    }
+    return lc->rc;
+}
+
+void bl_logcopy_free(bl_logcopy *lc)
+{
+    if (lc == NULL)
+        return;
+    bl_logcopy_join(lc);
+    free(lc->recs);
+    free(lc);
 }
 
 uint64_t bl_bulk_size_hint(bl_env *e, MDB_txn *txn)

@@ -188,11 +188,34 @@ typedef struct bl_bulk_scan {
     uint64_t next_lsn, last_lsn; /* in: the range; out: next_lsn is one past the last fed */
     int64_t last_time, to_time;  /* in: the time before next_lsn; out: the last fed */
     bl_appender *log_out;
+    struct bl_logcopy *log_later; /* instead of log_out: the records, to copy on a thread */
     uint64_t scanned, total;
     bindlog_progress_fn progress;
     void *progress_ctx;
 } bl_bulk_scan;
 int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x);
+
+/*
+ * The log records a replay copies into its target, written on a thread of
+ * their own while the bulk replay decides (bl_bulk_feed_log collects them
+ * by reference: the caller holds the source's snapshot and map lock until
+ * bl_logcopy_join).  The thread writes them in transactions of its own, so
+ * the target's writer must have committed before bl_logcopy_start and
+ * begin nothing before bl_logcopy_join.  Records are consecutive by LSN
+ * from the first added.
+ */
+typedef struct bl_logcopy bl_logcopy;
+/* NULL on no memory (the caller copies inline instead); `records` is how
+ * many will be added at most (an estimate is enough: it only sizes). */
+bl_logcopy *bl_logcopy_new(uint64_t records);
+int bl_logcopy_add(bl_logcopy *lc, const void *rec, size_t len, uint64_t lsn);
+/* Start writing into dst (on this thread, before returning, when no
+ * thread can start); 0 or the copy's error. */
+int bl_logcopy_start(bl_logcopy *lc, bl_env *dst);
+/* Wait for the thread: 0 or its error.  Again: the same result. */
+int bl_logcopy_join(bl_logcopy *lc);
+/* Joins first if need be. */
+void bl_logcopy_free(bl_logcopy *lc);
 
 /* About how many bytes of image and log a bulk replay of e will be fed. */
 uint64_t bl_bulk_size_hint(bl_env *e, MDB_txn *txn);

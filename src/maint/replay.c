@@ -681,10 +681,62 @@ typedef struct bulk_result {
     unsigned char digest[BINDLOG_DIGEST_SIZE]; /* of the state replayed */
 } bulk_result;
 
+/* The sink of a replay whose log records are copied into the target on a
+ * thread of their own while the bulk replay decides: the target has one
+ * writer at a time, so the tables are written once that thread is done,
+ * through `app` begun again then.  Called on the thread that runs
+ * bl_bulk_run (the merge's consumer). */
+typedef struct later_sink {
+    const bl_bulk_sink *inner;
+    bl_logcopy *lc;
+    bl_appender *app;
+    bl_env *dst;
+    int ready, rc;
+} later_sink;
+
+static int later_ready(later_sink *l)
+{
+    if (!l->ready) {
+        l->ready = 1;
+        l->rc = bl_logcopy_join(l->lc);
+        if (l->rc == 0)
+            l->rc = bl_appender_init(l->app, l->dst, NULL);
+    }
+    return l->rc;
+}
+
+static int later_binding(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    later_sink *l = ctx;
+    int rc = later_ready(l);
+    return rc != 0 ? rc : l->inner->binding(l->inner->ctx, k, kn, v, vn);
+}
+
+static int later_session(void *ctx, const void *k, size_t kn, const void *v, size_t vn)
+{
+    later_sink *l = ctx;
+    int rc = later_ready(l);
+    return rc != 0 ? rc : l->inner->session(l->inner->ctx, k, kn, v, vn);
+}
+
+static int later_child(void *ctx, uint64_t parent_lsn, const void *c, size_t cn)
+{
+    later_sink *l = ctx;
+    int rc = later_ready(l);
+    return rc != 0 ? rc : l->inner->child(l->inner->ctx, parent_lsn, c, cn);
+}
+
+/* Logs up to this many records are copied on a thread (16 bytes of
+ * reference each, 16 MiB at most); longer ones inline, as they are read. */
+#define LOG_LATER_MAX ((uint64_t)1 << 20)
+
 /*
  * Replay src's base image and log (up to last_lsn and to_time) by the bulk
  * path into `sink`, and into `copy` (if not NULL) the base image and the
- * log records themselves (replay keeps them; check does not).  Returns 0,
+ * log records themselves (replay keeps them; check does not).  When `copy`
+ * is its own transaction's and the appender `sink` writes through, the log
+ * records are copied on a thread of their own while the replay decides
+ * (later_sink), where the tables' writes then wait for it.  Returns 0,
  * BL_BULK_FALLBACK (the sequential replay must run instead: what the sink
  * and copy received is to be discarded), or an error.  Caller holds src's
  * map lock.
@@ -704,20 +756,44 @@ static int replay_bulk(bl_env *src, bl_snap *ss, const bl_base *base, uint64_t l
     if (progress != NULL && last_lsn > base->lsn)
         bl_bulk_set_progress(b, progress, progress_ctx, last_lsn - base->lsn);
     rc = bl_bulk_feed_image(b, src, ss->txn, copy, &res->live_bindings, &res->live_sessions);
+    uint64_t records = last_lsn > base->lsn ? last_lsn - base->lsn : 0;
+    bl_logcopy *lc = NULL;
+    later_sink later = {sink, NULL, copy, NULL, 0, 0};
+    bl_bulk_sink later_s = {&later, later_binding, later_session, later_child};
+    if (rc == 0 && copy != NULL && copy->own && sink->ctx == copy && records > 0 &&
+        records <= LOG_LATER_MAX && (lc = bl_logcopy_new(records)) != NULL) {
+        later.lc = lc;
+        later.dst = copy->e;
+        /* the thread's transactions come after the image's */
+        rc = bl_appender_finish(copy);
+    }
     res->scan = (bl_bulk_scan){.src = src,
                                .ss = ss,
                                .next_lsn = base->lsn + 1,
                                .last_lsn = last_lsn,
                                .last_time = base->time_ms,
                                .to_time = to_time,
-                               .log_out = copy,
-                               .total = last_lsn > base->lsn ? last_lsn - base->lsn : 0,
+                               .log_out = lc != NULL ? NULL : copy,
+                               .log_later = lc,
+                               .total = records,
                                .progress = progress,
                                .progress_ctx = progress_ctx};
     if (rc == 0)
         rc = bl_bulk_feed_log(b, &res->scan);
+    if (rc == 0 && lc != NULL) {
+        rc = bl_logcopy_start(lc, copy->e);
+        sink = &later_s;
+    }
     if (rc == 0)
         rc = bl_bulk_run(b, sink, &d, want_digest ? res->digest : NULL);
+    if (lc != NULL) {
+        /* nothing merged (or a failure before): the table writer is
+         * begun all the same, for the caller to finish or abort */
+        int jrc = later_ready(&later);
+        if (rc == 0)
+            rc = jrc;
+        bl_logcopy_free(lc);
+    }
     if (rc == 0) {
         res->counts = base->counts;
         for (int i = 0; i < BINDLOG_EVENT_COUNT; i++)
