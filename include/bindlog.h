@@ -935,8 +935,11 @@ BINDLOG_API int bindlog_check(bindlog *s, bindlog_check_report *out,
  * reproduces this store's digest exactly.  Errors: BINDLOG_EEXIST if
  * out_dir holds anything; BINDLOG_ENOTFOUND if to_lsn (or to_time_ms) lies
  * before the base image (that past was compacted away); BINDLOG_ECORRUPT
- * if a record does not re-derive (with the store left at `out_dir`
- * unusable: remove it).  Runs the bulk replay described at
+ * if a record does not re-derive; BINDLOG_ENOSPC, BINDLOG_EIO,
+ * BINDLOG_ENOMEM.  On any error nothing is left at `out_dir` (the files
+ * of the new store are removed, and the directory too if the call made
+ * it), so the same call can run again once the cause is gone.  Runs the
+ * bulk replay described at
  * bindlog_check() (same memory, disk and map-growth notes), writing every
  * table of the new store in key order, and falls back to the record-by-
  * record replay when the bulk one cannot decide alone.  The new store is

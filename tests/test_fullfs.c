@@ -445,6 +445,68 @@ static void fullfs__import_into_new_directory(void **state)
     assert_true(imported > 0);
 }
 
+/* A replay into a new directory on a full disk: at every amount of room,
+ * BINDLOG_ENOSPC with nothing left behind (so that the same call succeeds
+ * once there is room), or a store with the source's digest.  The log is
+ * copied into the new store on a thread of its own (docs/design.md, "Bulk
+ * replay"): its failure must come back as the call's, with its message. */
+static void fullfs__replay_into_a_full_disk(void **state)
+{
+    fs *f = *state;
+    char src[1100], dir[1100], left[512];
+    unsigned char want[BINDLOG_DIGEST_SIZE], got[BINDLOG_DIGEST_SIZE];
+    int rc, refused = 0, replayed = 0;
+
+    /* the source on the real disk, its log big enough to fill the room */
+    snprintf(src, sizeof(src), "%s/src", f->base);
+    bindlog *s = fs_open(f, src, 0, &rc);
+    assert_int_equal(rc, 0);
+    bind_n(s, 0, 3000);
+    assert_int_equal(bindlog_digest(s, want, NULL), 0);
+
+    snprintf(dir, sizeof(dir), "%s/replayed", f->mnt);
+    for (uint64_t room = 0; room <= 12 << 20;
+         room += room < 64 * 1024 ? 16384 : room < (1 << 20) ? 262144 : 1 << 20) {
+        fs_fill(f, room);
+        uint64_t last = 0;
+        rc = bindlog_replay(s, dir, UINT64_MAX, INT64_MAX, got, &last, NULL, NULL);
+        if (rc == 0) {
+            replayed++;
+            assert_int_equal(last, 3000);
+            assert_memory_equal(got, want, sizeof(want));
+        } else {
+            refused++;
+            if (rc != BINDLOG_ENOSPC)
+                fail_msg("%llu bytes free: %s", (unsigned long long)room, bindlog_last_error());
+            listing(f->mnt, left, sizeof(left));
+            if (left[0] != '\0' && strcmp(left, "replayed") != 0)
+                fail_msg("%llu bytes free: the refused replay left \"%s\"",
+                         (unsigned long long)room, left);
+            if (exists(dir)) {
+                listing(dir, left, sizeof(left));
+                if (left[0] != '\0')
+                    fail_msg("%llu bytes free: the refused replay left \"%s\" in its target",
+                             (unsigned long long)room, left);
+            }
+        }
+        fs_unfill(f);
+        if (rc == 0) {
+            bindlog_check_report rep;
+            bindlog *r = fs_open(f, dir, 1, &rc);
+            assert_int_equal(rc, 0);
+            assert_int_equal(bindlog_check(r, &rep, NULL, NULL), 0);
+            assert_int_equal(rep.problems, 0);
+            bindlog_close(r);
+        }
+        tu_rmtree(dir);
+    }
+    bindlog_close(s);
+    print_message("replay into a new directory: %d refused with ENOSPC, %d replayed\n", refused,
+                  replayed);
+    assert_true(refused > 0);
+    assert_true(replayed > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +514,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fullfs__open_with_lock_missing_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(fullfs__acknowledged_events_survive, setup, teardown),
         cmocka_unit_test_setup_teardown(fullfs__import_into_new_directory, setup, teardown),
+        cmocka_unit_test_setup_teardown(fullfs__replay_into_a_full_disk, setup, teardown),
     };
     const char *req = getenv("BINDLOG_REQUIRE_TMPFS");
     if (fs_namespace() != 0) {

@@ -841,6 +841,8 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
         return BINDLOG_EINVAL;
     if ((rc = dir_must_be_new(out_dir)) != 0)
         return rc;
+    struct stat dst_st;
+    int made_dir = stat(out_dir, &dst_st) != 0; /* open_target makes it */
     src = s->e;
     if ((rc = bl_snap_open(src, &ss, 1)) != 0)
         return rc;
@@ -922,6 +924,13 @@ out:
     if (have_ss)
         bl_snap_close(&ss);
     bindlog_close(dst);
+    if (rc != 0 && dst != NULL) {
+        /* a failed replay leaves nothing (the directory was empty, or not
+         * there): the same call can run again once the cause is gone */
+        wipe_store(out_dir);
+        if (made_dir)
+            rmdir(out_dir);
+    }
     bl_replayer_free(&r);
     return rc;
 }
