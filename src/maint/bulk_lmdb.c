@@ -429,6 +429,15 @@ static void *logcopy_thread(void *arg)
     return NULL;
 }
 
+/* The copy is over: its result, with its detail on the calling thread. */
+static int logcopy_done(bl_logcopy *lc)
+{
+    lc->joined = 1;
+    if (lc->rc != 0 && lc->msg[0] != '\0')
+        bl_err_set(lc->rc, "%s", lc->msg);
+    return lc->rc;
+}
+
 int bl_logcopy_start(bl_logcopy *lc, bl_env *dst)
 {
     lc->dst = dst;
@@ -436,23 +445,16 @@ int bl_logcopy_start(bl_logcopy *lc, bl_env *dst)
         lc->started = 1;
         return 0;
     }
-    /* no thread: the copy on this one, now */
-    logcopy_thread(lc);
-    lc->joined = 1;
-    if (lc->rc != 0 && lc->msg[0] != '\0')
-        bl_err_set(lc->rc, "%s", lc->msg);
-    return lc->rc;
+    logcopy_thread(lc); /* no thread: the copy on this one, now */
+    return logcopy_done(lc);
 }
 
 int bl_logcopy_join(bl_logcopy *lc)
 {
-    if (lc->started && !lc->joined) {
-        pthread_join(lc->th, NULL);
-        lc->joined = 1;
-        if (lc->rc != 0 && lc->msg[0] != '\0')
-            bl_err_set(lc->rc, "%s", lc->msg);
-    }
-    return lc->rc;
+    if (!lc->started || lc->joined)
+        return lc->rc;
+    pthread_join(lc->th, NULL);
+    return logcopy_done(lc);
 }
 
 void bl_logcopy_free(bl_logcopy *lc)
