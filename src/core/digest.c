@@ -26,7 +26,9 @@
 #include "core/record.h"
 
 struct bl_digest {
-    XXH3_state_t *st;
+    XXH3_state_t *st;    /* NULL: a gatherer, whose bytes go to out */
+    unsigned char *out;  /* a gatherer's bytes past buf, out_len of out_cap */
+    size_t out_len, out_cap;
     size_t len;
     unsigned char buf[64 << 10];
     unsigned char canon[BL_SVAL_FIXED + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX +
@@ -66,15 +68,68 @@ bl_digest *bl_digest_new(void)
         return NULL;
     }
     XXH3_128bits_reset(d->st);
+    d->out = NULL;
+    d->out_len = d->out_cap = 0;
     d->len = 0;
     return d;
+}
+
+bl_digest *bl_digest_new_gather(void)
+{
+    bl_digest *d = malloc(sizeof(*d));
+    if (d == NULL)
+        return NULL;
+    d->st = NULL;
+    d->out = NULL;
+    d->out_len = d->out_cap = 0;
+    d->len = 0;
+    return d;
+}
+
+/* Bytes that leave d->buf: hashed, or a gatherer's kept. */
+static int emit(bl_digest *d, const void *p, size_t n)
+{
+    if (d->st != NULL) {
+        XXH3_128bits_update(d->st, p, n);
+        return 0;
+    }
+    if (n > d->out_cap - d->out_len) {
+        size_t cap = d->out_cap ? d->out_cap : sizeof(d->buf);
+        while (cap - d->out_len < n)
+            cap *= 2;
+        unsigned char *o = realloc(d->out, cap);
+        if (o == NULL)
+            return bl_err_set(BINDLOG_ENOMEM, "state digest: out of memory");
+        d->out = o;
+        d->out_cap = cap;
+    }
+    memcpy(d->out + d->out_len, p, n);
+    d->out_len += n;
+    return 0;
+}
+
+int bl_digest_take(bl_digest *d, bl_digest *from)
+{
+    if (d->st == NULL)
+        return BINDLOG_EINVAL; /* gatherers hand on to a digest, not to each other */
+    if (from->out_len != 0 || from->len != 0) {
+        XXH3_128bits_update(d->st, d->buf, d->len);
+        d->len = 0;
+        XXH3_128bits_update(d->st, from->out, from->out_len);
+        XXH3_128bits_update(d->st, from->buf, from->len);
+    }
+    from->out_len = 0;
+    from->len = 0;
+    return 0;
 }
 
 void bl_digest_free(bl_digest *d)
 {
     if (d == NULL)
         return;
-    XXH3_freeState(d->st);
+    if (d->st != NULL)
+        XXH3_freeState(d->st);
+    free(d->out);
     free(d);
 }
 
@@ -120,15 +175,15 @@ int bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v
     bl_put32(hdr + h, (uint32_t)vn);
     /* tag, key length, key, value length, value */
     if (d->len + h + kn + 4 + vn > sizeof(d->buf)) {
-        XXH3_128bits_update(d->st, d->buf, d->len);
+        if ((rc = emit(d, d->buf, d->len)) != 0)
+            return rc;
         d->len = 0;
     }
     if (h + kn + 4 + vn > sizeof(d->buf)) {
-        XXH3_128bits_update(d->st, hdr, h);
-        XXH3_128bits_update(d->st, k, kn);
-        XXH3_128bits_update(d->st, hdr + h, 4);
-        XXH3_128bits_update(d->st, v, vn);
-        return 0;
+        if ((rc = emit(d, hdr, h)) == 0 && (rc = emit(d, k, kn)) == 0 &&
+            (rc = emit(d, hdr + h, 4)) == 0)
+            rc = emit(d, v, vn);
+        return rc;
     }
     unsigned char *o = d->buf + d->len;
     memcpy(o, hdr, h);
@@ -150,6 +205,10 @@ int bl_digest_add_sval(bl_digest *d, const void *id, size_t id_len, const bl_sva
 void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE])
 {
     XXH128_canonical_t c;
+    if (d->st == NULL) { /* a gatherer has no digest of its own */
+        memset(out, 0, BINDLOG_DIGEST_SIZE);
+        return;
+    }
     XXH3_128bits_update(d->st, d->buf, d->len);
     d->len = 0;
     XXH128_canonicalFromHash(&c, XXH3_128bits_digest(d->st));

@@ -30,4 +30,15 @@ int bl_digest_add(bl_digest *d, int tag, const void *k, size_t kn, const void *v
 int bl_digest_add_sval(bl_digest *d, const void *id, size_t id_len, const bl_sval *sv);
 void bl_digest_final(bl_digest *d, unsigned char out[BINDLOG_DIGEST_SIZE]);
 
+/* A gatherer: entries added to it (bl_digest_add, bl_digest_add_sval) are
+ * encoded and kept, not hashed, so that one thread can encode a run of
+ * entries while another hashes the run before it.  NULL when out of
+ * memory; bl_digest_free() frees it.  Its adds may also fail with
+ * BINDLOG_ENOMEM (the kept bytes grow); bl_digest_final() is not for it. */
+bl_digest *bl_digest_new_gather(void);
+/* Hash the entries gathered in `from`, in the order added, into digest d
+ * as if they had been added to d at this point, and empty `from` for the
+ * next run.  0, or BINDLOG_EINVAL when d is itself a gatherer. */
+int bl_digest_take(bl_digest *d, bl_digest *from);
+
 #endif /* BL_DIGEST_H */

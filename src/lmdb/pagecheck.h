@@ -271,6 +271,18 @@ void bl_pc_remap(bl_env *e);
  */
 int bl_pc_get(bl_env *e, MDB_txn *txn, int table, const MDB_val *key, MDB_val *data);
 
+/*
+ * bl_pc_get in two steps, for a search from a thread that does not own the
+ * transaction: bl_pc_root reads table `table`'s root in txn's snapshot
+ * (on txn's thread: 0, BINDLOG_ENOTSUP when the store has no page guard,
+ * BINDLOG_ECORRUPT or another code); bl_pc_get_at searches from that
+ * root without calling LMDB, and may run on any thread while txn stays
+ * open and map_lock is held (shared) on the caller's behalf.  Returns and
+ * value as bl_pc_get.
+ */
+int bl_pc_root(bl_env *e, MDB_txn *txn, int table, bl_pc_db *db);
+int bl_pc_get_at(bl_env *e, const bl_pc_db *db, int table, const MDB_val *key, MDB_val *data);
+
 /* Validate in full the tables in `mask` (BL_PC_BIT(BL_DB_*)) of txn's
  * snapshot before a scan.  Call with map_lock held, before any cursor is
  * opened.  0 or BINDLOG_ECORRUPT (last-error detail set). */

@@ -431,17 +431,12 @@ static _Thread_local struct {
 int bl_pc_get(bl_env *e, MDB_txn *txn, int table, const MDB_val *key, MDB_val *data)
 {
     bl_pc *pc = e->pc;
-    bl_pc_file f;
-    bl_pc_fault ft;
-    const unsigned char *v;
-    size_t vn;
     int rc;
 
     if (pc == NULL)
         return bl_get_checked(txn, e->dbi[table], table, key, data);
     uint64_t t = mdb_txn_id(txn);
     bl_pc_db own, *db = &own;
-    pc_file(pc, &f);
     if (snapshot_ceiling(e, t) == t) {
         if (tls_roots.env_id != e->id || tls_roots.txnid != t) {
             tls_roots.env_id = e->id;
@@ -457,6 +452,26 @@ int bl_pc_get(bl_env *e, MDB_txn *txn, int table, const MDB_val *key, MDB_val *d
     } else if ((rc = table_record(pc, txn, table, db, UINT64_MAX)) != 0) {
         return rc; /* commits landed since txn began: its own roots, uncached */
     }
+    return bl_pc_get_at(e, db, table, key, data);
+}
+
+int bl_pc_root(bl_env *e, MDB_txn *txn, int table, bl_pc_db *db)
+{
+    if (e->pc == NULL)
+        return BINDLOG_ENOTSUP;
+    return table_record(e->pc, txn, table, db, UINT64_MAX);
+}
+
+int bl_pc_get_at(bl_env *e, const bl_pc_db *db, int table, const MDB_val *key, MDB_val *data)
+{
+    bl_pc *pc = e->pc;
+    bl_pc_file f;
+    bl_pc_fault ft;
+    const unsigned char *v;
+    size_t vn;
+    int rc;
+
+    pc_file(pc, &f);
     for (int retry = 0;; retry++) {
         rc = bl_pc_search(&f, db, table, key->mv_data, key->mv_size, 0, NULL, NULL, &v, &vn, &ft);
         if (rc != BINDLOG_ECORRUPT || retry > 0 || refresh_pages(pc) == f.npages)

@@ -112,7 +112,8 @@ static const bl_tver *meta_find(const bl_snap *s, const void *key, size_t klen)
     return NULL;
 }
 
-int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
+static int snap_get(bl_snap *s, int db, const bl_pc_db *root, const void *key, size_t klen,
+                    MDB_val *v)
 {
     const bl_tent *ents;
     size_t n;
@@ -134,7 +135,20 @@ int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
         }
     }
     MDB_val k = {klen, (void *)key};
+    if (root != NULL)
+        return bl_pc_get_at(s->e, root, db, &k, v);
     return bl_pc_get(s->e, s->txn, db, &k, v); /* a damaged page is an error, not a crash */
+}
+
+int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
+{
+    return snap_get(s, db, NULL, key, klen, v);
+}
+
+int bl_snap_get_at(bl_snap *s, int db, const bl_pc_db *root, const void *key, size_t klen,
+                   MDB_val *v)
+{
+    return snap_get(s, db, root, key, klen, v);
 }
 
 int bl_snap_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,

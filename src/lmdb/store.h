@@ -303,6 +303,13 @@ int bl_snap_table(bl_snap *s, int db, const struct bl_tent **ents, size_t *n);
 /* Look a key up: the tail, then LMDB.  0 (v set; valid while the map lock
  * is held and the snapshot open), BINDLOG_ENOTFOUND, or an error. */
 int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v);
+struct bl_pc_db;
+/* bl_snap_get from a thread other than the snapshot's: LMDB's side is
+ * searched from `root`, the table's root in s->txn (bl_pc_root, taken on
+ * the snapshot's thread), and the table's tail must have been built
+ * (bl_snap_table) before; the map lock is held for it.  Not for meta. */
+int bl_snap_get_at(bl_snap *s, int db, const struct bl_pc_db *root, const void *key, size_t klen,
+                   MDB_val *v);
 /* bl_ref_fn over a snapshot (ctx). */
 int bl_snap_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
                 const void **v, size_t *n);
@@ -373,6 +380,9 @@ int bl_digest_tables(bl_env *e, MDB_txn *txn, MDB_dbi bindings, MDB_dbi sessions
                      unsigned char out[BINDLOG_DIGEST_SIZE]);
 /* The same over a snapshot (the live tables, LMDB plus the tail). */
 int bl_digest_snap(bl_snap *s, int keep_lock, unsigned char out[BINDLOG_DIGEST_SIZE]);
+/* The session entries hashed so far, process-wide, by bl_digest_snap's
+ * helper threads (a store of many sessions is hashed on two threads). */
+void bl_digest_split_tally(uint64_t *entries);
 
 
 /* Handles open on the environment in this process (vacuum refuses if any
