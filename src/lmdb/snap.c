@@ -145,27 +145,29 @@ int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
     return snap_get(s, db, NULL, key, klen, v);
 }
 
-int bl_snap_get_at(bl_snap *s, int db, const bl_pc_db *root, const void *key, size_t klen,
-                   MDB_val *v)
-{
-    return snap_get(s, db, root, key, klen, v);
-}
 
-int bl_snap_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
-                const void **v, size_t *n)
+int bl_snap_ref_at(bl_snap *s, const bl_pc_db *root, int what, uint64_t lsn, const char *id,
+                   size_t id_len, const void **v, size_t *n)
 {
     unsigned char kb[8];
     MDB_val val;
     int rc;
 
     bl_put64be(kb, lsn);
-    rc = what == BL_REF_BASE ? bl_snap_get(ctx, BL_DB_BASE_SESSIONS, id, id_len, &val)
-                             : bl_snap_get(ctx, BL_DB_LOG, kb, 8, &val);
+    rc = what == BL_REF_BASE
+             ? snap_get(s, BL_DB_BASE_SESSIONS, root ? &root[1] : NULL, id, id_len, &val)
+             : snap_get(s, BL_DB_LOG, root ? &root[0] : NULL, kb, 8, &val);
     if (rc == 0) {
         *v = val.mv_data;
         *n = val.mv_size;
     }
     return rc;
+}
+
+int bl_snap_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
+                const void **v, size_t *n)
+{
+    return bl_snap_ref_at(ctx, NULL, what, lsn, id, id_len, v, n);
 }
 
 int bl_snap_session(bl_snap *s, const void *id, size_t id_len, bl_sval *out)

@@ -99,19 +99,7 @@ static int split_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t i
                      const void **v, size_t *n)
 {
     split *sp = ctx;
-    unsigned char kb[8];
-    MDB_val val;
-    int rc;
-
-    bl_put64be(kb, lsn);
-    rc = what == BL_REF_BASE
-             ? bl_snap_get_at(sp->s, BL_DB_BASE_SESSIONS, &sp->root[1], id, id_len, &val)
-             : bl_snap_get_at(sp->s, BL_DB_LOG, &sp->root[0], kb, 8, &val);
-    if (rc == 0) {
-        *v = val.mv_data;
-        *n = val.mv_size;
-    }
-    return rc;
+    return bl_snap_ref_at(sp->s, sp->root, what, lsn, id, id_len, v, n);
 }
 
 static void *split_thread(void *arg)

@@ -303,16 +303,17 @@ int bl_snap_table(bl_snap *s, int db, const struct bl_tent **ents, size_t *n);
 /* Look a key up: the tail, then LMDB.  0 (v set; valid while the map lock
  * is held and the snapshot open), BINDLOG_ENOTFOUND, or an error. */
 int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v);
-struct bl_pc_db;
-/* bl_snap_get from a thread other than the snapshot's: LMDB's side is
- * searched from `root`, the table's root in s->txn (bl_pc_root, taken on
- * the snapshot's thread), and the table's tail must have been built
- * (bl_snap_table) before; the map lock is held for it.  Not for meta. */
-int bl_snap_get_at(bl_snap *s, int db, const struct bl_pc_db *root, const void *key, size_t klen,
-                   MDB_val *v);
 /* bl_ref_fn over a snapshot (ctx). */
 int bl_snap_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
                 const void **v, size_t *n);
+/* bl_snap_ref from a thread other than the snapshot's: LMDB's side is
+ * searched from root[0] (the log's) and root[1] (the base image's
+ * sessions'), taken by bl_pc_root on the snapshot's thread, and the two
+ * tables' tails must have been built (bl_snap_table) before; the map lock
+ * is held for it meanwhile. */
+struct bl_pc_db;
+int bl_snap_ref_at(bl_snap *s, const struct bl_pc_db *root, int what, uint64_t lsn,
+                   const char *id, size_t id_len, const void **v, size_t *n);
 /* A session through the snapshot, a reference resolved (bl_sval_read):
  * 0, BINDLOG_ENOTFOUND or an error. */
 int bl_snap_session(bl_snap *s, const void *id, size_t id_len, bl_sval *out);
