@@ -366,15 +366,24 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
 
 /* ---- the log copied on a thread of its own ------------------------------------- */
 
+/* Records handed to the thread at a time: the adds publish this many
+ * together, and the thread copies their references out under the lock (so
+ * that the array may grow meanwhile). */
+#define LC_BATCH 1024
+
 struct bl_logcopy {
     struct lc_rec {
         const unsigned char *p;
         size_t len;
     } *recs;
-    size_t n, cap;
+    size_t n, cap;        /* added, room; the adding thread's */
+    size_t avail;         /* published to the thread (mu) */
+    int ended;            /* no more will be added (mu) */
     uint64_t first_lsn;
     bl_env *dst;
     pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
     int started, joined, rc;
     char msg[BL_ERRMSG_MAX]; /* the thread's detail, for the joining thread */
 };
@@ -389,35 +398,72 @@ bl_logcopy *bl_logcopy_new(uint64_t records)
         free(lc);
         return NULL;
     }
+    pthread_mutex_init(&lc->mu, NULL);
+    pthread_cond_init(&lc->cv, NULL);
     return lc;
+}
+
+static void publish(bl_logcopy *lc, int end)
+{
+    pthread_mutex_lock(&lc->mu);
+    lc->avail = lc->n;
+    if (end)
+        lc->ended = 1;
+    pthread_cond_signal(&lc->cv);
+    pthread_mutex_unlock(&lc->mu);
 }
 
 int bl_logcopy_add(bl_logcopy *lc, const void *rec, size_t len, uint64_t lsn)
 {
+    if (lc->ended)
+        return BINDLOG_EINVAL; /* joined: nothing more goes in */
     if (lc->n == 0)
-        lc->first_lsn = lsn;
+        lc->first_lsn = lsn; /* read by the thread only once a record is published */
     else if (lsn != lc->first_lsn + lc->n)
         return BINDLOG_EINVAL; /* the caller feeds consecutive LSNs */
     if (lc->n == lc->cap) {
+        pthread_mutex_lock(&lc->mu); /* the thread reads the array under it */
         struct lc_rec *nr = realloc(lc->recs, 2 * lc->cap * sizeof(*nr));
+        if (nr != NULL) {
+            lc->recs = nr;
+            lc->cap *= 2;
+        }
+        pthread_mutex_unlock(&lc->mu);
         if (nr == NULL)
             return BINDLOG_ENOMEM;
-        lc->recs = nr;
-        lc->cap *= 2;
     }
     lc->recs[lc->n++] = (struct lc_rec){rec, len};
+    if (lc->n - lc->avail >= LC_BATCH) /* avail only moves here: no lock to read it */
+        publish(lc, 0);
     return 0;
 }
 
 static void *logcopy_thread(void *arg)
 {
     bl_logcopy *lc = arg;
+    struct lc_rec batch[LC_BATCH];
     bl_appender a;
     unsigned char k[8];
+    size_t done = 0;
     int rc = bl_appender_init(&a, lc->dst, NULL);
-    for (size_t i = 0; rc == 0 && i < lc->n; i++) {
-        bl_put64be(k, lc->first_lsn + i);
-        rc = bl_appender_put(&a, BL_DB_LOG, k, 8, lc->recs[i].p, lc->recs[i].len);
+
+    while (rc == 0) {
+        size_t m;
+        uint64_t first;
+        pthread_mutex_lock(&lc->mu);
+        while (lc->avail == done && !lc->ended)
+            pthread_cond_wait(&lc->cv, &lc->mu);
+        m = lc->avail - done < LC_BATCH ? lc->avail - done : LC_BATCH;
+        memcpy(batch, lc->recs + done, m * sizeof(*batch));
+        first = lc->first_lsn;
+        pthread_mutex_unlock(&lc->mu);
+        if (m == 0)
+            break; /* ended, and every record copied */
+        for (size_t i = 0; rc == 0 && i < m; i++) {
+            bl_put64be(k, first + done + i);
+            rc = bl_appender_put(&a, BL_DB_LOG, k, 8, batch[i].p, batch[i].len);
+        }
+        done += m;
     }
     if (rc == 0)
         rc = bl_appender_finish(&a);
@@ -438,22 +484,21 @@ static int logcopy_done(bl_logcopy *lc)
     return lc->rc;
 }
 
-int bl_logcopy_start(bl_logcopy *lc, bl_env *dst)
+void bl_logcopy_start(bl_logcopy *lc, bl_env *dst)
 {
     lc->dst = dst;
-    if (pthread_create(&lc->th, NULL, logcopy_thread, lc) == 0) {
-        lc->started = 1;
-        return 0;
-    }
-    logcopy_thread(lc); /* no thread: the copy on this one, now */
-    return logcopy_done(lc);
+    lc->started = pthread_create(&lc->th, NULL, logcopy_thread, lc) == 0;
 }
 
 int bl_logcopy_join(bl_logcopy *lc)
 {
-    if (!lc->started || lc->joined)
+    if (lc->joined)
         return lc->rc;
-    pthread_join(lc->th, NULL);
+    publish(lc, 1);
+    if (lc->started)
+        pthread_join(lc->th, NULL);
+    else if (lc->dst != NULL)
+        logcopy_thread(lc); /* no thread: the whole copy on this one, now */
     return logcopy_done(lc);
 }
 
@@ -462,6 +507,8 @@ void bl_logcopy_free(bl_logcopy *lc)
     if (lc == NULL)
         return;
     bl_logcopy_join(lc);
+    pthread_mutex_destroy(&lc->mu);
+    pthread_cond_destroy(&lc->cv);
     free(lc->recs);
     free(lc);
 }

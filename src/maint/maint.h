@@ -197,22 +197,27 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x);
 
 /*
  * The log records a replay copies into its target, written on a thread of
- * their own while the bulk replay decides (bl_bulk_feed_log collects them
- * by reference: the caller holds the source's snapshot and map lock until
- * bl_logcopy_join).  The thread writes them in transactions of its own, so
- * the target's writer must have committed before bl_logcopy_start and
- * begin nothing before bl_logcopy_join.  Records are consecutive by LSN
- * from the first added.
+ * their own while the bulk replay reads the log and decides
+ * (bl_bulk_feed_log collects them by reference: the caller holds the
+ * source's snapshot and map lock until bl_logcopy_join).  The thread
+ * writes them in transactions of its own, so the target's writer must have
+ * committed before bl_logcopy_start and begin nothing before
+ * bl_logcopy_join.  Records are consecutive by LSN from the first added.
+ * The thread starts at once and copies the records as they are added, a
+ * batch at a time; adds are made from one thread.
  */
 typedef struct bl_logcopy bl_logcopy;
 /* NULL on no memory (the caller copies inline instead); `records` is how
  * many will be added at most (an estimate is enough: it only sizes). */
 bl_logcopy *bl_logcopy_new(uint64_t records);
+/* Start the thread writing into dst (before or after the first add).
+ * When no thread can start, the copy runs in bl_logcopy_join instead. */
+void bl_logcopy_start(bl_logcopy *lc, bl_env *dst);
+/* 0, BINDLOG_ENOMEM, or BINDLOG_EINVAL (an LSN out of sequence, or an add
+ * after the join). */
 int bl_logcopy_add(bl_logcopy *lc, const void *rec, size_t len, uint64_t lsn);
-/* Start writing into dst (on this thread, before returning, when no
- * thread can start); 0 or the copy's error. */
-int bl_logcopy_start(bl_logcopy *lc, bl_env *dst);
-/* Wait for the thread: 0 or its error.  Again: the same result. */
+/* No more records: wait for the copy of those added.  0 or its error;
+ * again: the same result. */
 int bl_logcopy_join(bl_logcopy *lc);
 /* Joins first if need be. */
 void bl_logcopy_free(bl_logcopy *lc);

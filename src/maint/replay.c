@@ -735,8 +735,8 @@ static int later_child(void *ctx, uint64_t parent_lsn, const void *c, size_t cn)
  * path into `sink`, and into `copy` (if not NULL) the base image and the
  * log records themselves (replay keeps them; check does not).  When `copy`
  * is its own transaction's and the appender `sink` writes through, the log
- * records are copied on a thread of their own while the replay decides
- * (later_sink), where the tables' writes then wait for it.  Returns 0,
+ * records are copied on a thread of their own while the replay reads the
+ * log and decides (later_sink), where the tables' writes then wait for it.  Returns 0,
  * BL_BULK_FALLBACK (the sequential replay must run instead: what the sink
  * and copy received is to be discarded), or an error.  Caller holds src's
  * map lock.
@@ -764,8 +764,10 @@ static int replay_bulk(bl_env *src, bl_snap *ss, const bl_base *base, uint64_t l
         records <= LOG_LATER_MAX && (lc = bl_logcopy_new(records)) != NULL) {
         later.lc = lc;
         later.dst = copy->e;
-        /* the thread's transactions come after the image's */
-        rc = bl_appender_finish(copy);
+        /* the thread's transactions come after the image's; it copies the
+         * records as the scan below finds them */
+        if ((rc = bl_appender_finish(copy)) == 0)
+            bl_logcopy_start(lc, copy->e);
     }
     res->scan = (bl_bulk_scan){.src = src,
                                .ss = ss,
@@ -780,10 +782,8 @@ static int replay_bulk(bl_env *src, bl_snap *ss, const bl_base *base, uint64_t l
                                .progress_ctx = progress_ctx};
     if (rc == 0)
         rc = bl_bulk_feed_log(b, &res->scan);
-    if (rc == 0 && lc != NULL) {
-        rc = bl_logcopy_start(lc, copy->e);
+    if (rc == 0 && lc != NULL)
         sink = &later_s;
-    }
     if (rc == 0)
         rc = bl_bulk_run(b, sink, &d, want_digest ? res->digest : NULL);
     if (lc != NULL) {
