@@ -26,7 +26,9 @@
 
 #include "bindlog.h"
 #include "core/record.h"
+#include "core/backend.h"
 #include "maint/bulk.h"
+#include "maint/maint.h"
 #include "rawsval.h"
 #include "testutil.h"
 #include "workload.h"
@@ -761,6 +763,98 @@ static void bulk__children_of_a_compacted_image(void **state)
     }
 }
 
+
+/* ---- the log copy's thread ------------------------------------------------ */
+
+#define LC_RECORDS 50000
+
+/* The value of record i: 1 to 300 bytes that name i. */
+static size_t lc_value(uint64_t i, unsigned char *out)
+{
+    size_t n = 1 + (size_t)(i * 7919 % 300);
+    for (size_t j = 0; j < n; j++)
+        out[j] = (unsigned char)(i * 31 + j);
+    return n;
+}
+
+/* The log table of the closed store in dir holds exactly records
+ * first..first+n-1, each with lc_value's bytes. */
+static void assert_log_copied(const char *dir, uint64_t first, uint64_t n)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_val k, v;
+    unsigned char want[300];
+    uint64_t i = 0;
+    int rc;
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+    assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0600), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "log", 0, &dbi), 0);
+    assert_int_equal(mdb_cursor_open(txn, dbi, &c), 0);
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), i++) {
+        unsigned char kb[8];
+        size_t wn = lc_value(first + i, want);
+        for (int b = 0; b < 8; b++)
+            kb[b] = (unsigned char)((first + i) >> (56 - 8 * b));
+        assert_int_equal(k.mv_size, 8);
+        assert_memory_equal(k.mv_data, kb, 8);
+        assert_int_equal(v.mv_size, wn);
+        assert_memory_equal(v.mv_data, want, wn);
+    }
+    assert_int_equal(rc, MDB_NOTFOUND);
+    assert_int_equal(i, n);
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/* The copy thread starts before the first record and takes them as they
+ * come, while the array it reads grows from a small estimate (moved under
+ * its lock): every record lands once, in order, with its bytes; one
+ * started after the adds does the same; adds out of sequence or after the
+ * join are refused. */
+static void bulk__log_copy_beside_its_adds(void **state)
+{
+    fx *f = *state;
+    unsigned char *vals = malloc((size_t)LC_RECORDS * 300);
+    size_t *lens = malloc(LC_RECORDS * sizeof(*lens));
+    char dir[1200];
+
+    setenv("BINDLOG_CHECKPOINT", "manual", 1); /* the copy is the only writer */
+    for (uint64_t i = 0; i < LC_RECORDS; i++)
+        lens[i] = lc_value(1000 + i, vals + i * 300);
+    for (int early = 1; early >= 0; early--) {
+        bindlog *t;
+        bl_logcopy *lc;
+        path_of(f, dir, sizeof dir, early ? "copy-early" : "copy-late");
+        assert_int_equal(bindlog_open(&t, dir, NULL), 0);
+        assert_non_null(lc = bl_logcopy_new(early ? 10 : LC_RECORDS));
+        if (early)
+            bl_logcopy_start(lc, t->e);
+        for (uint64_t i = 0; i < LC_RECORDS; i++)
+            assert_int_equal(bl_logcopy_add(lc, vals + i * 300, lens[i], 1000 + i), 0);
+        assert_int_equal(bl_logcopy_add(lc, vals, lens[0], 1000 + LC_RECORDS + 1),
+                         BINDLOG_EINVAL); /* a gap */
+        if (!early)
+            bl_logcopy_start(lc, t->e);
+        assert_int_equal(bl_logcopy_join(lc), 0);
+        assert_int_equal(bl_logcopy_join(lc), 0); /* again: the same result */
+        assert_int_equal(bl_logcopy_add(lc, vals, lens[0], 1000 + LC_RECORDS), BINDLOG_EINVAL);
+        bl_logcopy_free(lc);
+        bindlog_close(t);
+        assert_log_copied(dir, 1000, LC_RECORDS);
+    }
+    unsetenv("BINDLOG_CHECKPOINT");
+    free(vals);
+    free(lens);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -777,6 +871,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bulk__replay_of_many_transactions, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__children_in_table_order, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk__children_of_a_compacted_image, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk__log_copy_beside_its_adds, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
