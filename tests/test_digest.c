@@ -35,9 +35,9 @@
 typedef struct fx {
     char *tmp;
     char dir[1024];
-    size_t n;                   /* sessions, in id order: */
+    size_t n; /* sessions, in id order: */
     char (*ids)[BINDLOG_ID_MAX + 1];
-    uint64_t *lsns;             /* the records that created them */
+    uint64_t *lsns; /* the records that created them */
 } fx;
 
 static int setup(void **state)
@@ -61,7 +61,8 @@ static int teardown(void **state)
     return 0;
 }
 
-static void replay_digest(fx *f, bindlog *s, const char *name, unsigned char out[BINDLOG_DIGEST_SIZE])
+static void replay_digest(fx *f, bindlog *s, const char *name,
+                          unsigned char out[BINDLOG_DIGEST_SIZE])
 {
     char dir[1100];
     uint64_t last = 0;

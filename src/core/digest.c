@@ -26,8 +26,8 @@
 #include "core/record.h"
 
 struct bl_digest {
-    XXH3_state_t *st;    /* NULL: a gatherer, whose bytes go to out */
-    unsigned char *out;  /* a gatherer's bytes past buf, out_len of out_cap */
+    XXH3_state_t *st;   /* NULL: a gatherer, whose bytes go to out */
+    unsigned char *out; /* a gatherer's bytes past buf, out_len of out_cap */
     size_t out_len, out_cap;
     size_t len;
     unsigned char buf[64 << 10];

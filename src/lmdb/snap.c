@@ -145,7 +145,6 @@ int bl_snap_get(bl_snap *s, int db, const void *key, size_t klen, MDB_val *v)
     return snap_get(s, db, NULL, key, klen, v);
 }
 
-
 int bl_snap_ref_at(bl_snap *s, const bl_pc_db *root, int what, uint64_t lsn, const char *id,
                    size_t id_len, const void **v, size_t *n)
 {

@@ -85,8 +85,8 @@ typedef struct split {
     bl_snap *s;
     bl_pc_db root[2]; /* the log's, the base image's sessions' */
     MDB_val (*ents)[2];
-    size_t lo, hi;   /* the helper's part of the run */
-    bl_digest *g;    /* its gatherer */
+    size_t lo, hi; /* the helper's part of the run */
+    bl_digest *g;  /* its gatherer */
     int rc;
     char msg[BL_ERRMSG_MAX];
     int state; /* 0 idle, 1 a run posted, 2 quit */
