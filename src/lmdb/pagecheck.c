@@ -827,6 +827,18 @@ int bl_pc_walk_tree(bl_pc_walk *w, const bl_pc_db *db)
 
 /* ---- one key --------------------------------------------------------------- */
 
+/* Where LSN `k` should lie in a leaf of n nodes of the log reached below
+ * separator lo: the log's LSNs run without a gap, so at its distance from
+ * that separator (one probe, where a binary search takes five; a compacted
+ * front or damage only makes the guess miss).  n when there is no guess. */
+static unsigned log_slot(int tree, const unsigned char *k, size_t klen, wbound lo, unsigned n)
+{
+    if (tree != BL_DB_LOG || klen != 8 || !lo.has || lo.n != 8)
+        return n;
+    uint64_t d = bl_get64be(k) - bl_get64be(lo.k); /* wraps past n when k < lo */
+    return d < n ? (unsigned)d : n;
+}
+
 int bl_pc_search(const bl_pc_file *f, const bl_pc_db *db, int tree, const void *key,
                  size_t klen, int last, bl_pc_visit_fn visit, void *vctx,
                  const unsigned char **val, size_t *vlen, bl_pc_fault *fault)
@@ -888,16 +900,12 @@ int bl_pc_search(const bl_pc_file *f, const bl_pc_db *db, int tree, const void *
         unsigned a = 0, b = n;
         if (last) {
             a = n - 1;
-        } else if (tree == BL_DB_LOG && klen == 8 && lo.has && lo.n == 8 &&
-                   bl_get64be(k) - bl_get64be(lo.k) < n &&
-                   node_at(f, p, upper, (unsigned)(bl_get64be(k) - bl_get64be(lo.k)), &off, why,
-                           sizeof why) == 0 &&
+        } else if ((a = log_slot(tree, k, klen, lo, n)) < n &&
+                   node_at(f, p, upper, a, &off, why, sizeof why) == 0 &&
                    cmp_keys(tree, p + off + BL_PC_NODE, bl_get16(p + off + 6), k, klen) == 0) {
-            /* the log's LSNs run without a gap from the separator that led
-             * here, so a record lies at its distance from that separator:
-             * one probe, where the search below takes five */
-            a = (unsigned)(bl_get64be(k) - bl_get64be(lo.k));
+            /* found at the first probe */
         } else {
+            a = 0;
             while (a < b) {
                 unsigned mid = a + (b - a) / 2;
                 if (node_at(f, p, upper, mid, &off, why, sizeof why) != 0)
