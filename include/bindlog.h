@@ -861,7 +861,11 @@ BINDLOG_API int bindlog_stats_get(bindlog *s, bindlog_stats *out);
  * every session (docs/format.md), from one snapshot.  Two stores with the same
  * digest hold the same state, whatever their logs.  `out` receives 16 bytes
  * (big-endian high64 then low64).  If `head_lsn` is not NULL it receives the
- * LSN of the snapshot.  Returns 0 or an error.
+ * LSN of the snapshot.  Returns 0 or an error (BINDLOG_ECORRUPT names the
+ * first damaged entry in key order).  On a machine of two or more CPUs, a
+ * store of more than 8,192 sessions is hashed on two threads: the call
+ * starts one of its own and joins it before it returns (as
+ * bindlog_export(), whose trailer holds the digest, does).
  */
 BINDLOG_API int bindlog_digest(bindlog *s, unsigned char out[BINDLOG_DIGEST_SIZE],
                                uint64_t *head_lsn);
