@@ -225,17 +225,23 @@ static void expect_damage_named(fx *f, size_t which)
     bindlog_close(s);
 }
 
+/* make_store's store, checkpointed (its records in data.mdb) and closed. */
+static void make_closed_store(fx *f)
+{
+    uint64_t lsn;
+    bindlog *s = make_store(f);
+    assert_int_equal(bindlog_checkpoint(s, &lsn), 0);
+    bindlog_close(s);
+}
+
 /* A damaged record met by either thread: the first damaged session in id
  * order is the one named.  The hash goes in runs of 4,096 sessions, the
  * first half of each on the calling thread, the second on the helper. */
 static void digest__damage_named_in_id_order_by_either_thread(void **state)
 {
     fx *f = *state;
-    uint64_t lsn;
-    bindlog *s = make_store(f);
 
-    assert_int_equal(bindlog_checkpoint(s, &lsn), 0);
-    bindlog_close(s);
+    make_closed_store(f);
     size_t helper = first_reference(f, 3000, 4096), caller = first_reference(f, 100, 2048);
     assert_true(damage_record(f->dir, f->lsns[helper]) >= 1);
     expect_damage_named(f, helper);
@@ -249,11 +255,8 @@ static void digest__damage_named_in_id_order_by_either_thread(void **state)
 static void digest__damage_in_the_last_run(void **state)
 {
     fx *f = *state;
-    uint64_t lsn;
-    bindlog *s = make_store(f);
 
-    assert_int_equal(bindlog_checkpoint(s, &lsn), 0);
-    bindlog_close(s);
+    make_closed_store(f);
     size_t last_run = f->n / 4096 * 4096, which;
     which = first_reference(f, last_run + (f->n - last_run) / 2 + 1, f->n);
     assert_true(damage_record(f->dir, f->lsns[which]) >= 1);
