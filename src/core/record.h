@@ -218,6 +218,14 @@ size_t bl_record_encode(const bl_record *r, void *buf, size_t cap);
  * then the checksum is checked before anything else is trusted.
  */
 int bl_record_decode(const void *buf, size_t len, bl_record *out);
+/* bl_record_decode() for bytes whose integrity this process has checked
+ * already: a record it encoded itself, or one inside a log frame whose
+ * checksum it verified when the frame came in (the write path's view of
+ * the log's tail).  Lengths, layout and version are still checked, so no
+ * byte outside buf is read; the record's own checksum and the byte rules
+ * of its fields (checked when it was encoded, and covered by the frame's
+ * checksum since) are not. */
+int bl_record_decode_verified(const void *buf, size_t len, bl_record *out);
 
 /* 1 if two records have the same fields (so that both encode, in the same
  * version, to the same bytes), else 0.  prev_lsn counts only when both
@@ -364,15 +372,20 @@ int bl_sval_take_creation(bl_sval *v, const bl_sval *from);
  * the log's record at `lsn`; what = BL_REF_BASE, the base image's value of
  * session `id` (a session created before the base: its record was
  * compacted).  0 with *v, *n set (valid as long as the reader's
- * snapshot), BINDLOG_ENOTFOUND, or another error. */
+ * snapshot), BINDLOG_ENOTFOUND, or another error.  A record found in
+ * memory whose integrity was checked on its way in (see
+ * bl_record_decode_verified) may be returned with BL_REF_VERIFIED in place
+ * of 0; a record read from the store's pages never is. */
 enum { BL_REF_RECORD = 1, BL_REF_BASE = 2 };
+#define BL_REF_VERIFIED 1
 typedef int (*bl_ref_fn)(void *ctx, int what, uint64_t lsn, const char *id, size_t id_len,
                          const void **v, size_t *n);
 
 /*
  * Decode a session value of a table that may hold the reference form and
  * resolve it: bl_sval_decode_any(), then, for a reference, the record at
- * its created_lsn through `get` (decoded, checksum first) and
+ * its created_lsn through `get` (decoded, checksum first unless `get`
+ * returned BL_REF_VERIFIED) and
  * bl_sval_resolve(); a record no longer in the log (compacted) is replaced
  * by the session's base image value, whole and marked (BL_SVAL_F_REF) with
  * the same creation.  `get` NULL: the table holds whole values only (a

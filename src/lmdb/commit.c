@@ -294,15 +294,16 @@ static int view_ref(void *ctx, int what, uint64_t lsn, const char *id, size_t id
         const struct recpos *r = &b->recs[lsn - first];
         *v = b->buf + r->off;
         *n = r->len;
-        return 0;
+        return BL_REF_VERIFIED; /* encoded by this group */
     }
     unsigned char kb[8];
     bl_put64be(kb, lsn);
     /* the kept records (the newest, past the checkpoint too), the tail's
-     * map, LMDB */
+     * map: copies of frames whose checksums were verified (or that this
+     * process wrote); else LMDB's page, checked as it is decoded */
     if (bl_tail_kept(&g->e->wal->tail, lsn, v, n) ||
         bl_wal_tail_peek(g->e, BL_DB_LOG, kb, 8, v, n))
-        return 0;
+        return BL_REF_VERIFIED;
     return lookup_lmdb(g, BL_DB_LOG, kb, 8, v, n);
 }
 
