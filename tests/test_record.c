@@ -405,6 +405,27 @@ static void record__uuid_ids_are_16_bytes(void **state)
     bad[0] = 'g';
     assert_int_equal(bl_uuid_pack(bad, 36, u), 0);
     assert_int_equal(bl_uuid_pack(parent, 35, u), 0);
+    /* every byte at every digit's place: only the 16 lower-case digits
+     * pack, each to its value */
+    for (size_t at = 0; at < 36; at++) {
+        if (at == 8 || at == 13 || at == 18 || at == 23)
+            continue;
+        size_t digit = at - (at > 8) - (at > 13) - (at > 18) - (at > 23);
+        for (int ch = 0; ch < 256; ch++) {
+            memcpy(bad, parent, 37);
+            bad[at] = (char)ch;
+            int hex = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+            assert_int_equal(bl_uuid_pack(bad, 36, u), hex);
+            if (!hex)
+                continue;
+            unsigned nib = ch <= '9' ? (unsigned)(ch - '0') : (unsigned)(ch - 'a' + 10);
+            unsigned char want[16];
+            memcpy(want, parent16, 16);
+            want[digit / 2] = (unsigned char)(digit % 2 ? (want[digit / 2] & 0xf0) | nib
+                                                        : (want[digit / 2] & 0x0f) | nib << 4);
+            assert_memory_equal(u, want, 16);
+        }
+    }
     char text[36];
     bl_uuid_text(child16, text);
     assert_memory_equal(text, child, 36);

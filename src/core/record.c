@@ -80,19 +80,12 @@
 
 /* ---- UUIDs ------------------------------------------------------------- */
 
-/* Lower-case hex digits' values, 0xff for every other byte. */
-static const unsigned char hexval[256] = {
-    ['0'] = 0,  ['1'] = 1,  ['2'] = 2,  ['3'] = 3,  ['4'] = 4,  ['5'] = 5,
-    ['6'] = 6,  ['7'] = 7,  ['8'] = 8,  ['9'] = 9,  ['a'] = 10, ['b'] = 11,
-    ['c'] = 12, ['d'] = 13, ['e'] = 14, ['f'] = 15,
+/* Lower-case hex digits' values plus one; 0 for every other byte (so that
+ * a whole UUID is checked with one test at the end, not two a digit). */
+static const unsigned char hexval1[256] = {
+    ['0'] = 1, ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
 };
-
-/* 1 if c is a lower-case hex digit (the table's zeros are also what it
- * holds for other bytes, so the digit '0' is told apart here). */
-static inline int is_hex(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-}
 
 int bl_uuid_pack(const char *p, size_t n, unsigned char out[BL_UUID_BYTES])
 {
@@ -102,13 +95,13 @@ int bl_uuid_pack(const char *p, size_t n, unsigned char out[BL_UUID_BYTES])
     const unsigned char *u = (const unsigned char *)p;
     if (n != BL_UUID_TEXT || u[8] != '-' || u[13] != '-' || u[18] != '-' || u[23] != '-')
         return 0; /* most ids that are not UUIDs stop here */
+    unsigned ok = 1;
     for (size_t i = 0; i < BL_UUID_BYTES; i++) {
-        unsigned char hi = u[at[i]], lo = u[at[i] + 1];
-        if (!is_hex(hi) || !is_hex(lo))
-            return 0;
-        out[i] = (unsigned char)(hexval[hi] << 4 | hexval[lo]);
+        unsigned hi = hexval1[u[at[i]]], lo = hexval1[u[at[i] + 1]];
+        ok &= (hi != 0) & (lo != 0);
+        out[i] = (unsigned char)((hi - 1) << 4 | (lo - 1));
     }
-    return 1;
+    return (int)ok; /* out is undefined when 0 */
 }
 
 void bl_uuid_text(const unsigned char in[BL_UUID_BYTES], char out[BL_UUID_TEXT])

@@ -156,8 +156,9 @@ int bl_record_peek(const void *buf, size_t len, bl_record_head *out);
  */
 /* A UUID's canonical text, 8-4-4-4-12 lower-case hex digits, and its 16
  * bytes.  bl_uuid_pack: 1 and the bytes when p..p+n is that text exactly
- * (an upper-case one is not: its bytes would not give it back), else 0.
- * bl_uuid_text: the text of 16 bytes, not NUL-terminated. */
+ * (an upper-case one is not: its bytes would not give it back), else 0
+ * (out is then undefined).  bl_uuid_text: the text of 16 bytes, not
+ * NUL-terminated. */
 #define BL_UUID_TEXT 36
 #define BL_UUID_BYTES 16
 int bl_uuid_pack(const char *p, size_t n, unsigned char out[BL_UUID_BYTES]);
