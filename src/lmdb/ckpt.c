@@ -99,18 +99,18 @@ void bl_wal_unlock(bl_env *e) { bl_shm_unlock(e->wal->shm.m, &e->wal->shm.m->wlo
 
 /*
  * The puts of a fold, in the order they are written: by table, then by
- * key as LMDB orders it, then in log order, so that the last of each run
- * of one key is its newest value.  Each entry carries its key's first 8
- * bytes as a big-endian number (zero padded): most comparisons end there,
- * without following the pointer to the key (qsort over pointers to the
- * versions, each comparison two cache misses and a call to memcmp, was a
- * tenth of the checkpoint).  `seq` is the entry's place in the log, the
- * last tie-break: no two entries compare equal, so the sort need not be
- * stable.
+ * key as LMDB orders it.  A key written more than once in the fold is put
+ * once, with its newest value: the older versions are dropped before the
+ * sort (a key of the bindings table moves on most events, a session is
+ * written when it starts and again when it ends: a third of a bulk load's
+ * puts), found through the versions' hashes.  Each entry carries its
+ * key's first 8 bytes as a big-endian number (zero padded): many
+ * comparisons end there, without following the pointer to the key (qsort
+ * over pointers to the versions, each comparison two cache misses and a
+ * call to memcmp, was a tenth of the checkpoint).
  */
 typedef struct fput {
     uint64_t pfx;
-    uint32_t seq;
     uint32_t klen;
     const bl_tver *v;
 } fput;
@@ -118,6 +118,8 @@ typedef struct fput {
 typedef struct fold {
     fput *puts, *tmp;
     size_t nputs, cap;
+    uint32_t *seen; /* the newest versions met, by hash: index in tmp + 1 */
+    size_t nseen;   /* slots, a power of two */
 } fold;
 
 static uint64_t key_prefix(const unsigned char *k, size_t n)
@@ -129,13 +131,12 @@ static uint64_t key_prefix(const unsigned char *k, size_t n)
 
 /* a before b?  (Zero padding keeps the prefix's order LMDB's: a key that
  * is shorter than 8 bytes and a prefix of another ties or sorts first,
- * and a tie goes to the whole keys.) */
+ * and a tie goes to the whole keys.  No two entries have the same key.) */
 static inline int fput_before(const fput *a, const fput *b)
 {
     if (a->pfx != b->pfx)
         return a->pfx < b->pfx;
-    int c = bl_key_cmp(a->v->key, a->klen, b->v->key, b->klen);
-    return c != 0 ? c < 0 : a->seq < b->seq;
+    return bl_key_cmp(a->v->key, a->klen, b->v->key, b->klen) < 0;
 }
 
 /* Sort p[0..n) (tmp: room for n more): insertion sort of runs of 16,
@@ -173,24 +174,9 @@ static void fput_sort(fput *p, fput *tmp, size_t n)
         memcpy(p, src, n * sizeof(*p));
 }
 
-/* Apply groups gs[0..n) (records after H) to txn.  A raw LMDB code.
- * The puts go in key order through one cursor per table: LMDB then finds
- * a key that lands on the leaf page of the one before without descending
- * the tree again; the records are appended through a cursor too. */
-static int fold_groups(bl_env *e, MDB_txn *txn, bl_tgroup *const *gs, size_t n, fold *f)
+/* Room in f for `total` puts: 0 or ENOMEM. */
+static int fold_room(fold *f, size_t total)
 {
-    size_t count[BL_DB_COUNT] = {0}, at[BL_DB_COUNT], total = 0;
-    uint32_t seq = 0;
-    int rc = 0;
-
-    for (size_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < gs[i]->nver; j++) {
-            unsigned t = gs[i]->ver[j].table;
-            if (t != BL_DB_LOG && t < BL_DB_COUNT) {
-                count[t]++;
-                total++;
-            }
-        }
     if (total > f->cap) {
         size_t nc = f->cap ? f->cap : 1024;
         while (nc < total)
@@ -204,19 +190,72 @@ static int fold_groups(bl_env *e, MDB_txn *txn, bl_tgroup *const *gs, size_t n, 
         f->tmp = nt;
         f->cap = nc;
     }
-    /* by table (in log order within each), then each table by key */
+    size_t slots = 1024;
+    while (slots < 2 * total)
+        slots *= 2;
+    if (slots > f->nseen) {
+        uint32_t *ns = realloc(f->seen, slots * sizeof(*ns));
+        if (ns == NULL)
+            return ENOMEM;
+        f->seen = ns;
+        f->nseen = slots;
+    }
+    memset(f->seen, 0, f->nseen * sizeof(*f->seen));
+    return 0;
+}
+
+/* 1 if a newer version of v's key is among tmp[0..) already (recording
+ * v's place, `at`, when it is not). */
+static int fold_seen(fold *f, const bl_tver *v, uint32_t at)
+{
+    size_t mask = f->nseen - 1;
+    for (size_t i = v->hash & mask;; i = (i + 1) & mask) {
+        uint32_t s = f->seen[i];
+        if (s == 0) {
+            f->seen[i] = at + 1;
+            return 0;
+        }
+        const bl_tver *o = f->tmp[s - 1].v;
+        if (o->hash == v->hash && o->table == v->table && o->klen == v->klen &&
+            memcmp(o->key, v->key, v->klen) == 0)
+            return 1;
+    }
+}
+
+/* Apply groups gs[0..n) (records after H) to txn.  A raw LMDB code.
+ * The puts go in key order through one cursor per table: LMDB then finds
+ * a key that lands on the leaf page of the one before without descending
+ * the tree again; the records are appended through a cursor too. */
+static int fold_groups(bl_env *e, MDB_txn *txn, bl_tgroup *const *gs, size_t n, fold *f)
+{
+    size_t count[BL_DB_COUNT] = {0}, at[BL_DB_COUNT], total = 0, kept = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < gs[i]->nver; j++) {
+            unsigned t = gs[i]->ver[j].table;
+            if (t != BL_DB_LOG && t < BL_DB_COUNT)
+                total++;
+        }
+    if ((rc = fold_room(f, total)) != 0)
+        return rc;
+    /* newest first, each key's first meeting kept: its newest value */
+    for (size_t i = n; i-- > 0;)
+        for (uint32_t j = gs[i]->nver; j-- > 0;) {
+            const bl_tver *v = &gs[i]->ver[j];
+            if (v->table == BL_DB_LOG || v->table >= BL_DB_COUNT || fold_seen(f, v, (uint32_t)kept))
+                continue;
+            f->tmp[kept++] = (fput){key_prefix(v->key, v->klen), v->klen, v};
+            count[v->table]++;
+        }
+    /* by table, then each table by key */
     for (size_t t = 0, off = 0; t < BL_DB_COUNT; t++) {
         at[t] = off;
         off += count[t];
     }
-    for (size_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < gs[i]->nver; j++, seq++) {
-            const bl_tver *v = &gs[i]->ver[j];
-            if (v->table != BL_DB_LOG && v->table < BL_DB_COUNT)
-                f->puts[at[v->table]++] =
-                    (fput){key_prefix(v->key, v->klen), seq, v->klen, v};
-        }
-    f->nputs = total;
+    for (size_t i = 0; i < kept; i++)
+        f->puts[at[f->tmp[i].v->table]++] = f->tmp[i];
+    f->nputs = kept;
     for (size_t t = 0, off = 0; rc == 0 && t < BL_DB_COUNT; off += count[t], t++) {
         if (count[t] == 0)
             continue;
@@ -228,9 +267,6 @@ static int fold_groups(bl_env *e, MDB_txn *txn, bl_tgroup *const *gs, size_t n, 
             break;
         for (size_t i = 0; rc == 0 && i < m; i++) {
             const bl_tver *v = p[i].v;
-            if (i + 1 < m && p[i + 1].pfx == p[i].pfx &&
-                bl_key_cmp(p[i + 1].v->key, p[i + 1].klen, v->key, v->klen) == 0)
-                continue; /* a newer value of this key follows */
             MDB_val key = {v->klen, (void *)v->key}, val = {v->vlen, (void *)v->val};
             rc = mdb_cursor_put(c, &key, &val, 0);
         }
@@ -325,7 +361,7 @@ static int settle(bl_env *e, const bl_wal_meta *wm)
 static int fold_once(bl_env *e, uint64_t target, uint64_t *done)
 {
     bl_walenv *w = e->wal;
-    fold f = {NULL, NULL, 0, 0};
+    fold f = {NULL, NULL, 0, 0, NULL, 0};
     int rc = 0;
 
     *done = 0;
@@ -450,6 +486,7 @@ static int fold_once(bl_env *e, uint64_t target, uint64_t *done)
     }
     free(f.puts);
     free(f.tmp);
+    free(f.seen);
     return rc;
 }
 
