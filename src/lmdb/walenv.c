@@ -267,19 +267,20 @@ int bl_wal_catch_up(bl_env *e, uint64_t lsn)
     return rc;
 }
 
-void bl_wal_trim(bl_env *e)
+int bl_wal_trim(bl_env *e)
 {
     bl_walenv *w = e->wal;
     bl_wal_at at;
     if (w->shm.m == NULL || bl_wal_ckpt(e, &at) != 0)
-        return;
+        return 1;
     if (at.lsn <= atomic_load_explicit(&w->tail.base_lsn, memory_order_acquire))
-        return;
+        return 1;
     /* trimming past the end restarts the index; that is catch-up's job,
      * under the ingest lock, so that no frame is linked on a stale end */
     pthread_mutex_lock(&w->ingest);
-    bl_tail_trim(&w->tail, &at);
+    int done = bl_tail_trim(&w->tail, &at);
     pthread_mutex_unlock(&w->ingest);
+    return done;
 }
 
 int bl_wal_read_bound(bl_env *e, uint64_t *bound)

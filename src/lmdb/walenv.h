@@ -146,8 +146,10 @@ int bl_wal_end(bl_env *e, bl_wal_at *at);
 /* The visible head LSN (what bindlog_wait compares), without catching up. */
 uint64_t bl_wal_head(bl_env *e);
 
-/* Trim the index to the shared checkpoint if it moved. */
-void bl_wal_trim(bl_env *e);
+/* Trim the index to the shared checkpoint if it moved.  1 if done (or
+ * nothing to do), 0 if deferred: a leader of this process pins the index
+ * while it decides. */
+int bl_wal_trim(bl_env *e);
 
 /* A flush of the log that began when the written end was at `pos` has
  * completed: raise the shared `durable` point to pos (never lowers it). */
