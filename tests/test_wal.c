@@ -1026,6 +1026,66 @@ static int kept_has(bl_tail *t, uint64_t lsn, size_t olen)
     return 1;
 }
 
+/* The record at lsn, read from its group through the index's map. */
+static int map_rec(void *ctx, const bl_tver *v)
+{
+    bl_record *r = ctx;
+    return bl_record_decode(v->val, v->vlen, r);
+}
+
+static int map_has(bl_tail *t, uint64_t lsn, size_t olen)
+{
+    unsigned char k[8];
+    bl_record r;
+    int fnrc = -1;
+    bl_put64be(k, lsn);
+    if (!bl_tail_get(t, BL_DB_LOG, k, 8, UINT64_MAX, map_rec, &r, &fnrc))
+        return 0;
+    assert_int_equal(fnrc, 0);
+    assert_int_equal(r.lsn, lsn);
+    assert_int_equal(r.origin_len, olen);
+    for (size_t i = 0; i < olen; i++)
+        if (((const char *)r.origin)[i] != 'a' + (int)(lsn % 26))
+            fail_msg("record %llu: origin byte %zu is wrong", (unsigned long long)lsn, i);
+    return 1;
+}
+
+/* A group's memory is kept when the index lets it go and handed to the
+ * next group of about its size; a small group is not given it; the last
+ * index's end gives the kept blocks back (ASan and valgrind see them
+ * freed).  The cache is the process's: this test's index is its only one
+ * (every store of the tests before it is closed). */
+static void wal__group_memory_goes_to_the_next_group(void **state)
+{
+    (void)state;
+    bl_tail t;
+    bl_wal_at base = {0, 0, SALT};
+    bl_tail_init(&t, &base);
+
+    kept_link(&t, 1, 100, 1000); /* ~110 KiB */
+    bl_tgroup *g1 = t.newest;
+    size_t block = g1->block, bytes1 = g1->bytes;
+    assert_int_equal(block, bytes1 + bytes1 / 8); /* room for the next ones */
+    bl_wal_at end = t.end;
+    assert_int_equal(bl_tail_trim(&t, &end), 1); /* g1 is let go */
+    assert_null(t.newest);
+    kept_link(&t, 101, 100, 1000); /* longer keys: a few bytes more */
+    assert_true(t.newest->bytes > bytes1);
+    assert_ptr_equal(t.newest, g1);
+    assert_int_equal(t.newest->block, block); /* not a block of its own size */
+    for (uint64_t l = 101; l <= 200; l++)
+        assert_int_equal(map_has(&t, l, 1000), 1);
+
+    end = t.end;
+    assert_int_equal(bl_tail_trim(&t, &end), 1);
+    kept_link(&t, 201, 40, 1000); /* ~45 KiB: the kept block is too large for it */
+    assert_true(t.newest != g1);
+    kept_link(&t, 241, 90, 1000); /* ~100 KiB: it takes the block */
+    assert_ptr_equal(t.newest, g1);
+    assert_int_equal(t.newest->block, block);
+    bl_tail_destroy(&t);
+}
+
 static void wal__the_index_keeps_the_newest_records_whole(void **state)
 {
     (void)state;
@@ -1116,6 +1176,7 @@ int main(void)
         cmocka_unit_test(wal__another_stores_log_is_never_applied),
         cmocka_unit_test(wal__an_iterator_survives_a_remap_before_its_first_step),
         cmocka_unit_test(wal__the_index_keeps_the_newest_records_whole),
+        cmocka_unit_test(wal__group_memory_goes_to_the_next_group),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

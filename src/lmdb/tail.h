@@ -70,6 +70,7 @@ struct bl_tgroup {
     uint32_t nver;
     bl_tver *ver;
     size_t bytes;                  /* memory it holds */
+    size_t block;                  /* the allocation it lives in (>= bytes) */
 };
 
 /* The kept records (bl_tail_kept): the newest linked in a ring of
