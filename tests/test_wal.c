@@ -1014,6 +1014,16 @@ static void kept_link(bl_tail *t, uint64_t first, uint32_t nrec, size_t olen)
     free(origin);
 }
 
+/* r is the record kept_link() made for lsn, with an origin of olen bytes. */
+static void expect_linked_record(const bl_record *r, uint64_t lsn, size_t olen)
+{
+    assert_int_equal(r->lsn, lsn);
+    assert_int_equal(r->origin_len, olen);
+    for (size_t i = 0; i < olen; i++)
+        if (((const char *)r->origin)[i] != 'a' + (int)(lsn % 26))
+            fail_msg("record %llu: origin byte %zu is wrong", (unsigned long long)lsn, i);
+}
+
 /* 1 if the record at lsn is kept, and then it is that record, whole. */
 static int kept_has(bl_tail *t, uint64_t lsn, size_t olen)
 {
@@ -1023,11 +1033,7 @@ static int kept_has(bl_tail *t, uint64_t lsn, size_t olen)
     if (!bl_tail_kept(t, lsn, &v, &n))
         return 0;
     assert_int_equal(bl_record_decode(v, n, &r), 0);
-    assert_int_equal(r.lsn, lsn);
-    assert_int_equal(r.origin_len, olen);
-    for (size_t i = 0; i < olen; i++)
-        if (((const char *)r.origin)[i] != 'a' + (int)(lsn % 26))
-            fail_msg("kept record %llu: origin byte %zu is wrong", (unsigned long long)lsn, i);
+    expect_linked_record(&r, lsn, olen);
     return 1;
 }
 
@@ -1047,11 +1053,7 @@ static int map_has(bl_tail *t, uint64_t lsn, size_t olen)
     if (!bl_tail_get(t, BL_DB_LOG, k, 8, UINT64_MAX, map_rec, &r, &fnrc))
         return 0;
     assert_int_equal(fnrc, 0);
-    assert_int_equal(r.lsn, lsn);
-    assert_int_equal(r.origin_len, olen);
-    for (size_t i = 0; i < olen; i++)
-        if (((const char *)r.origin)[i] != 'a' + (int)(lsn % 26))
-            fail_msg("record %llu: origin byte %zu is wrong", (unsigned long long)lsn, i);
+    expect_linked_record(&r, lsn, olen);
     return 1;
 }
 
