@@ -202,7 +202,7 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
     const char *refs = getenv("BINDLOG_BULK_REF_MAX");
     b->ref_max = refs != NULL && atoi(refs) >= 0 ? (size_t)atoi(refs) : REF_MAX;
     b->refs_off = b->ref_max == 0;
-    b->ref_cap0 = (size_t)(size_hint / b->nparts / 192);
+    b->ref_cap0 = (size_t)(size_hint / b->nparts / 128);
     if (b->ref_cap0 < 1024)
         b->ref_cap0 = 1024;
     if (b->ref_cap0 > REF_MAX / b->nparts + 1024)

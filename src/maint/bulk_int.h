@@ -79,10 +79,12 @@ struct bl_bulk {
     int no_copier;
     size_t nrefs;      /* records held by reference in the partitions */
     size_t ref_max;    /* REF_MAX, or BINDLOG_BULK_REF_MAX for the tests */
-    size_t ref_cap0;   /* first size of a partition's references (its share
-                        * of the input at 192 bytes a record, a quarter
-                        * more than the bench's: no regrowth, whose copy
-                        * faults in pages twice) */
+    size_t ref_cap0;   /* first size of a partition's references: its share
+                        * of the input at 128 bytes a record.  The bench's
+                        * records take 147 bytes of an export stream and
+                        * 165 of the log's leaf pages, so they never
+                        * regrow (a regrowth's copy faults pages in twice);
+                        * pages reserved and never touched cost nothing. */
     int refs_off;      /* more than REF_MAX came: references spilled, copier on */
     /* progress: the scan is the first third of `total`, deciding the
      * second, merging the last (bl_bulk_set_progress) */
