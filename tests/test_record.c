@@ -1319,6 +1319,50 @@ static void sval__bad_fields(void **state)
     expect_sval_patched(key_at, 0x01, 0); /* control bytes are fine in keys */
 }
 
+/* bl_sval_same_v1 agrees with comparing the two version-1 encodings, for
+ * values that differ in any one field (lengths and bytes apart), that
+ * point at equal bytes in other places, or that do not encode at all. */
+static void sval__same_v1_is_the_encodings_compared(void **state)
+{
+    (void)state;
+    static const char key2[] = "agent:main:x", id2[] = "s1";
+    const bl_sval base = {"agent:main:x", 12, "s1", 2, 42, 50, 1000, 2000, "stop", 4,
+                          "{\"a\":1}", 7, 0, 0, 0, {0}};
+    bl_sval v[16];
+    size_t n = 0;
+    v[n++] = base;
+    v[n] = base, v[n].key = key2, n++; /* equal bytes elsewhere */
+    v[n] = base, v[n].parent = id2, n++;
+    v[n] = base, v[n].key_len = 11, n++;
+    v[n] = base, v[n].key = "agent:main:y", n++;
+    v[n] = base, v[n].parent = "s2", n++;
+    v[n] = base, v[n].parent = NULL, v[n].parent_len = 0, n++;
+    v[n] = base, v[n].created_lsn = 43, n++;
+    v[n] = base, v[n].ended_lsn = 51, n++;
+    v[n] = base, v[n].created_ms = 1001, n++;
+    v[n] = base, v[n].ended_ms = 2001, n++;
+    v[n] = base, v[n].reason = "Stop", n++;
+    v[n] = base, v[n].origin_len = 6, n++;
+    v[n] = base, v[n].child_lsn = 45, v[n].sibling_lsn = 40, n++; /* not in version 1 */
+    v[n] = base, v[n].key_len = 0, n++;                           /* does not encode */
+    v[n] = base, v[n].created_ms = -1, n++;                       /* nor this */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            unsigned char a[256], b[256];
+            size_t na = bl_sval_encode_v1(&v[i], a, sizeof a);
+            size_t nb = bl_sval_encode_v1(&v[j], b, sizeof b);
+            int same = na != 0 && na == nb && memcmp(a, b, na) == 0;
+            if (bl_sval_same_v1(&v[i], &v[j]) != same)
+                fail_msg("values %zu and %zu: same_v1 %d, encodings %s", i, j,
+                         bl_sval_same_v1(&v[i], &v[j]), same ? "equal" : "not equal");
+        }
+    /* the pairs above hold both answers */
+    assert_true(bl_sval_same_v1(&v[0], &v[1]));
+    assert_true(bl_sval_same_v1(&v[0], &v[13]));
+    assert_false(bl_sval_same_v1(&v[0], &v[3]));
+    assert_false(bl_sval_same_v1(&v[14], &v[14]));
+}
+
 /* Version 1 still decodes and bl_sval_encode_v1 writes it; the pinned
  * version-2 bytes of docs/format.md. */
 static void sval__versions(void **state)
@@ -1449,6 +1493,7 @@ int main(void)
         cmocka_unit_test(sval__bad_fields),
         cmocka_unit_test(sval__standard_reason_is_a_code),
         cmocka_unit_test(sval__versions),
+        cmocka_unit_test(sval__same_v1_is_the_encodings_compared),
         cmocka_unit_test(valid__key_id_reason),
         cmocka_unit_test(valid__id_rule_every_byte_everywhere),
         cmocka_unit_test(endian__helpers),

@@ -854,6 +854,17 @@ size_t bl_sval_encode_v1(const bl_sval *v, void *buf, size_t cap)
     return n;
 }
 
+int bl_sval_same_v1(const bl_sval *a, const bl_sval *b)
+{
+    /* the fields bl_sval_encode_v1 writes, lengths then bytes, in its order */
+    return sval_fields_ok(a) && sval_fields_ok(b) && a->created_lsn == b->created_lsn &&
+           a->ended_lsn == b->ended_lsn && a->created_ms == b->created_ms &&
+           a->ended_ms == b->ended_ms && same_bytes(a->key, a->key_len, b->key, b->key_len) &&
+           same_bytes(a->parent, a->parent_len, b->parent, b->parent_len) &&
+           same_bytes(a->reason, a->reason_len, b->reason, b->reason_len) &&
+           same_bytes(a->origin, a->origin_len, b->origin, b->origin_len);
+}
+
 /* Version 3, the reference form: version, flags (the end reason's code),
  * then created_lsn, the gap to ended_lsn (0: live), the zigzagged end time
  * and the reason's length, then the reason. */

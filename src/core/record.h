@@ -403,6 +403,9 @@ int bl_sval_read(const void *buf, size_t len, const char *id, size_t id_len, bl_
  * store keeps.  Same contract as the encoders above. */
 size_t bl_bval_encode_v1(const bl_bval *v, void *buf, size_t cap);
 size_t bl_sval_encode_v1(const bl_sval *v, void *buf, size_t cap);
+/* 1 when a and b both encode with bl_sval_encode_v1, to the same bytes;
+ * else 0.  Neither is encoded. */
+int bl_sval_same_v1(const bl_sval *a, const bl_sval *b);
 
 /* ---- index keys (docs/format.md, "Tables") ------------------------------- */
 

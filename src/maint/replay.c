@@ -1190,20 +1190,15 @@ static int entry_live(int db, const MDB_val *v)
  * sibling chains included. */
 static int same_session(bl_snap *ss, const MDB_val *k, const MDB_val *a, const MDB_val *b)
 {
-    static _Thread_local unsigned char ca[BL_SVAL_MAX], cb[BL_SVAL_MAX];
     bl_sval x, y;
-    size_t na, nb;
     if (k->mv_size == 0 || k->mv_size > BINDLOG_ID_MAX ||
         bl_sval_read(a->mv_data, a->mv_size, k->mv_data, k->mv_size, bl_snap_ref, ss, &x) != 0 ||
         bl_sval_read(b->mv_data, b->mv_size, k->mv_data, k->mv_size, bl_snap_ref, ss, &y) != 0) {
         bl_err_clear();
         return 0;
     }
-    na = bl_sval_encode_v1(&x, ca, sizeof ca);
-    nb = bl_sval_encode_v1(&y, cb, sizeof cb);
     /* the sibling chain is not in the digest's form: compared apart */
-    return na != 0 && na == nb && memcmp(ca, cb, na) == 0 && x.child_lsn == y.child_lsn &&
-           x.sibling_lsn == y.sibling_lsn;
+    return bl_sval_same_v1(&x, &y) && x.child_lsn == y.child_lsn && x.sibling_lsn == y.sibling_lsn;
 }
 
 /*

@@ -89,6 +89,7 @@ typedef struct importer {
     MDB_txn *txn;
     reader rd;
     unsigned char *frame;
+    unsigned char *vbuf;         /* BL_SVAL_MAX: an image value re-encoded */
     const unsigned char *rframe; /* the last 'R' frame: in rd.buf or frame */
     uint64_t err_off;   /* offset of the frame at fault */
     int map_full;
@@ -173,15 +174,16 @@ static void import_bulk_drop(importer *im)
 /*
  * An image value of an older version (a stream of format 3 or before
  * carries version-1 values) re-encoded in the current one, so that a store
- * holds one version of each table's values.  *val then points into a
- * buffer of this thread, valid until the next call.  A value that does
- * not decode is left for the checks after this.
+ * holds one version of each table's values.  *val then points into
+ * im->vbuf, valid until the next call.  A value that does not decode is
+ * left for the checks after this.
  */
-static int current_value(int sess, const unsigned char **val, size_t *vl)
+static int current_value(importer *im, int sess, const unsigned char **val, size_t *vl)
 {
-    static _Thread_local unsigned char buf[BL_SVAL_MAX];
+    unsigned char *buf = im->vbuf;
+    const size_t cap = BL_SVAL_MAX;
     size_t n = 0;
-    if (sess && *vl >= 2 && *vl <= sizeof buf && (*val)[0] == 2 && ((*val)[1] & BL_SVAL_F_REF)) {
+    if (sess && *vl >= 2 && *vl <= cap && (*val)[0] == 2 && ((*val)[1] & BL_SVAL_F_REF)) {
         /* a store's mark (bl_sval_encode_base) has no meaning in a stream:
          * the imported session is whole, in this store's image and table */
         memcpy(buf, *val, *vl);
@@ -194,11 +196,11 @@ static int current_value(int sess, const unsigned char **val, size_t *vl)
     if (sess) {
         bl_sval sv;
         if (bl_sval_decode(*val, *vl, &sv) == 0)
-            n = bl_sval_encode(&sv, buf, sizeof buf);
+            n = bl_sval_encode(&sv, buf, cap);
     } else {
         bl_bval b;
         if (bl_bval_decode(*val, *vl, &b) == 0)
-            n = bl_bval_encode(&b, buf, sizeof buf);
+            n = bl_bval_encode(&b, buf, cap);
     }
     if (n != 0) {
         *val = buf;
@@ -280,7 +282,7 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
         const char *key = (const char *)p + ko;
         const unsigned char *val = p + ko + kl;
         size_t vl = body - ko - kl;
-        if ((rc = current_value(sess, &val, &vl)) != 0)
+        if ((rc = current_value(im, sess, &val, &vl)) != 0)
             return rc;
         if (im->scan) {
             /* base tables now, live ones from the bulk replay */
@@ -771,8 +773,9 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     im.rd.fd = fd;
     im.rd.buf = malloc(ST_IO_BUF);
     im.frame = malloc(ST_FRAME_MAX);
+    im.vbuf = malloc(BL_SVAL_MAX);
     im.rd.hash = XXH3_createState();
-    if (im.rd.buf == NULL || im.frame == NULL || im.rd.hash == NULL) {
+    if (im.rd.buf == NULL || im.frame == NULL || im.vbuf == NULL || im.rd.hash == NULL) {
         rc = BINDLOG_ENOMEM;
         goto out;
     }
@@ -816,5 +819,6 @@ out:
     XXH3_freeState(im.rd.hash);
     free(im.rd.buf);
     free(im.frame);
+    free(im.vbuf);
     return rc;
 }
