@@ -303,14 +303,17 @@ int bl_pc_guard_all(bl_env *e, unsigned mask);
  * bl_pc_guard_all(e, BL_PC_EVERYTHING) for a background thread (ckpt.c,
  * from open): the whole-store walk of the newest snapshot, through a
  * mapping of its own and without map_lock, so that readers, writers and
- * map growth never wait for it.  stop(ctx) is asked every thousand or so
- * entries; when it returns nonzero the walk ends.  0 (the store passed: a
+ * map growth never wait for it.  stop(ctx, done, total) is asked every
+ * thousand or so entries, with the entries walked so far and the tables'
+ * entries in all (0 while unknown; the free list comes on top of them);
+ * when it returns nonzero the walk ends.  0 (the store passed: a
  * later write goes ahead without walking), BINDLOG_ECORRUPT with the
  * last-error detail a write would get, BL_PC_STOPPED (stopped, or the
  * snapshot kept moving: not done), or another BINDLOG_E* code.  Call
  * without map_lock.
  */
-int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx), void *ctx);
+int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx, uint64_t done, uint64_t total),
+                         void *ctx);
 #define BL_PC_STOPPED 2
 /* What an import reads in full: the state it digests, and the free list. */
 #define BL_PC_IMPORT_TABLES                                                    \

@@ -119,20 +119,22 @@ static int fail_why(bl_pc *pc, const char *why)
 /* ---- stopping a long walk ------------------------------------------------------- */
 
 /* A walk in the background asks, every BL_PC_STOP_EVERY leaf entries,
- * whether to stop (its environment is closing); NULL never stops. */
+ * whether to stop (its environment is closing), telling how far it is:
+ * the entries walked, of the tables' entries in all (0 until the main
+ * tree has named the tables); NULL never stops. */
 #define BL_PC_STOP_EVERY 1024
 
 typedef struct stopper {
-    int (*fn)(void *ctx);
+    int (*fn)(void *ctx, uint64_t done, uint64_t total);
     void *ctx;
-    unsigned n;
+    uint64_t n, total;
 } stopper;
 
 static int stop_now(stopper *s)
 {
     if (s == NULL || ++s->n % BL_PC_STOP_EVERY != 0)
         return 0;
-    return s->fn(s->ctx) ? BL_PC_STOPPED : 0;
+    return s->fn(s->ctx, s->n, s->total) ? BL_PC_STOPPED : 0;
 }
 
 static int stop_entry(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
@@ -576,6 +578,9 @@ static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t
     fs = (free_scan){.seen = ls.live, .npages = f->npages, .stop = stop};
     w = (bl_pc_walk){.f = f, .tree = BL_PC_MAIN, .seen = ls.live, .entry = live_table, .ctx = &ls};
     rc = bl_pc_walk_tree(&w, &m->dbs[1]);
+    for (int tree = 0; stop != NULL && tree < BL_DB_COUNT; tree++)
+        if (ls.have & BL_PC_BIT(tree))
+            stop->total += ls.db[tree].entries;
     for (int tree = 0; rc == 0 && tree < BL_DB_COUNT; tree++) {
         if (!(ls.have & BL_PC_BIT(tree)))
             continue;
@@ -686,10 +691,11 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
     }
 }
 
-int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx), void *ctx)
+int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx, uint64_t done, uint64_t total),
+                         void *ctx)
 {
     bl_pc *pc = e->pc;
-    stopper st = {stop, ctx, 0};
+    stopper st = {stop, ctx, 0, 0};
     MDB_txn *txn;
     bl_pc_meta m = {0};
     int rc;
@@ -718,6 +724,7 @@ int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx), void *ctx)
                             pc->file, strerror(errno));
         } else {
             bl_pc_file f = {map, np, pc->psize, np ? np - 1 : 0};
+            st.n = st.total = 0; /* each snapshot's walk from its start */
             if ((rc = meta_of(pc, &f, t, &m)) == 0)
                 rc = guard_store(pc, &f, &m, t, &st);
             munmap(map, len);

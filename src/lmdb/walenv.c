@@ -678,8 +678,9 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
 
 /* How long close waits for the whole-store walk before it leaves the log
  * unfolded (docs/design.md, "Damaged files"): enough for the walk of a
- * store of a few hundred thousand entries, little against a CLI call's
- * cost on a store whose walk takes a second. */
+ * store of a few hundred thousand entries.  A walk whose pace so far says
+ * it needs longer is not waited for at all: a CLI call on a store whose
+ * walk takes a second pays nothing for it. */
 #define CLOSE_WALK_WAIT_MS 100
 
 void bl_walenv_finish(bl_env *e)
@@ -693,16 +694,17 @@ void bl_walenv_finish(bl_env *e)
      * store at rest has an empty log (and opens in a few milliseconds).
      * That checkpoint needs the whole-store walk's verdict: a walk under
      * way is given a moment to finish (rather than stopped and done again
-     * from the start in this thread); if it needs longer, the frames stay
-     * in the log, flushed, for the next writer's checkpoint to fold, and
-     * a short-lived process (a CLI write) does not pay for a walk of a
-     * large store after all. */
+     * from the start in this thread); if it needs longer (by its pace so
+     * far, or after the moment), the frames stay in the log, flushed, for
+     * the next writer's checkpoint to fold, and a short-lived process (a
+     * CLI write) does not pay for a walk of a large store after all. */
     bl_wal_at folded;
     if (writes && (bl_shm_get_ckpt(w->shm.m, &folded) != 0 ||
                    atomic_load(&w->shm.m->vis_lsn) > folded.lsn))
         /* the close.walk failpoint stands for a walk still under way when
          * the wait is over */
-        fold = bl_ckpt_walk_settle_for(e, CLOSE_WALK_WAIT_MS) && BL_FAILPOINT("close.walk") == 0;
+        fold =
+            bl_ckpt_walk_settle_for(e, CLOSE_WALK_WAIT_MS) == 1 && BL_FAILPOINT("close.walk") == 0;
     bl_ckpt_stop(e);
     if (!writes)
         return;

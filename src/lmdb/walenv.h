@@ -82,6 +82,11 @@ typedef struct bl_walenv {
     int walk;                 /* BL_WALK_* */
     int walk_rc;              /* BL_WALK_BAD: its code and last-error detail */
     char walk_msg[BL_ERRMSG_MAX];
+    /* how far it is: since walk_t0_ns (monotonic), walk_done of walk_total
+     * entries (the walk's own count: bl_pc_guard_store_bg) */
+    int64_t walk_t0_ns;
+    uint64_t walk_done, walk_total;
+    int walk_watchers;        /* waiting on its pace: wcv at each report too */
     pthread_cond_t wcv;       /* signalled when walk leaves BL_WALK_RUNNING */
     unsigned gen;             /* bumped to stop the running thread */
     int manual;               /* BINDLOG_CHECKPOINT=manual: no background thread */
@@ -235,8 +240,12 @@ int bl_ckpt_walk_wait(bl_env *e, int wait);
  * import do not walk the store a second time beside it.  Never fails. */
 void bl_ckpt_walk_settle(bl_env *e);
 /* The same for at most `ms` milliseconds: 1 when no walk runs any more
- * (its verdict is in, or there was none), 0 when it still runs. */
+ * (its verdict is in, or there was none), 0 when it still runs after the
+ * wait, BL_WALK_TOO_LONG as soon as the pace it has kept says that it
+ * will not be done by then (the walk tells how far it is every thousand
+ * or so entries). */
 int bl_ckpt_walk_settle_for(bl_env *e, int64_t ms);
+#define BL_WALK_TOO_LONG (-1)
 
 /* Direct LMDB writes (import, the targets of replay and check, the etcd
  * mirror) bypass the log.  bl_wal_quiesce takes the writers' lock and

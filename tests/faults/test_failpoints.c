@@ -64,8 +64,10 @@
 
 #include "bindlog.h"
 #include "core/failpoint.h"
+#include "core/backend.h"
 #include "core/record.h"
 #include "lmdb/pagecheck.h"
+#include "lmdb/walenv.h"
 #include "faultutil.h"
 #include "testutil.h"
 
@@ -486,6 +488,40 @@ static void failpoints__close_stops_the_walk(void **state)
 }
 
 /*
+ * Close gives the walk a moment (100 ms) to finish, so that it can fold
+ * the log, but not when the walk's own pace says it cannot finish in
+ * time: a CLI write on a store of a million events lost those 100 ms on
+ * every call.  Each walk step sleeps 40 ms here, so after two steps of
+ * ~16 the walk has over half a second to go: a 100 ms wait is refused at
+ * once, a 60 s one waits for the verdict.
+ */
+static void failpoints__a_walk_too_slow_for_the_wait_is_not_waited_for(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("fppace");
+    bindlog *s = NULL;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+
+    unsetenv("BINDLOG_CHECKPOINT");
+    walk_store_of(dir, 6000); /* ~16 steps */
+    o.durability = BINDLOG_DURABILITY_NONE;
+    s = open_inside_the_walk(dir, &o, 40);
+    while (bl_failpoint_hits("walk.step") < 3)
+        usleep(1000); /* two steps have told how far the walk is */
+    assert_int_equal(bl_ckpt_walk_settle_for(s->e, 100), BL_WALK_TOO_LONG);
+    unsigned long at = bl_failpoint_hits("walk.step");
+    assert_int_equal(bl_ckpt_walk_settle_for(s->e, 60000), 1);
+    unsigned long end = bl_failpoint_hits("walk.step");
+    print_message("  refused after %lu walk steps of %lu\n", at, end);
+    assert_true(end >= at + 4); /* it had at least 160 ms to go */
+    set_failpoint(NULL);
+    bindlog_close(s);
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/*
  * The walk holds a snapshot, and so a reader slot, for as long as it lasts.
  * A store made with max_readers 1 has that one slot for the caller's
  * thread and one more for its own: the caller reads and writes while the
@@ -726,6 +762,7 @@ int main(void)
         cmocka_unit_test(failpoints__eio_after_the_write_panics_sticky),
         cmocka_unit_test(failpoints__eio_in_a_checkpoint_is_retried),
         cmocka_unit_test(failpoints__close_stops_the_walk),
+        cmocka_unit_test(failpoints__a_walk_too_slow_for_the_wait_is_not_waited_for),
         cmocka_unit_test(failpoints__the_walk_takes_no_reader_slot_of_the_callers),
         cmocka_unit_test(failpoints__a_write_before_the_walks_verdict_reaches_the_log_only),
         cmocka_unit_test(failpoints__close_leaves_the_log_to_the_next_writer_when_the_walk_is_slow),
