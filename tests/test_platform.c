@@ -325,43 +325,47 @@ static void platform__io_idle_is_the_threads_and_given_back(void **state)
 }
 
 /* bl_plat_map_anon: zeroed, all of it writable, given back whole; on
- * Linux every page is mapped before the first touch (mincore), and a
- * table of a 2 MiB multiple starts on a 2 MiB boundary, so that huge
- * pages can hold all of it. */
-static void platform__anonymous_tables_are_zeroed_and_mapped_in_advance(void **state)
+ * Linux, with populate, every page is mapped before the first touch
+ * (mincore), without, none is; and a table of a 2 MiB multiple starts on
+ * a 2 MiB boundary, so that huge pages can hold all of it. */
+static void platform__anonymous_tables_are_zeroed_and_mapped_when_asked(void **state)
 {
     (void)state;
     const size_t sizes[] = {1, 4096, 100000, (size_t)3 << 19, (size_t)2 << 20, (size_t)8 << 20};
     long pg = sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        size_t n = sizes[i];
-        unsigned char *p = bl_plat_map_anon(n);
-        assert_non_null(p);
+    for (int populate = 1; populate >= 0; populate--)
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            size_t n = sizes[i];
+            unsigned char *p = bl_plat_map_anon(n, populate);
+            assert_non_null(p);
 #ifdef __linux__
-        if (!strcmp(bl_plat_name(), "linux")) {
-            size_t npages = (n + (size_t)pg - 1) / (size_t)pg;
-            unsigned char *res = malloc(npages);
-            assert_non_null(res);
-            assert_int_equal(mincore(p, n, res), 0);
-            size_t resident = 0;
-            for (size_t j = 0; j < npages; j++)
-                resident += res[j] & 1;
-            /* (a kernel before 5.14 has no MADV_POPULATE_WRITE: a 2 MiB
-             * multiple is then mapped at its first touches) */
-            if (n % ((size_t)2 << 20) != 0 || madvise(p, n, 23 /* MADV_POPULATE_WRITE */) == 0)
-                assert_int_equal(resident, npages);
-            free(res);
-            if (n % ((size_t)2 << 20) == 0)
-                assert_int_equal((uintptr_t)p % ((size_t)2 << 20), 0);
-        }
+            if (!strcmp(bl_plat_name(), "linux")) {
+                size_t npages = (n + (size_t)pg - 1) / (size_t)pg;
+                unsigned char *res = malloc(npages);
+                assert_non_null(res);
+                assert_int_equal(mincore(p, n, res), 0);
+                size_t resident = 0;
+                for (size_t j = 0; j < npages; j++)
+                    resident += res[j] & 1;
+                /* (a kernel before 5.14 has no MADV_POPULATE_WRITE: a 2 MiB
+                 * multiple is then mapped at its first touches) */
+                if (!populate)
+                    assert_int_equal(resident, 0);
+                else if (n % ((size_t)2 << 20) != 0 ||
+                         madvise(p, n, 23 /* MADV_POPULATE_WRITE */) == 0)
+                    assert_int_equal(resident, npages);
+                free(res);
+                if (n % ((size_t)2 << 20) == 0)
+                    assert_int_equal((uintptr_t)p % ((size_t)2 << 20), 0);
+            }
 #endif
-        for (size_t j = 0; j < n; j += 997)
-            assert_int_equal(p[j], 0);
-        assert_int_equal(p[n - 1], 0);
-        memset(p, 0xa5, n);
-        assert_int_equal(p[n - 1], 0xa5);
-        bl_plat_unmap_anon(p, n);
-    }
+            for (size_t j = 0; j < n; j += 997)
+                assert_int_equal(p[j], 0);
+            assert_int_equal(p[n - 1], 0);
+            memset(p, 0xa5, n);
+            assert_int_equal(p[n - 1], 0xa5);
+            bl_plat_unmap_anon(p, n);
+        }
     bl_plat_unmap_anon(NULL, 4096); /* nothing to give back */
 }
 
@@ -464,7 +468,7 @@ int main(void)
         cmocka_unit_test(platform__an_fdlock_outlives_the_other_descriptors),
         cmocka_unit_test(platform__bindlog_fsync_flushes_files_and_directories),
         cmocka_unit_test(platform__io_idle_is_the_threads_and_given_back),
-        cmocka_unit_test(platform__anonymous_tables_are_zeroed_and_mapped_in_advance),
+        cmocka_unit_test(platform__anonymous_tables_are_zeroed_and_mapped_when_asked),
     };
     print_message("platform layer: %s\n", bl_plat_name());
     return cmocka_run_group_tests(tests, NULL, NULL);

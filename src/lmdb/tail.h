@@ -77,8 +77,9 @@ struct bl_tgroup {
  * BL_TAIL_KEPT_BYTES, found by LSN through BL_TAIL_KEPT slots (slot
  * lsn % BL_TAIL_KEPT; lsn 0: empty).  A slot's record is still there while
  * the ring has not written BL_TAIL_KEPT_BYTES past its start.  With records
- * of ~150 bytes that is the last ~55,000: 9.5 MiB in all, taken at the
- * first link after this process decided a group (readers keep none). */
+ * of ~150 bytes that is the last ~55,000: 9.5 MiB in all, mapped at the
+ * first link after this process decided a group (readers keep none) and
+ * taken from the system as the records fill it. */
 #define BL_TAIL_KEPT 65536u
 #define BL_TAIL_KEPT_BYTES (8u << 20)
 #define BL_TAIL_KEPT_MAX 4096u /* a longer record is not kept (LMDB has it) */

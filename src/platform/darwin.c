@@ -221,8 +221,9 @@ void bl_plat_writeback(int fd) { (void)fd; }
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
 
 /* (no MAP_POPULATE: the pages come at their first touches) */
-void *bl_plat_map_anon(size_t bytes)
+void *bl_plat_map_anon(size_t bytes, int populate)
 {
+    (void)populate; /* the pages come at first touch */
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }

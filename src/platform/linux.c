@@ -178,12 +178,12 @@ void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a)
  * allows them (THP "always" or "madvise"): four faults map an 8 MiB ring,
  * where 4 KiB pages take 2,048, each ~1 us on a bare host and 10-15 us
  * under a hypervisor that shadows page tables.  The mapping is aligned
- * to 2 MiB (its slack unmapped again) so that every huge page fits.  Then
- * the pages are mapped before returning: MADV_POPULATE_WRITE (Linux 5.14),
- * else MAP_POPULATE. */
+ * to 2 MiB (its slack unmapped again) so that every huge page fits.  With
+ * populate, the pages are mapped before returning: MADV_POPULATE_WRITE
+ * (Linux 5.14), else MAP_POPULATE. */
 #define BL_HUGE ((size_t)2 << 20)
 
-void *bl_plat_map_anon(size_t bytes)
+void *bl_plat_map_anon(size_t bytes, int populate)
 {
     const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
 #if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_WRITE)
@@ -198,11 +198,12 @@ void *bl_plat_map_anon(size_t bytes)
         munmap(p + bytes, BL_HUGE - head);
         (void)madvise(p, bytes, MADV_HUGEPAGE); /* THP "never": 4 KiB pages */
         /* the pages now; on a kernel before 5.14 (EINVAL) at first touches */
-        (void)madvise(p, bytes, MADV_POPULATE_WRITE);
+        if (populate)
+            (void)madvise(p, bytes, MADV_POPULATE_WRITE);
         return p;
     }
 #endif
-    void *p = mmap(NULL, bytes, prot, flags | MAP_POPULATE, -1, 0);
+    void *p = mmap(NULL, bytes, prot, flags | (populate ? MAP_POPULATE : 0), -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 

@@ -196,18 +196,19 @@ void bl_plat_io_idle_end(int saved);
 
 /* ---- memory ------------------------------------------------------------------ */
 
-/* `bytes` of zeroed memory whose pages are mapped before it returns where
- * the system can, so that the first writes to it take no page faults: for
- * tables that a leader fills while every writer of its group waits (a
- * table of megabytes has thousands of 4 KiB pages, and a fault costs ~1
- * us on a bare host, 10-15 us under a hypervisor that shadows page
- * tables).  Linux: a multiple of 2 MiB goes on transparent huge pages
- * where THP allows them, populated with MADV_POPULATE_WRITE; anything
- * else is mapped with MAP_POPULATE.  macOS: a plain anonymous mapping
- * (pages at first touch).  The portable layer: calloc.  NULL if there is
- * no memory.  Give it back with bl_plat_unmap_anon(p, bytes), bytes as
- * allocated. */
-void *bl_plat_map_anon(size_t bytes);
+/* `bytes` of zeroed memory for tables that a leader fills while every
+ * writer of its group waits (a table of megabytes has thousands of 4 KiB
+ * pages, and a fault costs ~1 us on a bare host, 10-15 us under a
+ * hypervisor that shadows page tables).  Linux: a multiple of 2 MiB goes
+ * on transparent huge pages where THP allows them (one fault a 2 MiB).
+ * populate: its pages are mapped before it returns, so that the first
+ * writes take no fault at all (MADV_POPULATE_WRITE for huge pages,
+ * MAP_POPULATE for the rest) -- for a table written all over at once; 0:
+ * at first touch -- for one filled from its start, which a small store
+ * may never fill.  macOS: a plain anonymous mapping (pages at first
+ * touch).  The portable layer: calloc.  NULL if there is no memory.  Give
+ * it back with bl_plat_unmap_anon(p, bytes), bytes as allocated. */
+void *bl_plat_map_anon(size_t bytes, int populate);
 void bl_plat_unmap_anon(void *p, size_t bytes);
 
 /* ---- the process ----------------------------------------------------------- */

@@ -73,7 +73,11 @@ int bl_plat_flush_file(int fd) { return bl_plat_fb_fsync(fd); }
 int bl_plat_flush_weakened(void) { return 0; }
 void bl_plat_writeback(int fd) { (void)fd; }
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
-void *bl_plat_map_anon(size_t bytes) { return calloc(1, bytes); }
+void *bl_plat_map_anon(size_t bytes, int populate)
+{
+    (void)populate;
+    return calloc(1, bytes);
+}
 void bl_plat_unmap_anon(void *p, size_t bytes)
 {
     (void)bytes;
