@@ -158,23 +158,15 @@ int bl_fork_refuse(const bindlog *s)
                       s->pid, (long)getpid());
 }
 
-/* CLOCK_MONOTONIC in milliseconds. */
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int bl_wait_poll(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head,
                  int (*read_head)(bindlog *h, uint64_t *head), int period_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : bl_mono_ms() + timeout_ms;
     for (;;) {
         int rc = read_head(h, head);
         if (rc != 0 || *head > after_lsn)
             return rc;
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - bl_mono_ms();
         if (left <= 0)
             return 0;
         int64_t nap = left < period_ms ? left : period_ms;

@@ -66,13 +66,6 @@ static bl_greq *take_within_budget(bl_group *g, size_t *n)
     return last;
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* The leader's wait for the group to fill (g->mu held; see bl_group_fill). */
 static void fill(bl_group *g)
 {
@@ -134,7 +127,7 @@ static int rejoin(bl_group *g)
     if (g->queued >= g->rejoin)
         return 0;
     struct timespec until;
-    int64_t left = g->rejoin_until - mono_ns();
+    int64_t left = g->rejoin_until - bl_mono_ns();
     if (left <= 0)
         return 0;
     clock_gettime(CLOCK_REALTIME, &until); /* pthread_cond_timedwait's clock */
@@ -155,7 +148,7 @@ static int rejoin(bl_group *g)
 /* Does the rejoin a leader sleeps in end with this queueing (g->mu held)? */
 static int rejoin_over(const bl_group *g)
 {
-    return g->rejoining && (g->queued >= g->rejoin || mono_ns() >= g->rejoin_until);
+    return g->rejoining && (g->queued >= g->rejoin || bl_mono_ns() >= g->rejoin_until);
 }
 
 void bl_group_fail(bl_greq *group, int rc)
@@ -344,12 +337,12 @@ static void run_taken(bl_group *g, bl_group_run_fn run, bl_group_finish_fn finis
     }
     pthread_mutex_unlock(&g->mu);
 
-    int64_t t0 = g->fill_us != 0 ? mono_ns() : 0;
+    int64_t t0 = g->fill_us != 0 ? bl_mono_ns() : 0;
     int pending = run(ctx, group) && finish != NULL;
 
     pthread_mutex_lock(&g->mu);
     if (g->fill_us != 0) {
-        g->last_run_ns = mono_ns() - t0;
+        g->last_run_ns = bl_mono_ns() - t0;
         g->expect = size + g->queued; /* in flight while it ran */
     }
     g->leader = 0;
@@ -359,7 +352,7 @@ static void run_taken(bl_group *g, bl_group_run_fn run, bl_group_finish_fn finis
         g->finishing++;
         next_leader(g);
         pthread_mutex_unlock(&g->mu);
-        int64_t t1 = mono_ns();
+        int64_t t1 = bl_mono_ns();
         int rc = finish(ctx, group);
         if (rc != 0)
             bl_group_fail(group, rc);
@@ -367,7 +360,7 @@ static void run_taken(bl_group *g, bl_group_run_fn run, bl_group_finish_fn finis
         if (--g->finishing == 0 && g->hold) {
             /* the group's writers will be back at once: the next leader
              * waits a little for them (rejoin) */
-            int64_t now = mono_ns();
+            int64_t now = bl_mono_ns();
             g->finish_ns = now - t1;
             g->rejoin = g->queued + size;
             int64_t wait = 3 * g->finish_ns;

@@ -679,13 +679,6 @@ typedef struct ckpt_arg {
     unsigned gen; /* the thread runs while the environment's generation is this */
 } ckpt_arg;
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Asked by the walk now and then, told how far it is: has the thread been
  * told to stop?  The walk.step failpoint slows the walk down (sleep) or
  * stops it short (eio: the first write then walks itself). */
@@ -719,7 +712,7 @@ static void walk_store(ckpt_arg *a)
     bl_env *e = a->e;
     bl_walenv *w = e->wal;
 
-    w->walk_t0_ns = mono_ns();
+    w->walk_t0_ns = bl_mono_ns();
     w->walk_done = w->walk_total = 0;
     pthread_mutex_unlock(&w->cmu);
     bl_err_clear();
@@ -930,12 +923,12 @@ void bl_ckpt_walk_settle(bl_env *e)
 }
 
 /* Whether the running walk, going on at the pace it has kept so far, ends
- * after `deadline` (mono_ns); 0 while it has not told how far it is. */
+ * after `deadline` (bl_mono_ns); 0 while it has not told how far it is. */
 static int walk_ends_after(const bl_walenv *w, int64_t deadline)
 {
     if (w->walk_done == 0 || w->walk_total <= w->walk_done)
         return 0;
-    int64_t now = mono_ns();
+    int64_t now = bl_mono_ns();
     double spent = (double)(now - w->walk_t0_ns);
     double left = spent * (double)(w->walk_total - w->walk_done) / (double)w->walk_done;
     return (double)now + left > (double)deadline;
@@ -954,7 +947,7 @@ int bl_ckpt_walk_settle_for(bl_env *e, int64_t ms)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    int64_t deadline = mono_ns() + ms * 1000000;
+    int64_t deadline = bl_mono_ns() + ms * 1000000;
     int settled = 0;
     pthread_mutex_lock(&w->cmu);
     w->walk_watchers++;

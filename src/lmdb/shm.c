@@ -79,13 +79,6 @@ _Static_assert(sizeof(bl_shm) <= BL_SHM_SIZE, "bl_shm must fit its file");
 
 #define FP(name) ((void)BL_FAILPOINT(name))
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void nap_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -103,7 +96,7 @@ static int conflict(int err) { return err == EAGAIN || err == EACCES; }
 
 static int64_t deadline_of(int64_t timeout_ms)
 {
-    return timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+    return timeout_ms < 0 ? INT64_MAX : bl_mono_ms() + timeout_ms;
 }
 
 /* The pid a rebuilder wrote into the file (0: unknown).  Only called while
@@ -131,7 +124,7 @@ static int world_shared(int fd, int64_t deadline, int64_t timeout_ms, const char
                 return 0;
             return bl_err_set(BINDLOG_EIO, "data.mdb: cannot lock: %s", strerror(err));
         }
-        if (mono_ms() >= deadline)
+        if (bl_mono_ms() >= deadline)
             return bl_err_set(BINDLOG_EBUSY,
                               "process %d holds the store's open lock exclusively (it is "
                               "rebuilding %s) for more than %lld ms",
@@ -152,7 +145,7 @@ static int gate_take(const bl_shmh *h, int64_t deadline, int64_t timeout_ms)
             return 0;
         if (!conflict(err))
             return bl_err_set(BINDLOG_EIO, "the store directory: cannot lock: %s", strerror(err));
-        if (mono_ms() >= deadline)
+        if (bl_mono_ms() >= deadline)
             return bl_err_set(BINDLOG_EBUSY,
                               "another process holds the store directory's lock (taken for a "
                               "few system calls while a process joins the store) for more than "

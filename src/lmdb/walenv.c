@@ -49,13 +49,6 @@
 #include "core/record.h"
 #include "platform/platform.h"
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- meta "wal" ------------------------------------------------------------ */
 
 int bl_meta_get_wal(bl_env *e, MDB_txn *txn, bl_wal_meta *m)
@@ -604,12 +597,13 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
                  : o->lock_timeout_ms < 0 ? -1
                                           : (int64_t)o->lock_timeout_ms;
     e->wal = w;
-    int64_t deadline = w->lock_ms < 0 ? INT64_MAX : mono_ms() + w->lock_ms;
+    int64_t deadline = w->lock_ms < 0 ? INT64_MAX : bl_mono_ms() + w->lock_ms;
 
     for (int attempt = 0;; attempt++) {
         bl_wal_at ck, end;
         uint64_t durable = 0;
-        int64_t left = w->lock_ms < 0 ? -1 : deadline - mono_ms(); /* what is left of the bound */
+        int64_t left =
+            w->lock_ms < 0 ? -1 : deadline - bl_mono_ms(); /* what is left of the bound */
         if (w->lock_ms >= 0 && left < 0)
             left = 0;
         rc = bl_shm_open(e->path, o->read_only || e->env_rdonly, left, &w->shm, &alone);
@@ -645,7 +639,7 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
             w->fd = -1;
         }
         bl_wreader_free(&w->rd);
-        if (mono_ms() >= deadline) {
+        if (bl_mono_ms() >= deadline) {
             if (!bl_err_isset())
                 bl_err_set(BINDLOG_EBUSY, "%s does not describe this store's log, and other "
                                           "processes have the store open",
@@ -752,14 +746,14 @@ int bl_lmdb_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head)
     if (w->shm.m == NULL)
         return bl_wait_poll(h, after_lsn, timeout_ms, head, private_head, 5);
     bl_shm *m = w->shm.m;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : bl_mono_ms() + timeout_ms;
     for (;;) {
         (void)BL_FAILPOINT("shm.waiters.before");
         atomic_fetch_add(&m->head_waiters, 1);
         (void)BL_FAILPOINT("shm.waiters.after");
         uint32_t seen = atomic_load(&m->head_futex);
         uint64_t vis = atomic_load(&m->vis_lsn);
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - bl_mono_ms();
         if (vis > after_lsn || left <= 0) {
             atomic_fetch_sub(&m->head_waiters, 1);
             *head = vis;

@@ -262,17 +262,10 @@ void bl_plat_fb_xlock_detach(bl_plat_xlock *l)
     }
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
 {
     local *x = find(l);
-    int64_t end = timeout_ms < 0 ? 0 : mono_ms() + timeout_ms;
+    int64_t end = timeout_ms < 0 ? 0 : bl_mono_ms() + timeout_ms;
     struct timespec nap = {0, 200000};
     int err;
 
@@ -284,7 +277,7 @@ int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
         pthread_mutex_lock(&x->mu);
     } else {
         while (pthread_mutex_trylock(&x->mu) != 0) {
-            if (mono_ms() >= end)
+            if (bl_mono_ms() >= end)
                 return ETIMEDOUT;
             nanosleep(&nap, NULL);
         }
@@ -301,7 +294,7 @@ int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms)
             break;
         if (err != EDEADLK && err != EAGAIN && err != EACCES)
             break;
-        if (timeout_ms >= 0 && mono_ms() >= end) {
+        if (timeout_ms >= 0 && bl_mono_ms() >= end) {
             err = ETIMEDOUT;
             break;
         }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #if !defined(BL_PLATFORM_POSIX) && defined(__linux__)
 #define BL_PLATFORM_LINUX 1
@@ -193,6 +194,22 @@ void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a);
  * the thread then goes on at its usual priority, and _end does nothing). */
 int bl_plat_io_idle_begin(int *saved);
 void bl_plat_io_idle_end(int saved);
+
+/* ---- clocks ------------------------------------------------------------------ */
+
+/* The monotonic clock (POSIX CLOCK_MONOTONIC: Linux, macOS 10.12+, the
+ * portable layer), for deadlines and durations. */
+static inline int64_t bl_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline int64_t bl_mono_ms(void)
+{
+    return bl_mono_ns() / 1000000;
+}
 
 /* ---- memory ------------------------------------------------------------------ */
 
