@@ -505,11 +505,12 @@ static int refs_to_spill(bl_bulk *b)
 }
 
 /* Hold a record by reference in its partition.  0, or BL_BULK_FALLBACK. */
-static int ref_add(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
+static int ref_add(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn, const void *key,
+                   size_t key_len)
 {
-    unsigned pi = record_part(b, bytes, len);
-    if (pi == UINT_MAX)
+    if (key_len == 0)
         return bl_bulk_fall_back(b, "record without a key");
+    unsigned pi = part_of(b, key, key_len);
     part *p = &b->parts[pi];
     if (p->nrefs == p->caprefs) {
         size_t cap = p->caprefs ? 2 * p->caprefs : b->ref_cap0;
@@ -523,12 +524,13 @@ static int ref_add(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
     return ++b->nrefs >= b->ref_max ? refs_to_spill(b) : 0;
 }
 
-int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn)
+int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn, const void *key,
+                       size_t key_len)
 {
     if (len > BL_RECORD_MAX)
         return bl_bulk_fall_back(b, "record longer than any record");
     if (!b->refs_off)
-        return ref_add(b, bytes, len, lsn);
+        return ref_add(b, bytes, len, lsn, key, key_len);
     if (b->cp == NULL && !b->no_copier && sysconf(_SC_NPROCESSORS_ONLN) >= 2 &&
         (b->cp = copier_start(b)) == NULL)
         b->no_copier = 1;

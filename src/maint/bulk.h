@@ -112,8 +112,12 @@ int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
  * for up to a million records.  Past that the references so far are spilled in order
  * and a second thread copies the rest into the spill as they come (without
  * a second CPU the caller copies them).  bl_bulk_record() after this spills
- * the references first, so that each partition stays in LSN order. */
-int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
+ * the references first, so that each partition stays in LSN order.  `key`
+ * is the record's key as the caller's bl_record_peek() found it (within
+ * `bytes`): the callers have peeked already, and a peek is a third of a
+ * record's decoding. */
+int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn, const void *key,
+                       size_t key_len);
 
 /*
  * Decide every partition and merge into `sink`.  Returns 0 (counts filled,

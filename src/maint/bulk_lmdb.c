@@ -348,7 +348,7 @@ int bl_bulk_feed_log(bl_bulk *b, bl_bulk_scan *x)
             break;
         /* by reference: the map lock is held until the bulk run is done
          * (no breathing here), so the snapshot's pages stay mapped */
-        if ((rc = bl_bulk_record_ref(b, v.mv_data, v.mv_size, x->next_lsn)) != 0)
+        if ((rc = bl_bulk_record_ref(b, v.mv_data, v.mv_size, x->next_lsn, h.key, h.key_len)) != 0)
             break;
         x->next_lsn++;
         x->last_time = t;

@@ -368,15 +368,16 @@ static void import_bulk_start(importer *im)
 
 /* One record of a full stream: the checks of its place in the sequence
  * now (a refusal names this frame), the re-derivation in the bulk replay
- * after the scan.  Appended to the log as it comes. */
-static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, size_t len)
+ * after the scan.  Appended to the log as it comes.  `h` is its head as
+ * bl_record_peek() read it, or NULL if that refused it (damage). */
+static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, size_t len,
+                       const bl_record_head *h)
 {
     bl_record dec;
-    bl_record_head h;
     unsigned char kb[8];
     int rc;
 
-    if (bl_record_peek(rec, len, &h) != 0 || h.lsn != r->next_lsn || h.time_ms < r->last_time) {
+    if (h == NULL || h->lsn != r->next_lsn || h->time_ms < r->last_time) {
         rc = bl_record_decode(rec, len, &dec); /* EVERSION, as the sequential path says */
         return rc != 0 ? rc : BINDLOG_ECORRUPT;
     }
@@ -399,7 +400,8 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
         im->offsets = NULL;
     }
     if (im->bulk != NULL &&
-        (rc = by_ref ? bl_bulk_record_ref(im->bulk, at, len, r->next_lsn)
+        (rc = by_ref ? bl_bulk_record_ref(im->bulk, at, len, r->next_lsn,
+                                          (const unsigned char *)at + (h->key - rec), h->key_len)
                      : bl_bulk_record(im->bulk, rec, len, r->next_lsn)) == BL_BULK_FALLBACK) {
         /* a record that cannot even be partitioned is damaged; otherwise
          * the bulk path's own files failed */
@@ -408,7 +410,7 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
         import_bulk_drop(im);
     }
     r->next_lsn++;
-    r->last_time = h.time_ms;
+    r->last_time = h->time_ms;
     return 0;
 }
 
@@ -416,16 +418,13 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
  * A record whose checksum is right but whose LSN or time is beyond the
  * limits (BINDLOG_LSN_MAX, years 0-9999): a forged or buggy stream, refused
  * with a message that says which number, where the decoder would only say
- * "damaged".  0 when the numbers are fine or the record is damaged anyway
- * (the decoder then refuses it as such).
+ * "damaged".  `h` is the record's peeked head.  0 when the numbers are fine
+ * or the record is damaged anyway (the decoder then refuses it as such).
  */
-static int record_numbers(const unsigned char *rec, size_t len)
+static int record_numbers(const unsigned char *rec, size_t len, const bl_record_head *h)
 {
-    bl_record_head h;
-    if (bl_record_peek(rec, len, &h) != 0)
-        return 0;
-    uint64_t lsn = h.lsn;
-    int64_t t = h.time_ms;
+    uint64_t lsn = h->lsn;
+    int64_t t = h->time_ms;
     if (lsn <= BINDLOG_LSN_MAX && bl_valid_time(t))
         return 0;
     if (XXH3_64bits(rec, len - BL_RECORD_CHECKSUM) != bl_get64(rec + len - BL_RECORD_CHECKSUM))
@@ -650,15 +649,16 @@ static int import_once(importer *im, uint64_t *err_offset)
             goto out;
         }
         const unsigned char *rec = im->rframe + ST_FRAME_HDR;
-        /* the record's own LSN; bl_replay_one checks it against it */
+        /* the record's own LSN (bl_replay_one checks it against it) and
+         * time, read once for the checks below */
         bl_record_head h;
-        uint64_t lsn = bl_record_peek(rec, len, &h) == 0 ? h.lsn : 0;
-        if ((rc = record_numbers(rec, len)) != 0)
+        int peeked = bl_record_peek(rec, len, &h) == 0;
+        if (peeked && (rc = record_numbers(rec, len, &h)) != 0)
             goto out;
         if (im->scan)
-            rc = scan_record(im, &r, rec, len);
+            rc = scan_record(im, &r, rec, len, peeked ? &h : NULL);
         else
-            rc = bl_replay_one(&r, &t, rec, len, lsn, &im->map_full);
+            rc = bl_replay_one(&r, &t, rec, len, peeked ? h.lsn : 0, &im->map_full);
         if (rc != 0) {
             rc = rc == 1 ? BINDLOG_ECORRUPT : rc;
             goto out;
