@@ -216,12 +216,22 @@ static int check_version(unsigned v, unsigned mine)
 static const char *const std_reason[BL_STD_REASONS] = {
     NULL, "switch", "new_session", "compression", "invalidate", "unbind",
 };
+#define STD_LEN(s) (sizeof(s) - 1)
+static const size_t std_reason_len[BL_STD_REASONS] = {
+    0,
+    STD_LEN("switch"),
+    STD_LEN("new_session"),
+    STD_LEN("compression"),
+    STD_LEN("invalidate"),
+    STD_LEN("unbind"),
+};
 
-/* The code of a reason (1..5), or 0 when it is not a standard one. */
+/* The code of a reason (1..5), or 0 when it is not a standard one.  Every
+ * session value's encoding asks, so the lengths come from a table. */
 static unsigned reason_code(const char *r, size_t n)
 {
     for (unsigned c = 1; c < BL_STD_REASONS; c++)
-        if (n != 0 && n == strlen(std_reason[c]) && memcmp(r, std_reason[c], n) == 0)
+        if (n == std_reason_len[c] && memcmp(r, std_reason[c], n) == 0)
             return c;
     return 0;
 }

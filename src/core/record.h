@@ -72,12 +72,17 @@ static inline size_t bl_record_fixed(unsigned v) { return v >= 2 ? BL_RECORD_FIX
 #define BL_VARINT_MAX 10
 static inline size_t bl_varint_size(uint64_t v)
 {
+#if defined(__GNUC__) || defined(__clang__)
+    /* 7 bits a byte: the bits v needs, rounded up to sevens */
+    return v < 0x80 ? 1 : (size_t)(64 - __builtin_clzll(v) + 6) / 7;
+#else
     size_t n = 1;
     while (v >= 0x80) {
         v >>= 7;
         n++;
     }
     return n;
+#endif
 }
 static inline size_t bl_varint_put(unsigned char *p, uint64_t v)
 {
