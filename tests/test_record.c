@@ -1388,15 +1388,16 @@ static void sval__versions(void **state)
 
 /* ---- validation -------------------------------------------------------- */
 
-/* The id rule, read eight bytes at a time, against the byte rule: every
- * byte value at every position of ids of 1..24 bytes, in a field of
+/* The id rule, read eight or sixteen bytes at a time, against the byte rule: every
+ * byte value at every position of ids of 1..48 bytes (past the 8- and
+ * 16-byte blocks it is read in, and their overlapping tails), in a field of
  * bytes that are themselves borderline (0x20, 0x7E, 0x80, 0xFF), so that a
  * borrow from one byte into the next would show. */
 static void valid__id_rule_every_byte_everywhere(void **state)
 {
     (void)state;
     static const unsigned char fill[] = {0x20, 0x7e, 0x80, 0xff, 'a'};
-    char id[24];
+    char id[48];
     for (size_t f = 0; f < sizeof fill; f++)
         for (size_t n = 1; n <= sizeof id; n++)
             for (size_t at = 0; at < n; at++)
