@@ -172,24 +172,27 @@ static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, bl_digest *dg)
         have_last = 1;
         if (kind == RUN_KIDS) {
             rc = sink->child(sink->ctx, r->pfx, last, nl);
-        } else {
-            if (dg != NULL && (rc = bl_digest_add(dg, kind == RUN_KEYS ? 'B' : 'S', last, nl,
-                                                  r->val, r->val_len)) != 0)
+        } else if (kind == RUN_KEYS) {
+            if (dg != NULL && (rc = bl_digest_add(dg, 'B', last, nl, r->val, r->val_len)) != 0)
                 break;
-            if (kind == RUN_KEYS) {
-                rc = sink->binding(sink->ctx, last, nl, r->val, r->val_len);
-            } else if (r->val_len >= 2 && r->val[0] == 2 && (r->val[1] & BL_SVAL_F_REF)) {
-                /* hashed whole above; the live table keeps the reference */
-                unsigned char rv[BL_SVAL_REF_MAX];
-                bl_sval sv;
-                size_t rn = 0;
-                if (bl_sval_decode_trusted(r->val, r->val_len, &sv) == 0)
-                    rn = bl_sval_encode_ref(&sv, rv, sizeof rv);
-                rc = rn == 0 ? bl_bulk_fall_back(b, "a session does not encode")
-                             : sink->session(sink->ctx, last, nl, rv, rn);
-            } else {
-                rc = sink->session(sink->ctx, last, nl, r->val, r->val_len);
+            rc = sink->binding(sink->ctx, last, nl, r->val, r->val_len);
+        } else {
+            /* Decoded once, for the digest (hashed whole) and for the live
+             * table's reference form when the value is marked for it.  The
+             * values are the decide's own encodings: a value that does not
+             * decode or encode again is the sequential path's to name. */
+            unsigned char rv[BL_SVAL_REF_MAX];
+            bl_sval sv;
+            int marked = r->val_len >= 2 && r->val[0] == 2 && (r->val[1] & BL_SVAL_F_REF);
+            size_t rn = 0;
+            if (bl_sval_decode_trusted(r->val, r->val_len, &sv) != 0 ||
+                (dg != NULL && bl_digest_add_sval(dg, last, nl, &sv) != 0) ||
+                (marked && (rn = bl_sval_encode_ref(&sv, rv, sizeof rv)) == 0)) {
+                rc = bl_bulk_fall_back(b, "a session does not encode");
+                break;
             }
+            rc = marked ? sink->session(sink->ctx, last, nl, rv, rn)
+                        : sink->session(sink->ctx, last, nl, r->val, r->val_len);
         }
         if (rc != 0)
             break;
