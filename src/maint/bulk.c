@@ -322,16 +322,13 @@ int bl_bulk_image_binding(bl_bulk *b, const void *key, size_t key_len, const voi
 }
 
 int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void *val,
-                          size_t val_len)
+                          size_t val_len, const void *key, size_t key_len)
 {
-    bl_sval s;
     unsigned char h = (unsigned char)id_len;
-    if (id_len == 0 || id_len > BINDLOG_ID_MAX || bl_sval_decode(val, val_len, &s) != 0 ||
-        s.key_len == 0)
+    if (id_len == 0 || id_len > BINDLOG_ID_MAX || key_len == 0)
         return bl_bulk_fall_back(b, "damaged image session");
     /* a session lives with the key it is (or was last) bound to */
-    return own_failure(b, spill(b, part_of(b, s.key, s.key_len), 's', &h, 1, id, id_len, val,
-                                val_len));
+    return own_failure(b, spill(b, part_of(b, key, key_len), 's', &h, 1, id, id_len, val, val_len));
 }
 
 /* The partition of a record, by its key; UINT_MAX if it has none. */

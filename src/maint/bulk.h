@@ -97,11 +97,13 @@ void bl_bulk_free(bl_bulk *b);
  * caller has checked that positions are dense.  0 or BL_BULK_FALLBACK (an
  * entry that cannot even be partitioned, i.e. damage; or the bulk path's
  * own temporary files or memory failed, which the sequential path does
- * not need). */
+ * not need).  An image session goes with the key it is (or was last) bound
+ * to: `key` is that key, as the caller's bl_sval_decode() of `val` found
+ * it (the callers check each value before they feed it). */
 int bl_bulk_image_binding(bl_bulk *b, const void *key, size_t key_len, const void *val,
                           size_t val_len);
 int bl_bulk_image_session(bl_bulk *b, const void *id, size_t id_len, const void *val,
-                          size_t val_len);
+                          size_t val_len, const void *key, size_t key_len);
 int bl_bulk_record(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn);
 
 /* The same, for bytes the caller keeps where they are, unchanged, until

@@ -276,7 +276,8 @@ int bl_bulk_feed_image(bl_bulk *b, bl_env *src, MDB_txn *stxn, bl_appender *base
                     break;
                 }
                 *live_sessions += s.ended_lsn == 0;
-                rc = bl_bulk_image_session(b, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+                rc = bl_bulk_image_session(b, k.mv_data, k.mv_size, v.mv_data, v.mv_size, s.key,
+                                           s.key_len);
             } else {
                 bl_bval bv;
                 if (bl_bval_decode(v.mv_data, v.mv_size, &bv) != 0) {

@@ -300,7 +300,7 @@ static int import_image(importer *im, uint64_t first, bl_base *base)
             rc = bl_appender_put(&im->app, sess ? BL_DB_BASE_SESSIONS : BL_DB_BASE_BINDINGS, key,
                                  kl, val, vl);
             if (rc == 0 && im->bulk != NULL &&
-                (sess ? bl_bulk_image_session(im->bulk, key, kl, val, vl)
+                (sess ? bl_bulk_image_session(im->bulk, key, kl, val, vl, sv.key, sv.key_len)
                       : bl_bulk_image_binding(im->bulk, key, kl, val, vl)) != 0)
                 import_bulk_drop(im); /* checked above, so its own files failed */
             if (rc != 0)
