@@ -987,6 +987,15 @@ static void sval_round_trip_one(const bl_sval *v)
     bl_sval d;
     assert_int_equal(bl_sval_decode(b, n, &d), 0);
     assert_svals_equal(v, &d);
+    /* into the room of its longest form (no exact size computed first):
+     * the same bytes, and the same length returned */
+    size_t room = bl_sval_room(v);
+    assert_true(room >= n);
+    unsigned char *r = malloc(room);
+    assert_non_null(r);
+    assert_int_equal(bl_sval_encode(v, r, room), n);
+    assert_memory_equal(r, b, n);
+    free(r);
     free(b);
 }
 

@@ -773,13 +773,15 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
             sv = &unlinked;
         }
         int ref = enc->ref_ok == BL_SVAL_REF && sv->ref;
-        n = ref ? bl_sval_ref_size(sv) : bl_sval_size(sv);
+        /* a whole value gets the room of its longest form, trimmed after */
+        n = ref ? bl_sval_ref_size(sv) : bl_sval_room(sv);
         if ((enc->sval_off[i] = enc_reserve(enc, &used, n)) == SIZE_MAX)
             return BINDLOG_ENOMEM;
         unsigned char *o = enc->buf + enc->sval_off[i];
         enc->sval_len[i] = ref ? bl_sval_encode_ref(sv, o, n)
                            : enc->ref_ok == BL_SVAL_BASE ? bl_sval_encode_base(sv, o, n)
                                                         : bl_sval_encode(sv, o, n);
+        used = enc->sval_off[i] + enc->sval_len[i];
         if ((enc->sid_off[i] = enc_reserve(enc, &used, p->sess[i].id_len)) == SIZE_MAX)
             return BINDLOG_ENOMEM;
         memcpy(enc->buf + enc->sid_off[i], p->sess[i].id, p->sess[i].id_len);

@@ -845,10 +845,7 @@ static void sval_strings(unsigned char *b, size_t pos, const bl_sval *v, size_t 
 
 size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
 {
-    if (!sval_fields_ok(v))
-        return 0;
-    size_t n = bl_sval_size(v);
-    if (buf == NULL || cap < n)
+    if (!sval_fields_ok(v) || buf == NULL || (cap < bl_sval_room(v) && cap < bl_sval_size(v)))
         return 0;
     unsigned char *b = buf;
     b[0] = 2; /* whole; version 3 is the reference form */
@@ -867,7 +864,7 @@ size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap)
     pos += bl_varint_put(b + pos, bl_zigzag(v->ended_ms));
     put_links(b, &pos, v);
     sval_strings(b, pos, v, rn);
-    return n;
+    return pos + v->key_len + v->parent_len + rn + v->origin_len;
 }
 
 size_t bl_sval_encode_v1(const bl_sval *v, void *buf, size_t cap)

@@ -303,6 +303,15 @@ size_t bl_bval_encode(const bl_bval *v, void *buf, size_t cap);
 int bl_bval_decode(const void *buf, size_t len, bl_bval *out);
 
 size_t bl_sval_size(const bl_sval *v);
+/* Room that always holds v's whole encoding (version 2), each number at
+ * its longest: cheaper than bl_sval_size(), for a buffer that is trimmed
+ * to what bl_sval_encode() returns.  bl_sval_encode() into at least this
+ * much does not compute the exact size first. */
+static inline size_t bl_sval_room(const bl_sval *v)
+{
+    return 2 + 10 * (size_t)BL_VARINT_MAX + v->key_len + v->parent_len + v->reason_len +
+           v->origin_len;
+}
 size_t bl_sval_encode(const bl_sval *v, void *buf, size_t cap);
 /* Whole values only (versions 1 and 2, the latter with or without
  * BL_SVAL_F_REF: ref tells): a reference (version 3) is BINDLOG_ECORRUPT,
