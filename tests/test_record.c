@@ -429,6 +429,24 @@ static void record__uuid_ids_are_16_bytes(void **state)
     char text[36];
     bl_uuid_text(child16, text);
     assert_memory_equal(text, child, 36);
+    /* every byte value at every position: lowercase digits in the 8-4-4-4-12
+     * layout, and packing the text gives the bytes back */
+    for (int at = 0; at < 16; at++)
+        for (int byte = 0; byte < 256; byte++) {
+            unsigned char in[16], back[16];
+            for (int i = 0; i < 16; i++)
+                in[i] = (unsigned char)(i * 37 + 11);
+            in[at] = (unsigned char)byte;
+            bl_uuid_text(in, text);
+            for (int i = 0; i < 36; i++) {
+                int dash = i == 8 || i == 13 || i == 18 || i == 23;
+                char t = text[i];
+                if (dash ? t != '-' : !((t >= '0' && t <= '9') || (t >= 'a' && t <= 'f')))
+                    fail_msg("byte 0x%02x at %d: '%c' at %d", byte, at, t, i);
+            }
+            assert_int_equal(bl_uuid_pack(text, 36, back), 1);
+            assert_memory_equal(back, in, 16);
+        }
 }
 
 /* Version 2 (format 3) still decodes: the example in its fixed layout. */

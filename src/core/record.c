@@ -106,14 +106,21 @@ int bl_uuid_pack(const char *p, size_t n, unsigned char out[BL_UUID_BYTES])
 
 void bl_uuid_text(const unsigned char in[BL_UUID_BYTES], char out[BL_UUID_TEXT])
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    for (size_t i = 0; i < BL_UUID_BYTES; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            out[o++] = '-';
-        out[o++] = hex[in[i] >> 4];
-        out[o++] = hex[in[i] & 15];
-    }
+    /* every byte's two hex digits: a record decode writes two UUIDs */
+    static const char pairs[513] =
+        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+        "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+        "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+        "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+        "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+        "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+        "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+        "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+    static const unsigned char at[BL_UUID_BYTES] = {0,  2,  4,  6,  9,  11, 14, 16,
+                                                    19, 21, 24, 26, 28, 30, 32, 34};
+    for (size_t i = 0; i < BL_UUID_BYTES; i++)
+        memcpy(out + at[i], pairs + 2 * in[i], 2);
+    out[8] = out[13] = out[18] = out[23] = '-';
 }
 
 /* ---- validation -------------------------------------------------------- */
