@@ -17,6 +17,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "core/error.h"
+#include "core/machine.h"
 #include "core/record.h"
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -1017,6 +1019,44 @@ static void sval_round_trip_one(const bl_sval *v)
     free(b);
 }
 
+/* A plan whose session value breaks the key rule (a NUL in the key, which
+ * bl_decide() never lets through) is refused whole: BINDLOG_ECORRUPT with a
+ * message, not a value of zero bytes for the store to write. */
+static void plan__an_unencodable_value_is_refused(void **state)
+{
+    (void)state;
+    bl_plan p;
+    bl_encoded enc;
+    memset(&p, 0, sizeof p);
+    memset(&enc, 0, sizeof enc);
+    p.outcome = BINDLOG_APPLIED;
+    p.after = (bl_bval){.sid = "s1", .sid_len = 2, .generation = 1, .lsn = 1, .updated_ms = 1000};
+    p.nsess = 1;
+    p.sess[0].id = "s1";
+    p.sess[0].id_len = 2;
+    p.sess[0].v.key = "k1";
+    p.sess[0].v.key_len = 2;
+    p.sess[0].v.parent = "";
+    p.sess[0].v.reason = "";
+    p.sess[0].v.origin = "";
+    p.sess[0].v.created_lsn = 1;
+    p.sess[0].v.created_ms = 1000;
+    assert_int_equal(bl_plan_encode_state(&p, &enc), 0);
+    assert_true(enc.bval_len > 0 && enc.sval_len[0] > 0);
+    bl_sval d;
+    assert_int_equal(bl_sval_decode(enc.buf + enc.sval_off[0], enc.sval_len[0], &d), 0);
+    assert_memory_equal(d.key, "k1", 2);
+
+    p.sess[0].v.key = "k\0";
+    assert_int_equal(bl_plan_encode_state(&p, &enc), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bl_err_get(), "session value does not encode"));
+    p.sess[0].v.key = "k1";
+    p.after.sid = "s\x01"; /* a control byte in the binding's id */
+    assert_int_equal(bl_plan_encode_state(&p, &enc), BINDLOG_ECORRUPT);
+    assert_non_null(strstr(bl_err_get(), "binding value does not encode"));
+    free(enc.buf);
+}
+
 static void sval__round_trip(void **state)
 {
     (void)state;
@@ -1515,6 +1555,7 @@ int main(void)
         cmocka_unit_test(record__route_is_small),
         cmocka_unit_test(record__gap_of_the_lsn_itself_is_damage),
         cmocka_unit_test(sval__round_trip),
+        cmocka_unit_test(plan__an_unencodable_value_is_refused),
         cmocka_unit_test(sval__reference_form),
         cmocka_unit_test(sval__sibling_chain),
         cmocka_unit_test(sval__truncations),

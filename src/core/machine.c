@@ -755,6 +755,16 @@ static size_t enc_reserve(bl_encoded *enc, size_t *used, size_t n)
     return off;
 }
 
+/* An encoder refused a value of the plan (a field over its limit or
+ * against its byte rule): nothing of it may be written.  bl_decide() builds
+ * plans from checked events and decoded state, so this is damage the
+ * decoders let through, or a bug; never an empty value in a table. */
+static int unencodable(const char *what)
+{
+    return bl_err_set(BINDLOG_ECORRUPT,
+                      "an event's new %s does not encode (a field breaks its rule)", what);
+}
+
 static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
 {
     size_t used = 0, n;
@@ -763,6 +773,8 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
     if ((enc->bval_off = enc_reserve(enc, &used, n)) == SIZE_MAX)
         return BINDLOG_ENOMEM;
     enc->bval_len = bl_bval_encode(&p->after, enc->buf + enc->bval_off, n);
+    if (enc->bval_len == 0)
+        return unencodable("binding value");
 
     for (unsigned i = 0; i < p->nsess; i++) {
         bl_sval unlinked;
@@ -781,6 +793,8 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
         enc->sval_len[i] = ref ? bl_sval_encode_ref(sv, o, n)
                            : enc->ref_ok == BL_SVAL_BASE ? bl_sval_encode_base(sv, o, n)
                                                         : bl_sval_encode(sv, o, n);
+        if (enc->sval_len[i] == 0)
+            return unencodable("session value");
         used = enc->sval_off[i] + enc->sval_len[i];
         if ((enc->sid_off[i] = enc_reserve(enc, &used, p->sess[i].id_len)) == SIZE_MAX)
             return BINDLOG_ENOMEM;
@@ -805,7 +819,7 @@ static int plan_encode(const bl_plan *p, bl_encoded *enc, int with_record)
     if ((enc->rec_off = enc_reserve(enc, &used, n)) == SIZE_MAX)
         return BINDLOG_ENOMEM;
     enc->rec_len = bl_record_encode(&p->rec, enc->buf + enc->rec_off, n);
-    return 0;
+    return enc->rec_len == 0 ? unencodable("record") : 0;
 }
 
 int bl_plan_encode(const bl_plan *p, bl_encoded *enc)

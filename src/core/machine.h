@@ -206,8 +206,11 @@ typedef struct bl_encoded {
  * Encode the binding value, the session values, the record, and copies of
  * every table key that may point into view memory (session ids, the children
  * index key) of an APPLIED plan into enc->buf, growing it with realloc as
- * needed.  After this the plan's pointers are no longer needed.  0 or
- * BINDLOG_ENOMEM.  Free enc->buf with free() when done (it may be reused
+ * needed.  After this the plan's pointers are no longer needed.  0,
+ * BINDLOG_ENOMEM, or BINDLOG_ECORRUPT (with a last-error message) when an
+ * encoder refuses one of the values (a field over its limit or against its
+ * byte rule), which a plan of bl_decide() never holds: nothing is to be
+ * written then.  Free enc->buf with free() when done (it may be reused
  * across calls to save allocations).
  */
 int bl_plan_encode(const bl_plan *plan, bl_encoded *enc);
