@@ -123,20 +123,41 @@ static void heap_down(rrun **h, size_t n, size_t i)
     }
 }
 
-/* Merge the runs of one kind (RUN_KEYS, RUN_SESS, RUN_KIDS) into sink. */
-static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, bl_digest *dg)
+/* Where the merge's digest entries go, each as bl_digest_add() takes it
+ * (a session already in version 1, so that only hashing is left): into the
+ * digest at once, or, with the merge on a thread of its own, onto the ring
+ * for the caller's thread to hash.  That thread (the sink: LMDB writes or
+ * comparisons) waits on the merge; the hashing evens the two out. */
+typedef struct dsink {
+    int (*add)(void *ctx, int tag, const void *k, size_t kn, const void *v, size_t vn);
+    void *ctx;
+} dsink;
+
+static int digest_now(void *ctx, int tag, const void *k, size_t kn, const void *v, size_t vn)
+{
+    return bl_digest_add(ctx, tag, k, kn, v, vn);
+}
+
+/* The largest session value in version 1 (what the digest hashes). */
+#define CANON_MAX                                                                                  \
+    (BL_SVAL_FIXED + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + BINDLOG_ORIGIN_MAX)
+
+/* Merge the runs of one kind (RUN_KEYS, RUN_SESS, RUN_KIDS) into sink, and
+ * their digest entries into ds (NULL: no digest). */
+static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, const dsink *ds)
 {
     static const char *const twice[RUN_COUNT] = {
         "a key in two partitions", "a session used by keys of two partitions",
         "a children index entry made in two partitions"};
     rrun *runs = calloc(b->nparts, sizeof(rrun));
     rrun **heap = calloc(b->nparts, sizeof(rrun *));
+    unsigned char *canon = ds != NULL && kind == RUN_SESS ? malloc(CANON_MAX) : NULL;
     char last[BINDLOG_KEY_MAX + 1];
     uint64_t last_pfx = 0;
     size_t last_len = 0, n = 0;
     int rc = 0, have_last = 0;
 
-    if (runs == NULL || heap == NULL) {
+    if (runs == NULL || heap == NULL || (ds != NULL && kind == RUN_SESS && canon == NULL)) {
         rc = BINDLOG_ENOMEM;
         goto out;
     }
@@ -173,7 +194,7 @@ static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, bl_digest *dg)
         if (kind == RUN_KIDS) {
             rc = sink->child(sink->ctx, r->pfx, last, nl);
         } else if (kind == RUN_KEYS) {
-            if (dg != NULL && (rc = bl_digest_add(dg, 'B', last, nl, r->val, r->val_len)) != 0)
+            if (ds != NULL && (rc = ds->add(ds->ctx, 'B', last, nl, r->val, r->val_len)) != 0)
                 break;
             rc = sink->binding(sink->ctx, last, nl, r->val, r->val_len);
         } else {
@@ -184,13 +205,15 @@ static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, bl_digest *dg)
             unsigned char rv[BL_SVAL_REF_MAX];
             bl_sval sv;
             int marked = r->val_len >= 2 && r->val[0] == 2 && (r->val[1] & BL_SVAL_F_REF);
-            size_t rn = 0;
+            size_t rn = 0, cn = 0;
             if (bl_sval_decode_trusted(r->val, r->val_len, &sv) != 0 ||
-                (dg != NULL && bl_digest_add_sval(dg, last, nl, &sv) != 0) ||
+                (ds != NULL && (cn = bl_sval_encode_v1(&sv, canon, CANON_MAX)) == 0) ||
                 (marked && (rn = bl_sval_encode_ref(&sv, rv, sizeof rv)) == 0)) {
                 rc = bl_bulk_fall_back(b, "a session does not encode");
                 break;
             }
+            if (ds != NULL && (rc = ds->add(ds->ctx, 'S', last, nl, canon, cn)) != 0)
+                break;
             rc = marked ? sink->session(sink->ctx, last, nl, rv, rn)
                         : sink->session(sink->ctx, last, nl, r->val, r->val_len);
         }
@@ -210,6 +233,7 @@ out:
         free(runs[p].buf);
     free(runs);
     free(heap);
+    free(canon);
     return rc;
 }
 
@@ -219,7 +243,8 @@ out:
  * comparisons, which must stay on the caller's thread: LMDB transactions
  * are bound to it) take about as long as each other, so the merge runs on
  * a second thread and hands its output over through a ring of entries:
- *   u8 kind ('B', 'H', 'S', 'C'; 0: wrap to the start), 3 bytes unused,
+ *   u8 kind ('B', 'S', 'C'; 'b', 's': a digest entry of that tag, the
+ *   session's value in version 1; 0: wrap to the start), 3 bytes unused,
  *   u16 name_len, u16 unused, u32 val_len, name, val, padded to 8 bytes
  * ('C': the name is the parent's created_lsn, 8 bytes in host order, the
  * value the child id).  The producer publishes in slices, so the two rarely touch the lock. */
@@ -314,12 +339,17 @@ static int ring_child(void *ctx, uint64_t parent_lsn, const void *c, size_t cn)
     return ring_put(ctx, 'C', &parent_lsn, 8, c, cn);
 }
 
+static int ring_digest(void *ctx, int tag, const void *k, size_t kn, const void *v, size_t vn)
+{
+    return ring_put(ctx, tag == 'B' ? 'b' : 's', k, kn, v, vn);
+}
+
 /* Every kind of run, in turn. */
-static int merge_kinds(bl_bulk *b, const bl_bulk_sink *sink, bl_digest *dg)
+static int merge_kinds(bl_bulk *b, const bl_bulk_sink *sink, const dsink *ds)
 {
     int rc = 0;
     for (int kind = 0; rc == 0 && kind < RUN_COUNT; kind++)
-        rc = merge(b, kind, sink, dg);
+        rc = merge(b, kind, sink, ds);
     return rc;
 }
 
@@ -327,7 +357,8 @@ static void *merge_thread(void *arg)
 {
     ring *r = arg;
     bl_bulk_sink sink = {r, ring_binding, ring_session, ring_child};
-    ring_publish(r, 1, merge_kinds(r->b, &sink, r->dg));
+    dsink ds = {ring_digest, r};
+    ring_publish(r, 1, merge_kinds(r->b, &sink, r->dg != NULL ? &ds : NULL));
     return NULL;
 }
 
@@ -370,6 +401,10 @@ static int ring_drain(ring *r, const bl_bulk_sink *sink)
             case 'S':
                 rc = sink->session(sink->ctx, name, nl, val, vl);
                 break;
+            case 'b':
+            case 's':
+                rc = bl_digest_add(r->dg, e[0] == 'b' ? 'B' : 'S', name, nl, val, vl);
+                break;
             default: {
                 uint64_t lsn;
                 memcpy(&lsn, name, 8);
@@ -398,8 +433,9 @@ int bl_bulk_merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_dige
     pthread_t th;
     int rc;
 
+    dsink now = {digest_now, dg};
     if (threads < 2 || (r.buf = malloc(RING_BYTES)) == NULL)
-        return merge_kinds(b, sink, dg);
+        return merge_kinds(b, sink, dg != NULL ? &now : NULL);
     r.head = r.pub = r.tail = r.tail_seen = 0;
     r.full_waits = r.empty_waits = 0;
     r.done = r.rc = r.stop = 0;
@@ -411,7 +447,7 @@ int bl_bulk_merge_all(bl_bulk *b, const bl_bulk_sink *sink, int threads, bl_dige
         free(r.buf);
         pthread_mutex_destroy(&r.mu);
         pthread_cond_destroy(&r.cv);
-        return merge_kinds(b, sink, dg);
+        return merge_kinds(b, sink, dg != NULL ? &now : NULL);
     }
     rc = ring_drain(&r, sink);
     pthread_join(th, NULL);
