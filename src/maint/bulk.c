@@ -5,8 +5,8 @@
  * thread spills the records it references (bl_bulk_record_ref); in
  * bl_bulk_run(), the caller's thread and one more decide partitions, then
  * a merge thread merges the runs and hands entries to the caller's thread
- * (which calls the sink) through a ring.  Without a second CPU everything
- * runs on the caller's thread.
+ * (which calls the sink and hashes the digest) through a ring.  Without a
+ * second CPU everything runs on the caller's thread.
  *
  * Files: one spill file for the scan (each partition's entries, appended in
  * blocks of up to SPILL_BLOCK bytes; a partition remembers where its blocks

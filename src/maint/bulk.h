@@ -124,7 +124,8 @@ int bl_bulk_record_ref(bl_bulk *b, const void *bytes, size_t len, uint64_t lsn, 
 /*
  * Decide every partition and merge into `sink`.  Returns 0 (counts filled,
  * and when `digest` is not NULL the state digest of the merged bindings
- * and sessions, taken on the merge's thread), BL_BULK_FALLBACK (run the
+ * and sessions: encoded on the merge's thread, hashed on the caller's),
+ * BL_BULK_FALLBACK (run the
  * sequential path; the sink may have received part of the output, which
  * the caller discards; this includes failures of the bulk path's own
  * temporary files or memory), or the sink's error.  Call once.
