@@ -138,10 +138,6 @@ static int digest_now(void *ctx, int tag, const void *k, size_t kn, const void *
     return bl_digest_add(ctx, tag, k, kn, v, vn);
 }
 
-/* The largest session value in version 1 (what the digest hashes). */
-#define CANON_MAX                                                                                  \
-    (BL_SVAL_FIXED + BINDLOG_KEY_MAX + BINDLOG_ID_MAX + BINDLOG_REASON_MAX + BINDLOG_ORIGIN_MAX)
-
 /* Merge the runs of one kind (RUN_KEYS, RUN_SESS, RUN_KIDS) into sink, and
  * their digest entries into ds (NULL: no digest). */
 static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, const dsink *ds)
@@ -151,7 +147,7 @@ static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, const dsink *ds
         "a children index entry made in two partitions"};
     rrun *runs = calloc(b->nparts, sizeof(rrun));
     rrun **heap = calloc(b->nparts, sizeof(rrun *));
-    unsigned char *canon = ds != NULL && kind == RUN_SESS ? malloc(CANON_MAX) : NULL;
+    unsigned char *canon = ds != NULL && kind == RUN_SESS ? malloc(BL_SVAL_MAX) : NULL;
     char last[BINDLOG_KEY_MAX + 1];
     uint64_t last_pfx = 0;
     size_t last_len = 0, n = 0;
@@ -207,7 +203,7 @@ static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, const dsink *ds
             int marked = r->val_len >= 2 && r->val[0] == 2 && (r->val[1] & BL_SVAL_F_REF);
             size_t rn = 0, cn = 0;
             if (bl_sval_decode_trusted(r->val, r->val_len, &sv) != 0 ||
-                (ds != NULL && (cn = bl_sval_encode_v1(&sv, canon, CANON_MAX)) == 0) ||
+                (ds != NULL && (cn = bl_sval_encode_v1(&sv, canon, BL_SVAL_MAX)) == 0) ||
                 (marked && (rn = bl_sval_encode_ref(&sv, rv, sizeof rv)) == 0)) {
                 rc = bl_bulk_fall_back(b, "a session does not encode");
                 break;
