@@ -646,8 +646,8 @@ static int bulk_run(bl_bulk *b, const bl_bulk_sink *sink, bl_bulk_counts *counts
     bl_digest_free(dg);
     if (bl_bulk_debug_on())
         fprintf(stderr,
-                "bulk: %u partitions, %.1f MB spilled; scan %.2f s (cpu %.2f), decide %.2f s "
-                "(cpu %.2f), merge %.2f s (cpu %.2f); rc %d%s%s\n",
+                "bulk: %u partitions, %.1f MB spilled; scan %.3f s (cpu %.3f), decide %.3f s "
+                "(cpu %.3f), merge %.3f s (cpu %.3f); rc %d%s%s\n",
                 b->nparts, (double)b->spill_size / 1e6, t_scan - b->t_open, c_scan - b->c_open,
                 t_decide - t_scan, c_decide - c_scan, now_s() - t_decide, cpu_s() - c_decide, rc,
                 b->why ? ": " : "", b->why ? b->why : "");

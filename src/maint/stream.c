@@ -99,8 +99,9 @@ typedef struct importer {
     /* a full stream into an empty store goes the bulk way (bulk.h): */
     bl_bulk *bulk;      /* the records and the image, partitioned */
     bl_appender app;    /* base image and log, appended as they are read */
-    FILE *offsets;      /* u64 stream offset of each record, for a refusal
-                         * found after the scan */
+    uint64_t first_off; /* stream offset of the first record's frame: a
+                         * refusal found after the scan is named from it
+                         * and the lengths of the records before it */
     unsigned char digest[BINDLOG_DIGEST_SIZE]; /* of the state the bulk replay built */
     int have_digest;
     int scan;           /* a full stream the bulk way: image to the base tables
@@ -347,8 +348,6 @@ static void import_bulk_start(importer *im)
 {
     struct stat st;
     uint64_t hint = 0;
-    int fd;
-    char path[4096];
 
     if (fstat(im->rd.fd, &st) == 0 && S_ISREG(st.st_mode))
         hint = (uint64_t)st.st_size;
@@ -356,14 +355,6 @@ static void import_bulk_start(importer *im)
         return;
     im->scan = 1;
     bl_appender_init(&im->app, im->e, im->txn); /* with the caller's txn: cannot fail */
-    /* without it a refusal found after the scan names no offset */
-    if (snprintf(path, sizeof(path), "%s/bindlog-offsets-XXXXXX", bl_tmp_root()) <
-            (int)sizeof(path) &&
-        (fd = mkstemp(path)) >= 0) {
-        unlink(path);
-        if ((im->offsets = fdopen(fd, "w+")) == NULL)
-            close(fd);
-    }
 }
 
 /* One record of a full stream: the checks of its place in the sequence
@@ -393,12 +384,6 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
     if ((rc = bl_appender_put_at(&im->app, BL_DB_LOG, kb, 8, rec, len, by_ref ? &at : NULL)) !=
         0)
         return rc;
-    /* only this thread uses the file: no stdio lock per record */
-    if (im->offsets != NULL &&
-        bl_plat_fwrite_unlocked(&im->err_off, sizeof(uint64_t), 1, im->offsets) != 1) {
-        fclose(im->offsets);
-        im->offsets = NULL;
-    }
     if (im->bulk != NULL &&
         (rc = by_ref ? bl_bulk_record_ref(im->bulk, at, len, r->next_lsn,
                                           (const unsigned char *)at + (h->key - rec), h->key_len)
@@ -496,14 +481,18 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
         free(copy);
         return bl_mdb_error(mrc);
     }
+    /* the records' frames follow each other in the stream, each the
+     * frame's head and the record as the log holds it */
+    uint64_t off = im->first_off;
     for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && rc == 0;
          mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         if ((rc = bl_entry_check(BL_DB_LOG, &k, &v)) != 0)
             break;
         uint64_t lsn = bl_get64be(k.mv_data);
+        size_t len = v.mv_size;
         /* the writes below may move the page the value is on */
-        memcpy(copy, v.mv_data, v.mv_size);
-        rc = bl_replay_one(r, &t, copy, v.mv_size, lsn, &im->map_full);
+        memcpy(copy, v.mv_data, len);
+        rc = bl_replay_one(r, &t, copy, len, lsn, &im->map_full);
         if (rc == 0 && copy[0] != BINDLOG_RECORD_VERSION) {
             /* an older record version (an old stream): the log keeps the
              * re-derived record, which carries the key's previous LSN */
@@ -516,13 +505,10 @@ static int import_sequential(importer *im, uint64_t first, bl_replayer *r)
                 rc = bl_mdb_error(mrc);
         }
         if (rc != 0) {
-            uint64_t off = 0;
-            if (im->offsets != NULL && fflush(im->offsets) == 0 &&
-                fseeko(im->offsets, (off_t)((lsn - first) * sizeof(uint64_t)), SEEK_SET) == 0 &&
-                fread(&off, sizeof(off), 1, im->offsets) == 1)
-                im->err_off = off;
+            im->err_off = off;
             rc = rc == 1 ? BINDLOG_ECORRUPT : rc;
         }
+        off += ST_FRAME_HDR + len;
     }
     mdb_cursor_close(c);
     free(copy);
@@ -639,6 +625,7 @@ static int import_once(importer *im, uint64_t *err_offset)
 
     bl_replayer_init(&r, first, head.time_ms, &counts);
     bl_tables_live(e, im->txn, &t);
+    im->first_off = im->rd.off;
     for (;;) {
         if ((rc = read_frame(im, &tag, &len)) != 0)
             goto out;
@@ -725,9 +712,6 @@ out:
     bl_bulk_free(im->bulk);
     im->bulk = NULL;
     im->scan = 0;
-    if (im->offsets != NULL)
-        fclose(im->offsets);
-    im->offsets = NULL;
     if (im->txn != NULL)
         bl_wtxn_abort(e, im->txn);
     im->txn = NULL;

@@ -269,11 +269,6 @@ int bl_plat_random(void *buf, size_t n)
 
 const char *bl_plat_secure_getenv(const char *name) { return issetugid() ? NULL : getenv(name); }
 
-size_t bl_plat_fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f)
-{
-    return fwrite(p, size, n, f);
-}
-
 #else
 typedef int bl_plat_darwin_unused; /* not this platform: an empty unit */
 #endif /* BL_PLATFORM_DARWIN */

@@ -264,11 +264,6 @@ int bl_plat_random(void *buf, size_t n)
 
 const char *bl_plat_secure_getenv(const char *name) { return secure_getenv(name); }
 
-size_t bl_plat_fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f)
-{
-    return fwrite_unlocked(p, size, n, f);
-}
-
 #else
 typedef int bl_plat_linux_unused; /* not this platform: an empty unit */
 #endif /* BL_PLATFORM_LINUX */

@@ -235,7 +235,5 @@ int bl_plat_random(void *buf, size_t n);
 /* getenv, but NULL in a set-user-id or set-group-id program (secure_getenv,
  * issetugid, or comparing real and effective ids). */
 const char *bl_plat_secure_getenv(const char *name);
-/* fwrite without stdio's per-call lock, for a FILE only one thread uses. */
-size_t bl_plat_fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f);
 
 #endif /* BL_PLATFORM_H */

@@ -92,11 +92,6 @@ void bl_plat_io_idle_end(int saved) { (void)saved; }
 int bl_plat_random(void *buf, size_t n) { return bl_plat_fb_random(buf, n); }
 const char *bl_plat_secure_getenv(const char *name) { return bl_plat_fb_secure_getenv(name); }
 
-size_t bl_plat_fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f)
-{
-    return fwrite(p, size, n, f);
-}
-
 #else
 typedef int bl_plat_posix_unused; /* not this platform: an empty unit */
 #endif /* BL_PLATFORM_POSIX */
