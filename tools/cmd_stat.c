@@ -175,13 +175,13 @@ static int run_stat(cli *c)
         rc = cli_lib_error(c, rc, "cannot read the log");
         goto out;
     }
-    if ((rc = bindlog_digest(s, dg, &dg_lsn)) != 0) {
-        rc = cli_lib_error(c, rc, "cannot compute the state digest");
-        goto out;
-    }
-    bindlog_digest_hex(dg, hex);
 
     if (json) {
+        if ((rc = bindlog_digest(s, dg, &dg_lsn)) != 0) {
+            rc = cli_lib_error(c, rc, "cannot compute the state digest");
+            goto out;
+        }
+        bindlog_digest_hex(dg, hex);
         cli_json j;
         cli_json_begin(&j, stdout);
         cli_json_u64(&j, "head_lsn", st.head_lsn);
@@ -258,6 +258,14 @@ static int run_stat(cli *c)
         cli_kv_line(&kv, "checkpoint_lsn", "%llu", (unsigned long long)st.checkpoint_lsn);
         cli_kv_line(&kv, "log_size", "%llu", (unsigned long long)st.log_size);
         cli_kv_line(&kv, "log_used", "%llu", (unsigned long long)st.log_used);
+        /* the digest reads the whole state (seconds on a store of
+         * millions of sessions): the lines above are shown first */
+        fflush(stdout);
+        if ((rc = bindlog_digest(s, dg, &dg_lsn)) != 0) {
+            rc = cli_lib_error(c, rc, "cannot compute the state digest");
+            goto out;
+        }
+        bindlog_digest_hex(dg, hex);
         cli_kv_line(&kv, "digest", "%s (at lsn %llu)", hex, (unsigned long long)dg_lsn);
     }
     rc = CLI_OK;
