@@ -195,16 +195,18 @@ static int merge(bl_bulk *b, int kind, const bl_bulk_sink *sink, const dsink *ds
             rc = sink->binding(sink->ctx, last, nl, r->val, r->val_len);
         } else {
             /* Decoded once, for the digest (hashed whole) and for the live
-             * table's reference form when the value is marked for it.  The
-             * values are the decide's own encodings: a value that does not
-             * decode or encode again is the sequential path's to name. */
+             * table's reference form when the value is marked for it; not
+             * at all when neither is wanted.  The values are the decide's
+             * own encodings: a value that does not decode or encode again
+             * is the sequential path's to name. */
             unsigned char rv[BL_SVAL_REF_MAX];
             bl_sval sv;
             int marked = r->val_len >= 2 && r->val[0] == 2 && (r->val[1] & BL_SVAL_F_REF);
             size_t rn = 0, cn = 0;
-            if (bl_sval_decode_trusted(r->val, r->val_len, &sv) != 0 ||
-                (ds != NULL && (cn = bl_sval_encode_v1(&sv, canon, BL_SVAL_MAX)) == 0) ||
-                (marked && (rn = bl_sval_encode_ref(&sv, rv, sizeof rv)) == 0)) {
+            if ((ds != NULL || marked) &&
+                (bl_sval_decode_trusted(r->val, r->val_len, &sv) != 0 ||
+                 (ds != NULL && (cn = bl_sval_encode_v1(&sv, canon, BL_SVAL_MAX)) == 0) ||
+                 (marked && (rn = bl_sval_encode_ref(&sv, rv, sizeof rv)) == 0))) {
                 rc = bl_bulk_fall_back(b, "a session does not encode");
                 break;
             }
