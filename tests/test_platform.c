@@ -266,6 +266,64 @@ static void platform__files_random_and_flush(void **state)
     free(dir);
 }
 
+/* bl_plat_resident tells a file's pages in the page cache from those out
+ * of it (the background walk's read ahead skips what is cached), and after
+ * bl_plat_read_exact a read brings in what it asked for and nothing
+ * around it (no read-ahead, which some virtual disks size at 8 MiB).  The
+ * portable layer cannot tell (-1).  Eviction needs a file system that
+ * honours POSIX_FADV_DONTNEED (not tmpfs, whose pages are the file):
+ * elsewhere only the first part runs. */
+static void platform__resident_pages_and_exact_reads(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("plat-resident");
+    char path[4096];
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), len = (size_t)4 << 20, piece = 16 * pg;
+    assert_non_null(dir);
+    snprintf(path, sizeof path, "%s/file", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    unsigned char *buf = malloc(len);
+    assert_non_null(buf);
+    memset(buf, 0x5a, len);
+    assert_int_equal(write(fd, buf, len), (ssize_t)len);
+    assert_int_equal(fsync(fd), 0);
+    unsigned char *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(map != MAP_FAILED);
+
+    int r = bl_plat_resident(map, len);
+    if (!strcmp(bl_plat_name(), "posix")) {
+        assert_int_equal(r, -1);
+        goto out;
+    }
+    assert_int_equal(r, 1); /* just written */
+#if defined(__linux__)
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    if (bl_plat_resident(map, len) == 1) {
+        print_message("  this file system keeps the file in memory: no eviction to check\n");
+        goto out;
+    }
+    assert_int_equal(bl_plat_resident(map, pg), 0);
+    /* reads from the start of the file, one after the other, are what
+     * the kernel reads ahead of most (a window from 32 pages up) */
+    int rd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(rd >= 0);
+    bl_plat_read_exact(rd);
+    assert_int_equal(pread(rd, buf, piece, 0), (ssize_t)piece);
+    assert_int_equal(pread(rd, buf, piece, (off_t)piece), (ssize_t)piece);
+    close(rd);
+    assert_int_equal(bl_plat_resident(map, 2 * piece), 1);
+    assert_int_equal(bl_plat_resident(map + 2 * piece, pg), 0); /* nothing after */
+    assert_int_equal(bl_plat_resident(map, len), 0);
+#endif
+out:
+    munmap(map, len);
+    close(fd);
+    free(buf);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* The walk thread's idle I/O priority: taken, then given back exactly
  * (the checkpoints after the walk run at the thread's own priority), and
  * another thread of the process keeps its own meanwhile.  The portable
@@ -465,6 +523,7 @@ int main(void)
         cmocka_unit_test(platform__a_killed_holder_leaves_the_lock_marked),
         cmocka_unit_test(platform__the_lock_excludes_other_processes),
         cmocka_unit_test(platform__files_random_and_flush),
+        cmocka_unit_test(platform__resident_pages_and_exact_reads),
         cmocka_unit_test(platform__an_fdlock_outlives_the_other_descriptors),
         cmocka_unit_test(platform__bindlog_fsync_flushes_files_and_directories),
         cmocka_unit_test(platform__io_idle_is_the_threads_and_given_back),

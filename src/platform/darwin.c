@@ -217,6 +217,28 @@ int bl_plat_flush_weakened(void) { return atomic_load(&weakened) && !atomic_exch
 
 void bl_plat_writeback(int fd) { (void)fd; }
 
+void bl_plat_read_exact(int fd)
+{
+    (void)fcntl(fd, F_RDAHEAD, 0);
+}
+
+int bl_plat_resident(const void *addr, size_t len)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    char vec[256];
+    const char *p = addr, *end = p + len;
+    while (p < end) {
+        size_t n = (size_t)(end - p) > sizeof vec * pg ? sizeof vec * pg : (size_t)(end - p);
+        if (mincore((void *)p, n, vec) != 0)
+            return -1;
+        for (size_t i = 0; i < (n + pg - 1) / pg; i++)
+            if (!(vec[i] & 1))
+                return 0;
+        p += n;
+    }
+    return 1;
+}
+
 /* Darwin's rwlocks already block new readers while a writer waits. */
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
 

@@ -165,6 +165,28 @@ int bl_plat_flush_weakened(void) { return 0; }
 
 void bl_plat_writeback(int fd) { (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE); }
 
+void bl_plat_read_exact(int fd)
+{
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+}
+
+int bl_plat_resident(const void *addr, size_t len)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char vec[256];
+    const char *p = addr, *end = p + len;
+    while (p < end) {
+        size_t n = (size_t)(end - p) > sizeof vec * pg ? sizeof vec * pg : (size_t)(end - p);
+        if (mincore((void *)p, n, vec) != 0)
+            return -1;
+        for (size_t i = 0; i < (n + pg - 1) / pg; i++)
+            if (!(vec[i] & 1))
+                return 0;
+        p += n;
+    }
+    return 1;
+}
+
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a)
 {
 #ifdef __GLIBC__

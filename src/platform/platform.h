@@ -178,6 +178,20 @@ int bl_plat_flush_weakened(void);
 #endif
 void bl_plat_writeback(int fd);
 
+/* Make reads of fd read what they ask for and no more: no read-ahead
+ * around them, which the kernel may size at megabytes (Linux
+ * `read_ahead_kb`; 8 MiB on some virtual disks), so that a reader of its
+ * own pieces keeps each request to the disk as small as the piece.  Linux
+ * posix_fadvise(POSIX_FADV_RANDOM), macOS fcntl(F_RDAHEAD, 0); nothing on
+ * the portable layer. */
+void bl_plat_read_exact(int fd);
+
+/* 1 if every page of [addr, addr + len) of a file mapping (addr aligned
+ * to the system's page) is in memory, so that reading it costs no disk
+ * read; 0 if one is not; -1 where it cannot be told (mincore on Linux and
+ * macOS; always -1 on the portable layer, and where mincore fails). */
+int bl_plat_resident(const void *addr, size_t len);
+
 /* ---- threads ---------------------------------------------------------------- */
 
 /* Make rwlocks made with `a` prefer writers (a stream of readers must not

@@ -72,6 +72,16 @@ int bl_plat_flush(int fd) { return bl_plat_fb_fsync(fd); }
 int bl_plat_flush_file(int fd) { return bl_plat_fb_fsync(fd); }
 int bl_plat_flush_weakened(void) { return 0; }
 void bl_plat_writeback(int fd) { (void)fd; }
+void bl_plat_read_exact(int fd)
+{
+    (void)fd;
+}
+int bl_plat_resident(const void *addr, size_t len)
+{
+    (void)addr;
+    (void)len;
+    return -1;
+}
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a) { (void)a; }
 void *bl_plat_map_anon(size_t bytes, int populate)
 {
