@@ -338,6 +338,66 @@ static void wal_pagewalk__damage_it_finds_refuses_the_first_write(void **state)
     assert_string_equal(bg, fg);
 }
 
+/*
+ * A writable open of a store out of the page cache (a restart on a busy
+ * host): the walk reads the file back ahead of itself (docs/design.md,
+ * "Damaged files") and comes to the verdict it comes to on a cached file,
+ * damage included.  The page check's map of data.mdb is advised for
+ * random reads only until the walk is over (tests/faults checks it during
+ * the walk); a read-only open never advises it, and a writer without a
+ * background walk (manual checkpoints) gives the usual advice back at
+ * open.  Where the file system keeps the file in memory (tmpfs) the same
+ * runs on a cached file.
+ */
+static void wal_pagewalk__a_store_out_of_the_cache_is_read_back_and_walked(void **state)
+{
+    fx *f = *state;
+    bindlog_result r;
+    bindlog_binding b;
+    char key[64], mdb[1100], want[64];
+
+    snprintf(mdb, sizeof mdb, "%s/data.mdb", f->dir);
+    int evicted = tu_evict(mdb);
+    print_message("  data.mdb %s the page cache\n", evicted ? "out of" : "kept in");
+    bindlog *s = xopen(f->dir, 0);
+    wstate ws = walk_settled(s);
+    assert_int_equal(ws.walk, BL_WALK_DONE);
+    assert_int_equal(ws.checked, 1);
+    assert_true(tu_random_maps_of(mdb) <= 0);
+    key_of(key, sizeof key, 5);
+    assert_int_equal(bindlog_bind(s, key, "cold", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    bindlog_close(s);
+
+    tu_evict(mdb);
+    s = xopen(f->dir, 1);
+    assert_true(tu_random_maps_of(mdb) <= 0);
+    assert_int_equal(bindlog_get(s, key, &b), 0);
+    assert_string_equal(b.session_id, "cold");
+    assert_true(tu_random_maps_of(mdb) <= 0);
+    bindlog_close(s);
+
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    s = xopen(f->dir, 0);
+    assert_int_equal(state_of(s).thread_on, 0);
+    assert_true(tu_random_maps_of(mdb) <= 0);
+    bindlog_close(s);
+    unsetenv("BINDLOG_CHECKPOINT");
+
+    key_of(key, sizeof key, 1234);
+    uint64_t leaf = damage_leaf_of(f->dir, key);
+    snprintf(want, sizeof want, "page %llu of table bindings", (unsigned long long)leaf);
+    tu_evict(mdb);
+    s = xopen(f->dir, 0);
+    ws = walk_settled(s);
+    assert_int_equal(ws.walk, BL_WALK_BAD);
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:cold", "s1", NULL, NULL, NULL, 0, &r),
+                     BINDLOG_ECORRUPT);
+    if (strstr(bindlog_last_error(), want) == NULL)
+        fail_msg("'%s' does not name '%s'", bindlog_last_error(), want);
+    assert_true(tu_random_maps_of(mdb) <= 0);
+    bindlog_close(s);
+}
+
 typedef struct racer {
     bindlog *s;
     unsigned id;
@@ -514,6 +574,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(wal_pagewalk__damage_it_finds_refuses_the_first_write,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            wal_pagewalk__a_store_out_of_the_cache_is_read_back_and_walked, setup, teardown),
         cmocka_unit_test_setup_teardown(wal_pagewalk__writes_race_the_walk, setup, teardown),
         cmocka_unit_test_setup_teardown(wal_pagewalk__the_map_grows_under_the_walk, setup,
                                         teardown),

@@ -2,7 +2,9 @@
  * testutil.c -- temporary directories and store locations for the tests
  * (see testutil.h).
  */
-/* nftw() and FTW_PHYS/FTW_DEPTH are XSI; mkdtemp() is POSIX.1-2008. */
+/* nftw() and FTW_PHYS/FTW_DEPTH are XSI; mkdtemp() is POSIX.1-2008;
+ * mincore() is neither (Linux's, for tu_evict). */
+#define _DEFAULT_SOURCE
 #if !defined(_XOPEN_SOURCE) || _XOPEN_SOURCE < 700
 #undef _XOPEN_SOURCE
 #define _XOPEN_SOURCE 700
@@ -11,16 +13,79 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <pthread.h>
 #include <time.h>
 
 #include "etcd/etcd_client.h"
+
+int tu_evict(const char *file)
+{
+#if defined(__linux__)
+    struct stat st;
+    int fd = open(file, O_RDONLY | O_CLOEXEC), out = 0;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    (void)fdatasync(fd);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    /* out if its first page is: mincore on a mapping of it */
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    unsigned char vec = 1;
+    if (map != MAP_FAILED) {
+        out = mincore(map, 1, &vec) == 0 && !(vec & 1);
+        munmap(map, (size_t)st.st_size);
+    }
+    close(fd);
+    return out;
+#else
+    (void)file;
+    return 0;
+#endif
+}
+
+int tu_random_maps_of(const char *file)
+{
+#if defined(__linux__)
+    char want[PATH_MAX], line[PATH_MAX + 256];
+    if (realpath(file, want) == NULL)
+        return -1;
+    FILE *fp = fopen("/proc/self/smaps", "r");
+    if (fp == NULL)
+        return -1;
+    size_t wn = strlen(want);
+    unsigned long lo, hi;
+    char perms[5];
+    int in = 0, n = 0;
+    while (fgets(line, sizeof line, fp) != NULL) {
+        size_t ln = strcspn(line, "\n");
+        line[ln] = 0;
+        if (strncmp(line, "VmFlags:", 8) == 0) {
+            if (in && strstr(line, " rr") != NULL)
+                n++;
+            in = 0;
+        } else if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3) {
+            /* a mapping's first line: "start-end perms offset dev inode path" */
+            in = ln > wn && strcmp(line + ln - wn, want) == 0 && line[ln - wn - 1] == ' ';
+        }
+    }
+    fclose(fp);
+    return n;
+#else
+    (void)file;
+    return -1;
+#endif
+}
 
 /* The base directory: first non-empty of $BINDLOG_TEST_TMPDIR, $TMPDIR, /tmp. */
 static const char *tmp_base(void)

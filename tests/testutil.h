@@ -36,6 +36,21 @@ char *tu_mkdtemp(const char *tag);
  */
 void tu_rmtree(const char *path);
 
+/*
+ * Drop `file` from the page cache (its dirty pages written first), as a
+ * restart on a busy host finds it.  1 if it is out of the cache now, 0 if
+ * the file system keeps it in memory (tmpfs) or this system cannot tell
+ * (not Linux): the caller then checks what does not depend on it.
+ */
+int tu_evict(const char *file);
+
+/*
+ * How many of this process's mappings of `file` are advised for random
+ * reads ("rr" among their VmFlags in /proc/self/smaps), or -1 where that
+ * cannot be told (not Linux).
+ */
+int tu_random_maps_of(const char *file);
+
 /* ---- one test source, both backends ------------------------------------------
  *
  * With BINDLOG_TEST_BACKEND=etcd the contract tests run against etcd: the

@@ -865,15 +865,20 @@ int bl_ckpt_open(bl_env *e)
 {
     bl_walenv *w = e->wal;
     int rc = 0;
-    if (!thread_wanted(w) || e->pc == NULL)
+    if (!thread_wanted(w) || e->pc == NULL) {
+        bl_pc_reads_usual(e); /* no walk will read the file ahead of the reads */
         return 0;
+    }
     pthread_mutex_lock(&w->cmu);
     if (!w->thread_on && w->walk == BL_WALK_TODO && !atomic_load(&w->store_checked)) {
         w->walk = BL_WALK_RUNNING; /* from now: a first write waits for it */
         if ((rc = thread_start(e, 0)) != 0)
             w->walk = BL_WALK_TODO;
     }
+    int walking = w->walk == BL_WALK_RUNNING;
     pthread_mutex_unlock(&w->cmu);
+    if (!walking)
+        bl_pc_reads_usual(e);
     return rc == 0 ? 0 : BINDLOG_ENOMEM;
 }
 

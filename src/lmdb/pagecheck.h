@@ -252,14 +252,22 @@ int bl_pc_preopen(const char *dir);
  * Open: validate the snapshot LMDB will start from (meta pages, file
  * length, MAIN and meta in full, every table's root) and set up the guard
  * state of e.  Call after mdb_env_open and before the first table is
- * opened.  0, or BINDLOG_ECORRUPT with a last-error detail naming the file,
- * page, table and fault and saying to run check / recover.
+ * opened.  writable: the environment is opened for writing, so that its
+ * background walk will read the whole file (bl_pc_reads_usual).  0, or
+ * BINDLOG_ECORRUPT with a last-error detail naming the file, page, table
+ * and fault and saying to run check / recover.
  */
-int bl_pc_open(bl_env *e);
+int bl_pc_open(bl_env *e, int writable);
 /* Release the guard state (env_free).  NULL-safe. */
 void bl_pc_close(bl_env *e);
 /* The map changed size (bl_env_resize, map_lock held exclusive). */
 void bl_pc_remap(bl_env *e);
+/* A writable open (`writable` above) advises the page check's map of the
+ * file for random reads until the background walk has read the file (no
+ * read-ahead around a fault: docs/design.md, "Damaged files"); the walk, a
+ * walk in a writer's thread, or this (when no background walk will run)
+ * put the usual advice back.  Takes map_lock shared. */
+void bl_pc_reads_usual(bl_env *e);
 
 /*
  * bl_get_checked (limits.h) for read-only transactions, without LMDB

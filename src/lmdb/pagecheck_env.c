@@ -47,6 +47,7 @@
 
 struct bl_pc {
     int fd;                       /* LMDB's descriptor of data.mdb (not ours) */
+    _Atomic int random;           /* map is advised for random reads */
     unsigned psize;
     const unsigned char *map;     /* read-only, map_len bytes */
     size_t map_len;
@@ -91,6 +92,34 @@ static int map_file(bl_pc *pc, size_t len)
     return 0;
 }
 
+/*
+ * Until the background walk has read the file, a writable environment's
+ * map of the file is advised for random reads: a fault of a page not
+ * cached then reads that page, where it would read as much around it as
+ * the device's read-ahead (Linux `read_ahead_kb`: 128 KiB by default, 8
+ * MiB on some virtual disks), and a commit's flush queued behind those
+ * reads waits for all of them.  The open and the first commits read a few
+ * pages each through this map (open_check, bl_pc_get); the walk reads the
+ * file in pieces of its own (read_ahead below) and puts the usual advice
+ * back.  LMDB's own map is not advised: until the walk's verdict only
+ * the checkpoint reads through it, and the checkpoint waits for the walk.
+ * Called with map_lock held (the map cannot move), or before the
+ * environment is shared.
+ */
+static void map_advise(bl_pc *pc, int random)
+{
+    atomic_store(&pc->random, random);
+    if (pc->map != NULL)
+        (void)posix_madvise((void *)pc->map, pc->map_len,
+                            random ? POSIX_MADV_RANDOM : POSIX_MADV_NORMAL);
+}
+
+static void map_advise_normal(bl_pc *pc)
+{
+    if (atomic_load(&pc->random))
+        map_advise(pc, 0);
+}
+
 /* ---- reporting ----------------------------------------------------------------- */
 
 static int pc_fail(bl_pc *pc, const bl_pc_fault *ft)
@@ -118,23 +147,40 @@ static int fail_why(bl_pc *pc, const char *why)
 
 /* ---- stopping a long walk ------------------------------------------------------- */
 
-/* A walk in the background asks, every BL_PC_STOP_EVERY leaf entries,
- * whether to stop (its environment is closing), telling how far it is:
- * the entries walked, of the tables' entries in all (0 until the main
- * tree has named the tables); NULL never stops. */
+/* A walk in the background asks, every BL_PC_STOP_EVERY leaf entries
+ * (and after every read of its read ahead), whether to stop (its
+ * environment is closing), telling how far it is; NULL never stops. */
 #define BL_PC_STOP_EVERY 1024
 
 typedef struct stopper {
     int (*fn)(void *ctx, uint64_t done, uint64_t total);
     void *ctx;
-    uint64_t n, total;
+    uint64_t n, total;    /* entries walked, of the tables' entries (0 until the
+                           * main tree has named the tables; the free list's
+                           * entries come on top) */
+    uint64_t read, pages; /* the read ahead of the walk: pages passed, of the
+                           * file's pages (0: no read ahead) */
 } stopper;
+
+/* Ask, telling the progress in one unit, so that close can judge the pace
+ * (ckpt.c): with a read ahead, the read and the walk count for the file's
+ * pages each. */
+static int stop_ask(stopper *s)
+{
+    uint64_t done = s->n, total = s->total;
+    if (s->pages != 0) {
+        uint64_t n = s->n < s->total ? s->n : s->total;
+        done = s->read + (s->total ? n * s->pages / s->total : 0);
+        total = 2 * s->pages;
+    }
+    return s->fn(s->ctx, done, total) ? BL_PC_STOPPED : 0;
+}
 
 static int stop_now(stopper *s)
 {
     if (s == NULL || ++s->n % BL_PC_STOP_EVERY != 0)
         return 0;
-    return s->fn(s->ctx, s->n, s->total) ? BL_PC_STOPPED : 0;
+    return stop_ask(s);
 }
 
 static int stop_entry(void *ctx, const unsigned char *k, size_t kn, const unsigned char *v,
@@ -568,6 +614,8 @@ static int guard_store(bl_pc *pc, bl_pc_file *f, const bl_pc_meta *m, uint64_t t
     char why[200];
     int rc;
 
+    if (stop == NULL)
+        map_advise_normal(pc); /* a walk in this thread reads through pc->map */
     f->last_pg = m->last_pg;
     if (bl_pc_db_check(&m->dbs[0], BL_PC_FREE, f->npages, m->last_pg, why, sizeof why) != 0)
         return fail_why(pc, why);
@@ -691,11 +739,101 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
     }
 }
 
+/* ---- reading the file ahead of the background walk ------------------------------ */
+
+/*
+ * The background walk reads the whole file.  Through a mapping, each
+ * fault of a page not cached would read up to the device's read-ahead in
+ * one request (8 MiB on the virtual disk of docs/performance.md), and a
+ * commit's flush queued behind such reads waits for them: 2-4 ms at the
+ * median and up to 19 ms there, against 0.2 ms behind reads of 64 KiB.
+ * So the walk first reads the file itself, in order, one read at a time,
+ * skipping what is cached: 64 KiB a read from open on and while commits
+ * are being made, doubling up to 1 MiB once none has been made for 50 ms,
+ * so that a walk nobody waits for goes at the disk's pace.  The walk then
+ * finds its pages in the cache.  All of it is advisory: a file that cannot
+ * be read this way is walked as it is.
+ */
+#define RA_MIN      ((size_t)64 * 1024)
+#define RA_MAX      ((size_t)1024 * 1024)
+#define RA_SAMPLES  64
+#define RA_QUIET_NS ((int64_t)50 * 1000000) /* no commit for this long: larger reads */
+
+static uint64_t commits_seen(bl_env *e)
+{
+    return e->wal != NULL ? bl_wal_head(e) : 0;
+}
+
+static int read_ahead(bl_env *e, const unsigned char *map, size_t len, stopper *st)
+{
+    bl_pc *pc = e->pc;
+    struct stat mine, lmdbs;
+    unsigned char *buf;
+    int rc = 0, fd;
+
+    /* a file that looks cached (RA_SAMPLES pages spread over it) is walked
+     * as it is, and so is one whose pages cannot be told (the portable
+     * layer): looking at every page would cost ~50 ns a page */
+    size_t np = len / pc->psize, cached = 0;
+    for (size_t i = 0; np != 0 && i < RA_SAMPLES; i++)
+        cached += bl_plat_resident(map + np * i / RA_SAMPLES * pc->psize, pc->psize) != 0;
+    if (np == 0 || cached == RA_SAMPLES)
+        return 0;
+    /* the file LMDB has open, not whatever the path names by now */
+    if ((fd = open(pc->file, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+        return 0;
+    if (fstat(fd, &mine) != 0 || fstat(pc->fd, &lmdbs) != 0 || mine.st_dev != lmdbs.st_dev ||
+        mine.st_ino != lmdbs.st_ino || (buf = malloc(RA_MAX)) == NULL) {
+        close(fd);
+        return 0;
+    }
+    bl_plat_read_exact(fd);
+    size_t piece = RA_MIN, reads = 0;
+    uint64_t head = commits_seen(e);
+    int64_t last_commit = bl_mono_ns(); /* open: the first commits may come at once */
+    for (size_t off = 0; off < len && rc == 0;) {
+        /* a stretch of RA_MAX bytes in the cache already takes one look */
+        size_t n = len - off < RA_MAX ? len - off : RA_MAX;
+        if (bl_plat_resident(map + off, n) == 0) {
+            n = n < piece ? n : piece;
+            if (pread(fd, buf, n, (off_t)off) <= 0)
+                break; /* the walk meets what this could not read */
+            /* progress is told from the first read on: a file found in
+             * the cache is told by the walk's own pace alone */
+            if (reads++ == 0)
+                st->pages = np;
+            uint64_t now = commits_seen(e);
+            int64_t t = bl_mono_ns();
+            if (now != head) {
+                head = now;
+                last_commit = t;
+            }
+            piece = t - last_commit < RA_QUIET_NS ? RA_MIN : (piece < RA_MAX ? 2 * piece : RA_MAX);
+        }
+        off += n;
+        st->read = reads ? off / pc->psize : 0;
+        rc = stop_ask(st);
+    }
+    st->read = st->pages;
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+void bl_pc_reads_usual(bl_env *e)
+{
+    if (e->pc == NULL || !atomic_load(&e->pc->random))
+        return;
+    bl_map_rdlock(e);
+    map_advise_normal(e->pc);
+    bl_map_unlock(e);
+}
+
 int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx, uint64_t done, uint64_t total),
                          void *ctx)
 {
     bl_pc *pc = e->pc;
-    stopper st = {stop, ctx, 0, 0};
+    stopper st = {stop, ctx, 0, 0, 0, 0};
     MDB_txn *txn;
     bl_pc_meta m = {0};
     int rc;
@@ -707,6 +845,7 @@ int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx, uint64_t done, uint64
             return rc;
         uint64_t t = mdb_txn_id(txn);
         if (is_valid(pc, BL_PC_FREE, t)) {
+            map_advise_normal(pc);
             bl_read_end(e, txn);
             return 0;
         }
@@ -725,11 +864,14 @@ int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx, uint64_t done, uint64
         } else {
             bl_pc_file f = {map, np, pc->psize, np ? np - 1 : 0};
             st.n = st.total = 0; /* each snapshot's walk from its start */
-            if ((rc = meta_of(pc, &f, t, &m)) == 0)
+            if (tries == 0)
+                rc = read_ahead(e, map, len, &st);
+            if (rc == 0 && (rc = meta_of(pc, &f, t, &m)) == 0)
                 rc = guard_store(pc, &f, &m, t, &st);
             munmap(map, len);
         }
         bl_map_rdlock(e);
+        map_advise_normal(pc); /* read, or stopped: the usual advice from now */
         bl_read_end(e, txn);
         if (rc != 1)
             return rc;
@@ -931,7 +1073,7 @@ static int open_check(bl_pc *pc, uint64_t t)
     return 0;
 }
 
-int bl_pc_open(bl_env *e)
+int bl_pc_open(bl_env *e, int writable)
 {
     size_t n = strlen(e->path);
     bl_pc *pc = calloc(1, sizeof(*pc) + n + sizeof("/data.mdb"));
@@ -962,6 +1104,8 @@ int bl_pc_open(bl_env *e)
         free(pc);
         return rc;
     }
+    if (writable)
+        map_advise(pc, 1); /* until the background walk has read the file */
     e->pc = pc;
 
     for (int tries = 0;; tries++) {
@@ -1028,6 +1172,8 @@ void bl_pc_remap(bl_env *e)
     }
     munmap((void *)old, old_len);
     refresh_pages(pc);
+    if (atomic_load(&pc->random))
+        map_advise(pc, 1); /* the new map came with the usual advice */
 }
 
 /* ---- check ------------------------------------------------------------------------ */

@@ -1009,7 +1009,7 @@ static int env_create(const char *dir, const struct stat *st, const bindlog_opti
         int dead = 0;
         mdb_reader_check(e->env, &dead);
     }
-    if ((rc = bl_pc_open(e)) != 0)
+    if ((rc = bl_pc_open(e, !o->read_only && !e->env_rdonly)) != 0)
         goto out; /* a damaged file: LMDB never reads it */
     rc = bl_walenv_open(e, o, !o->read_only);
 out:
