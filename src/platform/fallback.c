@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,6 +163,27 @@ int bl_plat_fb_fsync(int fd)
             return errno;
     }
     return 0;
+}
+
+int bl_plat_fb_mincore(const void *addr, size_t len)
+{
+#if defined(__APPLE__) || defined(__FreeBSD__) || defined(__NetBSD__) || defined(__OpenBSD__)
+    char vec[256]; /* the BSDs' mincore takes char */
+#else
+    unsigned char vec[256];
+#endif
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    const char *p = addr, *end = p + len;
+    while (p < end) {
+        size_t n = (size_t)(end - p) > sizeof vec * pg ? sizeof vec * pg : (size_t)(end - p);
+        if (mincore((void *)p, n, vec) != 0)
+            return -1;
+        for (size_t i = 0; i < (n + pg - 1) / pg; i++)
+            if (!(vec[i] & 1))
+                return 0;
+        p += n;
+    }
+    return 1;
 }
 
 int bl_plat_fb_random(void *buf, size_t n)

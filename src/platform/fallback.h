@@ -22,6 +22,10 @@ int bl_plat_fb_flock_held(int fd);
 int bl_plat_fb_write_zeros(int fd, off_t off, off_t len);
 int bl_plat_fb_tmpfile_at(int dirfd, const char *name);
 int bl_plat_fb_fsync(int fd);
+/* bl_plat_resident with mincore, which Linux, macOS and the BSDs have
+ * (outside POSIX, as flock is): linux.c and darwin.c; posix.c keeps the
+ * portable answer, -1. */
+int bl_plat_fb_mincore(const void *addr, size_t len);
 int bl_plat_fb_random(void *buf, size_t n);
 const char *bl_plat_fb_secure_getenv(const char *name);
 

@@ -172,19 +172,7 @@ void bl_plat_read_exact(int fd)
 
 int bl_plat_resident(const void *addr, size_t len)
 {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    unsigned char vec[256];
-    const char *p = addr, *end = p + len;
-    while (p < end) {
-        size_t n = (size_t)(end - p) > sizeof vec * pg ? sizeof vec * pg : (size_t)(end - p);
-        if (mincore((void *)p, n, vec) != 0)
-            return -1;
-        for (size_t i = 0; i < (n + pg - 1) / pg; i++)
-            if (!(vec[i] & 1))
-                return 0;
-        p += n;
-    }
-    return 1;
+    return bl_plat_fb_mincore(addr, len);
 }
 
 void bl_plat_rwlock_prefer_writers(pthread_rwlockattr_t *a)
