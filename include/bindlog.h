@@ -322,12 +322,15 @@ typedef struct bindlog bindlog;
  * a crash later.
  *
  * A writable open of a local store also starts, in a background thread, the
- * check of every page of data.mdb that the process's first write needs
- * (docs/design.md, "Damaged files"): open does not wait for it, the first
- * write waits only for what is left of it, and damage it finds makes that
- * write fail with BINDLOG_ECORRUPT naming the page.  The thread ends with
- * the check (or becomes the log's checkpointer at the first write); closing
- * the last handle stops it.  A read-only open starts no thread.
+ * check of every page of data.mdb that the process's first checkpoint needs
+ * (docs/design.md, "Damaged files"): neither open nor a write waits for it
+ * (the checkpoint that folds the log into data.mdb does), and damage it
+ * finds makes every later write fail with BINDLOG_ECORRUPT naming the page.
+ * Where data.mdb is not in the page cache the check reads it in small reads
+ * of its own, so that the first commits' flushes are not queued behind
+ * them.  The thread ends with the check (or becomes the log's checkpointer
+ * at the first write); closing the last handle stops it.  A read-only open
+ * starts no thread.
  *
  * @param out   receives the handle; set to NULL on failure.
  * @param dir   the store directory, or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
