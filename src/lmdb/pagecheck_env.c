@@ -93,18 +93,17 @@ static int map_file(bl_pc *pc, size_t len)
 }
 
 /*
- * Until the background walk has read the file, a writable environment's
- * map of the file is advised for random reads: a fault of a page not
- * cached then reads that page, where it would read as much around it as
- * the device's read-ahead (Linux `read_ahead_kb`: 128 KiB by default, 8
- * MiB on some virtual disks), and a commit's flush queued behind those
- * reads waits for all of them.  The open and the first commits read a few
- * pages each through this map (open_check, bl_pc_get); the walk reads the
- * file in pieces of its own (read_ahead below) and puts the usual advice
- * back.  LMDB's own map is not advised: until the walk's verdict only
- * the checkpoint reads through it, and the checkpoint waits for the walk.
- * Called with map_lock held (the map cannot move), or before the
- * environment is shared.
+ * From a writable open, for the open and the first commits, the map of
+ * the file is advised for random reads: a fault of a page not cached then
+ * reads that page, where it would read as much around it as the device's
+ * read-ahead (Linux `read_ahead_kb`: 128 KiB by default, 8 MiB on some
+ * virtual disks), and a commit's flush queued behind those reads waits for
+ * all of them.  The open and the first commits read a few pages each
+ * through this map (open_check, bl_pc_get); the walk reads the file in
+ * pieces of its own (read_ahead below) and puts the usual advice back.  LMDB's own map is not
+ * advised: until the walk's verdict only the checkpoint reads through it, and the checkpoint waits
+ * for the walk. Called with map_lock held (the map cannot move), or before the environment is
+ * shared.
  */
 static void map_advise(bl_pc *pc, int random)
 {
@@ -748,20 +747,30 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
  * commit's flush queued behind such reads waits for them: 2-4 ms at the
  * median and up to 19 ms there, against 0.2 ms behind reads of 64 KiB.
  * So the walk first reads the file itself, in order, one read at a time,
- * skipping what is cached: 64 KiB a read from open on and while commits
- * are being made, doubling up to 1 MiB once none has been made for 50 ms,
- * so that a walk nobody waits for goes at the disk's pace.  The walk then
- * finds its pages in the cache.  All of it is advisory: a file that cannot
- * be read this way is walked as it is.
+ * skipping what is cached, and then finds its pages in the cache.
+ *
+ * For the first RA_FIRST_NS (the open and a restarted gateway's first
+ * commits) its reads are 64 KiB and the page check's map, which the
+ * commits read through until the verdict, reads single pages (map_advise).
+ * After that what matters is to have the file in the cache soon: under a
+ * load of writers every commit faults on cold pages, and the checkpoint
+ * waits for the verdict while the log fills.  So the map gets the usual
+ * advice back (a fault reads around as the system does) and the walk's
+ * reads double up to 1 MiB.  All of it is advisory: a file that cannot be
+ * read this way is walked as it is.
  */
 #define RA_MIN      ((size_t)64 * 1024)
 #define RA_MAX      ((size_t)1024 * 1024)
 #define RA_SAMPLES  64
-#define RA_QUIET_NS ((int64_t)50 * 1000000) /* no commit for this long: larger reads */
+#define RA_FIRST_NS ((int64_t)50 * 1000000)
 
-static uint64_t commits_seen(bl_env *e)
+void bl_pc_reads_usual(bl_env *e)
 {
-    return e->wal != NULL ? bl_wal_head(e) : 0;
+    if (e->pc == NULL || !atomic_load(&e->pc->random))
+        return;
+    bl_map_rdlock(e);
+    map_advise_normal(e->pc);
+    bl_map_unlock(e);
 }
 
 static int read_ahead(bl_env *e, const unsigned char *map, size_t len, stopper *st)
@@ -789,8 +798,8 @@ static int read_ahead(bl_env *e, const unsigned char *map, size_t len, stopper *
     }
     bl_plat_read_exact(fd);
     size_t piece = RA_MIN, reads = 0;
-    uint64_t head = commits_seen(e);
-    int64_t last_commit = bl_mono_ns(); /* open: the first commits may come at once */
+    int64_t t0 = bl_mono_ns();
+    int first = 1; /* still the first RA_FIRST_NS */
     for (size_t off = 0; off < len && rc == 0;) {
         /* a stretch of RA_MAX bytes in the cache already takes one look */
         size_t n = len - off < RA_MAX ? len - off : RA_MAX;
@@ -802,13 +811,12 @@ static int read_ahead(bl_env *e, const unsigned char *map, size_t len, stopper *
              * the cache is told by the walk's own pace alone */
             if (reads++ == 0)
                 st->pages = np;
-            uint64_t now = commits_seen(e);
-            int64_t t = bl_mono_ns();
-            if (now != head) {
-                head = now;
-                last_commit = t;
+            if (first && bl_mono_ns() - t0 >= RA_FIRST_NS) {
+                first = 0;
+                bl_pc_reads_usual(e);
             }
-            piece = t - last_commit < RA_QUIET_NS ? RA_MIN : (piece < RA_MAX ? 2 * piece : RA_MAX);
+            if (!first)
+                piece = piece < RA_MAX ? 2 * piece : RA_MAX;
         }
         off += n;
         st->read = reads ? off / pc->psize : 0;
@@ -818,15 +826,6 @@ static int read_ahead(bl_env *e, const unsigned char *map, size_t len, stopper *
     free(buf);
     close(fd);
     return rc;
-}
-
-void bl_pc_reads_usual(bl_env *e)
-{
-    if (e->pc == NULL || !atomic_load(&e->pc->random))
-        return;
-    bl_map_rdlock(e);
-    map_advise_normal(e->pc);
-    bl_map_unlock(e);
 }
 
 int bl_pc_guard_store_bg(bl_env *e, int (*stop)(void *ctx, uint64_t done, uint64_t total),
@@ -1105,7 +1104,7 @@ int bl_pc_open(bl_env *e, int writable)
         return rc;
     }
     if (writable)
-        map_advise(pc, 1); /* until the background walk has read the file */
+        map_advise(pc, 1); /* for the open and the first commits (read_ahead) */
     e->pc = pc;
 
     for (int tries = 0;; tries++) {
