@@ -4,7 +4,7 @@
  * validated").
  *
  * Usage: bindlog-first-write DIR [--runs N] [--delay MS] [--durability full|normal|none]
- *                            [--no-write] [--cold]
+ *                            [--no-write] [--cold] [--writers N [--seconds S]]
  *
  * Each run opens the existing store DIR in a new handle (the only one of
  * the process, so the environment is made anew), waits MS milliseconds
@@ -22,10 +22,16 @@
  * restart on a busy host: the open's walk then reads the file from the
  * disk while the first write flushes the log (without it the runs after
  * the first find the file cached: the warm case).
+ * --writers N: instead of the two writes, N threads bind from the open on
+ * (each over 500 keys of its own) for S seconds (default 2), and each run
+ * prints the events completed in every 100 ms and in all: how fast a load
+ * of writers comes up to speed on a store just opened, cold or warm.
  * Public API only, so the same source measures any build.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +94,87 @@ static int bind_one(bindlog *h, int run, int i)
     return 0;
 }
 
+/* ---- --writers: a load from the open on ------------------------------------ */
+
+#define LOAD_SLICES 600 /* of 100 ms: a minute at most */
+
+typedef struct load {
+    bindlog *h;
+    double t0, end; /* now_ms() of the open, and of the end */
+    _Atomic long slice[LOAD_SLICES];
+    _Atomic int failed;
+} load;
+
+typedef struct loader {
+    load *l;
+    int id;
+} loader;
+
+static void *load_main(void *p)
+{
+    loader *w = p;
+    load *l = w->l;
+    char key[96], sid[96];
+    bindlog_result res;
+    for (long i = 0; now_ms() < l->end && !atomic_load(&l->failed); i++) {
+        snprintf(key, sizeof key, "first-write:load:%d:%ld", w->id, i % 500);
+        snprintf(sid, sizeof sid, "first-write-load:%ld:%d:%ld", (long)getpid(), w->id, i);
+        if (bindlog_bind(l->h, key, sid, NULL, NULL, "bench", 5, &res) < 0) {
+            fprintf(stderr, "bind: %s\n", bindlog_last_error());
+            atomic_store(&l->failed, 1);
+            break;
+        }
+        long s = (long)((now_ms() - l->t0) / 100.0);
+        if (s >= 0 && s < LOAD_SLICES)
+            atomic_fetch_add(&l->slice[s], 1);
+    }
+    return NULL;
+}
+
+/* One run of --writers: open, n threads binding for secs seconds, close. */
+static int load_run(const char *dir, const bindlog_options *o, int n, int secs, int run)
+{
+    load *l = calloc(1, sizeof *l);
+    loader *ws = calloc((size_t)n, sizeof *ws);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    int started = 0, rc = 0;
+    if (l == NULL || ws == NULL || th == NULL) {
+        fprintf(stderr, "out of memory\n");
+        rc = -1;
+        goto out;
+    }
+    l->t0 = now_ms();
+    if (bindlog_open(&l->h, dir, o) != 0) {
+        fprintf(stderr, "open: %s\n", bindlog_last_error());
+        rc = -1;
+        goto out;
+    }
+    double open_ms = now_ms() - l->t0;
+    l->end = l->t0 + secs * 1000.0;
+    for (; started < n; started++) {
+        ws[started] = (loader){l, started};
+        if (pthread_create(&th[started], NULL, load_main, &ws[started]) != 0)
+            break;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    bindlog_close(l->h);
+    long total = 0;
+    printf("%-4d open %.2f ms; events per 100 ms:", run, open_ms);
+    for (int i = 0; i < secs * 10 && i < LOAD_SLICES; i++) {
+        printf(" %ld", atomic_load(&l->slice[i]));
+        total += atomic_load(&l->slice[i]);
+    }
+    printf("; %ld in all\n", total);
+    if (started < n || atomic_load(&l->failed))
+        rc = -1;
+out:
+    free(th);
+    free(ws);
+    free(l);
+    return rc;
+}
+
 /* Drop DIR/data.mdb from the page cache (its dirty pages written first,
  * else they would stay): the next open finds it on the disk only. */
 static int evict(const char *dir)
@@ -111,7 +198,7 @@ static int evict(const char *dir)
 int main(int argc, char **argv)
 {
     const char *dir = NULL;
-    int runs = 5, delay_ms = 0, writes = 1, cold = 0;
+    int runs = 5, delay_ms = 0, writes = 1, cold = 0, writers = 0, secs = 2;
     bindlog_options o = BINDLOG_OPTIONS_INIT;
 
     for (int i = 1; i < argc; i++) {
@@ -121,6 +208,10 @@ int main(int argc, char **argv)
             writes = 0;
         else if (!strcmp(argv[i], "--cold"))
             cold = 1;
+        else if (!strcmp(argv[i], "--writers") && i + 1 < argc)
+            writers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            secs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--delay") && i + 1 < argc)
             delay_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--durability") && i + 1 < argc) {
@@ -133,10 +224,21 @@ int main(int argc, char **argv)
         else
             dir = NULL, i = argc;
     }
-    if (dir == NULL || runs < 1 || runs > 1000 || delay_ms < 0) {
+    if (dir == NULL || runs < 1 || runs > 1000 || delay_ms < 0 || writers < 0 || writers > 1024 ||
+        secs < 1 || secs > LOAD_SLICES / 10) {
         fprintf(stderr, "usage: bindlog-first-write DIR [--runs N] [--delay MS] "
-                        "[--durability full|normal|none] [--no-write] [--cold]\n");
+                        "[--durability full|normal|none] [--no-write] [--cold] "
+                        "[--writers N [--seconds S]]\n");
         return 2;
+    }
+    if (writers > 0) {
+        printf("%s page cache; %d writers for %d s from the open on\n",
+               cold ? "cold: data.mdb dropped from the" : "warm: whatever is in the", writers,
+               secs);
+        for (int r = 0; r < runs; r++)
+            if ((cold && evict(dir) != 0) || load_run(dir, &o, writers, secs, r) != 0)
+                return 1;
+        return 0;
     }
     double *col[4];
     for (int c = 0; c < 4; c++)
