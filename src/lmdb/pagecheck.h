@@ -265,9 +265,9 @@ void bl_pc_remap(bl_env *e);
 /* A writable open (`writable` above) advises the page check's map of the
  * file for random reads (no read-ahead around a fault: docs/design.md,
  * "Damaged files"), for the open and the first commits; the background
- * walk (50 ms into its reading of a cold file, or at its end), a walk in a
- * writer's thread, or an open that starts no walk put the usual advice
- * back with this.  Takes map_lock shared. */
+ * walk (when its own read of a cold file ends, at most 50 ms in, or at its
+ * end), a walk in a writer's thread, or an open that starts no walk put
+ * the usual advice back with this.  Takes map_lock shared. */
 void bl_pc_reads_usual(bl_env *e);
 
 /*

@@ -746,21 +746,21 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
  * one request (8 MiB on the virtual disk of docs/performance.md), and a
  * commit's flush queued behind such reads waits for them: 2-4 ms at the
  * median and up to 19 ms there, against 0.2 ms behind reads of 64 KiB.
- * So the walk first reads the file itself, in order, one read at a time,
- * skipping what is cached, and then finds its pages in the cache.
- *
- * For the first RA_FIRST_NS (the open and a restarted gateway's first
- * commits) its reads are 64 KiB and the page check's map, which the
- * commits read through until the verdict, reads single pages (map_advise).
- * After that what matters is to have the file in the cache soon: under a
- * load of writers every commit faults on cold pages, and the checkpoint
- * waits for the verdict while the log fills.  So the map gets the usual
- * advice back (a fault reads around as the system does) and the walk's
- * reads double up to 1 MiB.  All of it is advisory: a file that cannot be
- * read this way is walked as it is.
+ * So for the first RA_FIRST_NS (the open and a restarted gateway's first
+ * commits) the walk reads the file itself, in order, 64 KiB at a time,
+ * skipping what is cached, and the page check's map, which the commits
+ * read through until the verdict, reads single pages (map_advise).  After
+ * that what matters is to have the file in the cache soon: under a load of
+ * writers every commit faults on cold pages, and the checkpoint waits for
+ * the verdict while the log fills.  So the map gets the usual advice back
+ * and the walk goes on through its own map, whose faults read around as
+ * the system does, overlapping the disk with the walk's work (a read ahead
+ * of the whole file first, even in reads of 1 MiB, left 64 writers on a
+ * cold store 15-30% fewer events in their first 2 s).  All of it is
+ * advisory: a file that cannot be read this way is walked as it is.
  */
-#define RA_MIN      ((size_t)64 * 1024)
-#define RA_MAX      ((size_t)1024 * 1024)
+#define RA_PIECE    ((size_t)64 * 1024)
+#define RA_SPAN     ((size_t)1024 * 1024) /* cached stretches: one look each */
 #define RA_SAMPLES  64
 #define RA_FIRST_NS ((int64_t)50 * 1000000)
 
@@ -792,37 +792,35 @@ static int read_ahead(bl_env *e, const unsigned char *map, size_t len, stopper *
     if ((fd = open(pc->file, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
         return 0;
     if (fstat(fd, &mine) != 0 || fstat(pc->fd, &lmdbs) != 0 || mine.st_dev != lmdbs.st_dev ||
-        mine.st_ino != lmdbs.st_ino || (buf = malloc(RA_MAX)) == NULL) {
+        mine.st_ino != lmdbs.st_ino || (buf = malloc(RA_PIECE)) == NULL) {
         close(fd);
         return 0;
     }
     bl_plat_read_exact(fd);
-    size_t piece = RA_MIN, reads = 0;
+    size_t reads = 0, off = 0;
     int64_t t0 = bl_mono_ns();
-    int first = 1; /* still the first RA_FIRST_NS */
-    for (size_t off = 0; off < len && rc == 0;) {
-        /* a stretch of RA_MAX bytes in the cache already takes one look */
-        size_t n = len - off < RA_MAX ? len - off : RA_MAX;
+    while (off < len && rc == 0) {
+        size_t n = len - off < RA_SPAN ? len - off : RA_SPAN;
         if (bl_plat_resident(map + off, n) == 0) {
-            n = n < piece ? n : piece;
+            n = n < RA_PIECE ? n : RA_PIECE;
             if (pread(fd, buf, n, (off_t)off) <= 0)
                 break; /* the walk meets what this could not read */
             /* progress is told from the first read on: a file found in
              * the cache is told by the walk's own pace alone */
             if (reads++ == 0)
                 st->pages = np;
-            if (first && bl_mono_ns() - t0 >= RA_FIRST_NS) {
-                first = 0;
-                bl_pc_reads_usual(e);
-            }
-            if (!first)
-                piece = piece < RA_MAX ? 2 * piece : RA_MAX;
+            if (bl_mono_ns() - t0 >= RA_FIRST_NS)
+                break; /* the walk reads the rest through its map */
         }
         off += n;
         st->read = reads ? off / pc->psize : 0;
         rc = stop_ask(st);
     }
+    /* read to its end, the read counts for half the walk's progress; cut
+     * short, the walk's own pace tells the rest */
+    st->pages = off < len ? 0 : st->pages;
     st->read = st->pages;
+    bl_pc_reads_usual(e);
     free(buf);
     close(fd);
     return rc;
