@@ -699,9 +699,15 @@ static void print_stats(const bindlog_stats *st)
         printf(" %s %" PRIu64, bindlog_event_name(t), st->applied[t]);
     printf("\n  commits %" PRIu64 " carrying %" PRIu64 " events\n", st->commits,
            st->grouped_events);
-    printf("  map %" PRIu64 " KiB used of %" PRIu64 " KiB, file %" PRIu64 " KiB, readers %u/%u\n",
-           st->map_used / 1024, st->map_size / 1024, st->file_size / 1024, st->readers_used,
-           st->readers_max);
+    /* data.mdb holds the state up to the last checkpoint; the events after
+     * it are in the write-ahead log until the background checkpoint folds
+     * them in (or close does) */
+    printf("  data file %" PRIu64 " KiB (map %" PRIu64 " KiB used of %" PRIu64
+           " KiB), checkpointed up to LSN %" PRIu64 "\n",
+           st->file_size / 1024, st->map_used / 1024, st->map_size / 1024, st->checkpoint_lsn);
+    printf("  log %" PRIu64 " KiB in use of %" PRIu64 " KiB (the events after the checkpoint), "
+           "readers %u/%u\n",
+           st->log_used / 1024, st->log_size / 1024, st->readers_used, st->readers_max);
 }
 
 /* ------------------------------------------------------------------------ */
