@@ -29,8 +29,16 @@ step "bindlog history $key   (last 8 events of this chat)"
 "$cli" -d "$store" history "$key" | tail -n 8
 
 sid=$("$cli" -d "$store" get "$key" --json | sed -n 's/.*"session_id":"\([^"]*\)".*/\1/p')
-step "bindlog lineage $sid   (its ancestors and descendants)"
-"$cli" -d "$store" lineage "$sid" | tail -n 6
+step "bindlog lineage $sid   (its chain from the root; a long one shortened here)"
+lineage=$("$cli" -d "$store" lineage "$sid")
+lines=$(wc -l <<<"$lineage")
+if [ "$lines" -le 12 ]; then
+    printf '%s\n' "$lineage"
+else
+    head -n 2 <<<"$lineage"
+    echo "... $((lines - 8)) more sessions of the chain ..."
+    tail -n 6 <<<"$lineage"
+fi
 
 step "bindlog dump --log --from the last 5 records"
 head_lsn=$("$cli" -d "$store" stat | sed -n 's/^head_lsn: *//p')

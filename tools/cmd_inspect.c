@@ -225,9 +225,11 @@ const cli_command cli_cmd_history = {
 /* ------------------------------------------------------------------------ */
 /* lineage                                                                    */
 
-/* Deepest descendant level shown, and most sessions visited: a damaged
- * store could hold a cycle in the children index, and the output must end. */
-#define LINEAGE_MAX_DEPTH 4096
+/* Deepest descendant level shown, and most sessions visited: the output
+ * must end, and the walk's memory stay bounded (about 40 bytes a level),
+ * whatever a damaged children index holds.  A chain of splits is one level
+ * per split: a million of them is years of compactions of one chat. */
+#define LINEAGE_MAX_DEPTH 1000000
 #define LINEAGE_MAX_NODES 10000000u
 
 /* A set of session ids already printed (open addressing, grows at 1/2). */
@@ -428,10 +430,12 @@ static int print_node(lineage_ctx *lc, const char *prefix, const char *id)
     return 0;
 }
 
-/* A level of the depth-first walk: the children still to print. */
+/* A level of the depth-first walk: the children still to print, and the
+ * column their lines start at (the length of the prefix before them). */
 typedef struct frame {
     char **ids;
     size_t n, i;
+    size_t col;
 } frame;
 
 static void free_frame(frame *f)
@@ -442,31 +446,54 @@ static void free_frame(frame *f)
     f->ids = NULL;
 }
 
-static int walk_descendants(cli *c, lineage_ctx *lc, const char *root, size_t depth0,
-                            idset *seen)
+/* Room for `len` bytes of prefix (and its terminator) in *buf. */
+static int prefix_room(char **buf, size_t *cap, size_t len)
 {
-    frame *stack;
-    size_t sp = 0, nodes = 0;
-    char *prefix;
+    if (len + 1 <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 64;
+    while (n < len + 1)
+        n *= 2;
+    char *nb = realloc(*buf, n);
+    if (nb == NULL)
+        return BINDLOG_ENOMEM;
+    *buf = nb;
+    *cap = n;
+    return 0;
+}
+
+/*
+ * The tree of root's descendants, depth first.  A session with one child
+ * is followed by that child in its own column, with no branch mark: a
+ * chain of splits reads down one column however long it is.  Only where a
+ * session has several children does the tree branch and indent ("|-- ",
+ * "`-- ", four characters a level).  Each level's children are copied out
+ * before descending (children_of), and the stack and the prefix grow as
+ * the walk needs them.
+ */
+static int walk_descendants(cli *c, lineage_ctx *lc, const char *root, idset *seen)
+{
+    frame *stack = NULL;
+    size_t sp = 0, cap = 0, nodes = 0, pcap = 0;
+    char *prefix = NULL;
     int rc = 0, truncated = 0;
 
-    stack = calloc(LINEAGE_MAX_DEPTH + 1, sizeof(*stack));
-    /* Four characters of prefix per level. */
-    prefix = calloc((depth0 + LINEAGE_MAX_DEPTH + 2) * 4 + 1, 1);
-    if (stack == NULL || prefix == NULL) {
-        free(stack);
+    if ((rc = prefix_room(&prefix, &pcap, 0)) != 0)
+        return rc;
+    prefix[0] = '\0';
+    cap = 64;
+    if ((stack = calloc(cap, sizeof(*stack))) == NULL) {
         free(prefix);
         return BINDLOG_ENOMEM;
     }
-    memset(prefix, ' ', depth0 * 4);
     if ((rc = children_of(lc->s, root, &stack[0].ids, &stack[0].n)) != 0)
         goto out;
     sp = 1;
     while (sp > 0) {
         frame *f = &stack[sp - 1];
-        size_t plen = (depth0 + sp - 1) * 4;
         const char *id;
-        int last, added;
+        int last, added, chain;
+        size_t col;
 
         if (f->i >= f->n) {
             free_frame(f);
@@ -475,6 +502,15 @@ static int walk_descendants(cli *c, lineage_ctx *lc, const char *root, size_t de
         }
         id = f->ids[f->i++];
         last = f->i == f->n;
+        chain = f->n == 1;
+        /* the line: the level's prefix, then a branch mark unless this is
+         * the only child */
+        col = f->col + (chain ? 0 : 4);
+        if ((rc = prefix_room(&prefix, &pcap, col)) != 0)
+            goto out;
+        if (!chain)
+            memcpy(prefix + f->col, last ? "`-- " : "|-- ", 4);
+        prefix[col] = '\0';
         if ((added = idset_add(seen, id)) < 0) {
             rc = added;
             goto out;
@@ -489,8 +525,6 @@ static int walk_descendants(cli *c, lineage_ctx *lc, const char *root, size_t de
         if (!added) {
             /* Seen before: only a damaged children index does this. */
             if (!lc->dot) {
-                memcpy(prefix + plen, last ? "`-- " : "|-- ", 4);
-                prefix[plen + 4] = '\0';
                 fputs(prefix, stdout);
                 cli_put_escaped(stdout, id, strlen(id));
                 fputs("  (already shown: the children index has a cycle)\n", stdout);
@@ -501,18 +535,30 @@ static int walk_descendants(cli *c, lineage_ctx *lc, const char *root, size_t de
             truncated = 1;
             break;
         }
-        memcpy(prefix + plen, last ? "`-- " : "|-- ", 4);
-        prefix[plen + 4] = '\0';
         if ((rc = print_node(lc, prefix, id)) != 0)
             goto out;
-        memcpy(prefix + plen, last ? "    " : "|   ", 4);
+        /* its children's lines go below it: under its branch mark, the
+         * rule of its siblings still to come ("|   ") or blank */
+        if (!chain)
+            memcpy(prefix + f->col, last ? "    " : "|   ", 4);
         if (sp > LINEAGE_MAX_DEPTH) {
             truncated = 1;
             continue;
         }
+        if (sp == cap) {
+            frame *ns = realloc(stack, 2 * cap * sizeof(*ns));
+            if (ns == NULL) {
+                rc = BINDLOG_ENOMEM;
+                goto out;
+            }
+            memset(ns + cap, 0, cap * sizeof(*ns));
+            stack = ns;
+            cap *= 2;
+        }
         if ((rc = children_of(lc->s, id, &stack[sp].ids, &stack[sp].n)) != 0)
             goto out;
         stack[sp].i = 0;
+        stack[sp].col = col;
         sp++;
     }
     if (truncated)
@@ -581,38 +627,25 @@ static int run_lineage(cli *c)
     lc.selected = id;
     if (dot)
         printf("digraph lineage {\n  node [shape=box, fontname=\"monospace\"];\n");
-    {
-        /* Root first, each ancestor one level deeper; then the session. */
-        size_t depth = 0;
-        char *prefix = calloc((nanc + 1) * 4 + 1, 1);
-        if (prefix == NULL) {
-            rc = cli_lib_error(c, BINDLOG_ENOMEM, "lineage");
+    /* Root first, then each ancestor's child down to the session: a chain,
+     * one column (walk_descendants) */
+    for (i = nanc + 1; i-- > 0;) {
+        const char *node = i == 0 ? id : anc[i - 1];
+        if (idset_add(&seen, node) < 0 || (rc = print_node(&lc, "", node)) != 0) {
+            rc = cli_lib_error(c, rc ? rc : BINDLOG_ENOMEM, "cannot read the lineage");
             goto out;
         }
-        for (i = nanc + 1; i-- > 0; depth++) {
-            const char *node = i == 0 ? id : anc[i - 1];
-            if (depth > 0) {
-                memset(prefix, ' ', (depth - 1) * 4);
-                memcpy(prefix + (depth - 1) * 4, "`-- ", 5);
-            }
-            if (idset_add(&seen, node) < 0 || (rc = print_node(&lc, prefix, node)) != 0) {
-                free(prefix);
-                rc = cli_lib_error(c, rc ? rc : BINDLOG_ENOMEM, "cannot read the lineage");
-                goto out;
-            }
-            if (dot && i > 0) {
-                printf("  ");
-                put_dot_string(node);
-                printf(" -> ");
-                put_dot_string(i == 1 ? id : anc[i - 2]);
-                printf(";\n");
-            }
+        if (dot && i > 0) {
+            printf("  ");
+            put_dot_string(node);
+            printf(" -> ");
+            put_dot_string(i == 1 ? id : anc[i - 2]);
+            printf(";\n");
         }
-        free(prefix);
-        if ((rc = walk_descendants(c, &lc, id, nanc, &seen)) != 0) {
-            rc = cli_lib_error(c, rc, "cannot read the descendants");
-            goto out;
-        }
+    }
+    if ((rc = walk_descendants(c, &lc, id, &seen)) != 0) {
+        rc = cli_lib_error(c, rc, "cannot read the descendants");
+        goto out;
     }
     if (dot)
         printf("}\n");
@@ -633,7 +666,10 @@ const cli_command cli_cmd_lineage = {
     "Print the chain of ancestors of SESSION from its root, then the tree of its\n"
     "descendants (splits and /new sessions opened after it), one line per\n"
     "session: created and ended LSN, end reason, and LIVE for the session its\n"
-    "key is bound to.  The session asked for is marked <==.\n"
+    "key is bound to.  The session asked for is marked <==.  A session\n"
+    "printed right below another in the same column, with no branch mark, is\n"
+    "its only child: a chain of splits reads down one column.  Where a session\n"
+    "has several children the tree branches (|-- and `--).\n"
     "--dot writes a Graphviz digraph instead (bound session filled, the asked\n"
     "one in bold): bindlog lineage S --dot | dot -Tsvg > lineage.svg\n"
     "Exit 1 when SESSION does not exist.\n",

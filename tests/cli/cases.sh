@@ -100,6 +100,35 @@ t lineage_leaf -d "$STORE" lineage s-5
 t lineage_dot -d "$STORE" lineage s-1 --dot
 t lineage_unknown -d "$STORE" lineage nope
 t lineage_bad_utf8 -d "$STORE" lineage $'b-\xff' --dot
+# A tree that branches: two splits from t-1 (after a /resume), two from
+# t-4, a /new after t-6, a split from t-2 after another /resume.  Only
+# sessions with several children indent; a chain stays in one column.
+KT='agent:main:telegram:dm:77'
+tsh lineage_tree_build 'set -e; at() { export BINDLOG_CLOCK_MS=$(('"$T0"' + $1 * 1000)); }
+S=tree; at 10; "$BL" -d $S bind '"$KT"' t-1 --create >/dev/null
+at 11; "$BL" -d $S split '"$KT"' t-1 t-2 >/dev/null
+at 12; "$BL" -d $S split '"$KT"' t-2 t-3 >/dev/null
+at 13; "$BL" -d $S bind '"$KT"' t-1 --reason resume >/dev/null
+at 14; "$BL" -d $S split '"$KT"' t-1 t-4 >/dev/null
+at 15; "$BL" -d $S split '"$KT"' t-4 t-5 >/dev/null
+at 16; "$BL" -d $S bind '"$KT"' t-4 --reason resume >/dev/null
+at 17; "$BL" -d $S split '"$KT"' t-4 t-6 >/dev/null
+at 18; "$BL" -d $S new '"$KT"' t-7 >/dev/null
+at 19; "$BL" -d $S bind '"$KT"' t-2 --reason resume >/dev/null
+at 20; "$BL" -d $S split '"$KT"' t-2 t-8
+"$BL" -d $S check | tail -n 1'
+t lineage_tree_root -d tree lineage t-1
+t lineage_tree_middle -d tree lineage t-4
+t lineage_tree_chain -d tree lineage t-7
+t lineage_tree_dot -d tree lineage t-4 --dot
+# A chain of 200 splits (deeper than the walk's first 64 levels of stack):
+# every session in one column, so no line grows with the depth.
+tsh lineage_long_chain 'set -e; "$BL" -d chain bind k c-0 --create >/dev/null
+for i in $(seq 1 200); do "$BL" -d chain split k c-$((i - 1)) c-$i >/dev/null; done
+"$BL" -d chain lineage c-0 >lineage.txt
+echo "$(wc -l <lineage.txt) lines, the longest $(awk "{ if (length(\$0) > n) n = length(\$0) } END { print n }" lineage.txt) characters"
+head -n 2 lineage.txt; tail -n 2 lineage.txt
+"$BL" -d chain lineage c-100 | sed -n "100,102p"'
 t dump -d "$STORE" dump
 t dump_range -d "$STORE" dump --from 3 --to 5
 t dump_range_empty -d "$STORE" dump --from 100
