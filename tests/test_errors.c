@@ -119,7 +119,7 @@ static void errors__arguments_are_named(void **state)
                      BINDLOG_EINVAL);
     expect_msg("bind k: session id holds a control byte");
     assert_int_equal(bindlog_bind(f->s, "", "S", NULL, NULL, NULL, 0, &r), BINDLOG_EINVAL);
-    expect_msg("bind : key is empty");
+    expect_msg("bind \"\": key is empty");
     /* control bytes of a key are escaped in the message */
     assert_int_equal(bindlog_new_session(f->s, "k\x1b[31m", "S", "bad\nreason", NULL, 0, &r),
                      BINDLOG_EINVAL);

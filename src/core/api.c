@@ -85,6 +85,8 @@ static const char *quote(char *buf, const char *s, size_t max)
 {
     if (s == NULL)
         return "(null)";
+    if (s[0] == '\0')
+        return "\"\""; /* "get : ..." would read as a typo */
     return bl_err_bytes(buf, BL_ERR_QUOTE_MAX, s, strnlen(s, max + 1));
 }
 #define QKEY(buf, k) quote(buf, k, BINDLOG_KEY_MAX)

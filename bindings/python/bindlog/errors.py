@@ -279,6 +279,8 @@ def quote(value: Any, limit: int = 160) -> str:
         b = bytes(value)
     else:
         return f"<{type(value).__name__}>"
+    if not b:
+        return '""'  # as the C library writes an empty key or id
     out = []
     n = 0
     for c in b:

@@ -105,7 +105,7 @@ class Messages(StoreTestCase):
             (lambda: s.bind(KEY, "bad\nid"), f"bind {KEY}: session_id contains a control character"),
             (lambda: s.split(KEY, "a", "a"), f"split {KEY}: parent_id and child_id are the same session"),
             (lambda: s.invalidate(KEY, reason="x" * 65), f"invalidate {KEY}: reason is 65 bytes, longer than 64"),
-            (lambda: s.get(""), "get : key is empty"),
+            (lambda: s.get(""), 'get "": key is empty'),
             (lambda: s.session("a\x7f"), "session_get a\\x7f: session_id contains a control character"),
             (lambda: s.log(-1), "log: from_lsn -1 is out of range 0..2**64-1"),
         ]
