@@ -30,6 +30,7 @@
 #include "lmdb/wal.h"
 #include "lmdb/shm.h"
 #include "lmdb/tail.h"
+#include "lmdb/walenv.h"
 #include "testutil.h"
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -442,6 +443,90 @@ static void wal__reads_see_the_tail_before_any_checkpoint(void **state)
     assert_string_equal(b.session_id, "t-s119");
     assert_int_equal(bindlog_get(s, "t-k21", &b), 0);
     assert_string_equal(b.session_id, "t-s121");
+    assert_clean(s);
+    bindlog_close(s);
+    unsetenv("BINDLOG_CHECKPOINT");
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The ids of sid's children, newest first, joined by ',' into out. */
+static void children_list(bindlog *s, const char *sid, char *out, size_t cap)
+{
+    bindlog_iter *it;
+    bindlog_session ss;
+    size_t len = 0;
+    int rc;
+    out[0] = '\0';
+    assert_int_equal(bindlog_children_iter(s, sid, &it), 0);
+    while ((rc = bindlog_iter_next_session(it, &ss, NULL, 0)) == 1)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", ss.session_id);
+    assert_int_equal(rc, 0);
+    bindlog_iter_close(it);
+}
+
+/*
+ * Snapshots of the same state share the sorted view of a table of the
+ * log's tail (snap.c): `bindlog lineage` takes an iterator per session.
+ * Each shared view must be exactly the state of the snapshot that copies
+ * it: after a commit (new bounds) and after a checkpoint (a trim), the
+ * iterators see the new children, not the kept view's.
+ */
+static void wal__iterators_share_a_view_only_of_the_same_state(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("walview");
+    setenv("BINDLOG_CHECKPOINT", "manual", 1);
+    bindlog *s = open_opts(dir, BINDLOG_DURABILITY_NONE, 0, 0);
+    bl_walenv *w = s->e->wal;
+    const char *k = "agent:main:telegram:dm:5";
+    char got[256], want[256], parent[32], child[32];
+    bindlog_result r;
+    enum { CHAIN = 600 };
+
+    /* a chain of splits, all of it in the log's tail (no checkpoint) */
+    assert_int_equal(bindlog_bind(s, k, "c-0", NULL, NULL, NULL, 0, NULL), BINDLOG_APPLIED);
+    for (int i = 1; i <= CHAIN; i++) {
+        snprintf(parent, sizeof parent, "c-%d", i - 1);
+        snprintf(child, sizeof child, "c-%d", i);
+        assert_int_equal(bindlog_split(s, k, parent, child, BINDLOG_ANY_GENERATION, NULL, 0, &r),
+                         BINDLOG_APPLIED);
+    }
+    uint64_t shared0 = atomic_load(&w->views_shared);
+    for (int i = 0; i <= CHAIN; i++) {
+        snprintf(parent, sizeof parent, "c-%d", i);
+        children_list(s, parent, got, sizeof got);
+        if (i < CHAIN)
+            snprintf(want, sizeof want, "c-%d", i + 1);
+        else
+            want[0] = '\0';
+        assert_string_equal(got, want);
+    }
+    /* 601 iterators of one state: all but the first few copied a view */
+    assert_true(atomic_load(&w->views_shared) - shared0 >= CHAIN);
+
+    /* a commit moves the bounds: c-10 gets a second child, newest first */
+    assert_int_equal(bindlog_bind(s, k, "c-10", "c-600", "resume", NULL, 0, NULL), BINDLOG_APPLIED);
+    assert_int_equal(bindlog_split(s, k, "c-10", "x-1", BINDLOG_ANY_GENERATION, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    for (int round = 0; round < 4; round++) {
+        children_list(s, "c-10", got, sizeof got);
+        assert_string_equal(got, "x-1,c-11");
+        children_list(s, "c-300", got, sizeof got);
+        assert_string_equal(got, "c-301");
+    }
+
+    /* a checkpoint trims the index and lets the kept views go */
+    assert_int_equal(bindlog_checkpoint(s, NULL), 0);
+    for (int round = 0; round < 3; round++) {
+        children_list(s, "c-10", got, sizeof got);
+        assert_string_equal(got, "x-1,c-11");
+    }
+    /* and the log's tail grows again past the checkpoint */
+    assert_int_equal(bindlog_split(s, k, "x-1", "x-2", BINDLOG_ANY_GENERATION, NULL, 0, &r),
+                     BINDLOG_APPLIED);
+    children_list(s, "x-1", got, sizeof got);
+    assert_string_equal(got, "x-2");
     assert_clean(s);
     bindlog_close(s);
     unsetenv("BINDLOG_CHECKPOINT");
@@ -1184,6 +1269,7 @@ int main(void)
         cmocka_unit_test(wal__an_iterator_survives_a_remap_before_its_first_step),
         cmocka_unit_test(wal__the_index_keeps_the_newest_records_whole),
         cmocka_unit_test(wal__group_memory_goes_to_the_next_group),
+        cmocka_unit_test(wal__iterators_share_a_view_only_of_the_same_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

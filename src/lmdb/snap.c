@@ -80,13 +80,128 @@ void bl_snap_close(bl_snap *s)
     }
 }
 
+/* ---- views shared between snapshots ---------------------------------------- */
+
+/*
+ * A snapshot that reads a table of the tail sorts that table's entries
+ * once (bl_tail_sorted): some milliseconds for a full 8 MiB log.  A tool
+ * that takes many snapshots of a store at rest, `bindlog lineage` with an
+ * iterator per session of a tree, sorted the same entries hundreds of
+ * times.  So the last view of each table is kept, with references to its
+ * groups, and a snapshot of the very same groups and bounds copies it
+ * instead: the same groups (held, so their addresses cannot be reused) and
+ * the same bounds make the same entries.  A trim lets the kept views go
+ * (bl_wal_trim), so that they never hold memory the index gave up for
+ * long; a view that does not match is simply replaced.
+ */
+
+/* A view is built by a pass over every version of the snapshot's groups,
+ * whatever few of them are the table's: below this many versions it is
+ * rebuilt faster than shared. */
+#define VIEW_SHARE_MIN 1024
+
+static void view_free(bl_sview *v)
+{
+    bl_tail_groups_free(v->gs, v->ngs);
+    free(v->tab);
+    v->gs = NULL;
+    v->ngs = 0;
+    v->tab = NULL;
+    v->n = 0;
+}
+
+void bl_snap_views_drop(bl_walenv *w)
+{
+    bl_sview old[BL_DB_COUNT];
+    pthread_mutex_lock(&w->views_mu);
+    memcpy(old, w->views, sizeof(old));
+    for (int i = 0; i < BL_DB_COUNT; i++) {
+        w->views[i].gs = NULL;
+        w->views[i].ngs = 0;
+        w->views[i].tab = NULL;
+        w->views[i].n = 0;
+    }
+    pthread_mutex_unlock(&w->views_mu);
+    for (int i = 0; i < BL_DB_COUNT; i++)
+        view_free(&old[i]);
+}
+
+/* Copy the kept view of db into the snapshot if it is the snapshot's:
+ * 1, or 0 (none, another, or no memory: sort it). */
+static int view_reuse(bl_snap *s, int db)
+{
+    bl_walenv *w = s->e->wal;
+    const bl_sview *v = &w->views[db];
+    int hit = 0;
+    pthread_mutex_lock(&w->views_mu);
+    if (v->gs != NULL && v->ngs == s->ngs && v->above == s->lmdb_head && v->bound == s->head &&
+        memcmp(v->gs, s->gs, s->ngs * sizeof(*s->gs)) == 0) {
+        bl_tent *copy = v->n != 0 ? malloc(v->n * sizeof(*copy)) : NULL;
+        if (v->n == 0 || copy != NULL) {
+            if (v->n != 0)
+                memcpy(copy, v->tab, v->n * sizeof(*copy));
+            s->tab[db] = copy;
+            s->ntab[db] = v->n;
+            hit = 1;
+        }
+    }
+    pthread_mutex_unlock(&w->views_mu);
+    if (hit)
+        atomic_fetch_add_explicit(&w->views_shared, 1, memory_order_relaxed);
+    return hit;
+}
+
+/* Keep the snapshot's view of db for the next snapshots, when it is the
+ * second view built for these bounds in a row: a writing process, whose
+ * every commit moves the bounds, pays one look under the lock, not a copy
+ * of each view it builds.  A failure to allocate only loses the sharing. */
+static void view_keep(bl_snap *s, int db)
+{
+    bl_walenv *w = s->e->wal;
+    bl_sview v = {NULL, s->ngs, s->lmdb_head, s->head, NULL, s->ntab[db], s->lmdb_head, s->head};
+    size_t versions = 0;
+    for (size_t i = 0; i < s->ngs; i++)
+        versions += s->gs[i]->nver;
+    if (versions < VIEW_SHARE_MIN)
+        return;
+    pthread_mutex_lock(&w->views_mu);
+    int again = w->views[db].seen_above == s->lmdb_head && w->views[db].seen_bound == s->head;
+    w->views[db].seen_above = s->lmdb_head;
+    w->views[db].seen_bound = s->head;
+    pthread_mutex_unlock(&w->views_mu);
+    if (!again)
+        return;
+    v.gs = malloc(s->ngs * sizeof(*v.gs));
+    v.tab = v.n != 0 ? malloc(v.n * sizeof(*v.tab)) : NULL;
+    if (v.gs == NULL || (v.n != 0 && v.tab == NULL)) {
+        free(v.gs);
+        free(v.tab);
+        return;
+    }
+    if (v.n != 0)
+        memcpy(v.tab, s->tab[db], v.n * sizeof(*v.tab));
+    for (size_t i = 0; i < s->ngs; i++) {
+        bl_tgroup_ref(s->gs[i]);
+        v.gs[i] = s->gs[i];
+    }
+    pthread_mutex_lock(&w->views_mu);
+    bl_sview old = w->views[db];
+    w->views[db] = v;
+    pthread_mutex_unlock(&w->views_mu);
+    view_free(&old);
+}
+
 int bl_snap_table(bl_snap *s, int db, const bl_tent **ents, size_t *n)
 {
     if (!s->built[db]) {
-        int rc = bl_tail_sorted(s->gs, s->ngs, (unsigned)db, s->lmdb_head, s->head, &s->tab[db],
-                                &s->ntab[db]);
-        if (rc != 0)
-            return rc;
+        if (s->ngs == 0 || !view_reuse(s, db)) {
+            int rc = bl_tail_sorted(s->gs, s->ngs, (unsigned)db, s->lmdb_head, s->head, &s->tab[db],
+                                    &s->ntab[db]);
+            if (rc != 0)
+                return rc;
+            if (s->ngs != 0)
+                view_keep(s, db);
+        }
         s->built[db] = 1;
     }
     *ents = s->tab[db];

@@ -273,6 +273,8 @@ int bl_wal_trim(bl_env *e)
     pthread_mutex_lock(&w->ingest);
     int done = bl_tail_trim(&w->tail, &at);
     pthread_mutex_unlock(&w->ingest);
+    if (done)
+        bl_snap_views_drop(w);
     return done;
 }
 
@@ -462,6 +464,8 @@ static void walenv_free(bl_walenv *w)
     bl_shm_close(&w->shm);
     if (w->fd >= 0)
         close(w->fd);
+    bl_snap_views_drop(w);
+    pthread_mutex_destroy(&w->views_mu);
     bl_tail_destroy(&w->tail);
     bl_wreader_free(&w->rd);
     pthread_mutex_destroy(&w->ingest);
@@ -585,6 +589,7 @@ int bl_walenv_open(bl_env *e, const bindlog_options *o, int may_create)
     w->fd = -1;
     w->shm.fd = -1;
     pthread_mutex_init(&w->ingest, NULL);
+    pthread_mutex_init(&w->views_mu, NULL);
     pthread_mutex_init(&w->cmu, NULL);
     pthread_cond_init(&w->ccv, NULL);
     pthread_cond_init(&w->wcv, NULL);

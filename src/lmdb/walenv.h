@@ -57,6 +57,21 @@ typedef struct bl_fill_stats {
     _Atomic uint64_t steps, bytes, again, behind, hi;
 } bl_fill_stats;
 
+/* A sorted view of one table's tail entries (bl_snap_table), kept for the
+ * next snapshot of the same groups and bounds: snap.c, "views shared
+ * between snapshots".  The view's entries point into its groups, which it
+ * holds referenced. */
+typedef struct bl_sview {
+    bl_tgroup **gs; /* NULL: empty */
+    size_t ngs;
+    uint64_t above, bound; /* the snapshot's LMDB head and head */
+    bl_tent *tab;
+    size_t n;
+    /* the bounds of the last view built, kept or not: a view is kept only
+     * when a second snapshot builds it for the same bounds */
+    uint64_t seen_above, seen_bound;
+} bl_sview;
+
 typedef struct bl_walenv {
     int fd;                   /* bindlog.wal */
     int log_rdonly;           /* opened O_RDONLY: this process never writes it */
@@ -96,6 +111,9 @@ typedef struct bl_walenv {
     int debug;                /* BINDLOG_CKPT_DEBUG: each checkpoint's costs to stderr */
     _Atomic uint64_t checkpoints, ckpt_failures;
     bl_fill_stats fill;       /* this process's zero-fill (tests, figures) */
+    pthread_mutex_t views_mu; /* guards views */
+    bl_sview views[BL_DB_COUNT];
+    _Atomic uint64_t views_shared; /* snapshots that copied a kept view (tests) */
 } bl_walenv;
 
 /* ---- walenv.c ------------------------------------------------------------------ */
@@ -123,6 +141,10 @@ int bl_wal_catch_up(bl_env *e, uint64_t lsn);
  * catch up to the visible end, and return that end in *bound (the last
  * LSN this read may see).  0 or BINDLOG_E*. */
 int bl_wal_read_bound(bl_env *e, uint64_t *bound);
+
+/* Let go of the sorted views kept for later snapshots (snap.c): after a
+ * trim, so that they do not hold the groups it dropped.  Never fails. */
+void bl_snap_views_drop(bl_walenv *w);
 
 /* Look (table, key) up in the tail at or below bound; copies the value
  * into *out (a malloc buffer grown as needed: buf and cap).  1 found, 0 not
