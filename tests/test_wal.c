@@ -527,6 +527,12 @@ static void wal__iterators_share_a_view_only_of_the_same_state(void **state)
                      BINDLOG_APPLIED);
     children_list(s, "x-1", got, sizeof got);
     assert_string_equal(got, "x-2");
+    /* every commit, refused ones too, leaves the count of callers inside
+     * one (the page walk holds its first reads while it is not 0) */
+    assert_int_equal(bindlog_split(s, k, "c-1", "c-2", BINDLOG_ANY_GENERATION, NULL, 0, &r),
+                     BINDLOG_MOVED);
+    assert_int_equal(bindlog_bind(s, k, "bad\nid", NULL, NULL, NULL, 0, NULL), BINDLOG_EINVAL);
+    assert_int_equal(atomic_load(&w->committing), 0);
     assert_clean(s);
     bindlog_close(s);
     unsetenv("BINDLOG_CHECKPOINT");

@@ -804,20 +804,31 @@ static int finish_group(void *ctx, bl_greq *group)
     return 0;
 }
 
+/* Callers inside a commit are counted: for its first milliseconds the
+ * whole-store walk holds its reads of a cold file while a commit reads and
+ * flushes (pagecheck_env.c, read_ahead). */
 int bl_commit(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, size_t *err_index)
 {
-    if (h->e->wal->shm.m == NULL)
+    bl_walenv *w = h->e->wal;
+    if (w->shm.m == NULL)
         return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
-    return bl_group_submit(&h->e->g, h, ev, n, out, err_index, run_group, finish_group, h->e);
+    atomic_fetch_add_explicit(&w->committing, 1, memory_order_relaxed);
+    int rc = bl_group_submit(&h->e->g, h, ev, n, out, err_index, run_group, finish_group, h->e);
+    atomic_fetch_sub_explicit(&w->committing, 1, memory_order_relaxed);
+    return rc;
 }
 
 int bl_commit_each(bindlog *h, const bl_event *ev, size_t n, bindlog_result *out, int *codes,
                    char *msgs)
 {
-    if (h->e->wal->shm.m == NULL)
+    bl_walenv *w = h->e->wal;
+    if (w->shm.m == NULL)
         return bl_err_set(BINDLOG_EREADONLY, "the store is open without its shared memory");
-    return bl_group_submit_each(&h->e->g, h, ev, n, out, codes, msgs, run_group, finish_group,
-                                h->e);
+    atomic_fetch_add_explicit(&w->committing, 1, memory_order_relaxed);
+    int rc =
+        bl_group_submit_each(&h->e->g, h, ev, n, out, codes, msgs, run_group, finish_group, h->e);
+    atomic_fetch_sub_explicit(&w->committing, 1, memory_order_relaxed);
+    return rc;
 }
 
 void bl_commit_free(struct bl_wbuild *b)
