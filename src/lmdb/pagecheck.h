@@ -269,6 +269,10 @@ void bl_pc_remap(bl_env *e);
  * end), a walk in a writer's thread, or an open that starts no walk put
  * the usual advice back with this.  Takes map_lock shared. */
 void bl_pc_reads_usual(bl_env *e);
+/* 1 while the page check's map reads single pages (from a writable open
+ * until the walk's own read of the file ends): the time in which commits
+ * are counted for the walk to hold its reads (commit.c). */
+int bl_pc_reading_ahead(const bl_env *e);
 
 /*
  * bl_get_checked (limits.h) for read-only transactions, without LMDB

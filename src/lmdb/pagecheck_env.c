@@ -764,6 +764,11 @@ int bl_pc_guard_all(bl_env *e, unsigned mask)
 #define RA_SAMPLES  64
 #define RA_FIRST_NS ((int64_t)50 * 1000000)
 
+int bl_pc_reading_ahead(const bl_env *e)
+{
+    return e->pc != NULL && atomic_load_explicit(&e->pc->random, memory_order_relaxed);
+}
+
 void bl_pc_reads_usual(bl_env *e)
 {
     if (e->pc == NULL || !atomic_load(&e->pc->random))

@@ -93,7 +93,7 @@ typedef struct bl_walenv {
     int exited;               /* a walk-only thread ended: join it */
     _Atomic int want_thread;  /* start it at the next commit (bl_ckpt_want) */
     _Atomic int store_checked; /* the whole LMDB file passed the page validator */
-    _Atomic int committing;    /* this process's callers inside a commit (bl_commit) */
+    _Atomic int committing;    /* callers inside a commit while bl_pc_reading_ahead */
     /* the whole-store page walk, in the thread from open (under cmu) */
     int walk;                 /* BL_WALK_* */
     int walk_rc;              /* BL_WALK_BAD: its code and last-error detail */

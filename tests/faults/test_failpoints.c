@@ -659,6 +659,12 @@ static void failpoints__a_write_before_the_walks_verdict_reaches_the_log_only(vo
     unsigned long steps = bl_failpoint_hits("walk.step");
     print_message("  write before the verdict: after %lu of ~11 walk steps\n", steps);
     assert_true(steps <= 2); /* the walk had barely begun */
+    /* inside the walk, commits are counted for it (commit.c, commit_in),
+     * and each leaves the count as it found it, a refused one too */
+    assert_int_equal(bl_pc_reading_ahead(s->e), 1);
+    assert_int_equal(bindlog_bind(s, "agent:main:walk:early", "e2", "nope", NULL, NULL, 0, &r),
+                     BINDLOG_MOVED);
+    assert_int_equal(atomic_load(&s->e->wal->committing), 0);
     assert_int_equal(bindlog_get(s, "agent:main:walk:early", &b), 0);
     assert_string_equal(b.session_id, "e1");
     /* the checkpoint waits for the verdict and refuses the damaged file */
