@@ -108,8 +108,19 @@ void bl_env_release(bl_env *e);
  * that vacuum can run.  Call before bl_env_release(). */
 void bl_env_release_writer(bl_env *e);
 
-/* Map an LMDB or errno code to a BINDLOG_E* code. */
+/* Map an LMDB or errno code to a BINDLOG_E* code: 0 for 0, a negative
+ * code for anything else. */
 int bl_mdb_error(int rc);
+#ifdef __clang_analyzer__
+/* For clang's static analyzer only (as bl_err_set in error.h): it cannot
+ * see into store.c, and took an error's code for a possible 0. */
+static inline int bl_mdb_error_seen(int rc)
+{
+    int code = bl_mdb_error(rc);
+    return rc == 0 ? 0 : code < 0 ? code : BINDLOG_EIO;
+}
+#define bl_mdb_error(rc) bl_mdb_error_seen(rc)
+#endif
 
 /*
  * The code for a failed LMDB write (a commit, the creation of a store) in
