@@ -1016,9 +1016,10 @@ int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
         /* Where the stream went wrong, and what was wrong there. */
         char detail[BL_ERRMSG_MAX];
         const char *why;
-        if (bl_err_isset())
-            why = strcpy(detail, bl_err_get());
-        else if (rc == BINDLOG_EEXIST)
+        if (bl_err_isset()) {
+            snprintf(detail, sizeof detail, "%s", bl_err_get());
+            why = detail;
+        } else if (rc == BINDLOG_EEXIST)
             why = "the store already holds records (a full stream needs an empty store, an "
                   "incremental one must start at head + 1)";
         else if (rc == BINDLOG_ENOTFOUND)

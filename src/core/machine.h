@@ -23,6 +23,11 @@
 /* One event with explicit lengths.  A NULL pointer means "not given". */
 typedef struct bl_event {
     unsigned type;           /* BINDLOG_EVENT_* */
+    /* BIND, NEW_SESSION: 1 = a routed message's event (a route's CREATED
+     * or RESET, an imported entry): the key's last activity becomes the
+     * event's time and the record says so (BL_REC_ACTIVITY).  Here, beside
+     * type, where the two fill one 8-byte slot. */
+    int activity;
     const char *key;
     size_t key_len;
     const char *sid;         /* BIND target, NEW_SESSION id, SPLIT child */
@@ -45,10 +50,6 @@ typedef struct bl_event {
     /* ROUTE: where the write path reports the route's answer
      * (bl_route_fill), or NULL. */
     bindlog_route_result *route_out;
-    /* BIND, NEW_SESSION: 1 = a routed message's event (a route's CREATED
-     * or RESET, an imported entry): the key's last activity becomes the
-     * event's time and the record says so (BL_REC_ACTIVITY). */
-    int activity;
     /* UNBIND: > 0 = expiry: only if the key's activity (bl_activity_ref)
      * is before this time, else MOVED (the key was used meanwhile). */
     int64_t idle_before_ms;

@@ -182,7 +182,7 @@ const bl_module_info *bl_module_accept(const bl_module_host *host, const bl_modu
                                        char *why, size_t cap)
 {
     if (host == NULL || host->abi != BL_MODULE_ABI) {
-        snprintf(why, cap, "module interface %u, libbindlog's %u", BL_MODULE_ABI,
+        snprintf(why, cap, "module interface %u, libbindlog's %u", (unsigned)BL_MODULE_ABI,
                  host ? host->abi : 0);
         return NULL;
     }

@@ -179,17 +179,14 @@ static int no_controls(const char *p, size_t n)
                 return 0;
         return n % BLOCK == 0 || !block_has_control(p + n - BLOCK);
     }
-    if (n < 8) {
-        for (size_t i = 0; i < n; i++)
-            if (is_control((unsigned char)p[i]))
-                return 0;
-        return 1;
-    }
-    /* whole words, then the last eight bytes (overlapping the last word) */
-    for (size_t i = 0; i + 8 <= n; i += 8)
-        if (word_has_control(p + i))
+#if BLOCK > 8
+    if (n >= 8) /* the first eight bytes and the last eight (they overlap) */
+        return !word_has_control(p) && !word_has_control(p + n - 8);
+#endif
+    for (size_t i = 0; i < n; i++)
+        if (is_control((unsigned char)p[i]))
             return 0;
-    return (n & 7) == 0 || !word_has_control(p + n - 8);
+    return 1;
 }
 
 int bl_valid_id(const char *p, size_t n)

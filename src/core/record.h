@@ -115,7 +115,10 @@ static inline size_t bl_varint_get(const unsigned char *p, size_t avail, uint64_
     return 0;
 }
 /* Signed values (times) zigzag-mapped first: small magnitudes stay short. */
-static inline uint64_t bl_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline uint64_t bl_zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (0 - ((uint64_t)v >> 63));
+}
 static inline int64_t bl_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
 
 /*

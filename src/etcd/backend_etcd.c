@@ -364,7 +364,7 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
 {
     bl_estore *st = c->st;
     bl_greq *end = NULL;
-    int rc = 0;
+    int rc;
 
     for (int attempt = 0; attempt <= RACE_RETRIES; attempt++) {
         if (attempt > 0)

@@ -29,7 +29,7 @@ int bl_ebuf_reserve(bl_ebuf *b, size_t cap)
 
 int bl_ebuf_append(bl_ebuf *b, const void *p, size_t n)
 {
-    if (bl_ebuf_reserve(b, b->len + n + 1) != 0)
+    if (n >= SIZE_MAX - b->len || bl_ebuf_reserve(b, b->len + n + 1) != 0)
         return BINDLOG_ENOMEM;
     if (n)
         memcpy(b->p + b->len, p, n);
@@ -116,7 +116,7 @@ int bl_es_child_key(const bl_estore *st, const char *parent, size_t parent_len,
 int bl_es_table_range(const bl_estore *st, int table, const void *name, size_t name_len,
                       bl_ebuf *begin, bl_ebuf *end)
 {
-    if (bl_es_key(st, table, name, name_len, begin) != 0 ||
+    if (bl_es_key(st, table, name, name_len, begin) != 0 || begin->len > SIZE_MAX - 2 ||
         bl_ebuf_reserve(end, begin->len + 2) != 0)
         return BINDLOG_ENOMEM;
     end->len = bl_etcd_prefix_end(begin->p, begin->len, end->p);
@@ -332,7 +332,7 @@ int bl_es_pager_next(bl_es_pager *pg, const bl_etcd_kv **kv)
             return 0;
         int rc = fetch(pg);
         if (rc != 0)
-            return rc;
+            return rc < 0 ? rc : BINDLOG_EIO; /* bl_etcd_range: 0 or a negative code */
         if (pg->page.n == 0 && pg->done)
             return 0;
     }

@@ -134,6 +134,7 @@ static int on_message(stream *s, json_object *o)
 
 /* curl's write callback: split the stream into lines, one message each.
  * Returning less than given makes curl stop (CURLE_WRITE_ERROR). */
+/* cppcheck-suppress constParameter ; the type of curl's write callback */
 static size_t on_stream(char *data, size_t size, size_t nmemb, void *ud)
 {
     stream *s = ud;

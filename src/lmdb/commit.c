@@ -502,7 +502,7 @@ static int room(const bl_walenv *w, const bl_wal_at *end, uint64_t size)
 static int make_room(bl_env *e, const bl_wal_at *end, uint64_t size)
 {
     bl_walenv *w = e->wal;
-    int rc = 0;
+    int rc;
     if (size + 2 * BL_WAL_FRAME_HDR > w->cap / 2)
         return bl_err_set(BINDLOG_ENOSPC,
                           "the group's frame is %llu bytes, more than half of the %llu-byte "
@@ -567,6 +567,7 @@ static int write_frame(bl_env *e, struct bl_wbuild *b, const bl_wal_at *end, int
     chain = bl_wframe_seal(b->buf, 0, w->salt, fpos, first_lsn, b->nrec, (uint32_t)body,
                            time_ms, durable_pos, chain);
     rc = BL_FAILPOINT("wal.append");
+    /* cppcheck-suppress knownConditionTrueFalse ; BL_FAILPOINT() is 0 without failpoints */
     if (rc == 0)
         rc = bl_wal_pwrite(w->fd, w->cap, fpos, b->buf, size);
     if (rc != 0) {
@@ -735,7 +736,7 @@ static int run_group(void *ctx, bl_greq *group)
     if ((rc = write_frame(e, g.b, &end, g.head.time_ms, end.lsn + 1, durability, &after,
                           &f)) != 0)
         goto unlock;
-    if ((rc = link_own(w, &f, &after)) != 0) {
+    if (link_own(w, &f, &after) != 0) {
         /* written, but this process has no memory to index it: nobody has
          * seen it yet (the shared end has not moved), so it is withdrawn
          * and the group fails; if that fails, panic */
@@ -793,6 +794,7 @@ static int finish_group(void *ctx, bl_greq *group)
     if (rc != 0)
         return rc;
     rc = BL_FAILPOINT("wal.flush");
+    /* cppcheck-suppress knownConditionTrueFalse ; BL_FAILPOINT() is 0 without failpoints */
     if (rc == 0)
         rc = bl_wal_sync(w->fd);
     if (rc == 0 && BL_FAILPOINT("commit.synced") != 0)

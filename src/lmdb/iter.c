@@ -331,7 +331,8 @@ static int next_binding(bindlog_iter *base, bindlog_binding *out)
 
 /* ---- sessions ------------------------------------------------------------ */
 
-/* Look up one session by id and fill the caller's struct. */
+/* Look up one session by id and fill the caller's struct: 1, or a
+ * negative code (*sv and *out are filled only on 1). */
 static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_session *out,
                         void *buf, size_t cap, bl_sval *sv)
 {
@@ -339,11 +340,10 @@ static int emit_session(lmdb_iter *it, const void *id, size_t id_len, bindlog_se
     int rc = bl_snap_get(&it->snap, BL_DB_SESSIONS, id, id_len, &v);
     if (rc == BINDLOG_ENOTFOUND && it->base.kind != BL_IT_ANCESTORS)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
+    if (rc == 0)
+        rc = bl_sval_read(v.mv_data, v.mv_size, id, id_len, bl_snap_ref, &it->snap, sv);
     if (rc != 0)
-        return rc;
-    if ((rc = bl_sval_read(v.mv_data, v.mv_size, id, id_len, bl_snap_ref, &it->snap, sv)) !=
-        0)
-        return rc;
+        return rc < 0 ? rc : BINDLOG_EIO; /* both say 0 or a negative code */
     bl_session_fill(out, id, id_len, sv, buf, cap);
     return 1;
 }

@@ -48,6 +48,7 @@ static void say(char *why, size_t cap, const char *fmt, ...)
     if (cap == 0)
         return;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): va_start is right above */
     vsnprintf(why, cap, fmt, ap);
     va_end(ap);
 }
@@ -502,8 +503,9 @@ static int mark_span(uint64_t *m, unsigned a, unsigned b)
 static int page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned want, char *why,
                       size_t cap, uint64_t *bad_lsn)
 {
-    const unsigned char *p, *pk = NULL;
+    const unsigned char *p, *pk = NULL; /* the key before, once have_pk */
     unsigned flags, n, upper, pks = 0;
+    int have_pk = 0;
     /* LMDB keeps a page's nodes packed in [upper, page end): its deletes,
      * merges and splits move them by the sizes they claim, so nodes that
      * overlap or leave gaps make those moves run past the page */
@@ -561,12 +563,13 @@ static int page_check(const bl_pc_file *f, uint64_t pgno, int tree, unsigned wan
         packed += sz;
         if (flags == BL_PC_P_BRANCH && i == 0)
             continue; /* the first key of a branch is never compared */
-        if (pk != NULL && cmp_keys(tree, pk, pks, k, ks) >= 0) {
+        if (have_pk && cmp_keys(tree, pk, pks, k, ks) >= 0) {
             say(why, cap, "nodes %u and %u are out of key order", i - 1, i);
             return -1;
         }
         pk = k;
         pks = ks;
+        have_pk = 1;
     }
     if (packed != f->psize - upper) {
         say(why, cap, "its nodes take %zu bytes of the %u between their bounds and the end of "
@@ -710,7 +713,7 @@ static int walk_page(bl_pc_walk *w, uint64_t pgno, unsigned level, unsigned dept
     const bl_pc_file *f = w->f;
     char why[200];
     unsigned want = level == depth ? BL_PC_P_LEAF : BL_PC_P_BRANCH;
-    int rc = 0;
+    int rc;
 
     if (pgno < f->npages && seen_test_set(w->seen, pgno))
         return walk_fault(w, pgno, level, lo, hi,

@@ -546,7 +546,7 @@ int bl_shm_linked(const bl_shmh *h)
 
 /* ---- the locks ------------------------------------------------------------------ */
 
-static _Atomic int32_t *holder_of(bl_shm *m, bl_plat_xlock *mu)
+static _Atomic int32_t *holder_of(bl_shm *m, const bl_plat_xlock *mu)
 {
     return mu == &m->wlock ? &m->wlock_pid : &m->clock_pid;
 }

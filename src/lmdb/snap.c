@@ -60,6 +60,7 @@ int bl_snap_open(bl_env *e, bl_snap *s, int fresh)
     size_t first = 0;
     while (first < s->ngs && s->gs[first]->last_lsn <= h.lsn)
         bl_tgroup_unref(s->gs[first++]);
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
     memmove(s->gs, s->gs + first, (s->ngs - first) * sizeof(*s->gs));
     s->ngs -= first;
     return 0;
@@ -135,6 +136,7 @@ static int view_reuse(bl_snap *s, int db)
     int hit = 0;
     pthread_mutex_lock(&w->views_mu);
     if (v->gs != NULL && v->ngs == s->ngs && v->above == s->lmdb_head && v->bound == s->head &&
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
         memcmp(v->gs, s->gs, s->ngs * sizeof(*s->gs)) == 0) {
         bl_tent *copy = v->n != 0 ? malloc(v->n * sizeof(*copy)) : NULL;
         if (v->n == 0 || copy != NULL) {
@@ -171,15 +173,17 @@ static void view_keep(bl_snap *s, int db)
     pthread_mutex_unlock(&w->views_mu);
     if (!again)
         return;
+    const size_t n = v.n;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
     v.gs = malloc(s->ngs * sizeof(*v.gs));
-    v.tab = v.n != 0 ? malloc(v.n * sizeof(*v.tab)) : NULL;
-    if (v.gs == NULL || (v.n != 0 && v.tab == NULL)) {
+    v.tab = n != 0 ? malloc(n * sizeof(*v.tab)) : NULL;
+    if (v.gs == NULL || (n != 0 && v.tab == NULL)) {
         free(v.gs);
         free(v.tab);
         return;
     }
-    if (v.n != 0)
-        memcpy(v.tab, s->tab[db], v.n * sizeof(*v.tab));
+    if (n != 0)
+        memcpy(v.tab, s->tab[db], n * sizeof(*v.tab));
     for (size_t i = 0; i < s->ngs; i++) {
         bl_tgroup_ref(s->gs[i]);
         v.gs[i] = s->gs[i];

@@ -504,6 +504,7 @@ int bl_tail_get(bl_tail *t, unsigned table, const void *key, size_t klen, uint64
 int bl_tail_groups(bl_tail *t, uint64_t bound, bl_tgroup ***out, size_t *n, bl_wal_at *base)
 {
     size_t cnt = 0, cap = 16;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
     bl_tgroup **gs = malloc(cap * sizeof(*gs));
     if (gs == NULL)
         return BINDLOG_ENOMEM;
@@ -511,6 +512,7 @@ int bl_tail_groups(bl_tail *t, uint64_t bound, bl_tgroup ***out, size_t *n, bl_w
     *base = t->base;
     for (bl_tgroup *g = t->oldest; g != NULL && g->first_lsn <= bound; g = g->next) {
         if (cnt == cap) {
+            /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
             bl_tgroup **ng = realloc(gs, 2 * cap * sizeof(*gs));
             if (ng == NULL) {
                 bl_srw_rdunlock(&t->lock);

@@ -468,6 +468,14 @@ void bl_wreader_free(bl_wreader *r)
     r->buf = NULL;
 }
 
+/* Does the buffer hold [pos, pos + n)?  (Without pos + n, which a
+ * position read from a damaged header could make wrap.) */
+static int wr_holds(const bl_wreader *r, uint64_t pos, uint64_t n)
+{
+    return r->buf != NULL && pos >= r->base && pos - r->base <= r->len &&
+           n <= r->len - (pos - r->base);
+}
+
 /* Make [pos, pos + want) available in the buffer, as far as the lap allows:
  * returns a pointer to pos and the bytes available there in *avail. */
 static int wr_fill(bl_wreader *r, uint64_t pos, size_t want, const unsigned char **p,
@@ -476,9 +484,9 @@ static int wr_fill(bl_wreader *r, uint64_t pos, size_t want, const unsigned char
     uint64_t lap_left = r->cap - pos % r->cap;
     if (want > lap_left)
         want = (size_t)lap_left;
-    if (pos >= r->base && pos + want <= r->base + r->len) {
+    if (wr_holds(r, pos, want)) {
         *p = r->buf + (pos - r->base);
-        *avail = (size_t)(r->base + r->len - pos);
+        *avail = (size_t)(r->len - (pos - r->base));
         return 0;
     }
     size_t need = want > READ_BLOCK ? want : READ_BLOCK;
@@ -517,7 +525,7 @@ int bl_wreader_frame(bl_wreader *r, uint64_t salt, const bl_wal_at *at, bl_wfram
 {
     const unsigned char *p;
     size_t avail;
-    int fresh = !(at->pos >= r->base && at->pos + BL_WAL_FRAME_HDR <= r->base + r->len);
+    int fresh = !wr_holds(r, at->pos, BL_WAL_FRAME_HDR);
     int rc = wr_fill(r, at->pos, BL_WAL_FRAME_HDR, &p, &avail);
     if (rc != 0)
         return rc;

@@ -37,6 +37,7 @@ static int bad(bl_wal_finding *out, uint64_t lsn, const char *fmt, ...)
     out->bad = 1;
     out->lsn = lsn;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): va_start is right above */
     vsnprintf(out->msg, sizeof out->msg, fmt, ap);
     va_end(ap);
     return 1; /* stops the scan */

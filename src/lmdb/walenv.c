@@ -202,7 +202,7 @@ static int catch_up_locked(bl_env *e, uint64_t lsn)
     bl_walenv *w = e->wal;
     bl_tail *t = &w->tail;
     bl_wframe f;
-    int rc = 0, resyncs = 0;
+    int rc, resyncs = 0;
 
     for (;;) {
         bl_wal_at at;
@@ -454,7 +454,6 @@ static int recover(bl_env *e, const bl_wal_at *start, int created, bl_wal_at *en
                       "and are at risk: nothing is written to this store until 'bindlog "
                       "recover' has rebuilt it",
                       BL_WAL_FILE, at, (unsigned long long)end->pos, why, risk);
-    return 0;
 }
 
 static void walenv_free(bl_walenv *w)
@@ -512,8 +511,12 @@ static int open_alone(bl_env *e, const bindlog_options *o, int may_create, int p
          * process can be making the store meanwhile. */
         if ((rc = bl_wal_refuse_orphan(e->path, "data.mdb holds no store")) != 0)
             return rc;
-        if (!may_create || private_mode)
-            return bl_env_init_tables(e, 0, 0, 0); /* says why it is not a store */
+        if (!may_create || private_mode) {
+            /* says why it is not a store; a store that appeared since
+             * store_exists looked is not opened half way either */
+            rc = bl_env_init_tables(e, 0, 0, 0);
+            return rc != 0 ? rc : bl_err_set(BINDLOG_EBUSY, "the store was created meanwhile");
+        }
         uint64_t salt = new_salt(), cap = cap_of(o);
         if ((rc = bl_wal_create(e->path, cap, salt, o->durability == BINDLOG_DURABILITY_NONE)) !=
             0)

@@ -47,6 +47,7 @@
 
 #include "maint/bulk_int.h"
 #include "core/machine.h"
+#include "platform/platform.h"
 
 #define MAX_PARTS 512
 #define DEFAULT_PARTS 64 /* when the input size is unknown */
@@ -161,7 +162,8 @@ const char *bl_bulk_why(const bl_bulk *b)
 int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
 {
     bl_bulk *b = calloc(1, sizeof(*b));
-    const char *force = getenv("BINDLOG_BULK_PARTITIONS");
+    uint64_t forced = 0, refs = 0;
+    int force = bl_plat_env_number("BINDLOG_BULK_PARTITIONS", UINT32_MAX, &forced) && forced > 0;
     int rc;
 
     *out = NULL;
@@ -174,8 +176,8 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
     pthread_mutex_init(&b->mu, NULL);
     b->t_open = now_s();
     b->c_open = cpu_s();
-    if (force != NULL && atoi(force) > 0)
-        b->nparts = (unsigned)atoi(force);
+    if (force)
+        b->nparts = (unsigned)forced;
     else if (size_hint == 0)
         b->nparts = DEFAULT_PARTS;
     else
@@ -186,7 +188,7 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
      * out of the whole, the less memory is ever touched (100k records: 16
      * partitions fault in 2,300 pages, 4 partitions 5,500); and two
      * threads share 16 partitions evenly, not 3. */
-    if (force == NULL || atoi(force) <= 0) {
+    if (!force) {
         uint64_t small = size_hint / BL_BULK_PART_MIN_BYTES;
         if (small > MIN_PARTS)
             small = MIN_PARTS;
@@ -199,8 +201,8 @@ int bl_bulk_open(bl_bulk **out, const char *tmpdir, uint64_t size_hint)
         b->nparts = MAX_PARTS;
     /* BINDLOG_BULK_REF_MAX=N: spill the references after N records (0: from
      * the first), so that the tests take that turn on small stores */
-    const char *refs = getenv("BINDLOG_BULK_REF_MAX");
-    b->ref_max = refs != NULL && atoi(refs) >= 0 ? (size_t)atoi(refs) : REF_MAX;
+    b->ref_max =
+        bl_plat_env_number("BINDLOG_BULK_REF_MAX", SIZE_MAX, &refs) ? (size_t)refs : REF_MAX;
     b->refs_off = b->ref_max == 0;
     b->ref_cap0 = (size_t)(size_hint / b->nparts / 128);
     if (b->ref_cap0 < 1024)
@@ -379,7 +381,6 @@ typedef struct copier {
     size_t n[2];     /* a handed-over batch's size; 0 = free */
     int fill;        /* the batch the caller fills */
     size_t filled;
-    int next;        /* the batch the copier takes next */
     int end, rc;
     const char *why;
     bl_bulk *b;

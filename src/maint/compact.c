@@ -274,8 +274,9 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
     }
     o.read_only = 1;
     if ((rc = bindlog_open(&h, dir, &o)) != 0) {
-        char why[BL_ERRMSG_MAX];
-        bl_err_set(rc, "%s", strcpy(why, bindlog_last_error()));
+        char why[BL_ERRMSG_MAX]; /* the message is the calling thread's own buffer */
+        snprintf(why, sizeof why, "%s", bindlog_last_error());
+        bl_err_set(rc, "%s", why);
         goto out;
     }
     /* another handle of this process (it would keep the old file) */

@@ -54,12 +54,11 @@
  * the most trusted copies (BL_TRUST_WAL).  A store of format 1, or one
  * whose log file is gone, has no log: that source is optional. */
 static const struct {
-    const char *name;
     bl_salvage_fn fn;
     int required;
 } sources[] = {
-    {"data.mdb", bl_salvage_mdb, 1},
-    {"bindlog.wal", bl_salvage_wal, 0},
+    {bl_salvage_mdb, 1}, /* data.mdb */
+    {bl_salvage_wal, 0}, /* bindlog.wal */
 };
 
 /* ---- the intermediate store and the new one ------------------------------------- */

@@ -150,11 +150,15 @@ typedef struct bl_shist {
         size_t n, cap;                                                                     \
     }
 
+/* Entries of a table, one type for the state's and the base image's (so
+ * that code can take either). */
+typedef VEC(bl_sent) bl_sentvec;
+
 /* The salvage: what the sources handed over. */
 struct bl_salvage {
     VEC(bl_srec) recs;
-    VEC(bl_sent) state[2]; /* stored bindings, sessions */
-    VEC(bl_sent) base[2];  /* base image bindings, sessions */
+    bl_sentvec state[2]; /* stored bindings, sessions */
+    bl_sentvec base[2];  /* base image bindings, sessions */
     VEC(bl_shist) hist;
     bl_salvage_meta meta;
     int have_meta, base_damaged;

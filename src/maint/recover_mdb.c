@@ -203,10 +203,8 @@ int bl_salvage_mdb(bl_salvage *sv, const char *dir)
         okm[s] = f.npages > s ? bl_pc_meta_read(map + (size_t)s * f.psize, f.psize, s, &m[s], why,
                                                 sizeof why)
                               : -1;
-    if (okm[0] != -1 && okm[1] != -1 && m[1].txnid > m[0].txnid) {
-        order[0] = 1;
-        order[1] = 0;
-    } else if (okm[0] == -1) {
+    /* meta page 1 first when page 0 is unreadable or 1 is the newer */
+    if (okm[0] == -1 || (okm[1] != -1 && m[1].txnid > m[0].txnid)) {
         order[0] = 1;
         order[1] = 0;
     }

@@ -234,15 +234,15 @@ static int resolve_one(bl_salvage *sv, bl_sent *e)
     if (bl_sval_decode_any(e->v, e->vn, &s) != 0)
         return 0;
     bl_err_clear();
-    if ((r = bl_salvage_find_record(sv, s.created_lsn)) != NULL &&
-        bl_record_decode(r->p, r->n, &rec) == 0 &&
-        bl_sval_resolve(&s, (const char *)e->k, e->kn, &rec) == 0) {
-        /* from its record */
-    } else if ((be = base_session(sv, e->k, e->kn)) != NULL &&
-               bl_sval_decode(be->v, be->vn, &b) == 0 && b.ref &&
-               bl_sval_take_creation(&s, &b) == 0) {
-        /* from the base image */
-    } else {
+    /* whole from its record, else from the base image, else as a lost
+     * creation */
+    int whole =
+        ((r = bl_salvage_find_record(sv, s.created_lsn)) != NULL &&
+         bl_record_decode(r->p, r->n, &rec) == 0 &&
+         bl_sval_resolve(&s, (const char *)e->k, e->kn, &rec) == 0) ||
+        ((be = base_session(sv, e->k, e->kn)) != NULL && bl_sval_decode(be->v, be->vn, &b) == 0 &&
+         b.ref && bl_sval_take_creation(&s, &b) == 0);
+    if (!whole) {
         bl_err_clear();
         if (bl_salvage_lost_creation(sv, &s, e->k, e->kn, NULL, 0) != 0)
             return 0;
@@ -263,7 +263,7 @@ static int resolve_one(bl_salvage *sv, bl_sent *e)
 int bl_salvage_resolve(bl_salvage *sv)
 {
     for (int t = 0; t < 2; t++) {
-        VEC(bl_sent) *vec = t ? (void *)&sv->base[1] : (void *)&sv->state[1];
+        bl_sentvec *vec = t ? &sv->base[1] : &sv->state[1];
         size_t o = 0;
         for (size_t i = 0; i < vec->n; i++) {
             bl_sent e = vec->v[i];

@@ -126,8 +126,7 @@ typedef struct fview {
     const bl_record *rec;
     bl_bval prior;
     int known;
-    bl_sval bound;       /* the session prior.sid, live on the record's key */
-    int bound_found;
+    bl_sval bound;         /* the session prior.sid, live on the record's key */
     const char *moved_key; /* BIND: the key the target was live on, if another */
     size_t moved_len;
 } fview;
@@ -204,9 +203,6 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
     switch (rec.type) {
     case BINDLOG_EVENT_BIND:
     case BINDLOG_EVENT_NEW_SESSION:
-        fv.prior.sid = rec.other;
-        fv.prior.sid_len = rec.other_len;
-        break;
     case BINDLOG_EVENT_SPLIT:
         fv.prior.sid = rec.other;
         fv.prior.sid_len = rec.other_len;
@@ -316,9 +312,10 @@ static int by_effect(bl_walk *w, MDB_txn *txn, bl_tables *t, const bl_srec *sr)
  * them: whole.  A reference (formats 5 to 7) is made whole from the record, when
  * the record created the session, else from the state's value of the same
  * creation; one that cannot be is not usable (1).  pval/pvn point at the
- * body or at whole[i] (malloc'ed, freed by the caller).  0, 1 or an error. */
+ * body or at whole[i] (malloc'ed, freed by the caller); *count says how
+ * many.  0, 1 or an error. */
 static int image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_record *rec,
-                      unsigned char **whole, const unsigned char **pval, size_t *pvn)
+                      unsigned char **whole, const unsigned char **pval, size_t *pvn, size_t *count)
 {
     enum { MAXS = 4 };
     bl_wentry e;
@@ -364,11 +361,12 @@ static int image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_reco
         }
         n++;
     }
+    *count = n;
     return rc < 0 ? 1 : 0;
 }
 
 static int by_image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_record *rp,
-                         const unsigned char *const *pval, const size_t *pvn);
+                         const unsigned char *const *pval, const size_t *pvn, size_t nimg);
 
 /* Apply an intact record that does not re-derive by the state it left:
  * the after-images its log frame carries (the key's binding, the sessions
@@ -387,22 +385,22 @@ static int by_image(bl_walk *w, MDB_txn *txn, const bl_srec *sr)
      * reference is made whole from this record or the state's value) */
     unsigned char *whole[MAXS] = {NULL};
     const unsigned char *pval[MAXS];
-    size_t pvn[MAXS];
+    size_t pvn[MAXS], nimg = 0;
 
     if (bl_record_decode(sr->p, sr->n, &rec) != 0 || rec.type >= BINDLOG_EVENT_COUNT)
         return 1;
-    rc = image_puts(w, txn, sr, &rec, whole, pval, pvn);
+    rc = image_puts(w, txn, sr, &rec, whole, pval, pvn, &nimg);
     if (rc == 0)
-        rc = by_image_puts(w, txn, sr, &rec, pval, pvn);
+        rc = by_image_puts(w, txn, sr, &rec, pval, pvn, nimg);
     for (size_t i = 0; i < MAXS; i++)
         free(whole[i]);
     return rc;
 }
 
 /* by_image()'s work once the sessions' after-images are whole: pval[i]
- * (pvn[i] bytes) for the i-th session put of the body. */
+ * (pvn[i] bytes) for the i-th session put of the body, nimg of them. */
 static int by_image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_record *rp,
-                         const unsigned char *const *pval, const size_t *pvn)
+                         const unsigned char *const *pval, const size_t *pvn, size_t nimg)
 {
     bl_record rec = *rp;
     bl_wentry e;
@@ -431,7 +429,7 @@ static int by_image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_r
         } else if (e.table == BL_DB_SESSIONS) {
             bl_sval ns, os;
             MDB_val v;
-            if (!bl_valid_id((const char *)e.key, e.klen) || nput == MAXS ||
+            if (!bl_valid_id((const char *)e.key, e.klen) || nput >= nimg ||
                 bl_sval_decode(pval[nput], pvn[nput], &ns) != 0)
                 return 1;
             psid[nput] = (const char *)e.key;
@@ -481,8 +479,13 @@ static int by_image_puts(bl_walk *w, MDB_txn *txn, const bl_srec *sr, const bl_r
     while (bl_wbody_next(sr->after, sr->after_n, &off, &e) == 1) {
         if (e.table == BL_DB_BINDINGS)
             rc = put_raw(txn, w->y->dbi[e.table], e.key, e.klen, e.val, e.vlen);
-        else if (e.table == BL_DB_SESSIONS)
-            rc = put_raw(txn, w->y->dbi[e.table], e.key, e.klen, pval[nput], pvn[nput]), nput++;
+        else if (e.table == BL_DB_SESSIONS) {
+            /* the walk above saw as many as image_puts */
+            rc = nput < nimg
+                     ? put_raw(txn, w->y->dbi[e.table], e.key, e.klen, pval[nput], pvn[nput])
+                     : BINDLOG_ECORRUPT;
+            nput++;
+        }
         if (rc != 0)
             return rc;
     }

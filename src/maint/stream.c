@@ -63,10 +63,11 @@ static int rd_exact(reader *r, void *dst, size_t n)
         if (r->pos == r->len) {
             rd_hash(r); /* the buffer is about to be refilled */
             ssize_t got = read(r->fd, r->buf, ST_IO_BUF);
-            if (got < 0 && errno == EINTR)
+            int err = got < 0 ? errno : 0;
+            if (err == EINTR)
                 continue;
             if (got < 0)
-                return bl_mdb_error(errno);
+                return err != 0 ? bl_mdb_error(err) : BINDLOG_EIO;
             if (got == 0)
                 return 1;
             r->len = (size_t)got;
@@ -385,9 +386,9 @@ static int scan_record(importer *im, bl_replayer *r, const unsigned char *rec, s
         0)
         return rc;
     if (im->bulk != NULL &&
-        (rc = by_ref ? bl_bulk_record_ref(im->bulk, at, len, r->next_lsn,
-                                          (const unsigned char *)at + (h->key - rec), h->key_len)
-                     : bl_bulk_record(im->bulk, rec, len, r->next_lsn)) == BL_BULK_FALLBACK) {
+        (by_ref ? bl_bulk_record_ref(im->bulk, at, len, r->next_lsn,
+                                     (const unsigned char *)at + (h->key - rec), h->key_len)
+                : bl_bulk_record(im->bulk, rec, len, r->next_lsn)) == BL_BULK_FALLBACK) {
         /* a record that cannot even be partitioned is damaged; otherwise
          * the bulk path's own files failed */
         if ((rc = bl_record_decode(rec, len, &dec)) != 0)
@@ -750,9 +751,9 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
     im.progress_ctx = progress_ctx;
     im.sync_after = s->durability != BINDLOG_DURABILITY_NONE;
     /* the tests take the turn from references to copies on small streams */
-    const char *rb = getenv("BINDLOG_IMPORT_REF_BYTES");
-    im.ref_bytes = rb != NULL && atoll(rb) >= 0 && (uint64_t)atoll(rb) < IMPORT_REF_BYTES
-                       ? (size_t)atoll(rb)
+    uint64_t rb;
+    im.ref_bytes = bl_plat_env_number("BINDLOG_IMPORT_REF_BYTES", IMPORT_REF_BYTES - 1, &rb)
+                       ? (size_t)rb
                        : IMPORT_REF_BYTES;
     im.rd.fd = fd;
     im.rd.buf = malloc(ST_IO_BUF);

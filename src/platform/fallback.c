@@ -76,7 +76,9 @@ int bl_plat_fb_fcntl_lock(int fd, int cmd, off_t start, off_t len, int type)
 {
     struct flock fl;
     memset(&fl, 0, sizeof fl);
-    fl.l_type = type == BL_PLAT_EXCLUSIVE ? F_WRLCK : type == BL_PLAT_SHARED ? F_RDLCK : F_UNLCK;
+    fl.l_type = (short)(type == BL_PLAT_EXCLUSIVE ? F_WRLCK /* POSIX: short l_type */
+                        : type == BL_PLAT_SHARED  ? F_RDLCK
+                                                  : F_UNLCK);
     fl.l_whence = SEEK_SET;
     fl.l_start = start;
     fl.l_len = len;
@@ -266,7 +268,7 @@ int bl_plat_fb_xlock_attach(bl_plat_xlock *l, int fd)
     return 0;
 }
 
-void bl_plat_fb_xlock_detach(bl_plat_xlock *l)
+void bl_plat_fb_xlock_detach(const bl_plat_xlock *l)
 {
     local **pp, *x = NULL;
     pthread_mutex_lock(&locals_mu);

@@ -32,7 +32,7 @@ const char *bl_plat_fb_secure_getenv(const char *name);
 #if !BL_PLAT_ROBUST
 int bl_plat_fb_xlock_init(bl_plat_xlock *l, uint32_t byte);
 int bl_plat_fb_xlock_attach(bl_plat_xlock *l, int fd);
-void bl_plat_fb_xlock_detach(bl_plat_xlock *l);
+void bl_plat_fb_xlock_detach(const bl_plat_xlock *l);
 int bl_plat_fb_xlock_lock(bl_plat_xlock *l, int *owner_died, int64_t timeout_ms);
 void bl_plat_fb_xlock_consistent(bl_plat_xlock *l);
 void bl_plat_fb_xlock_unlock(bl_plat_xlock *l);

@@ -22,11 +22,13 @@
 #ifndef BL_PLATFORM_H
 #define BL_PLATFORM_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -249,5 +251,23 @@ int bl_plat_random(void *buf, size_t n);
 /* getenv, but NULL in a set-user-id or set-group-id program (secure_getenv,
  * issetugid, or comparing real and effective ids). */
 const char *bl_plat_secure_getenv(const char *name);
+
+/* A number from the environment (the tests' knobs, such as
+ * BINDLOG_BULK_PARTITIONS): 1 with it in *out when `name` holds decimal
+ * digits only, of a value no larger than max; 0 when it is unset or holds
+ * anything else, which leaves the knob off. */
+static inline int bl_plat_env_number(const char *name, uint64_t max, uint64_t *out)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (v == NULL || *v < '0' || *v > '9')
+        return 0;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n > max)
+        return 0;
+    *out = (uint64_t)n;
+    return 1;
+}
 
 #endif /* BL_PLATFORM_H */
