@@ -9,8 +9,8 @@
 # lint of stat --prometheus), python3-wheel and mypy for the Python package
 # (its offline install, its type check), and for the Node binding node with
 # npm (whose bundled node-gyp builds the addon), Node's headers and g++
-# (node-gyp links with it), groff (the man pages' test formats them) and
-# valgrind (make valgrind).
+# (node-gyp links with it), groff (the man pages' test formats them),
+# valgrind (make valgrind), and cppcheck with clang-tidy (scripts/lint.sh).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -34,7 +34,9 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     # groff, which formats the man pages in the man_pages test
     groff-base
     # valgrind's memcheck (make valgrind, scripts/valgrind.sh)
-    valgrind)
+    valgrind
+    # static analysis (scripts/lint.sh, a CI gate)
+    cppcheck clang-tidy)
 
 have_pkg() {
     local pkg=$1
@@ -66,6 +68,8 @@ have_pkg() {
     g++) command -v g++ >/dev/null 2>&1 ;;
     groff-base) command -v groff >/dev/null 2>&1 ;;
     valgrind) command -v valgrind >/dev/null 2>&1 ;;
+    cppcheck) command -v cppcheck >/dev/null 2>&1 ;;
+    clang-tidy) command -v clang-tidy >/dev/null 2>&1 || command -v clang-tidy-14 >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
 }
