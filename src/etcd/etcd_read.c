@@ -167,8 +167,10 @@ static int emit_session(etcd_iter *it, const void *id, size_t n, bindlog_session
     int rc = bl_es_get(it->st, BL_ES_SESSIONS, id, n, it->rev, &it->one);
     if (rc == BINDLOG_ENOTFOUND && it->base.kind != BL_IT_ANCESTORS)
         return BINDLOG_ECORRUPT; /* an index names a session that is not there */
-    rc =
-        rc != 0 ? page_err(rc) : bl_sval_decode(it->one.kvs[0].value, it->one.kvs[0].value_len, sv);
+    if (rc == 0)
+        rc = bl_sval_decode(it->one.kvs[0].value, it->one.kvs[0].value_len, sv);
+    else
+        rc = page_err(rc);
     if (rc != 0)
         return rc < 0 ? rc : BINDLOG_EIO; /* both say 0 or a negative code */
     bl_session_fill(out, id, n, sv, buf, cap);
