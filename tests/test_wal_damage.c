@@ -376,6 +376,106 @@ static void wal_damage__check_names_the_first_bad_frame(void **state)
     free(dir);
 }
 
+/* Copy dir/name to dir2/name. */
+static void copy_file(const char *dir, const char *dir2, const char *name)
+{
+    char from[4200], to[4200];
+    unsigned char buf[65536];
+    ssize_t n;
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    snprintf(to, sizeof to, "%s/%s", dir2, name);
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(in >= 0 && out >= 0);
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        assert_int_equal(write(out, buf, (size_t)n), n);
+    assert_int_equal(n, 0);
+    close(in);
+    close(out);
+}
+
+/* The last frame replaced, under an open handle, by a valid frame of the
+ * same log that holds another event (a twin of the store took a different
+ * event 100 after the same 99): every checksum, the chain and the LSNs
+ * verify, so only the comparison with the records the handle serves can
+ * tell, and check names that frame. */
+static void wal_damage__check_finds_a_valid_frame_that_is_not_the_one_served(void **state)
+{
+    (void)state;
+    frames fr, ft;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    bindlog_check_report rep;
+    unsigned char a[4096];
+    char want[160];
+    char *dir = tu_mkdtemp("waldmg-sub"), *twin = tu_mkdtemp("waldmg-subt");
+    write_and_die(dir, BINDLOG_DURABILITY_FULL, 1, EVENTS - 1, "", 0);
+    copy_file(dir, twin, "data.mdb");
+    copy_file(dir, twin, BL_WAL_FILE);
+    write_and_die(dir, BINDLOG_DURABILITY_FULL, EVENTS, 1, "", 0);
+    write_and_die(twin, BINDLOG_DURABILITY_FULL, EVENTS, 1, "x", 0);
+    list_frames(dir, &fr);
+    list_frames(twin, &ft);
+    assert_int_equal(fr.n, EVENTS);
+    assert_int_equal(ft.n, EVENTS);
+    assert_true(fr.salt == ft.salt && fr.off[EVENTS] == ft.off[EVENTS]);
+    assert_true(ft.size[EVENTS] <= sizeof a);
+
+    o.read_only = 1;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    if (rep.problems != 0)
+        fail_msg("before the swap: %s", rep.message);
+    wal_read(twin, ft.off[EVENTS], a, (size_t)ft.size[EVENTS]);
+    wal_write(dir, fr.off[EVENTS], a, (size_t)ft.size[EVENTS]);
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_true(rep.problems >= 1);
+    assert_int_equal(rep.first_bad_lsn, EVENTS);
+    snprintf(want, sizeof want,
+             "the frame at byte %llu holds a record of LSN %d that is not "
+             "the one the store serves",
+             (unsigned long long)fr.off[EVENTS], EVENTS);
+    if (strstr(rep.message, want) == NULL)
+        fail_msg("the message misses '%s': %s", want, rep.message);
+    bindlog_close(s);
+    tu_rmtree(dir);
+    tu_rmtree(twin);
+    free(dir);
+    free(twin);
+}
+
+/* Another log's frame written where this log's next frame belongs, under
+ * an open handle: check looks past the end and says so; an open refuses. */
+static void wal_damage__check_finds_another_logs_frame_past_the_end(void **state)
+{
+    (void)state;
+    frames fr;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog *s = NULL;
+    bindlog_check_report rep;
+    unsigned char a[4096];
+    uint64_t head = 0;
+    char *dir = make_store("waldmg-end", &fr), *other = tu_mkdtemp("waldmg-endo");
+    uint64_t next = fr.off[EVENTS] + fr.size[EVENTS];
+    write_and_die(other, BINDLOG_DURABILITY_FULL, 1, EVENTS + 1, "", 0);
+    assert_true(fr.size[EVENTS] <= sizeof a);
+    wal_read(other, next, a, (size_t)fr.size[EVENTS]); /* its frame 101, as long as ours */
+
+    o.read_only = 1;
+    assert_int_equal(bindlog_open(&s, dir, &o), 0);
+    wal_write(dir, next, a, (size_t)fr.size[EVENTS]);
+    assert_int_equal(bindlog_check(s, &rep, NULL, NULL), 0);
+    assert_true(rep.problems >= 1);
+    assert_int_equal(rep.first_bad_lsn, EVENTS + 1);
+    if (strstr(rep.message, "a frame of another log lies where the next frame belongs") == NULL)
+        fail_msg("the message misses the other log's frame: %s", rep.message);
+    bindlog_close(s);
+    assert_int_equal(try_open(dir, 1, &head), BINDLOG_ECORRUPT);
+    tu_rmtree(dir);
+    tu_rmtree(other);
+    free(dir);
+    free(other);
+}
+
 /* Another store's frames under this store's own header: the frame where
  * the log goes on is another log's, so the open refuses. */
 static void wal_damage__another_stores_frames_under_our_header(void **state)
@@ -593,6 +693,8 @@ int main(void)
         cmocka_unit_test(wal_damage__another_stores_log_over_a_new_store),
         cmocka_unit_test(wal_damage__another_stores_frames_under_our_header),
         cmocka_unit_test(wal_damage__check_names_the_first_bad_frame),
+        cmocka_unit_test(wal_damage__check_finds_a_valid_frame_that_is_not_the_one_served),
+        cmocka_unit_test(wal_damage__check_finds_another_logs_frame_past_the_end),
         cmocka_unit_test(wal_damage__a_cut_log_is_read_up_to_the_cut),
         cmocka_unit_test(wal_damage__a_keys_later_event_survives_its_lost_earlier_one),
         cmocka_unit_test(wal_damage__a_torn_last_frame_is_dropped),
