@@ -314,6 +314,39 @@ static void compact__many_chunks(void **state)
     assert_replays(f, "r");
 }
 
+/* A compaction whose chunk does not fit the map: the store was reopened
+ * with a map of exactly its file, so the base image's first pages run it
+ * full; the chunk is redone after the map grows, and nothing changes
+ * meaning. */
+static void compact__grows_a_full_map_and_redoes_the_chunk(void **state)
+{
+    fx *f = *state;
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    bindlog_stats st0, st1;
+    uint64_t removed;
+    unsigned char d0[BINDLOG_DIGEST_SIZE], d1[BINDLOG_DIGEST_SIZE];
+
+    for (int b = 0; b < 3; b++)
+        run(f, 1000);
+    bindlog_close(f->s);
+    o.durability = BINDLOG_DURABILITY_NONE;
+    o.map_size = 1; /* LMDB takes the file's own size */
+    f->s = NULL;
+    assert_int_equal(bindlog_open(&f->s, f->dir, &o), 0);
+    assert_int_equal(bindlog_stats_get(f->s, &st0), 0);
+    assert_int_equal(bindlog_digest(f->s, d0, NULL), 0);
+    assert_int_equal(bindlog_compact(f->s, 2901, &removed, NULL, NULL), 0);
+    assert_int_equal(removed, 2900);
+    assert_int_equal(bindlog_stats_get(f->s, &st1), 0);
+    if (st1.map_size <= st0.map_size)
+        fail_msg("the map did not have to grow (%llu, then %llu bytes): the case tests nothing",
+                 (unsigned long long)st0.map_size, (unsigned long long)st1.map_size);
+    assert_int_equal(bindlog_digest(f->s, d1, NULL), 0);
+    assert_memory_equal(d0, d1, BINDLOG_DIGEST_SIZE);
+    assert_clean(f->s);
+    assert_replays(f, "r");
+}
+
 typedef struct writer_arg {
     fx *f;
     wl_gen g;
@@ -475,9 +508,10 @@ static void vacuum__refused_while_open_here(void **state)
     assert_clean(f->s);
 }
 
-static void vacuum__refused_while_writer_in_other_process(void **state)
+/* Another process has the store open, writing or (read_only) only
+ * reading: vacuum refuses, and goes ahead once it has closed. */
+static void refused_while_open_in_other_process(fx *f, int read_only)
 {
-    fx *f = *state;
     int up[2], down[2];
     char c;
 
@@ -489,10 +523,19 @@ static void vacuum__refused_while_writer_in_other_process(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        bindlog *s = wl_open_store(f->dir);
-        bindlog_result res;
-        int ok = bindlog_invalidate(s, "agent:main:chat:0", NULL, &res) >= 0 ||
+        bindlog_binding b;
+        bindlog *s = NULL;
+        int ok;
+        if (read_only) {
+            bindlog_options o = BINDLOG_OPTIONS_INIT;
+            o.read_only = 1;
+            ok = bindlog_open(&s, f->dir, &o) == 0 && bindlog_get(s, "x", &b) == BINDLOG_ENOTFOUND;
+        } else {
+            bindlog_result res;
+            s = wl_open_store(f->dir);
+            ok = bindlog_invalidate(s, "agent:main:chat:0", NULL, &res) >= 0 ||
                  bindlog_unbind(s, "x", NULL, &res) == BINDLOG_ENOTFOUND;
+        }
         c = ok ? 'y' : 'n';
         if (write(up[1], &c, 1) != 1 || read(down[0], &c, 1) != 1)
             _exit(2);
@@ -502,6 +545,8 @@ static void vacuum__refused_while_writer_in_other_process(void **state)
     assert_int_equal(read(up[0], &c, 1), 1);
     assert_int_equal(c, 'y');
     assert_int_equal(bindlog_vacuum(f->dir, NULL, NULL), BINDLOG_EBUSY);
+    if (read_only && strstr(bindlog_last_error(), "another process has the store open") == NULL)
+        fail_msg("the refusal does not name the other process: %s", bindlog_last_error());
     c = 'x';
     assert_int_equal(write(down[1], &c, 1), 1);
     int status;
@@ -514,6 +559,16 @@ static void vacuum__refused_while_writer_in_other_process(void **state)
     assert_int_equal(bindlog_vacuum(f->dir, NULL, NULL), 0);
     f->s = wl_open_store(f->dir);
     assert_clean(f->s);
+}
+
+static void vacuum__refused_while_writer_in_other_process(void **state)
+{
+    refused_while_open_in_other_process(*state, 0);
+}
+
+static void vacuum__refused_while_reader_in_other_process(void **state)
+{
+    refused_while_open_in_other_process(*state, 1);
 }
 
 static void vacuum__shrinks_after_compaction(void **state)
@@ -589,6 +644,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(compact__keeps_meaning, setup, teardown),
         cmocka_unit_test_setup_teardown(compact__many_chunks, setup, teardown),
+        cmocka_unit_test_setup_teardown(compact__grows_a_full_map_and_redoes_the_chunk, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(compact__children_across_the_chain_and_the_table, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(compact__forged_sibling_link_is_refused, setup, teardown),
@@ -597,6 +654,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(compact__stops_at_forged_record, setup, teardown),
         cmocka_unit_test_setup_teardown(vacuum__refused_while_open_here, setup, teardown),
         cmocka_unit_test_setup_teardown(vacuum__refused_while_writer_in_other_process, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(vacuum__refused_while_reader_in_other_process, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(vacuum__shrinks_after_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(vacuum__killed_at_random_points, setup, teardown),
