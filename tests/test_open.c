@@ -145,11 +145,13 @@ static void assert_text(const char *path, const char *text)
 /* Issue 16, item 8: a symlinked lock.mdb was followed even by stat, which
  * wrote LMDB's reader table into the link's target; a symlinked data.mdb
  * by writers.  Each store file as a link (to a victim, or to the real file
- * moved aside) is refused by readers and writers, naming the file. */
+ * moved aside), a fifo or a directory is refused by readers and writers,
+ * naming the file. */
 static void open__store_file_symlinks_are_refused(void **state)
 {
     (void)state;
-    static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+    static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.lock", "bindlog.shm",
+                                        "bindlog.wal"};
     char *tmp = tu_mkdtemp("open-link");
     char dir[1024], victim[1100], p[1100], aside[1100];
 
@@ -173,13 +175,25 @@ static void open__store_file_symlinks_are_refused(void **state)
         assert_text(victim, "victim\n");
         assert_int_equal(rename(aside, p), 0);
     }
-    /* anything else that is not a regular file */
-    path_of(p, sizeof(p), dir, "lock.mdb");
-    assert_int_equal(unlink(p), 0);
-    assert_int_equal(mkfifo(p, 0600), 0);
-    assert_int_equal(try_open(dir, 1), BINDLOG_ENOTSTORE);
-    assert_message("lock.mdb is not a regular file (a fifo)");
-    assert_int_equal(unlink(p), 0);
+    /* anything else that is not a regular file: refused by name, and an
+     * open never blocks on a fifo */
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char want[128];
+        path_of(p, sizeof(p), dir, files[i]);
+        path_of(aside, sizeof(aside), tmp, "aside");
+        assert_int_equal(rename(p, aside), 0);
+        for (int kind = 0; kind < 2; kind++) {
+            assert_int_equal(kind ? mkdir(p, 0700) : mkfifo(p, 0600), 0);
+            snprintf(want, sizeof(want), "%s is not a regular file (a %s)", files[i],
+                     kind ? "directory" : "fifo");
+            for (int ro = 1; ro >= 0; ro--) {
+                assert_int_equal(try_open(dir, ro), BINDLOG_ENOTSTORE);
+                assert_message(want);
+            }
+            assert_int_equal(kind ? rmdir(p) : unlink(p), 0);
+        }
+        assert_int_equal(rename(aside, p), 0);
+    }
     assert_int_equal(try_open(dir, 0), 0); /* the real files again: fine */
 
     /* a planted link in an empty directory stops the creation of a store */
