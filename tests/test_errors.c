@@ -149,6 +149,62 @@ static void errors__arguments_are_named(void **state)
     assert_non_null(strstr(bindlog_last_error(), "open nope://x: unknown scheme"));
 }
 
+/* The calls without an event: a NULL handle or out, a bad session id, a
+ * write asked of a read-only handle, each named by the call. */
+static void errors__reads_and_maintenance_name_their_arguments(void **state)
+{
+    fx *f = *state;
+    bindlog_iter *it = (bindlog_iter *)f; /* must be reset to NULL */
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    bindlog *ro = NULL;
+    char long_id[BINDLOG_ID_MAX + 2];
+
+    assert_int_equal(bindlog_bindings_iter(f->s, NULL), BINDLOG_EINVAL);
+    expect_msg("bindings_iter: out is NULL");
+    assert_int_equal(bindlog_log_iter(NULL, 1, 2, &it), BINDLOG_EINVAL);
+    assert_null(it);
+    expect_msg("log_iter: handle is NULL");
+    it = (bindlog_iter *)f;
+    assert_int_equal(bindlog_children_iter(f->s, "bad\x01id", &it), BINDLOG_EINVAL);
+    assert_null(it);
+    expect_msg("children_iter bad\\x01id: session id holds a control byte");
+    memset(long_id, 'a', sizeof long_id - 1);
+    long_id[sizeof long_id - 1] = '\0';
+    assert_int_equal(bindlog_ancestors_iter(f->s, long_id, &it), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "ancestors_iter aaaa"));
+    assert_non_null(
+        strstr(bindlog_last_error(), ": session id is longer than BINDLOG_ID_MAX (128) bytes"));
+    assert_int_equal(bindlog_ancestors_iter(f->s, NULL, &it), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), ": session id is NULL"));
+    assert_int_equal(bindlog_history_iter(f->s, "", &it), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), ": key is empty"));
+
+    bindlog_binding b;
+    bindlog_session ss;
+    assert_int_equal(bindlog_get(f->s, "", &b), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), ": key is empty"));
+    assert_int_equal(bindlog_session_get(f->s, "a\tb", &ss, NULL, 0), BINDLOG_EINVAL);
+    expect_msg("session_get a\\x09b: session id holds a control byte");
+
+    assert_int_equal(bindlog_digest(NULL, d, NULL), BINDLOG_EINVAL);
+    expect_msg("digest: handle or out is NULL");
+    assert_int_equal(bindlog_digest(f->s, NULL, NULL), BINDLOG_EINVAL);
+    expect_msg("digest: handle or out is NULL");
+    assert_int_equal(bindlog_import(NULL, 0, NULL, NULL, NULL, NULL), BINDLOG_EINVAL);
+    expect_msg("import: handle is NULL");
+    assert_int_equal(bindlog_checkpoint(NULL, NULL), BINDLOG_EINVAL);
+    expect_msg("checkpoint: handle is NULL");
+
+    bindlog_options o = BINDLOG_OPTIONS_INIT;
+    o.read_only = 1;
+    assert_int_equal(bindlog_open(&ro, f->dir, &o), 0);
+    assert_int_equal(bindlog_checkpoint(ro, NULL), BINDLOG_EREADONLY);
+    expect_msg("checkpoint: a read-only handle does not write the store");
+    bindlog_close(ro);
+    assert_int_equal(bindlog_checkpoint(f->s, NULL), 0);
+    expect_msg("");
+}
+
 static void errors__batch_names_the_failing_event(void **state)
 {
     fx *f = *state;
@@ -324,15 +380,15 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(errors__state_refusals_name_key_and_reason, fx_setup,
                                         fx_teardown),
-        cmocka_unit_test_setup_teardown(errors__success_and_outcomes_clear, fx_setup,
-                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(errors__success_and_outcomes_clear, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(errors__arguments_are_named, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(errors__reads_and_maintenance_name_their_arguments,
+                                        fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(errors__batch_names_the_failing_event, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(errors__per_thread_through_group_commit, fx_setup,
                                         fx_teardown),
-        cmocka_unit_test_setup_teardown(errors__open_names_what_it_found, fx_setup,
-                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(errors__open_names_what_it_found, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(errors__maintenance_names_its_target, fx_setup,
                                         fx_teardown),
     };

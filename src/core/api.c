@@ -625,21 +625,32 @@ static void copy_str(char *dst, const char *src, size_t n)
     dst[n] = '\0';
 }
 
-/* Measure and check a key / an id argument. */
+/* Measure and check a key / an id argument: 0, or BINDLOG_EINVAL with the
+ * problem in words, as the events' own checks word it (machine.c). */
 static int key_arg(const char *key, size_t *n)
 {
+    *n = 0;
     if (key == NULL)
-        return BINDLOG_EINVAL;
+        return bl_err_set(BINDLOG_EINVAL, "key is NULL");
     *n = bounded_len(key, BINDLOG_KEY_MAX);
-    return bl_valid_key(key, *n) ? 0 : BINDLOG_EINVAL;
+    if (*n == 0)
+        return bl_err_set(BINDLOG_EINVAL, "key is empty");
+    if (*n > BINDLOG_KEY_MAX)
+        return bl_err_set(BINDLOG_EINVAL, "key is longer than BINDLOG_KEY_MAX (400) bytes");
+    return bl_valid_key(key, *n) ? 0 : bl_err_set(BINDLOG_EINVAL, "key is not valid");
 }
 
 static int id_arg(const char *id, size_t *n)
 {
+    *n = 0;
     if (id == NULL)
-        return BINDLOG_EINVAL;
+        return bl_err_set(BINDLOG_EINVAL, "session id is NULL");
     *n = bounded_len(id, BINDLOG_ID_MAX);
-    return bl_valid_id(id, *n) ? 0 : BINDLOG_EINVAL;
+    if (*n == 0)
+        return bl_err_set(BINDLOG_EINVAL, "session id is empty");
+    if (*n > BINDLOG_ID_MAX)
+        return bl_err_set(BINDLOG_EINVAL, "session id is longer than BINDLOG_ID_MAX (128) bytes");
+    return bl_valid_id(id, *n) ? 0 : bl_err_set(BINDLOG_EINVAL, "session id holds a control byte");
 }
 
 int bindlog_get(bindlog *s, const char *key, bindlog_binding *out)
@@ -650,11 +661,8 @@ int bindlog_get(bindlog *s, const char *key, bindlog_binding *out)
     bl_err_clear();
     if (s == NULL || out == NULL)
         rc = bl_err_set(BINDLOG_EINVAL, "handle or out is NULL");
-    else if ((rc = bl_fork_check(s)) != 0)
-        ;
-    else if (key_arg(key, &n) != 0)
-        rc = bl_err_set(BINDLOG_EINVAL, "not a valid key (NULL, empty, over 400 bytes)");
-    else if ((rc = s->ops->get(s, key, n, out)) == BINDLOG_ENOTFOUND)
+    else if ((rc = bl_fork_check(s)) == 0 && (rc = key_arg(key, &n)) == 0 &&
+             (rc = s->ops->get(s, key, n, out)) == BINDLOG_ENOTFOUND)
         rc = bl_err_set(rc, "key is not bound");
     return BL_API_DONE(rc, "get %s", QKEY(q, key));
 }
@@ -685,13 +693,9 @@ int bindlog_session_get(bindlog *s, const char *session_id, bindlog_session *out
     bl_err_clear();
     if (s == NULL || out == NULL || (origin_buf == NULL && origin_cap))
         rc = bl_err_set(BINDLOG_EINVAL, "handle or out is NULL, or origin_cap without a buffer");
-    else if ((rc = bl_fork_check(s)) != 0)
-        ;
-    else if (id_arg(session_id, &n) != 0)
-        rc = bl_err_set(BINDLOG_EINVAL,
-                        "not a valid session id (NULL, empty, over 128 bytes, control bytes)");
-    else if ((rc = s->ops->session_get(s, session_id, n, out, origin_buf, origin_cap)) ==
-             BINDLOG_ENOTFOUND)
+    else if ((rc = bl_fork_check(s)) == 0 && (rc = id_arg(session_id, &n)) == 0 &&
+             (rc = s->ops->session_get(s, session_id, n, out, origin_buf, origin_cap)) ==
+                 BINDLOG_ENOTFOUND)
         rc = bl_err_set(rc, "no such session");
     return BL_API_DONE(rc, "session_get %s", QID(q, session_id));
 }
@@ -764,10 +768,10 @@ static int open_iter(bindlog *s, int kind, const char *arg, size_t arg_len, uint
 }
 
 /* An argument refused before the iterator opens. */
-static int iter_arg_refused(const char *call, const char *what, const char *arg, size_t max)
+/* An iterator's key or id argument refused (key_arg / id_arg said why). */
+static int iter_arg_refused(const char *call, const char *arg, size_t max)
 {
     char q[BL_ERR_QUOTE_MAX];
-    bl_err_set(BINDLOG_EINVAL, "not a valid %s", what);
     return bl_api_done(BINDLOG_EINVAL, "%s %s", call, quote(q, arg, max));
 }
 
@@ -786,7 +790,7 @@ int bindlog_history_iter(bindlog *s, const char *key, bindlog_iter **out)
     if (s != NULL && out != NULL && bl_fork_check(s) != 0)
         return bl_api_done(BINDLOG_EFORK, "history_iter");
     if (key_arg(key, &n) != 0)
-        return iter_arg_refused("history_iter", "key", key, BINDLOG_KEY_MAX);
+        return iter_arg_refused("history_iter", key, BINDLOG_KEY_MAX);
     return open_iter(s, BL_IT_HISTORY, key, n, 0, UINT64_MAX, out);
 }
 
@@ -811,7 +815,7 @@ int bindlog_children_iter(bindlog *s, const char *session_id, bindlog_iter **out
     if (s != NULL && out != NULL && bl_fork_check(s) != 0)
         return bl_api_done(BINDLOG_EFORK, "children_iter");
     if (id_arg(session_id, &n) != 0)
-        return iter_arg_refused("children_iter", "session id", session_id, BINDLOG_ID_MAX);
+        return iter_arg_refused("children_iter", session_id, BINDLOG_ID_MAX);
     return open_iter(s, BL_IT_CHILDREN, session_id, n, 0, 0, out);
 }
 
@@ -824,7 +828,7 @@ int bindlog_ancestors_iter(bindlog *s, const char *session_id, bindlog_iter **ou
     if (s != NULL && out != NULL && bl_fork_check(s) != 0)
         return bl_api_done(BINDLOG_EFORK, "ancestors_iter");
     if (id_arg(session_id, &n) != 0)
-        return iter_arg_refused("ancestors_iter", "session id", session_id, BINDLOG_ID_MAX);
+        return iter_arg_refused("ancestors_iter", session_id, BINDLOG_ID_MAX);
     return open_iter(s, BL_IT_ANCESTORS, session_id, n, 0, 0, out);
 }
 
