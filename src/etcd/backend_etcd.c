@@ -44,6 +44,7 @@
  * write is refused with BINDLOG_EBUSY.
  */
 #define _GNU_SOURCE
+#include "core/failpoint.h"
 #include "etcd/etcd_store.h"
 
 #include <stdio.h>
@@ -435,13 +436,23 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
         bl_put64(hv, c->lsn);
         bl_put64(hv + 8, (uint64_t)c->time_ms);
         size_t cvn = bl_es_counts_encode(cv, &c->counts);
-        if ((rc = bl_es_key(st, BL_ES_META, "head", 4, &hk)) == 0 &&
+        /* failpoint etcd.commit.unsent (eio): the Txn is lost before etcd
+         * sees it, an outcome the client cannot tell from a lost reply */
+        if ((rc = BL_FAILPOINT("etcd.commit.unsent")) == 0 &&
+            (rc = bl_es_key(st, BL_ES_META, "head", 4, &hk)) == 0 &&
             (rc = bl_es_key(st, BL_ES_META, "counts", 6, &ck)) == 0) {
             extra[0] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = hk.p, .key_len = hk.len,
                                     .value = hv, .value_len = 16};
             extra[1] = (bl_etcd_op){.type = BL_ETCD_OP_PUT, .key = ck.p, .key_len = ck.len,
                                     .value = cv, .value_len = cvn};
             rc = bl_es_wset_commit(c->ws, c->m.head_mod, extra, 2, &succeeded, &retried, NULL);
+            /* failpoint etcd.commit.reply_lost (eio): the Txn applied and
+             * its reply is lost */
+            /* cppcheck-suppress knownConditionTrueFalse ; BL_FAILPOINT() is 0 without failpoints */
+            if (rc == 0 && succeeded && BL_FAILPOINT("etcd.commit.reply_lost") != 0) {
+                rc = BINDLOG_EIO;
+                succeeded = 0;
+            }
         }
         bl_ebuf_free(&hk);
         bl_ebuf_free(&ck);
