@@ -961,6 +961,48 @@ static void recover__a_cut_or_grown_log_is_read(void **state)
     assert_wal_keys(out, 150);
 }
 
+/* Neither data.mdb nor the log's own header can say whose log it is: both
+ * of data.mdb's meta pages and the log's header are zeroed.  Recover then
+ * takes the salt most of the log's frames carry and the ring's size from
+ * the file, keeps every record the log holds, and data.mdb's records come
+ * from its leaves: nothing is lost, the digest is the original's. */
+static void recover__the_log_is_read_when_nothing_says_whose_it_is(void **state)
+{
+    fx *f = *state;
+    bindlog_recover_report r;
+    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    char path[1100];
+    unsigned char z[4096] = {0};
+
+    unsigned char full[BINDLOG_DIGEST_SIZE];
+    bindlog *s;
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+    log_only(f->dir, 200);
+    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
+    assert_int_equal(bindlog_digest(s, full, NULL), 0);
+    bindlog_close(s);
+    zero_page(f->dir, 0);
+    zero_page(f->dir, 1);
+    snprintf(path, sizeof path, "%s/bindlog.wal", f->dir);
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, z, sizeof z, 0), (ssize_t)sizeof z);
+    close(fd);
+
+    recover_ok(f->dir, f->out, &r, dg);
+    assert_int_equal(r.log_state, 1);
+    /* with no checkpoint to start from, every frame of the ring counts,
+     * the folded ones too (the same records data.mdb's leaves hold) */
+    assert_true(r.log_records >= 200);
+    assert_int_equal(r.log_last_lsn, EVENTS + 200);
+    assert_int_equal(r.records_lost, 0);
+    assert_int_equal(r.new_head_lsn, EVENTS + 200);
+    assert_memory_equal(dg, full, sizeof dg);
+    bindlog_recover_report_free(&r);
+    assert_wal_keys(f->out, 200);
+}
+
 /* The orphan `child` of a lost `parent`: it still names the parent, its
  * lineage ends at it, and the parent's id has no children. */
 static void assert_orphan(bindlog *s, const char *child, const char *parent)
@@ -1386,12 +1428,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(recover__a_reopened_childs_frame_keeps_its_parent, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(recover__keeps_the_logs_records, setup, teardown),
-        cmocka_unit_test_setup_teardown(recover__a_damaged_frame_loses_only_its_lsns, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__a_damaged_frame_loses_only_its_lsns, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(recover__a_later_event_of_a_key_survives_an_earlier_loss,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(recover__routes_after_a_lost_binding_survive, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(recover__a_cut_or_grown_log_is_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(recover__the_log_is_read_when_nothing_says_whose_it_is,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_child_whose_parent_is_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_middle_childs_creation_is_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(recover__a_middle_child_kept_whole_outlives_its_record,
