@@ -616,6 +616,18 @@ static int bind_wal_keys(bindlog *s, int n)
  * write-ahead log only (one frame each), after the fixture's EVENTS. */
 static void log_only(const char *dir, int n) { in_dying_writer(dir, bind_wal_keys, n); }
 
+/* log_only, then the store's digest before anything damages it. */
+static void log_only_digest(const char *dir, int n, unsigned char full[BINDLOG_DIGEST_SIZE])
+{
+    bindlog *s;
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    ro.read_only = 1;
+    log_only(dir, n);
+    assert_int_equal(bindlog_open(&s, dir, &ro), 0);
+    assert_int_equal(bindlog_digest(s, full, NULL), 0);
+    bindlog_close(s);
+}
+
 /* Records only the write-ahead log holds (a process died before any
  * checkpoint folded them into data.mdb): recover takes them from the log's
  * valid frames, says so, and keeps them when data.mdb is damaged. */
@@ -914,14 +926,8 @@ static void recover__a_cut_or_grown_log_is_read(void **state)
     unsigned char full[BINDLOG_DIGEST_SIZE], dg[BINDLOG_DIGEST_SIZE];
     char path[1100], out[1100];
     struct stat st;
-    bindlog *s;
-    bindlog_options ro = BINDLOG_OPTIONS_INIT;
-    ro.read_only = 1;
 
-    log_only(f->dir, 200);
-    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
-    assert_int_equal(bindlog_digest(s, full, NULL), 0);
-    bindlog_close(s);
+    log_only_digest(f->dir, 200, full);
     snprintf(path, sizeof path, "%s/bindlog.wal", f->dir);
     assert_int_equal(stat(path, &st), 0);
     off_t ring = st.st_size;
@@ -975,13 +981,7 @@ static void recover__the_log_is_read_when_nothing_says_whose_it_is(void **state)
     unsigned char z[4096] = {0};
 
     unsigned char full[BINDLOG_DIGEST_SIZE];
-    bindlog *s;
-    bindlog_options ro = BINDLOG_OPTIONS_INIT;
-    ro.read_only = 1;
-    log_only(f->dir, 200);
-    assert_int_equal(bindlog_open(&s, f->dir, &ro), 0);
-    assert_int_equal(bindlog_digest(s, full, NULL), 0);
-    bindlog_close(s);
+    log_only_digest(f->dir, 200, full);
     zero_page(f->dir, 0);
     zero_page(f->dir, 1);
     snprintf(path, sizeof path, "%s/bindlog.wal", f->dir);
