@@ -767,8 +767,8 @@ static int open_iter(bindlog *s, int kind, const char *arg, size_t arg_len, uint
     return BL_API_DONE(rc, "%s %s", names[kind], bl_err_bytes(q, sizeof q, arg, arg_len));
 }
 
-/* An argument refused before the iterator opens. */
-/* An iterator's key or id argument refused (key_arg / id_arg said why). */
+/* An iterator's key or id argument refused before it opens (key_arg /
+ * id_arg said why). */
 static int iter_arg_refused(const char *call, const char *arg, size_t max)
 {
     char q[BL_ERR_QUOTE_MAX];
