@@ -33,7 +33,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
            TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
-.PHONY: all deps configure build demo test asan tsan valgrind posix cross clean
+.PHONY: all deps configure build demo test asan tsan valgrind coverage posix cross clean
 
 all: build
 
@@ -67,6 +67,9 @@ tsan: deps
 valgrind: build
 	bash scripts/valgrind.sh $(BUILD_DIR)
 
+coverage: deps
+	bash scripts/coverage.sh build-cov
+
 posix: deps
 	cmake -S . -B $(POSIX_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBINDLOG_PLATFORM=posix $(CMAKE_FLAGS)
 	cmake --build $(POSIX_DIR) -j$(JOBS)
@@ -76,4 +79,4 @@ cross:
 	bash scripts/cross-build.sh build-cross
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(POSIX_DIR) build-cross $(DEMO_STORE)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(POSIX_DIR) build-cross build-cov $(DEMO_STORE)

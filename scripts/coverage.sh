@@ -16,7 +16,7 @@
 # in this build (gcov's own symbols are exported).  A test's forked
 # children that leave by _exit (crash, kill and process-race tests) write
 # no counts, so the code only they run shows as never run.  gcovr is a
-# Debian package: apt-get install gcovr.
+# Debian package (`make coverage` installs it through scripts/deps.sh).
 #
 # Exit status: 0 when the report was written, 2 on a usage or setup error.
 set -uo pipefail

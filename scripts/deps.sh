@@ -10,7 +10,8 @@
 # (its offline install, its type check), and for the Node binding node with
 # npm (whose bundled node-gyp builds the addon), Node's headers and g++
 # (node-gyp links with it), groff (the man pages' test formats them),
-# valgrind (make valgrind), and cppcheck with clang-tidy (scripts/lint.sh).
+# valgrind (make valgrind), cppcheck with clang-tidy (scripts/lint.sh), and
+# gcovr (make coverage).
 # Quiet and exit 0 when everything is present.  Otherwise, as root, installs
 # the missing Debian/Ubuntu packages with apt-get; as any other user, prints
 # the apt-get command to run and exits 1.  Safe to run any number of times.
@@ -36,7 +37,9 @@ packages=(cmake gcc libc6-dev make pkg-config liblmdb-dev libxxhash-dev libcmock
     # valgrind's memcheck (make valgrind, scripts/valgrind.sh)
     valgrind
     # static analysis (scripts/lint.sh, a CI gate)
-    cppcheck clang-tidy)
+    cppcheck clang-tidy
+    # line coverage (make coverage, scripts/coverage.sh)
+    gcovr)
 
 have_pkg() {
     local pkg=$1
@@ -70,6 +73,7 @@ have_pkg() {
     valgrind) command -v valgrind >/dev/null 2>&1 ;;
     cppcheck) command -v cppcheck >/dev/null 2>&1 ;;
     clang-tidy) command -v clang-tidy >/dev/null 2>&1 || command -v clang-tidy-14 >/dev/null 2>&1 ;;
+    gcovr) command -v gcovr >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
 }
