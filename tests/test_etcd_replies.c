@@ -16,7 +16,10 @@
  *     again right after renewal;
  *   - watch streams: error and cancel messages, malformed events, a line
  *     that is not JSON, a line over 64 MiB, a stream that ends; and a good
- *     stream trickled one byte a write.
+ *     stream trickled one byte a write;
+ *   - bindlog_open on etcd:// through it: a bad answer, keys outside the
+ *     prefix, damaged meta, a newer format, each refused with its public
+ *     code, and no store made.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -690,6 +693,55 @@ static void etcd_replies__watch_streams(void **state)
     gateway_stop(g);
 }
 
+/* ---- a store opened through such a gateway ---------------------------------------- */
+
+/* kvs of store "p" (base64): p/m/head = 16 zero bytes, p/m/magic = "bindlog-store" */
+#define HEAD_KV                                                                                    \
+    "{\"key\":\"cC9tL2hlYWQ=\",\"value\":\"AAAAAAAAAAAAAAAAAAAAAA==\",\"mod_revision\":\"3\"}"
+#define MAGIC_KV "{\"key\":\"cC9tL21hZ2lj\",\"value\":\"YmluZGxvZy1zdG9yZQ==\"}"
+
+/* bindlog_open on etcd:// refuses what the gateway says with the public
+ * codes and the client's words: nothing is opened on a bad answer. */
+static void etcd_replies__open_refuses_a_store_it_cannot_read(void **state)
+{
+    (void)state;
+    gateway *g = gateway_start();
+    char loc[128];
+    snprintf(loc, sizeof loc, "etcd://%s/p", g->endpoint);
+    static const struct {
+        const char *range, *says;
+        int rc;
+    } opens[] = {
+        {"not json", "malformed response (HTTP 200", BINDLOG_EIO},
+        {"{" HDR ",\"kvs\":[{\"key\":\"%%%%\"}]}", "invalid base64 from the server",
+         BINDLOG_ECORRUPT},
+        /* keys the range did not ask for: not a store, and nothing made */
+        {"{" HDR ",\"kvs\":[{\"key\":\"enp6\",\"value\":\"YWJj\"}]}",
+         "the prefix holds keys that are not a bindlog store", BINDLOG_ENOTSTORE},
+        {"{" HDR ",\"kvs\":[" MAGIC_KV ",{\"key\":\"cC9tL2Zvcm1hdA==\",\"value\":\"YWJj\"}]}",
+         "the store's meta records are damaged", BINDLOG_ECORRUPT},
+        {"{" HDR ",\"kvs\":[" MAGIC_KV
+         ",{\"key\":\"cC9tL2Zvcm1hdA==\",\"value\":\"AAAD5w==\"}," HEAD_KV "]}",
+         "the store's format is newer than this library's", BINDLOG_EVERSION},
+    };
+    for (size_t i = 0; i < sizeof opens / sizeof opens[0]; i++) {
+        script(g, (reply){"/v3/kv/range", 200, opens[i].range, 0, 0, 0});
+        bindlog *s = NULL;
+        int rc = bindlog_open(&s, loc, NULL);
+        if (rc != opens[i].rc)
+            fail_msg("open %zu (%s): %d (%s)", i, opens[i].range, rc, bindlog_last_error());
+        assert_null(s);
+        if (strstr(bindlog_last_error(), opens[i].says) == NULL)
+            fail_msg("open %zu: \"%s\" does not say \"%s\"", i, bindlog_last_error(),
+                     opens[i].says);
+        pthread_mutex_lock(&g->mu);
+        int others = g->unmatched;
+        pthread_mutex_unlock(&g->mu);
+        assert_int_equal(others, 0); /* nothing but reads: no Txn made a store */
+    }
+    gateway_stop(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -699,6 +751,7 @@ int main(void)
         cmocka_unit_test(etcd_replies__what_is_not_etcd_fails_over_or_gives_up),
         cmocka_unit_test(etcd_replies__auth_answers),
         cmocka_unit_test(etcd_replies__watch_streams),
+        cmocka_unit_test(etcd_replies__open_refuses_a_store_it_cannot_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
