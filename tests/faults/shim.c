@@ -215,9 +215,21 @@ SHIM_API long bl_shim_ops(int what)
 static void opened(int fd, const char *path, int flags)
 {
     struct stat st;
+    char real[4096];
 
     if (fd < 0 || fd >= MAX_FDS || path == NULL)
         return;
+    if (path[0] != '/') {
+        /* openat() relative to a directory (upgrade's staging files, an
+         * O_TMPFILE): the path the descriptor has, from /proc */
+        char link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, real, sizeof real - 1);
+        if (n > 0) {
+            real[n] = '\0';
+            path = real;
+        }
+    }
     pthread_mutex_lock(&mu);
     fds[fd].tracked = 0;
     if (track_dir[0] != '\0' && strstr(path, track_dir) != NULL && fstat(fd, &st) == 0 &&
@@ -231,7 +243,8 @@ static void opened(int fd, const char *path, int flags)
             memset(&files[i], 0, sizeof(files[i]));
             files[i].dev = st.st_dev;
             files[i].ino = st.st_ino;
-            snprintf(files[i].name, sizeof(files[i].name), "%s", base ? base + 1 : path);
+            snprintf(files[i].name, sizeof(files[i].name), "%.*s", SHIM_NAME_MAX - 1,
+                     base ? base + 1 : path);
             files[i].durable_size = (uint64_t)st.st_size;
             nfiles++;
         }
