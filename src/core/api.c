@@ -1030,7 +1030,14 @@ int bindlog_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
             why = "the stream starts after head + 1 (it would leave a gap)";
         else
             why = bindlog_strerror(rc);
-        bl_err_set(rc, "stream refused at byte %llu: %s", (unsigned long long)off, why);
+        /* the stream's fault, or the store's (a disk that fails or fills) */
+        int io = rc == BINDLOG_EIO || rc == BINDLOG_ENOSPC || rc == BINDLOG_ENOMEM ||
+                 rc == BINDLOG_EPANIC || rc == BINDLOG_EBUSY;
+        if (io && off == 0)
+            bl_err_set(rc, "%s", why);
+        else
+            bl_err_set(rc, "%s at byte %llu: %s", io ? "stopped" : "stream refused",
+                       (unsigned long long)off, why);
     }
     return bl_api_done(rc, "import");
 }

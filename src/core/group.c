@@ -5,6 +5,7 @@
 #include "core/group.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ void bl_group_init(bl_group *g)
      * blocked writer would wait that long for its outcome */
     g->native_wait = strcmp(bl_plat_name(), "posix") != 0;
     atomic_init(&g->panic, 0);
+    pthread_mutex_init(&g->panic_mu, NULL);
+    g->panic_why[0] = '\0';
 }
 
 void bl_group_destroy(bl_group *g)
@@ -37,6 +40,7 @@ void bl_group_destroy(bl_group *g)
     pthread_mutex_destroy(&g->done_mu);
     pthread_cond_destroy(&g->done_cv[0]);
     pthread_cond_destroy(&g->done_cv[1]);
+    pthread_mutex_destroy(&g->panic_mu);
 }
 
 void bl_group_fill(bl_group *g, unsigned max_us) { g->fill_us = max_us; }
@@ -163,10 +167,34 @@ void bl_group_fail(bl_greq *group, int rc)
     }
 }
 
-int bl_group_panic(bl_group *g)
+int bl_group_panic(bl_group *g, const char *fmt, ...)
 {
+    char why[sizeof g->panic_why];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&g->panic_mu);
+    if (g->panic_why[0] == '\0')
+        memcpy(g->panic_why, why, sizeof why);
     atomic_store(&g->panic, 1);
-    return BINDLOG_EPANIC;
+    pthread_mutex_unlock(&g->panic_mu);
+    return bl_err_set(BINDLOG_EPANIC,
+                      "%s: the disk's state is unknown; close every handle of "
+                      "the store and reopen it",
+                      why);
+}
+
+int bl_group_panic_again(bl_group *g)
+{
+    char why[sizeof g->panic_why];
+    pthread_mutex_lock(&g->panic_mu);
+    memcpy(why, g->panic_why, sizeof why);
+    pthread_mutex_unlock(&g->panic_mu);
+    return bl_err_set(BINDLOG_EPANIC,
+                      "an earlier fatal I/O error (%s) made the store's handles "
+                      "in this process unusable: close every one and reopen",
+                      why[0] ? why : "unknown");
 }
 
 void bl_group_committed(bl_group *g)
@@ -449,7 +477,7 @@ int bl_group_submit(bl_group *g, bindlog *h, const bl_event *ev, size_t n, bindl
         pthread_mutex_unlock(&g->mu);
         if (n != 1)
             free(req.outcomes);
-        return BINDLOG_EPANIC;
+        return bl_group_panic_again(g);
     }
     queue_and_wait(g, &req, &req, 1, run, finish, ctx);
 
@@ -485,7 +513,7 @@ int bl_group_submit_each(bl_group *g, bindlog *h, const bl_event *ev, size_t n,
     if (atomic_load(&g->panic)) {
         pthread_mutex_unlock(&g->mu);
         free(req);
-        return BINDLOG_EPANIC;
+        return bl_group_panic_again(g);
     }
     queue_and_wait(g, &req[0], &req[n - 1], n, run, finish, ctx);
     /* A storage failure fails every request of the group alike; a refusal

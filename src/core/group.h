@@ -87,6 +87,8 @@ typedef struct bl_group {
     uint64_t taken_seq;   /* ... and the last one a queueing writer took over */
     uint64_t budget;      /* bl_group_budget: a group's bytes, estimated (0: no bound) */
     atomic_int panic;     /* sticky: a commit failed fatally */
+    pthread_mutex_t panic_mu;
+    char panic_why[320];              /* what failed first (under panic_mu) */
     uint64_t commits, grouped_events; /* this process's, over every handle */
 } bl_group;
 
@@ -181,8 +183,14 @@ static inline int bl_group_refusal(int rc)
  * current last-error message, when one was set while running the group. */
 void bl_group_fail(bl_greq *group, int rc);
 
-/* Mark the group sticky-failed; returns BINDLOG_EPANIC. */
-int bl_group_panic(bl_group *g);
+/* Mark the group sticky-failed: a write failed so that the disk's state
+ * is unknown.  `fmt` says what failed; the first cause is kept for every
+ * later call's message (bl_group_panic_again).  Returns BINDLOG_EPANIC,
+ * with the calling thread's message set. */
+int bl_group_panic(bl_group *g, const char *fmt, ...) BL_PRINTF(2, 3);
+/* BINDLOG_EPANIC for a call after the panic, its message naming the first
+ * cause. */
+int bl_group_panic_again(bl_group *g);
 static inline int bl_group_panicked(bl_group *g) { return atomic_load(&g->panic); }
 
 /* Count one committed transaction (statistics). */

@@ -476,10 +476,11 @@ static bl_greq *run_chunk(chunk *c, bl_greq *first)
                 return end;
             }
             /* truly unknown: nobody can say whether these events happened */
-            bl_err_set(BINDLOG_EPANIC, "an etcd Txn's outcome could not be learnt within %d ms "
-                                       "(%s): close every handle of this store and reopen",
-                       RESOLVE_MS, bl_etcd_last_error());
-            fail_range(first, NULL, bl_group_panic(&st->g));
+            fail_range(first, NULL,
+                       bl_group_panic(&st->g,
+                                      "an etcd Txn's outcome could not be learnt within "
+                                      "%d ms (%s)",
+                                      RESOLVE_MS, bl_etcd_last_error()));
             return NULL;
         }
         /* a definite refusal (too large, access, memory): nothing applied */

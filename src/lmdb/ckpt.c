@@ -428,8 +428,8 @@ static int fold_once(bl_env *e, uint64_t target, uint64_t *done)
         if (first == n || gs[first]->first_lsn != head.lsn + 1 ||
             gs[n - 1]->last_lsn != target) {
             rc = bl_err_set(BINDLOG_ECORRUPT,
-                            "checkpoint: the log's tail in memory does not continue LMDB's "
-                            "head %llu up to %llu",
+                            "folding the log into data.mdb: its tail in memory does not "
+                            "continue LMDB's head %llu up to %llu",
                             (unsigned long long)head.lsn, (unsigned long long)target);
             mdb_txn_abort(txn);
             bl_map_unlock(e);
@@ -475,14 +475,13 @@ static int fold_once(bl_env *e, uint64_t target, uint64_t *done)
         }
         if (mrc != 0) {
             if (lmdb_panicked(e)) {
-                rc = bl_group_panic(&e->g);
-                bl_err_set(rc, "checkpoint: LMDB failed while writing its meta page: %s",
-                           mdb_strerror(mrc));
+                rc = bl_group_panic(&e->g, "data.mdb: LMDB failed while writing its meta page: %s",
+                                    mdb_strerror(mrc));
             } else {
                 /* nothing reached a meta page: LMDB is as it was.  A short
                  * write on a full file system (EIO) is a full disk too. */
                 rc = bl_write_error(e, mrc);
-                bl_err_set(rc, "checkpoint: %s", mdb_strerror(mrc));
+                bl_err_set(rc, "folding the log into data.mdb: %s", mdb_strerror(mrc));
             }
             break;
         }
@@ -494,11 +493,9 @@ static int fold_once(bl_env *e, uint64_t target, uint64_t *done)
         publish_ckpt(w, &at, w->ckpt_mode != BINDLOG_DURABILITY_NONE);
         *done = target - head.lsn;
         rc = 0;
-        if ((mrc = settle(e, &wm)) != 0) {
-            rc = bl_group_panic(&e->g);
-            bl_err_set(rc, "checkpoint: LMDB failed while writing its meta page: %s",
-                       mdb_strerror(mrc));
-        }
+        if ((mrc = settle(e, &wm)) != 0)
+            rc = bl_group_panic(&e->g, "data.mdb: LMDB failed while writing its meta page: %s",
+                                mdb_strerror(mrc));
         break;
     }
     free(f.puts);
@@ -517,7 +514,7 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
     if (m == NULL || w->log_rdonly)
         return 0;
     if (bl_group_panicked(&e->g))
-        return BINDLOG_EPANIC;
+        return bl_group_panic_again(&e->g);
     if (wlock_held) {
         /* frames written but not visible (their writer is flushing, or
          * died before it could): flush and publish them, so they can be
@@ -528,7 +525,7 @@ int bl_ckpt_run(bl_env *e, int wlock_held)
         if (atomic_load(&m->vis_lsn) < end.lsn) {
             if (w->ckpt_mode != BINDLOG_DURABILITY_NONE) {
                 if (bl_wal_sync(w->fd) != 0)
-                    return bl_group_panic(&e->g);
+                    return bl_group_panic(&e->g, "%s", bl_err_get());
                 bl_wal_flushed(e, end.pos);
             }
             bl_shm_publish(m, end.lsn);

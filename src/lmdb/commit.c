@@ -578,7 +578,10 @@ static int write_frame(bl_env *e, struct bl_wbuild *b, const bl_wal_at *end, int
          * unknown. */
         int undone = withdraw(w, fpos, wrap, end->pos, durability);
         if (!undone && rc != BINDLOG_ENOSPC)
-            return bl_group_panic(&e->g);
+            return bl_group_panic(&e->g,
+                                  "%s: writing the group's frame at position %llu failed "
+                                  "(%s), and so did withdrawing it",
+                                  BL_WAL_FILE, (unsigned long long)fpos, bindlog_strerror(rc));
         return bl_err_set(rc, "%s: writing the group's frame (%llu bytes at position %llu) "
                               "failed: %s",
                           BL_WAL_FILE, (unsigned long long)size, (unsigned long long)fpos,
@@ -660,7 +663,7 @@ static int run_group(void *ctx, bl_greq *group)
     int rc, durability = BINDLOG_DURABILITY_NONE;
 
     if (bl_group_panicked(&e->g)) {
-        rc = BINDLOG_EPANIC;
+        rc = bl_group_panic_again(&e->g);
         goto fail;
     }
     /* a damaged LMDB file takes no write once the whole-store walk has
@@ -741,7 +744,10 @@ static int run_group(void *ctx, bl_greq *group)
          * seen it yet (the shared end has not moved), so it is withdrawn
          * and the group fails; if that fails, panic */
         if (!withdraw(w, f.pos, f.pos != end.pos, end.pos, durability)) {
-            rc = bl_group_panic(&e->g);
+            rc = bl_group_panic(&e->g,
+                                "%s: no memory to index the group's frame, and "
+                                "withdrawing it failed",
+                                BL_WAL_FILE);
             goto unlock;
         }
         rc = bl_err_set(BINDLOG_ENOMEM, "no memory to index the group's frame (withdrawn)");
@@ -760,7 +766,10 @@ static int run_group(void *ctx, bl_greq *group)
         /* eio here stands for a write that reported failure after it was
          * all done: the frame may or may not be there */
         bl_wal_unlock(e);
-        rc = bl_group_panic(&e->g);
+        rc = bl_group_panic(&e->g,
+                            "%s: the group's frame write reported a failure after it "
+                            "was done (failpoint commit.after)",
+                            BL_WAL_FILE);
         goto fail;
     }
     if (durability != BINDLOG_DURABILITY_FULL)
@@ -800,7 +809,8 @@ static int finish_group(void *ctx, bl_greq *group)
     if (rc == 0 && BL_FAILPOINT("commit.synced") != 0)
         rc = BINDLOG_EIO;
     if (rc != 0)
-        return bl_group_panic(&e->g);
+        return bl_group_panic(&e->g, "%s",
+                              bl_err_isset() ? bl_err_get() : "flushing the log failed");
     bl_wal_flushed(e, end.pos);
     bl_shm_publish(w->shm.m, end.lsn);
     return 0;

@@ -1263,7 +1263,7 @@ static bl_rtxn *thread_rtxn(bl_env *e, int *rc)
 int bl_read_begin(bl_env *e, MDB_txn **txn)
 {
     if (bl_group_panicked(&e->g))
-        return BINDLOG_EPANIC; /* the handle is unusable until reopened */
+        return bl_group_panic_again(&e->g); /* the handle is unusable until reopened */
     for (int tries = 0;; tries++) {
         bl_map_rdlock(e);
         int rc;
@@ -1290,7 +1290,7 @@ int bl_read_begin(bl_env *e, MDB_txn **txn)
 int bl_read_begin_fresh(bl_env *e, MDB_txn **txn)
 {
     if (bl_group_panicked(&e->g))
-        return BINDLOG_EPANIC;
+        return bl_group_panic_again(&e->g);
     for (int tries = 0;; tries++) {
         bl_map_rdlock(e);
         int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, txn);

@@ -750,7 +750,7 @@ int bl_lmdb_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head)
     bl_env *e = h->e;
     bl_walenv *w = e->wal;
     if (bl_group_panicked(&e->g))
-        return BINDLOG_EPANIC;
+        return bl_group_panic_again(&e->g);
     if (w->shm.m == NULL)
         return bl_wait_poll(h, after_lsn, timeout_ms, head, private_head, 5);
     bl_shm *m = w->shm.m;
@@ -770,6 +770,6 @@ int bl_lmdb_wait(bindlog *h, uint64_t after_lsn, int timeout_ms, uint64_t *head)
         bl_shm_sleep(&m->head_futex, seen, timeout_ms < 0 ? -1 : left);
         atomic_fetch_sub(&m->head_waiters, 1);
         if (bl_group_panicked(&e->g))
-            return BINDLOG_EPANIC;
+            return bl_group_panic_again(&e->g);
     }
 }

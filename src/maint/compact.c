@@ -160,7 +160,7 @@ int bl_lmdb_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
         return BINDLOG_EREADONLY;
     panic = bl_group_panicked(&s->e->g);
     if (panic)
-        return BINDLOG_EPANIC;
+        return bl_group_panic_again(&s->e->g);
     /* compaction deletes, which rebalances pages beside any path */
     if ((rc = bl_pc_guard_all(s->e, BL_PC_EVERYTHING)) != 0)
         return rc;

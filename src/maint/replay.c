@@ -116,8 +116,7 @@ int bl_wtxn_commit(bl_env *e, MDB_txn *txn, int *map_full)
     if (rc == MDB_MAP_FULL || (code == BINDLOG_ENOSPC && !fatal))
         return BINDLOG_ENOSPC; /* nothing reached the meta page */
     /* The commit failed after writing: as in commit.c, never carry on. */
-    bl_group_panic(&e->g);
-    return BINDLOG_EPANIC;
+    return bl_group_panic(&e->g, "data.mdb: a commit failed after writing: %s", mdb_strerror(rc));
 }
 
 /* ---- re-deriving one record ------------------------------------------------ */

@@ -740,7 +740,7 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
         return BINDLOG_EREADONLY;
     panic = bl_group_panicked(&s->e->g);
     if (panic)
-        return BINDLOG_EPANIC;
+        return bl_group_panic_again(&s->e->g);
     /* the tables the import's digest walks; its writes guard their paths */
     if ((rc = bl_pc_guard_all(s->e, BL_PC_IMPORT_TABLES)) != 0)
         return rc;
@@ -797,7 +797,11 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
             progress(progress_ctx, im.records, im.records);
         if (s->durability != BINDLOG_DURABILITY_NONE) {
             int src = mdb_env_sync(s->e->env, 1);
-            rc = src == 0 ? 0 : bl_mdb_error(src);
+            if (src != 0)
+                rc = bl_err_set(bl_mdb_error(src),
+                                "data.mdb: the flush after the import's "
+                                "commit failed: %s",
+                                mdb_strerror(src));
         }
     }
 out:

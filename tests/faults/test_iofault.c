@@ -222,11 +222,21 @@ static void flush_fails(int err)
     size_t acked = st.n;
     shim_fail(SHIM_SYNC, 1, err, 1);
     int rc = store_event(&st, st.s);
+    char first[640], cause[160];
+    snprintf(first, sizeof first, "%s", bindlog_last_error());
     shim_fail(SHIM_SYNC, 0, 0, 0);
     assert_int_equal(rc, BINDLOG_EPANIC);
+    /* the failure named, first to the call that met it ... */
+    snprintf(cause, sizeof cause, "bindlog.wal: fdatasync failed: %s", strerror(err));
+    if (strstr(first, cause) == NULL || strstr(first, "close every handle") == NULL)
+        fail_msg("the panic said: %s", first);
     assert_int_equal(store_event(&st, st.s), BINDLOG_EPANIC);
     assert_int_equal(store_event(&st, s2), BINDLOG_EPANIC);
     assert_int_equal(bindlog_unbind(s2, "fault:1", NULL, NULL), BINDLOG_EPANIC);
+    /* ... and then to every later one, of every handle */
+    if (strstr(bindlog_last_error(), "an earlier fatal I/O error") == NULL ||
+        strstr(bindlog_last_error(), cause) == NULL)
+        fail_msg("after the panic: %s", bindlog_last_error());
     bindlog_close(s2);
     uint64_t head = store_close_verify(&st, BINDLOG_DURABILITY_FULL);
     print_message("  full: %s on the log's flush -> EPANIC (sticky); reopened: head %llu, "
