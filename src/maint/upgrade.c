@@ -348,6 +348,19 @@ static int differs(const char *what, unsigned long long old, unsigned long long 
                       what, now, old);
 }
 
+/*
+ * A public call made by the upgrade failed: its message becomes this
+ * step's detail (the upgrade's own BL_API_DONE keeps only what bl_err_set
+ * set).  A handle LMDB gave up on after a failed write (BINDLOG_EPANIC) is
+ * one the caller never had: to the caller that is an I/O error.
+ */
+static int failed(int rc, const char *step)
+{
+    char why[BL_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", bindlog_last_error());
+    return bl_err_set(rc == BINDLOG_EPANIC ? BINDLOG_EIO : rc, "%s (%s)", step, why);
+}
+
 /* Build and verify the new store in DIR/STAGING; on return it is closed
  * and its files are synced. */
 static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_info *info,
@@ -382,16 +395,20 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
         rc = sys_error("the staging stream file");
         goto out;
     }
-    if ((rc = bindlog_open(&s, path, &o)) != 0)
+    if ((rc = bindlog_open(&s, path, &o)) != 0) {
+        rc = failed(rc, "the new store could not be made in " STAGING);
         goto out;
+    }
     uint64_t imported = 0, err_offset = 0;
     rc = bindlog_import(s, fd, &imported, &err_offset, progress, pctx);
+    if (rc == BINDLOG_ENOSPC || rc == BINDLOG_ENOMEM || rc == BINDLOG_EIO || rc == BINDLOG_EPANIC) {
+        rc = failed(rc, "the new store could not be written in " STAGING);
+        goto out;
+    }
     if (rc != 0) {
         char why[BL_ERRMSG_MAX];
         snprintf(why, sizeof why, "%s", bindlog_last_error());
-        rc = bl_err_set(rc == BINDLOG_ENOSPC || rc == BINDLOG_ENOMEM || rc == BINDLOG_EIO
-                            ? rc
-                            : BINDLOG_ECORRUPT,
+        rc = bl_err_set(BINDLOG_ECORRUPT,
                         "the format-%u store's log does not re-derive into a new store (%s); "
                         "nothing was changed: `bindlog recover DIR --out NEWDIR` rebuilds what "
                         "is intact",
@@ -403,8 +420,10 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
     bindlog_check_report chk;
     bindlog_stats st;
     if ((rc = bindlog_checkpoint(s, NULL)) != 0 || (rc = bindlog_check(s, &chk, NULL, NULL)) != 0 ||
-        (rc = bindlog_stats_get(s, &st)) != 0)
+        (rc = bindlog_stats_get(s, &st)) != 0) {
+        rc = failed(rc, "the new store could not be checkpointed and checked in " STAGING);
         goto out;
+    }
     if (chk.problems != 0) {
         rc = bl_err_set(BINDLOG_ECORRUPT, "the new store does not check clean (%s); nothing was "
                                           "changed",
@@ -451,7 +470,9 @@ out:
         close(fd);
     if (sfd >= 0)
         close(sfd);
-    return rc;
+    /* a write of the new store failed and LMDB gave up on it: to the
+     * caller, who never had that handle, an I/O error like any other */
+    return rc == BINDLOG_EPANIC ? BINDLOG_EIO : rc;
 }
 
 /* A failed attempt (before the switch) leaves nothing: the staging
@@ -492,13 +513,10 @@ static int drain_format2(const char *dir)
     int rc = bindlog_open(&s, dir, &o);
     bl_open_format2 = 0;
     if (rc != 0)
-        return rc;
+        return failed(rc, "the store could not be opened to move bindlog.wal into data.mdb");
     rc = bindlog_checkpoint(s, NULL);
-    if (rc != 0) { /* a damaged store: the walk's or the fold's message */
-        char why[BL_ERRMSG_MAX];
-        snprintf(why, sizeof why, "%s", bindlog_last_error());
-        rc = bl_err_set(rc, "the checkpoint that moves bindlog.wal into data.mdb failed: %s", why);
-    }
+    if (rc != 0) /* a damaged store (the walk's or the fold's message), a failing disk */
+        rc = failed(rc, "the checkpoint that moves bindlog.wal into data.mdb failed");
     bindlog_close(s);
     return rc;
 }
@@ -519,13 +537,15 @@ static int drained(const char *dir, bl_f1_info *info)
     int rc = bindlog_open(&s, dir, &o);
     bl_open_format2 = 0;
     if (rc != 0)
-        return rc;
+        return failed(rc, "the drained store could not be opened");
     rc = bindlog_stats_get(s, &st);
     if (rc == 0 && info->format >= 5 && (rc = bindlog_digest(s, info->digest, &at)) == 0) {
         info->digest_given = 1;
         info->bindings = st.bindings;
         info->sessions = st.sessions;
     }
+    if (rc != 0)
+        rc = failed(rc, "the drained store could not be read");
     bindlog_close(s);
     if (rc == 0 && (st.head_lsn != mdb_head || (info->digest_given && at != mdb_head)))
         rc = bl_err_set(BINDLOG_EBUSY, "a process wrote to the store during the upgrade (its "

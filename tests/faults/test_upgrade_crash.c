@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,8 @@
 
 #include "bindlog.h"
 #include "core/failpoint.h"
+#include "faultutil.h"
+#include "shim.h"
 #include "testutil.h"
 
 #define TARBALL_DIR BINDLOG_TEST_DATA_DIR "/format%d/stores.tar.gz"
@@ -443,8 +446,88 @@ static void upgrade_crash__backup_by_copy(void **state)
     fx_free(f);
 }
 
-int main(void)
+/* ---- a failing disk: every write, every sync ------------------------------------ */
+
+/* The upgrade with the n-th write (or sync) of the store's files failing
+ * with err, for n = 1, 2, ... until the upgrade does fewer than n: each
+ * failure is an error naming it, leaves the old store or the new one
+ * (which_store), and a second run finishes.  An upgrade that returns 0
+ * although an operation failed would be silent damage: never. */
+static void fail_each(int fmt, const char *which, int what, int err)
 {
+    shim_track_fn track = (shim_track_fn)fu_shim_sym("bl_shim_track");
+    shim_fail_fn arm = (shim_fail_fn)fu_shim_sym("bl_shim_fail");
+    shim_ops_fn ops = (shim_ops_fn)fu_shim_sym("bl_shim_ops");
+    if (track == NULL || arm == NULL || ops == NULL) {
+        print_message("the shim is not preloaded: skipped\n");
+        skip();
+    }
+    int left[3] = {0, 0, 0};
+    char first[600] = "";
+    long n;
+    for (n = 1;; n++) {
+        fx *f = extract_fmt(fmt, which);
+        bindlog_upgrade_report r;
+        set_failpoint(NULL);
+        track(f->dir);
+        long before = ops(what);
+        arm(what, n, err, 1);
+        int rc = bindlog_upgrade(f->dir, NULL, &r, NULL, NULL);
+        long done = ops(what) - before;
+        arm(what, 0, 0, 0);
+        track(NULL);
+        if (done < n) { /* ran out of operations: the sweep is over */
+            assert_int_equal(rc, 0);
+            is_new_store(f);
+            fx_free(f);
+            break;
+        }
+        if (rc == 0) {
+            /* the failed operation was retried (a checkpoint is): the
+             * new store, whole */
+            if (getenv("BINDLOG_TEST_VERBOSE") != NULL)
+                print_message("    %s %ld: went through\n", what == SHIM_WRITE ? "write" : "sync",
+                              n);
+            is_new_store(f);
+            left[0]++;
+            fx_free(f);
+            continue;
+        }
+        if (rc != BINDLOG_EIO && rc != BINDLOG_ENOSPC)
+            fail_msg("format %d %s, %s %ld failed: %s (%s)", fmt, which,
+                     what == SHIM_WRITE ? "write" : "sync", n, bindlog_code_name(rc),
+                     bindlog_last_error());
+        assert_true(bindlog_last_error()[0] != '\0');
+        if (getenv("BINDLOG_TEST_VERBOSE") != NULL)
+            print_message("    %s %ld: %s\n", what == SHIM_WRITE ? "write" : "sync", n,
+                          bindlog_last_error());
+        if (first[0] == '\0')
+            snprintf(first, sizeof first, "%s", bindlog_last_error());
+        int had = which_store(f);
+        left[had]++;
+        finish(f, had);
+        fx_free(f);
+    }
+    print_message("  format %d %s, each of %ld %ss failing with %s: %d left the old store, %d "
+                  "the new one, %d went through (retried); the first said: %s\n",
+                  fmt, which, n - 1, what == SHIM_WRITE ? "write" : "sync", strerror(err),
+                  left[1], left[2], left[0], first);
+    assert_true(n > 2); /* the sweep failed something */
+}
+
+static void upgrade_crash__a_failing_disk_at_every_write_and_sync(void **state)
+{
+    (void)state;
+    fail_each(1, "plain", SHIM_WRITE, ENOSPC);
+    fail_each(1, "plain", SHIM_SYNC, EIO);
+    fail_each(6, "crashed", SHIM_WRITE, ENOSPC);
+    fail_each(6, "crashed", SHIM_SYNC, EIO);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    fu_preload_self(argv, BINDLOG_SHIM_PATH);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(upgrade_crash__kill_at_each_step),
         cmocka_unit_test(upgrade_crash__format3_kill_at_each_step),
@@ -455,6 +538,7 @@ int main(void)
         cmocka_unit_test(upgrade_crash__eio_before_the_switch_leaves_nothing),
         cmocka_unit_test(upgrade_crash__kill_anywhere),
         cmocka_unit_test(upgrade_crash__backup_by_copy),
+        cmocka_unit_test(upgrade_crash__a_failing_disk_at_every_write_and_sync),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
