@@ -28,8 +28,7 @@ void bl_group_init(bl_group *g)
      * blocked writer would wait that long for its outcome */
     g->native_wait = strcmp(bl_plat_name(), "posix") != 0;
     atomic_init(&g->panic, 0);
-    pthread_mutex_init(&g->panic_mu, NULL);
-    g->panic_why[0] = '\0';
+    atomic_init(&g->panic_why, NULL);
 }
 
 void bl_group_destroy(bl_group *g)
@@ -40,7 +39,7 @@ void bl_group_destroy(bl_group *g)
     pthread_mutex_destroy(&g->done_mu);
     pthread_cond_destroy(&g->done_cv[0]);
     pthread_cond_destroy(&g->done_cv[1]);
-    pthread_mutex_destroy(&g->panic_mu);
+    free(atomic_load(&g->panic_why));
 }
 
 void bl_group_fill(bl_group *g, unsigned max_us) { g->fill_us = max_us; }
@@ -169,32 +168,29 @@ void bl_group_fail(bl_greq *group, int rc)
 
 int bl_group_panic(bl_group *g, const char *fmt, ...)
 {
-    char why[sizeof g->panic_why];
+    char why[320];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&g->panic_mu);
-    if (g->panic_why[0] == '\0')
-        memcpy(g->panic_why, why, sizeof why);
+    /* the first cause stays: set once, read without a lock */
+    char *mine = strdup(why), *none = NULL;
+    if (mine != NULL && !atomic_compare_exchange_strong(&g->panic_why, &none, mine))
+        free(mine);
     atomic_store(&g->panic, 1);
-    pthread_mutex_unlock(&g->panic_mu);
     return bl_err_set(BINDLOG_EPANIC,
-                      "%s: the disk's state is unknown; close every handle of "
-                      "the store and reopen it",
+                      "%s: the disk's state is unknown; close every handle of the store and "
+                      "reopen it",
                       why);
 }
 
 int bl_group_panic_again(bl_group *g)
 {
-    char why[sizeof g->panic_why];
-    pthread_mutex_lock(&g->panic_mu);
-    memcpy(why, g->panic_why, sizeof why);
-    pthread_mutex_unlock(&g->panic_mu);
+    const char *why = atomic_load(&g->panic_why);
     return bl_err_set(BINDLOG_EPANIC,
-                      "an earlier fatal I/O error (%s) made the store's handles "
-                      "in this process unusable: close every one and reopen",
-                      why[0] ? why : "unknown");
+                      "an earlier fatal I/O error (%s) made the store's handles in this "
+                      "process unusable: close every one and reopen",
+                      why != NULL ? why : "unknown");
 }
 
 void bl_group_committed(bl_group *g)

@@ -87,9 +87,8 @@ typedef struct bl_group {
     uint64_t taken_seq;   /* ... and the last one a queueing writer took over */
     uint64_t budget;      /* bl_group_budget: a group's bytes, estimated (0: no bound) */
     atomic_int panic;     /* sticky: a commit failed fatally */
-    pthread_mutex_t panic_mu;
-    char panic_why[320];              /* what failed first (under panic_mu) */
     uint64_t commits, grouped_events; /* this process's, over every handle */
+    _Atomic(char *) panic_why;        /* what failed first (set once, malloc'ed) */
 } bl_group;
 
 /* Commit `group` (a list through ->next).  Set each request's rc, outcomes,
