@@ -171,6 +171,7 @@ int bl_group_panic(bl_group *g, const char *fmt, ...)
     char why[320];
     va_list ap;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): va_start is the line above */
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     /* the first cause stays: set once, read without a lock */
