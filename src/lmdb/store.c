@@ -190,6 +190,12 @@ int(bl_mdb_error)(int rc)
     }
 }
 
+int bl_sys_error(const char *what)
+{
+    int err = errno;
+    return bl_err_set(bl_mdb_error(err), "%s: %s", what, strerror(err));
+}
+
 /* 1 if the file system holding dir has less than 1 MiB left for us (root
  * may use the blocks reserved for it). */
 static int fs_full(const char *dir)

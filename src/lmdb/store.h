@@ -111,6 +111,9 @@ void bl_env_release_writer(bl_env *e);
 /* Map an LMDB or errno code to a BINDLOG_E* code: 0 for 0, a negative
  * code for anything else. */
 int bl_mdb_error(int rc);
+/* errno's failure of a system call on `what` (a file, a step): its
+ * BINDLOG_E* code, with the message "what: strerror(errno)". */
+int bl_sys_error(const char *what);
 #ifdef __clang_analyzer__
 /* For clang's static analyzer only (as bl_err_set in error.h): it cannot
  * see into store.c, and took an error's code for a possible 0. */

@@ -185,8 +185,12 @@ int bl_lmdb_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
      * make the whole compaction durable as this handle promises. */
     if (rc == 0 && done > 0 && s->durability != BINDLOG_DURABILITY_NONE) {
         int src = mdb_env_sync(s->e->env, 1);
+        /* a failed flush is never retried: the kernel may have dropped
+         * the pages it could not write, and the next commit's meta page
+         * would name them */
         if (src != 0)
-            rc = bl_mdb_error(src);
+            rc = bl_group_panic(&s->e->g, "data.mdb: flushing the compaction failed: %s",
+                                mdb_strerror(src));
     }
     return rc;
 }
@@ -220,7 +224,7 @@ static int held_elsewhere(int fd)
     fl.l_start = 0;
     fl.l_len = 1;
     if (fcntl(fd, F_GETLK, &fl) != 0)
-        return bl_mdb_error(errno);
+        return bl_sys_error("lock.mdb (asking for its lock)");
     return fl.l_type != F_UNLCK;
 }
 
@@ -263,13 +267,13 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
     /* no writer anywhere, and none may come while we work */
     lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock_fd < 0) {
-        rc = bl_mdb_error(errno);
+        rc = bl_sys_error("bindlog.lock");
         goto out;
     }
     if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
         rc = errno == EWOULDBLOCK
                  ? bl_err_set(BINDLOG_EBUSY, "a writer has the store open (bindlog.lock is held)")
-                 : bl_mdb_error(errno);
+                 : bl_sys_error("bindlog.lock");
         goto out;
     }
     o.read_only = 1;
@@ -287,7 +291,7 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
     /* another process with the environment open, even only to read */
     probe_fd = open(lmdb_lock, O_RDWR | O_CLOEXEC);
     if (probe_fd < 0) {
-        rc = bl_mdb_error(errno);
+        rc = bl_sys_error("lock.mdb");
         goto out;
     }
     if ((rc = held_elsewhere(probe_fd)) != 0) {
@@ -299,12 +303,12 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
 
     /* a stale copy of a vacuum that crashed is garbage */
     if (unlink(tmp) != 0 && errno != ENOENT) {
-        rc = bl_mdb_error(errno);
+        rc = bl_sys_error("data.mdb.vacuum (a crashed vacuum's copy)");
         goto out;
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-        rc = bl_mdb_error(errno);
+        rc = bl_sys_error("data.mdb.vacuum");
         goto out;
     }
     /* the compacting copy walks every tree, the free list included */
@@ -314,12 +318,15 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
     rc = mdb_env_copyfd2(h->e->env, fd, MDB_CP_COMPACT);
     bl_map_unlock(h->e);
     if (rc != 0) {
-        rc = bl_mdb_error(rc);
+        rc = bl_err_set(bl_mdb_error(rc),
+                        "writing the compacted copy data.mdb.vacuum: %s; "
+                        "data.mdb is as it was",
+                        mdb_strerror(rc));
         goto out;
     }
     if (bl_plat_flush_file(fd) != 0 || close(fd) != 0) {
         fd = -1;
-        rc = bl_mdb_error(errno);
+        rc = bl_sys_error("flushing the compacted copy data.mdb.vacuum (data.mdb is as it was)");
         goto out;
     }
     fd = -1;
@@ -332,13 +339,13 @@ static int vacuum(const char *dir, uint64_t *before, uint64_t *after)
         goto out;
     }
     if (rename(tmp, data) != 0) {
-        rc = bl_mdb_error(errno);
+        rc = bl_sys_error("renaming data.mdb.vacuum over data.mdb");
         goto out;
     }
     renamed = 1;
     dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || bl_plat_flush_file(dfd) != 0) {
-        rc = bl_mdb_error(errno);
+        rc = bl_sys_error("flushing the directory after the compacted copy replaced data.mdb");
         goto out;
     }
     if (after != NULL)

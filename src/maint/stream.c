@@ -797,11 +797,10 @@ int bl_lmdb_import(bindlog *s, int fd, uint64_t *records, uint64_t *err_offset,
             progress(progress_ctx, im.records, im.records);
         if (s->durability != BINDLOG_DURABILITY_NONE) {
             int src = mdb_env_sync(s->e->env, 1);
+            /* never retried: as a compaction's (compact.c) */
             if (src != 0)
-                rc = bl_err_set(bl_mdb_error(src),
-                                "data.mdb: the flush after the import's "
-                                "commit failed: %s",
-                                mdb_strerror(src));
+                rc = bl_group_panic(&s->e->g, "data.mdb: flushing the import's commit failed: %s",
+                                    mdb_strerror(src));
         }
     }
 out:

@@ -81,18 +81,12 @@ static const char *backup_of(const char *name)
 
 /* ---- files ----------------------------------------------------------------------- */
 
-static int sys_error(const char *what)
-{
-    int err = errno;
-    return bl_err_set(bl_mdb_error(err), "%s: %s", what, strerror(err));
-}
-
 static int fsync_at(int dfd, const char *name)
 {
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return sys_error(name);
-    int rc = bl_plat_flush_file(fd) == 0 ? 0 : sys_error(name);
+        return bl_sys_error(name);
+    int rc = bl_plat_flush_file(fd) == 0 ? 0 : bl_sys_error(name);
     close(fd);
     return rc;
 }
@@ -103,26 +97,26 @@ static int remove_staging(int dfd)
 {
     struct stat st;
     if (fstatat(dfd, STAGING, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? 0 : sys_error(STAGING);
+        return errno == ENOENT ? 0 : bl_sys_error(STAGING);
     if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, STAGING, 0) == 0 ? 0 : sys_error(STAGING);
+        return unlinkat(dfd, STAGING, 0) == 0 ? 0 : bl_sys_error(STAGING);
     int sfd = openat(dfd, STAGING, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sfd < 0)
-        return sys_error(STAGING);
+        return bl_sys_error(STAGING);
     DIR *d = fdopendir(sfd);
     if (d == NULL) {
         close(sfd);
-        return sys_error(STAGING);
+        return bl_sys_error(STAGING);
     }
     struct dirent *de;
     int rc = 0;
     while ((de = readdir(d)) != NULL)
         if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
             unlinkat(dirfd(d), de->d_name, 0) != 0 && errno != ENOENT && rc == 0)
-            rc = sys_error(STAGING "/...");
+            rc = bl_sys_error(STAGING "/...");
     closedir(d);
     if (rc == 0 && unlinkat(dfd, STAGING, AT_REMOVEDIR) != 0 && errno != ENOENT)
-        rc = sys_error(STAGING);
+        rc = bl_sys_error(STAGING);
     return rc;
 }
 
@@ -130,7 +124,7 @@ static int remove_staging(int dfd)
 static int remove_stray(int dfd, const char *name)
 {
     if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT)
-        return sys_error(name);
+        return bl_sys_error(name);
     return 0;
 }
 
@@ -141,19 +135,19 @@ static int copy_backup(int dfd, int bfd)
     char buf[1 << 16];
     int rc = 0, in = openat(dfd, "data.mdb", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (in < 0)
-        return sys_error("data.mdb");
+        return bl_sys_error("data.mdb");
     int out = openat(bfd, "data.mdb.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
                      0600);
     if (out < 0) {
         close(in);
-        return sys_error(backup_of("data.mdb.tmp"));
+        return bl_sys_error(backup_of("data.mdb.tmp"));
     }
     for (;;) {
         ssize_t n = read(in, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            rc = sys_error("reading data.mdb");
+            rc = bl_sys_error("reading data.mdb");
             break;
         }
         if (n == 0)
@@ -163,7 +157,7 @@ static int copy_backup(int dfd, int bfd)
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0) {
-                rc = sys_error(backup_of("data.mdb.tmp (writing)"));
+                rc = bl_sys_error(backup_of("data.mdb.tmp (writing)"));
                 break;
             }
             done += w;
@@ -172,12 +166,12 @@ static int copy_backup(int dfd, int bfd)
             break;
     }
     if (rc == 0 && bl_plat_flush_file(out) != 0)
-        rc = sys_error(backup_of("data.mdb.tmp"));
+        rc = bl_sys_error(backup_of("data.mdb.tmp"));
     close(in);
     if (close(out) != 0 && rc == 0)
-        rc = sys_error(backup_of("data.mdb.tmp"));
+        rc = bl_sys_error(backup_of("data.mdb.tmp"));
     if (rc == 0 && renameat(bfd, "data.mdb.tmp", bfd, "data.mdb") != 0)
-        rc = sys_error(backup_of("data.mdb"));
+        rc = bl_sys_error(backup_of("data.mdb"));
     if (rc != 0)
         unlinkat(bfd, "data.mdb.tmp", 0);
     return rc;
@@ -202,7 +196,7 @@ static int backup_wal(int dfd)
         return 0;
     unlinkat(dfd, backup_of(BL_WAL_FILE), 0); /* not this store's log: a stale one */
     if (linkat(dfd, BL_WAL_FILE, dfd, backup_of(BL_WAL_FILE), 0) != 0)
-        return sys_error(backup_of(BL_WAL_FILE));
+        return bl_sys_error(backup_of(BL_WAL_FILE));
     return 0;
 }
 
@@ -219,8 +213,8 @@ static int restore_wal(int dfd)
     unlinkat(dfd, BL_WAL_FILE ".restore", 0);
     if (linkat(dfd, backup_of(BL_WAL_FILE), dfd, BL_WAL_FILE ".restore", 0) != 0 ||
         renameat(dfd, BL_WAL_FILE ".restore", dfd, BL_WAL_FILE) != 0)
-        return sys_error(BL_WAL_FILE " (putting the old log back)");
-    return bl_plat_flush_file(dfd) == 0 ? 0 : sys_error("the directory");
+        return bl_sys_error(BL_WAL_FILE " (putting the old log back)");
+    return bl_plat_flush_file(dfd) == 0 ? 0 : bl_sys_error("the directory");
 }
 
 /* DIR/format1-backup/data.mdb: the old data.mdb, kept until the user
@@ -232,18 +226,18 @@ static int make_backup(int dfd)
     int rc;
 
     if (mkdirat(dfd, BACKUP, 0700) != 0 && errno != EEXIST)
-        return sys_error(BACKUP);
+        return bl_sys_error(BACKUP);
     if (fstatat(dfd, BACKUP, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return sys_error(BACKUP);
+        return bl_sys_error(BACKUP);
     if (!S_ISDIR(st.st_mode))
         return bl_err_set(BINDLOG_EEXIST, "%s is there and is not a directory (%s): move it "
                                           "away first",
                           BACKUP, S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
     int bfd = openat(dfd, BACKUP, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (bfd < 0)
-        return sys_error(BACKUP);
+        return bl_sys_error(BACKUP);
     if (fstatat(dfd, "data.mdb", &cur, AT_SYMLINK_NOFOLLOW) != 0) {
-        rc = sys_error("data.mdb");
+        rc = bl_sys_error("data.mdb");
         goto out;
     }
     if (fstatat(bfd, "data.mdb", &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -259,7 +253,7 @@ static int make_backup(int dfd)
         goto out;
     }
     if (errno != ENOENT) {
-        rc = sys_error(backup_of("data.mdb"));
+        rc = bl_sys_error(backup_of("data.mdb"));
         goto out;
     }
     unlinkat(bfd, "data.mdb.tmp", 0); /* a copy a crash cut short */
@@ -267,12 +261,13 @@ static int make_backup(int dfd)
     /* cppcheck-suppress knownConditionTrueFalse ; BL_FAILPOINT() is 0 without failpoints */
     if ((BL_FAILPOINT("upgrade.nolink") != 0 && (errno = EPERM, 1)) ||
         linkat(dfd, "data.mdb", bfd, "data.mdb", 0) != 0)
-        rc = errno == EPERM || errno == ENOTSUP || errno == EMLINK ? copy_backup(dfd, bfd)
-                                                                     : sys_error(backup_of("data.mdb"));
+        rc = errno == EPERM || errno == ENOTSUP || errno == EMLINK
+                 ? copy_backup(dfd, bfd)
+                 : bl_sys_error(backup_of("data.mdb"));
     else
         rc = 0;
     if (rc == 0 && (bl_plat_flush_file(bfd) != 0 || bl_plat_flush_file(dfd) != 0))
-        rc = sys_error(BACKUP);
+        rc = bl_sys_error(BACKUP);
 out:
     close(bfd);
     return rc;
@@ -293,7 +288,7 @@ static int held_elsewhere(int fd)
     fl.l_start = 0;
     fl.l_len = 1;
     if (fcntl(fd, F_GETLK, &fl) != 0)
-        return sys_error("lock.mdb");
+        return bl_sys_error("lock.mdb");
     return fl.l_type != F_UNLCK;
 }
 
@@ -306,16 +301,16 @@ static int take_locks(int dfd, locks *l)
     l->lock_fd = openat(dfd, "bindlog.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (l->lock_fd < 0)
         return errno == ELOOP ? bl_err_set(BINDLOG_ENOTSTORE, "bindlog.lock is a symbolic link")
-                              : sys_error("bindlog.lock");
+                              : bl_sys_error("bindlog.lock");
     if (flock(l->lock_fd, LOCK_EX | LOCK_NB) != 0)
         return errno == EWOULDBLOCK
                    ? bl_err_set(BINDLOG_EBUSY, "a process has the store open for writing "
                                                "(bindlog.lock is held): stop it first")
-                   : sys_error("bindlog.lock");
+                   : bl_sys_error("bindlog.lock");
     l->probe_fd = openat(dfd, "lock.mdb", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (l->probe_fd < 0 && errno != ENOENT)
         return errno == ELOOP ? bl_err_set(BINDLOG_ENOTSTORE, "lock.mdb is a symbolic link")
-                              : sys_error("lock.mdb");
+                              : bl_sys_error("lock.mdb");
     int rc = held_elsewhere(l->probe_fd);
     if (rc > 0)
         return bl_err_set(BINDLOG_EBUSY, "a process has the store open, if only to read "
@@ -338,7 +333,7 @@ static void drop_locks(locks *l)
 static int stream_file(int sfd)
 {
     int fd = bl_plat_tmpfile_at(sfd, "stream");
-    return fd >= 0 ? fd : sys_error("the staging stream file");
+    return fd >= 0 ? fd : bl_sys_error("the staging stream file");
 }
 
 static int differs(const char *what, unsigned long long old, unsigned long long now)
@@ -382,9 +377,9 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
     if (snprintf(path, sizeof path, "%s/" STAGING, dir) >= (int)sizeof path)
         return bl_err_set(BINDLOG_EINVAL, "the directory's path is too long");
     if (mkdirat(dfd, STAGING, 0700) != 0)
-        return sys_error(STAGING);
+        return bl_sys_error(STAGING);
     if ((sfd = openat(dfd, STAGING, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-        return sys_error(STAGING);
+        return bl_sys_error(STAGING);
     if ((fd = stream_file(sfd)) < 0) {
         rc = fd;
         goto out;
@@ -392,7 +387,7 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
     if ((rc = bl_f1_export(dir, fd, info)) != 0)
         goto out;
     if (lseek(fd, 0, SEEK_SET) != 0) {
-        rc = sys_error("the staging stream file");
+        rc = bl_sys_error("the staging stream file");
         goto out;
     }
     if ((rc = bindlog_open(&s, path, &o)) != 0) {
@@ -463,7 +458,7 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
     if ((rc = fsync_at(sfd, "data.mdb")) != 0 || (rc = fsync_at(sfd, BL_WAL_FILE)) != 0)
         goto out;
     if (bl_plat_flush_file(sfd) != 0)
-        rc = sys_error(STAGING);
+        rc = bl_sys_error(STAGING);
 out:
     bindlog_close(s);
     if (fd >= 0)
@@ -594,7 +589,7 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
             return bl_err_set(BINDLOG_ENOTFOUND, "no such directory");
         if (err == ENOTDIR)
             return bl_err_set(BINDLOG_ENOTSTORE, "is not a directory");
-        return sys_error("the directory");
+        return bl_sys_error("the directory");
     }
 
     /* which format?  Only format 1 has anything to do */
@@ -692,11 +687,11 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     if (info.format >= 2 && (rc = remove_stray(dfd, BL_SHM_FILE)) != 0)
         goto out;
     if (renameat(dfd, STAGING "/" BL_WAL_FILE, dfd, BL_WAL_FILE) != 0) {
-        rc = sys_error(BL_WAL_FILE);
+        rc = bl_sys_error(BL_WAL_FILE);
         goto out;
     }
     if (bl_plat_flush_file(dfd) != 0) {
-        rc = sys_error("the directory");
+        rc = bl_sys_error("the directory");
         goto out;
     }
     if ((rc = fail_at("upgrade.wal")) != 0)
@@ -709,12 +704,12 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     memcpy(rep->digest, info.digest, BINDLOG_DIGEST_SIZE);
     /* the commit point */
     if (renameat(dfd, STAGING "/data.mdb", dfd, "data.mdb") != 0) {
-        rc = sys_error("data.mdb");
+        rc = bl_sys_error("data.mdb");
         goto out;
     }
     rep->upgraded = 1;
     if (bl_plat_flush_file(dfd) != 0) {
-        rc = sys_error("the directory (after the new data.mdb went in)");
+        rc = bl_sys_error("the directory (after the new data.mdb went in)");
         goto out;
     }
     (void)BL_FAILPOINT("upgrade.switch"); /* kill only: the store is upgraded */
