@@ -54,6 +54,9 @@ mkdir -p "$out/tmp" "$out/cli"
 # what tests/CMakeLists.txt gives every test (BINDLOG_TEST_ENV)
 export BINDLOG_TEST_TMPDIR=$out/tmp TMPDIR=$out/tmp
 export BINDLOG_TEST_DATA=$src/tests/data BINDLOG_TEST_SOURCE_DIR=$src
+if [ -e "$build/libbindlog-etcd.so" ]; then
+    export BINDLOG_ETCD_MODULE=$build/libbindlog-etcd.so
+fi
 
 vg=(valgrind --quiet --fair-sched=yes --leak-check=full --show-leak-kinds=definite,indirect
     --errors-for-leak-kinds=definite,indirect --child-silent-after-fork=yes)
