@@ -1006,6 +1006,15 @@ BINDLOG_API int bindlog_lsn_at_time(bindlog *s, int64_t time_ms, uint64_t *lsn);
  * going.  Afterwards replay(base image + remaining log) still equals the
  * state.  keep_from_lsn beyond head + 1 is clamped to head + 1.  `removed`
  * (if not NULL) receives the number of records dropped.  Thread-safe.
+ * @return 0; BINDLOG_EINVAL (NULL handle), BINDLOG_EREADONLY,
+ *   BINDLOG_ECORRUPT (damage found on the way: nothing more is compacted),
+ *   BINDLOG_ENOSPC (a chunk could not be written: the chunks before it
+ *   stay compacted, the state is unchanged), BINDLOG_EPANIC (a write or a
+ *   flush of data.mdb failed after LMDB's meta page, or the flush that makes
+ *   the compaction durable failed: every handle of the store in this
+ *   process is unusable until all are closed; the store reopens with its
+ *   state), BINDLOG_EFORK; on etcd also BINDLOG_EIO and BINDLOG_EACCES
+ *   (docs/scale-out.md, "Errors").
  */
 BINDLOG_API int bindlog_compact(bindlog *s, uint64_t keep_from_lsn, uint64_t *removed,
                                 bindlog_progress_fn progress, void *progress_ctx);
@@ -1050,7 +1059,8 @@ BINDLOG_API int bindlog_export(bindlog *s, uint64_t from_lsn, int fd, uint64_t *
  * into a non-empty store or an overlapping incremental one
  * (BINDLOG_EEXIST), an incremental stream that leaves a gap after the head
  * (BINDLOG_ENOTFOUND), a full disk (BINDLOG_ENOSPC: nothing reached the
- * store).  The whole stream is applied in one write
+ * store); a failed flush of the commit is BINDLOG_EPANIC (every handle of
+ * the store in this process unusable until all are closed).  The whole stream is applied in one write
  * transaction, so other writers of the store wait until it is done.  A
  * refused stream changes nothing in the store, but the store itself
  * exists once bindlog_open() made it: to leave nothing behind in a new
