@@ -276,7 +276,13 @@ static int open_target(bl_env *src, const char *dir, bindlog **out)
     o.map_size = (size_t)(2 * used + ((uint64_t)64 << 20));
     if (o.map_size < ((size_t)256 << 20))
         o.map_size = (size_t)256 << 20;
-    return bindlog_open(out, dir, &o);
+    int rc = bindlog_open(out, dir, &o);
+    if (rc != 0) { /* the open's words, kept as this call's detail */
+        char why[BL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", bindlog_last_error());
+        rc = bl_err_set(rc, "the new store could not be made (%s)", why);
+    }
+    return rc;
 }
 
 /* Remove a scratch directory made by bl_scratch_dir(): its files and those
@@ -834,7 +840,7 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     image_copy img;
     log_replay x;
     unsigned char dg[BINDLOG_DIGEST_SIZE];
-    int rc, have_digest = 0;
+    int rc, have_digest = 0, touched = 0;
 
     if (s == NULL || out_dir == NULL || out_dir[0] == '\0')
         return BINDLOG_EINVAL;
@@ -855,6 +861,7 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
         rc = BINDLOG_ENOTFOUND;
         goto out;
     }
+    touched = 1; /* from here on a failure removes what was made */
     if ((rc = open_target(src, out_dir, &dst)) != 0)
         goto out;
     uint64_t last = to_lsn < head.lsn ? to_lsn : head.lsn;
@@ -910,7 +917,10 @@ built:
 
     /* one sync for the whole build */
     if ((rc = mdb_env_sync(dst->e->env, 1)) != 0) {
-        rc = bl_mdb_error(rc);
+        rc = bl_err_set(bl_mdb_error(rc),
+                        "the new store's data.mdb: the flush of the build "
+                        "failed: %s",
+                        mdb_strerror(rc));
         goto out;
     }
     if (digest != NULL && have_digest)
@@ -922,8 +932,15 @@ built:
 out:
     if (have_ss)
         bl_snap_close(&ss);
+    /* LMDB gave up on the new store after a failed write: that handle is
+     * ours, not the caller's, and goes with the directory: an I/O error */
+    if (rc == BINDLOG_EPANIC && dst != NULL && bl_group_panicked(&dst->e->g)) {
+        const char *why = atomic_load(&dst->e->g.panic_why);
+        rc = bl_err_set(BINDLOG_EIO, "the new store could not be written (%s)",
+                        why != NULL ? why : "a write failed");
+    }
     bindlog_close(dst);
-    if (rc != 0 && dst != NULL) {
+    if (rc != 0 && touched) {
         /* a failed replay leaves nothing (the directory was empty, or not
          * there): the same call can run again once the cause is gone */
         wipe_store(out_dir);

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bindlog.h"
 #include "faultutil.h"
@@ -374,7 +375,7 @@ static void same_store(const char *dir, const unsigned char d[BINDLOG_DIGEST_SIZ
     bindlog_close(s);
 }
 
-enum { OP_VACUUM, OP_COMPACT };
+enum { OP_VACUUM, OP_COMPACT, OP_REPLAY };
 
 /* One maintenance call on a copy of `base`, its n-th write (or sync)
  * failing with err.  Returns the call's code; *ran: the tracked operations
@@ -387,16 +388,24 @@ static int maint_once(int op, const char *base, char *copy, size_t cap, int what
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", copy, base, copy);
     assert_int_equal(system(cmd), 0);
     bindlog *s = NULL;
+    bindlog_options ro = BINDLOG_OPTIONS_INIT;
+    char out[4300];
     int rc;
+    /* replay reads the copy (read-only: it writes nothing there) and
+     * writes COPY-out, which the tracked name covers too */
+    snprintf(out, sizeof out, "%s-out", copy);
+    ro.read_only = op == OP_REPLAY;
     shim_track(copy);
-    if (op == OP_COMPACT)
-        assert_int_equal(bindlog_open(&s, copy, NULL), 0);
+    if (op != OP_VACUUM)
+        assert_int_equal(bindlog_open(&s, copy, &ro), 0);
     long before = shim_ops(what);
     shim_fail(what, n, err, 1);
     if (op == OP_VACUUM)
         rc = bindlog_vacuum(copy, NULL, NULL);
-    else
+    else if (op == OP_COMPACT)
         rc = bindlog_compact(s, 200, NULL, NULL, NULL);
+    else
+        rc = bindlog_replay(s, out, UINT64_MAX, INT64_MAX, NULL, NULL, NULL, NULL);
     *ran = shim_ops(what) - before;
     shim_fail(what, 0, 0, 0);
     snprintf(why, 640, "%s", bindlog_last_error());
@@ -412,19 +421,25 @@ static int maint_once(int op, const char *base, char *copy, size_t cap, int what
 static void iofault__maintenance_on_a_failing_disk(void **state)
 {
     (void)state;
-    static const char *const names[] = {"vacuum", "compact"};
+    static const char *const names[] = {"vacuum", "compact", "replay"};
     unsigned char d[BINDLOG_DIGEST_SIZE];
     char *base = maint_store(d);
-    for (int op = OP_VACUUM; op <= OP_COMPACT; op++)
+    for (int op = OP_VACUUM; op <= OP_REPLAY; op++)
         for (int what = SHIM_WRITE; what <= SHIM_SYNC; what++) {
             int err = what == SHIM_WRITE ? ENOSPC : EIO, failed = 0, through = 0;
             char copy[4200], first[640] = "", why[640];
             long n, ran;
             for (n = 1;; n++) {
                 int rc = maint_once(op, base, copy, sizeof copy, what, n, err, &ran, why);
+                char out[4300];
+                snprintf(out, sizeof out, "%s-out", copy);
                 if (ran < n) { /* the sweep is over: nothing failed */
                     assert_int_equal(rc, 0);
                     same_store(copy, d);
+                    if (op == OP_REPLAY) {
+                        same_store(out, d);
+                        tu_rmtree(out);
+                    }
                     tu_rmtree(copy);
                     break;
                 }
@@ -447,6 +462,16 @@ static void iofault__maintenance_on_a_failing_disk(void **state)
                     failed++;
                 }
                 same_store(copy, d);
+                if (op == OP_REPLAY && rc != 0) {
+                    /* nothing is left at out_dir: the call can run again */
+                    struct stat st;
+                    if (stat(out, &st) == 0)
+                        fail_msg("replay, %s %ld failing: %s is left",
+                                 what == SHIM_WRITE ? "write" : "sync", n, out);
+                } else if (op == OP_REPLAY) {
+                    same_store(out, d);
+                    tu_rmtree(out);
+                }
                 tu_rmtree(copy);
             }
             print_message("  %s, each of %ld %ss failing with %s: %d failed, %d went through; "
