@@ -280,9 +280,10 @@ static int recover(const char *dir, const char *out_dir, bindlog_recover_report 
     uint64_t last = 0;
     rc = bindlog_replay(x, out_dir, UINT64_MAX, INT64_MAX, rep->digest, &last, NULL, NULL);
     if (rc != 0) {
-        rc = bl_err_set(rc == BINDLOG_ECORRUPT ? BINDLOG_ECORRUPT : rc,
-                        "replaying the salvaged log into %s failed: %s", out_dir,
-                        bl_err_isset() ? bl_err_get() : bindlog_strerror(rc));
+        /* bindlog_replay's own words (a finished message: not "set") */
+        char why[BL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", bindlog_last_error());
+        rc = bl_err_set(rc, "replaying the salvaged log into %s failed (%s)", out_dir, why);
         goto out;
     }
     rep->cut_lsn = cut > base.lsn ? cut : 0;
@@ -292,8 +293,12 @@ static int recover(const char *dir, const char *out_dir, bindlog_recover_report 
     /* the new store must check clean */
     bindlog_check_report chk;
     if ((rc = bindlog_open(&out, out_dir, NULL)) != 0 ||
-        (rc = bindlog_check(out, &chk, NULL, NULL)) != 0)
+        (rc = bindlog_check(out, &chk, NULL, NULL)) != 0) {
+        char why[BL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", bindlog_last_error());
+        rc = bl_err_set(rc, "the rebuilt store could not be checked (%s)", why);
         goto out;
+    }
     if (chk.problems != 0) {
         rc = bl_err_set(BINDLOG_ECORRUPT, "the rebuilt store does not check clean: %s",
                         chk.message);

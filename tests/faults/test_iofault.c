@@ -375,7 +375,7 @@ static void same_store(const char *dir, const unsigned char d[BINDLOG_DIGEST_SIZ
     bindlog_close(s);
 }
 
-enum { OP_VACUUM, OP_COMPACT, OP_REPLAY };
+enum { OP_VACUUM, OP_COMPACT, OP_REPLAY, OP_RECOVER };
 
 /* One maintenance call on a copy of `base`, its n-th write (or sync)
  * failing with err.  Returns the call's code; *ran: the tracked operations
@@ -396,19 +396,24 @@ static int maint_once(int op, const char *base, char *copy, size_t cap, int what
     snprintf(out, sizeof out, "%s-out", copy);
     ro.read_only = op == OP_REPLAY;
     shim_track(copy);
-    if (op != OP_VACUUM)
+    if (op == OP_COMPACT || op == OP_REPLAY)
         assert_int_equal(bindlog_open(&s, copy, &ro), 0);
+    bindlog_recover_report rep;
     long before = shim_ops(what);
     shim_fail(what, n, err, 1);
     if (op == OP_VACUUM)
         rc = bindlog_vacuum(copy, NULL, NULL);
     else if (op == OP_COMPACT)
         rc = bindlog_compact(s, 200, NULL, NULL, NULL);
-    else
+    else if (op == OP_REPLAY)
         rc = bindlog_replay(s, out, UINT64_MAX, INT64_MAX, NULL, NULL, NULL, NULL);
+    else
+        rc = bindlog_recover(copy, out, &rep, NULL, NULL);
     *ran = shim_ops(what) - before;
     shim_fail(what, 0, 0, 0);
     snprintf(why, 640, "%s", bindlog_last_error());
+    if (op == OP_RECOVER)
+        bindlog_recover_report_free(&rep);
     bindlog_close(s);
     shim_track(NULL);
     return rc;
@@ -421,10 +426,10 @@ static int maint_once(int op, const char *base, char *copy, size_t cap, int what
 static void iofault__maintenance_on_a_failing_disk(void **state)
 {
     (void)state;
-    static const char *const names[] = {"vacuum", "compact", "replay"};
+    static const char *const names[] = {"vacuum", "compact", "replay", "recover"};
     unsigned char d[BINDLOG_DIGEST_SIZE];
     char *base = maint_store(d);
-    for (int op = OP_VACUUM; op <= OP_REPLAY; op++)
+    for (int op = OP_VACUUM; op <= OP_RECOVER; op++)
         for (int what = SHIM_WRITE; what <= SHIM_SYNC; what++) {
             int err = what == SHIM_WRITE ? ENOSPC : EIO, failed = 0, through = 0;
             char copy[4200], first[640] = "", why[640];
@@ -436,7 +441,7 @@ static void iofault__maintenance_on_a_failing_disk(void **state)
                 if (ran < n) { /* the sweep is over: nothing failed */
                     assert_int_equal(rc, 0);
                     same_store(copy, d);
-                    if (op == OP_REPLAY) {
+                    if (op >= OP_REPLAY) {
                         same_store(out, d);
                         tu_rmtree(out);
                     }
@@ -468,9 +473,11 @@ static void iofault__maintenance_on_a_failing_disk(void **state)
                     if (stat(out, &st) == 0)
                         fail_msg("replay, %s %ld failing: %s is left",
                                  what == SHIM_WRITE ? "write" : "sync", n, out);
-                } else if (op == OP_REPLAY) {
+                } else if (op == OP_REPLAY || (op == OP_RECOVER && rc == 0)) {
                     same_store(out, d);
                     tu_rmtree(out);
+                } else if (op == OP_RECOVER) {
+                    tu_rmtree(out); /* a partial store, as the header says */
                 }
                 tu_rmtree(copy);
             }
