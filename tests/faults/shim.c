@@ -182,6 +182,21 @@ SHIM_API void bl_shim_track(const char *dir)
 {
     pthread_mutex_lock(&mu);
     snprintf(track_dir, sizeof(track_dir), "%s", dir != NULL ? dir : "");
+    /* no tracked descriptor open: the files seen so far are done with, and
+     * the table (MAX_FILES) starts empty again.  A test that tracks store
+     * after store would fill it, and files past it went untracked. */
+    int open_fds = 0;
+    for (int fd = 0; fd < MAX_FDS && !open_fds; fd++)
+        open_fds = fds[fd].tracked;
+    if (!open_fds) {
+        for (size_t i = 0; i < nfiles; i++) {
+            for (size_t j = 0; j < files[i].n; j++)
+                free(files[i].ents[j].old);
+            free(files[i].ents);
+        }
+        memset(files, 0, sizeof files);
+        nfiles = 0;
+    }
     pthread_mutex_unlock(&mu);
 }
 
