@@ -69,6 +69,19 @@ int(bl_err_set)(int rc, const char *fmt, ...)
     return rc;
 }
 
+int(bl_err_nested)(int rc, const char *fmt, ...)
+{
+    int *set;
+    char *msg = cur(&set);
+    char what[BL_ERRMSG_MAX], why[BL_ERRMSG_MAX];
+    va_list ap;
+    snprintf(why, sizeof why, "%s", msg);
+    va_start(ap, fmt);
+    format_cut(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return bl_err_set(rc, "%s (%s)", what, why);
+}
+
 int bl_err_isset(void)
 {
     int *set;

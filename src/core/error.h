@@ -48,6 +48,15 @@ int bl_err_set(int rc, const char *fmt, ...) BL_PRINTF(2, 3);
 #define bl_err_set(rc, ...) (bl_err_set((rc), __VA_ARGS__), (rc))
 #endif
 
+/* A public call the library made itself failed, and finished its message
+ * (bl_api_done), which the next bl_api_done up would drop for the code's
+ * words: keep it as this layer's detail, "<formatted fmt> (<its message>)".
+ * Returns rc. */
+int bl_err_nested(int rc, const char *fmt, ...) BL_PRINTF(2, 3);
+#ifdef __clang_analyzer__
+#define bl_err_nested(rc, ...) (bl_err_nested((rc), __VA_ARGS__), (rc))
+#endif
+
 /* 1 when a detail was set since the last clear. */
 int bl_err_isset(void);
 

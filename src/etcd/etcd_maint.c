@@ -267,8 +267,10 @@ static int scratch_store(mirror *m)
     snprintf(path, sizeof path, "%s/store", m->dir);
     o.durability = BINDLOG_DURABILITY_NONE; /* scratch: never needs to survive a crash */
     int rc = bindlog_open(&m->h, path, &o);
-    if (rc != 0)
+    if (rc != 0) {
+        rc = bl_err_nested(rc, "the local mirror of the store could not be made");
         mirror_close(m);
+    }
     return rc;
 }
 
@@ -447,6 +449,8 @@ int bl_etcd_export(bindlog *h, uint64_t from_lsn, int fd, uint64_t *records,
     if (rc != 0)
         return rc;
     rc = bindlog_export(m.h, from_lsn, fd, records, fn, ctx);
+    if (rc != 0)
+        rc = bl_err_nested(rc, "exporting the local mirror");
     mirror_close(&m);
     return rc;
 }
@@ -476,6 +480,8 @@ int bl_etcd_replay(bindlog *h, const char *out_dir, uint64_t to_lsn, int64_t to_
     if (rc != 0)
         return rc;
     rc = bindlog_replay(m.h, out_dir, to_lsn, to_time_ms, digest, last_lsn, fn, ctx);
+    if (rc != 0)
+        rc = bl_err_nested(rc, "replaying the local mirror");
     mirror_close(&m);
     return rc;
 }
@@ -607,6 +613,8 @@ int bl_etcd_check(bindlog *h, bindlog_check_report *out, bindlog_progress_fn fn,
                  (unsigned long long)m.kids_found, (unsigned long long)m.kids_expected);
     if ((rc = check_history(&m, &bk)) == 0)
         rc = bindlog_check(m.h, out, fn, ctx);
+    if (rc < 0)
+        rc = bl_err_nested(rc, "checking the local mirror");
     mirror_close(&m);
     if (rc == 0 && bk.n != 0) {
         /* keys the mirror could not carry come first */
@@ -820,8 +828,10 @@ int bl_etcd_compact_log(bindlog *h, uint64_t keep_from_lsn, uint64_t *removed,
             stop++;
         }
         /* fold the chunk in the mirror, then ship what changed */
-        if ((rc = bindlog_compact(m.h, stop, NULL, NULL, NULL)) != 0)
+        if ((rc = bindlog_compact(m.h, stop, NULL, NULL, NULL)) != 0) {
+            rc = bl_err_nested(rc, "compacting the local mirror");
             goto out;
+        }
         batch_clear(&b);
         for (size_t i = 0; i < t->n; i++) {
             int db = t->table[i] == BL_ES_BASE_BINDINGS ? BL_DB_BASE_BINDINGS

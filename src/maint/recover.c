@@ -280,10 +280,7 @@ static int recover(const char *dir, const char *out_dir, bindlog_recover_report 
     uint64_t last = 0;
     rc = bindlog_replay(x, out_dir, UINT64_MAX, INT64_MAX, rep->digest, &last, NULL, NULL);
     if (rc != 0) {
-        /* bindlog_replay's own words (a finished message: not "set") */
-        char why[BL_ERRMSG_MAX];
-        snprintf(why, sizeof why, "%s", bindlog_last_error());
-        rc = bl_err_set(rc, "replaying the salvaged log into %s failed (%s)", out_dir, why);
+        rc = bl_err_nested(rc, "replaying the salvaged log into %s failed", out_dir);
         goto out;
     }
     rep->cut_lsn = cut > base.lsn ? cut : 0;
@@ -294,9 +291,7 @@ static int recover(const char *dir, const char *out_dir, bindlog_recover_report 
     bindlog_check_report chk;
     if ((rc = bindlog_open(&out, out_dir, NULL)) != 0 ||
         (rc = bindlog_check(out, &chk, NULL, NULL)) != 0) {
-        char why[BL_ERRMSG_MAX];
-        snprintf(why, sizeof why, "%s", bindlog_last_error());
-        rc = bl_err_set(rc, "the rebuilt store could not be checked (%s)", why);
+        rc = bl_err_nested(rc, "the rebuilt store could not be checked");
         goto out;
     }
     if (chk.problems != 0) {

@@ -277,12 +277,7 @@ static int open_target(bl_env *src, const char *dir, bindlog **out)
     if (o.map_size < ((size_t)256 << 20))
         o.map_size = (size_t)256 << 20;
     int rc = bindlog_open(out, dir, &o);
-    if (rc != 0) { /* the open's words, kept as this call's detail */
-        char why[BL_ERRMSG_MAX];
-        snprintf(why, sizeof why, "%s", bindlog_last_error());
-        rc = bl_err_set(rc, "the new store could not be made (%s)", why);
-    }
-    return rc;
+    return rc != 0 ? bl_err_nested(rc, "the new store could not be made") : 0;
 }
 
 /* Remove a scratch directory made by bl_scratch_dir(): its files and those

@@ -351,9 +351,7 @@ static int differs(const char *what, unsigned long long old, unsigned long long 
  */
 static int failed(int rc, const char *step)
 {
-    char why[BL_ERRMSG_MAX];
-    snprintf(why, sizeof why, "%s", bindlog_last_error());
-    return bl_err_set(rc == BINDLOG_EPANIC ? BINDLOG_EIO : rc, "%s (%s)", step, why);
+    return bl_err_nested(rc == BINDLOG_EPANIC ? BINDLOG_EIO : rc, "%s", step);
 }
 
 /* Build and verify the new store in DIR/STAGING; on return it is closed
