@@ -29,6 +29,7 @@ void bl_group_init(bl_group *g)
     g->native_wait = strcmp(bl_plat_name(), "posix") != 0;
     atomic_init(&g->panic, 0);
     atomic_init(&g->panic_why, NULL);
+    atomic_init(&g->panic_code, 0);
 }
 
 void bl_group_destroy(bl_group *g)

@@ -89,6 +89,7 @@ typedef struct bl_group {
     atomic_int panic;     /* sticky: a commit failed fatally */
     uint64_t commits, grouped_events; /* this process's, over every handle */
     _Atomic(char *) panic_why;        /* what failed first (set once, malloc'ed) */
+    atomic_int panic_code;            /* its BINDLOG_E* code where known (0: not) */
 } bl_group;
 
 /* Commit `group` (a list through ->next).  Set each request's rc, outcomes,

@@ -115,7 +115,11 @@ int bl_wtxn_commit(bl_env *e, MDB_txn *txn, int *map_full)
         return 0;
     if (rc == MDB_MAP_FULL || (code == BINDLOG_ENOSPC && !fatal))
         return BINDLOG_ENOSPC; /* nothing reached the meta page */
-    /* The commit failed after writing: as in commit.c, never carry on. */
+    /* The commit failed after writing: as in commit.c, never carry on.
+     * What failed is kept for a caller to whom this store is its own
+     * scratch (replay's new store: an ENOMEM stays an ENOMEM there). */
+    int none = 0;
+    atomic_compare_exchange_strong(&e->g.panic_code, &none, code != 0 ? code : BINDLOG_EIO);
     return bl_group_panic(&e->g, "data.mdb: a commit failed after writing: %s", mdb_strerror(rc));
 }
 
@@ -931,7 +935,8 @@ out:
      * ours, not the caller's, and goes with the directory: an I/O error */
     if (rc == BINDLOG_EPANIC && dst != NULL && bl_group_panicked(&dst->e->g)) {
         const char *why = atomic_load(&dst->e->g.panic_why);
-        rc = bl_err_set(BINDLOG_EIO, "the new store could not be written (%s)",
+        int code = atomic_load(&dst->e->g.panic_code);
+        rc = bl_err_set(code != 0 ? code : BINDLOG_EIO, "the new store could not be written (%s)",
                         why != NULL ? why : "a write failed");
     }
     bindlog_close(dst);
