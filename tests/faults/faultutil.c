@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include "faultutil.h"
 
+#include "shim.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -428,6 +430,11 @@ void fu_child_signals(void)
 }
 
 void *fu_shim_sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }
+
+const char *fu_shim_op_name(int what)
+{
+    return what == SHIM_WRITE ? "write" : what == SHIM_SYNC ? "sync" : "directory operation";
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FU_ASAN 1

@@ -89,6 +89,9 @@ void fu_preload_self(char **argv, const char *shim);
 
 /* A shim control function (shim.h), or NULL when the shim is not loaded. */
 void *fu_shim_sym(const char *name);
+/* The name of the shim's operation class `what` (SHIM_WRITE, SHIM_SYNC,
+ * SHIM_DIR: shim.h), for messages: "write", "sync", "directory operation". */
+const char *fu_shim_op_name(int what);
 
 /* In a forked child: give crash signals back their default action, so that
  * a crash kills the child instead of cmocka's handler running the rest of

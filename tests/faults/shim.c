@@ -16,6 +16,9 @@
  *     journalling, so the journal's order is the order of the writes, and a
  *     power loss taken while holding it sees no write half done.
  *   - msync() is passed through and counted only: mappings are not tracked.
+ *   - A directory operation names its paths relative to a descriptor or
+ *     to the working directory: they are made whole (/proc/self/fd, getcwd)
+ *     before they are compared with the tracked directory.
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -52,10 +55,17 @@ typedef struct tfile {
     uint64_t durable_size;
     entry *ents;
     size_t n, cap;
+    int is_dir;      /* a directory: only its name is followed, never journalled */
+    int entry_dirty; /* its name (made by a create, rename, link or mkdir) not yet
+                      * flushed with its directory */
+    dev_t pdev;      /* that directory */
+    ino_t pino;
+    unsigned gen; /* the bl_shim_track() call it was last seen under */
 } tfile;
 
 typedef struct fdinfo {
     int tracked;
+    int dir; /* a tracked directory: its syncs are directory operations */
     int dsync;
     int file;  /* index in files[] */
 } fdinfo;
@@ -79,18 +89,28 @@ static int (*real_close)(int);
 static int (*real_fsync)(int);
 static int (*real_fdatasync)(int);
 static int (*real_msync)(void *, size_t, int);
+static int (*real_rename)(const char *, const char *);
+static int (*real_renameat)(int, const char *, int, const char *);
+static int (*real_renameat2)(int, const char *, int, const char *, unsigned);
+static int (*real_link)(const char *, const char *);
+static int (*real_linkat)(int, const char *, int, const char *, int);
+static int (*real_unlink)(const char *);
+static int (*real_unlinkat)(int, const char *, int);
+static int (*real_mkdir)(const char *, mode_t);
+static int (*real_mkdirat)(int, const char *, mode_t);
 static ssize_t (*real_pread)(int, void *, size_t, off_t);
 static off_t (*real_lseek)(int, off_t, int);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char track_dir[4096];
+static unsigned track_gen; /* bl_shim_track() calls so far */
 static fdinfo fds[MAX_FDS];
 static tfile files[MAX_FILES];
 static size_t nfiles;
 static uint64_t seq;
-static long ops[2];          /* tracked writes, syncs */
-static long all_ops;         /* both */
-static failcfg fail[2];
+static long ops[3];  /* tracked writes, syncs, directory operations */
+static long all_ops; /* writes and syncs: where a power loss may be */
+static failcfg fail[3];
 static long crash_at;        /* all_ops number of the power loss, 0 = none */
 static char journal_path[4096];
 static volatile sig_atomic_t crash_flag;
@@ -114,6 +134,15 @@ static void load_real(void)
     LOAD(fsync);
     LOAD(fdatasync);
     LOAD(msync);
+    LOAD(rename);
+    LOAD(renameat);
+    LOAD(renameat2);
+    LOAD(link);
+    LOAD(linkat);
+    LOAD(unlink);
+    LOAD(unlinkat);
+    LOAD(mkdir);
+    LOAD(mkdirat);
     LOAD(pread);
     LOAD(lseek);
 }
@@ -170,7 +199,9 @@ __attribute__((constructor)) static void shim_init(void)
         for (char *p = strtok(buf, ":"); p != NULL && n < 4; p = strtok(NULL, ":"))
             f[n++] = p;
         if (n >= 3) {
-            int what = strcmp(f[0], "write") == 0 ? SHIM_WRITE : SHIM_SYNC;
+            int what = strcmp(f[0], "write") == 0 ? SHIM_WRITE
+                       : strcmp(f[0], "dir") == 0 ? SHIM_DIR
+                                                  : SHIM_SYNC;
             set_fail(what, atol(f[1]), parse_errno(f[2]), n == 4 ? atol(f[3]) : 1);
         }
     }
@@ -182,6 +213,7 @@ SHIM_API void bl_shim_track(const char *dir)
 {
     pthread_mutex_lock(&mu);
     snprintf(track_dir, sizeof(track_dir), "%s", dir != NULL ? dir : "");
+    track_gen++;
     /* no tracked descriptor open: the files seen so far are done with, and
      * the table (MAX_FILES) starts empty again.  A test that tracks store
      * after store would fill it, and files past it went untracked. */
@@ -203,7 +235,7 @@ SHIM_API void bl_shim_track(const char *dir)
 SHIM_API void bl_shim_fail(int what, long nth, int err, long count)
 {
     pthread_mutex_lock(&mu);
-    if (what == SHIM_WRITE || what == SHIM_SYNC)
+    if (what == SHIM_WRITE || what == SHIM_SYNC || what == SHIM_DIR)
         set_fail(what, nth, err, count);
     pthread_mutex_unlock(&mu);
 }
@@ -216,18 +248,124 @@ SHIM_API void bl_shim_crash_after(long nth, const char *path)
     pthread_mutex_unlock(&mu);
 }
 
+SHIM_API long bl_shim_unsynced(const char *name)
+{
+    pthread_mutex_lock(&mu);
+    long n = 0;
+    int seen = 0;
+    for (size_t i = 0; i < nfiles; i++) {
+        if (files[i].gen != track_gen || (name != NULL && strcmp(files[i].name, name) != 0))
+            continue;
+        seen = 1;
+        n += files[i].entry_dirty;
+        for (size_t j = 0; j < files[i].n; j++)
+            n += !files[i].ents[j].durable;
+        if (getenv("BINDLOG_SHIM_TRACE") != NULL)
+            fprintf(stderr, "shim: %s: name %s, %zu write(s) pending\n", files[i].name,
+                    files[i].entry_dirty ? "not flushed" : "flushed", files[i].n);
+    }
+    pthread_mutex_unlock(&mu);
+    return seen || name == NULL ? n : -1;
+}
+
 SHIM_API long bl_shim_ops(int what)
 {
     pthread_mutex_lock(&mu);
-    long n = what == SHIM_WRITE || what == SHIM_SYNC ? ops[what] : msyncs;
+    long n = what == SHIM_WRITE || what == SHIM_SYNC || what == SHIM_DIR ? ops[what] : msyncs;
     pthread_mutex_unlock(&mu);
     return n;
 }
 
 /* ---- tracking ------------------------------------------------------------ */
 
-/* A descriptor was opened: track it if its path is under the tracked dir. */
-static void opened(int fd, const char *path, int flags)
+/* 1 if a tracked descriptor refers to files[i].  mu held. */
+static int held(size_t i)
+{
+    for (int fd = 0; fd < MAX_FDS; fd++)
+        if (fds[fd].tracked && fds[fd].file == (int)i)
+            return 1;
+    return 0;
+}
+
+/* Forget files[i] (its journal goes).  mu held. */
+static void forget(size_t i)
+{
+    for (size_t j = 0; j < files[i].n; j++)
+        free(files[i].ents[j].old);
+    free(files[i].ents);
+    memset(&files[i], 0, sizeof(files[i]));
+}
+
+/* How file_of() finds a file: opened by name, just made (created or
+ * mkdir), or given a new name (rename, link). */
+enum { AS_OPENED, AS_MADE, AS_RENAMED };
+
+/* The tracked file (or directory) st at path, found or added; -1 when the
+ * table is full.  Inode numbers are reused: an entry of st's number is an
+ * older, deleted file's when the name was just made, or when it was known
+ * by another name and is not renamed, unless a descriptor still holds it.
+ * mu held. */
+static int file_of(const struct stat *st, const char *path, int how)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t i;
+    for (i = 0; i < nfiles; i++)
+        if (files[i].dev == st->st_dev && files[i].ino == st->st_ino) {
+            int other = strncmp(files[i].name, base, SHIM_NAME_MAX - 1) != 0;
+            if ((how == AS_MADE || (how == AS_OPENED && other)) && !held(i))
+                break; /* made again below */
+            if (how == AS_RENAMED)
+                snprintf(files[i].name, sizeof(files[i].name), "%.*s", SHIM_NAME_MAX - 1, base);
+            files[i].gen = track_gen;
+            return (int)i;
+        }
+    if (i == nfiles && nfiles == MAX_FILES) {
+        /* full: take the place of a file seen under an earlier track call
+         * that no descriptor holds any more */
+        for (i = 0; i < nfiles && (files[i].gen == track_gen || held(i)); i++)
+            ;
+        if (i == nfiles) {
+            if (getenv("BINDLOG_SHIM_TRACE") != NULL)
+                fprintf(stderr, "shim: the file table is full: %s not tracked\n", path);
+            return -1;
+        }
+    }
+    if (i < nfiles)
+        forget(i);
+    else
+        nfiles++;
+    files[i].dev = st->st_dev;
+    files[i].ino = st->st_ino;
+    files[i].is_dir = S_ISDIR(st->st_mode);
+    snprintf(files[i].name, sizeof(files[i].name), "%.*s", SHIM_NAME_MAX - 1, base);
+    files[i].durable_size = (uint64_t)st->st_size;
+    files[i].gen = track_gen;
+    return (int)i;
+}
+
+/* The name `whole` (a full path) was just made in its directory (how:
+ * AS_MADE or AS_RENAMED): it is not durable until that directory is
+ * flushed.  mu held. */
+static void entry_made(const char *whole, int how)
+{
+    struct stat st, pst;
+    char parent[4096];
+    const char *slash = strrchr(whole, '/');
+    if (slash == NULL || lstat(whole, &st) != 0)
+        return;
+    snprintf(parent, sizeof parent, "%.*s", slash == whole ? 1 : (int)(slash - whole), whole);
+    int i = stat(parent, &pst) == 0 ? file_of(&st, whole, how) : -1;
+    if (i < 0)
+        return;
+    files[i].entry_dirty = 1;
+    files[i].pdev = pst.st_dev;
+    files[i].pino = pst.st_ino;
+}
+
+/* A descriptor was opened: track it if its path is under the tracked dir.
+ * made: the open created the file (a new entry in its directory). */
+static void opened(int fd, const char *path, int flags, int made)
 {
     struct stat st;
     char real[4096];
@@ -247,25 +385,18 @@ static void opened(int fd, const char *path, int flags)
     }
     pthread_mutex_lock(&mu);
     fds[fd].tracked = 0;
+    fds[fd].dir = 0;
     if (track_dir[0] != '\0' && strstr(path, track_dir) != NULL && fstat(fd, &st) == 0 &&
-        S_ISREG(st.st_mode)) {
-        size_t i;
-        for (i = 0; i < nfiles; i++)
-            if (files[i].dev == st.st_dev && files[i].ino == st.st_ino)
-                break;
-        if (i == nfiles && nfiles < MAX_FILES) {
-            const char *base = strrchr(path, '/');
-            memset(&files[i], 0, sizeof(files[i]));
-            files[i].dev = st.st_dev;
-            files[i].ino = st.st_ino;
-            snprintf(files[i].name, sizeof(files[i].name), "%.*s", SHIM_NAME_MAX - 1,
-                     base ? base + 1 : path);
-            files[i].durable_size = (uint64_t)st.st_size;
-            nfiles++;
-        }
-        if (i < nfiles) {
+        S_ISDIR(st.st_mode)) {
+        fds[fd].dir = 1;
+    } else if (track_dir[0] != '\0' && strstr(path, track_dir) != NULL && fstat(fd, &st) == 0 &&
+               S_ISREG(st.st_mode)) {
+        if (made && path[0] == '/')
+            entry_made(path, AS_MADE);
+        int i = file_of(&st, path, AS_OPENED);
+        if (i >= 0) {
             fds[fd].tracked = 1;
-            fds[fd].file = (int)i;
+            fds[fd].file = i;
             fds[fd].dsync = (flags & (O_DSYNC | O_SYNC)) != 0;
         }
     }
@@ -292,6 +423,8 @@ static void crash_now(void)
     if (fd >= 0) {
         for (size_t i = 0; i < nfiles; i++) {
             char t = 'Z';
+            if (files[i].is_dir)
+                continue;
             put_rec(fd, &t, 1);
             put_rec(fd, files[i].name, SHIM_NAME_MAX);
             put_rec(fd, &files[i].durable_size, 8);
@@ -329,9 +462,11 @@ static void crash_now(void)
  * Returns 0 or the errno to fail with.  mu held. */
 static int count_op(int what)
 {
-    all_ops++;
-    if ((crash_at > 0 && all_ops >= crash_at) || crash_flag)
-        crash_now();
+    if (what != SHIM_DIR) {
+        all_ops++;
+        if ((crash_at > 0 && all_ops >= crash_at) || crash_flag)
+            crash_now();
+    }
     long n = ++ops[what];
     const failcfg *f = &fail[what];
     if (f->err != 0 && n >= f->first && (f->last < 0 || n <= f->last))
@@ -471,8 +606,28 @@ SHIM_API ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
     TRACKED_WRITE(fd, off, iov_len(iov, cnt), real_pwritev64(fd, iov, cnt, off));
 }
 
+static int dir_op(const char *what, const char *path);
+
 static int do_sync(int fd, int (*real)(int))
 {
+    if (fd >= 0 && fd < MAX_FDS && fds[fd].dir) {
+        int err = dir_op("sync of a directory", NULL);
+        if (err != 0) {
+            errno = err;
+            return -1;
+        }
+        int rc = real(fd);
+        struct stat st;
+        if (rc == 0 && fstat(fd, &st) == 0) {
+            /* the names in this directory are durable now */
+            pthread_mutex_lock(&mu);
+            for (size_t i = 0; i < nfiles; i++)
+                if (files[i].pdev == st.st_dev && files[i].pino == st.st_ino)
+                    files[i].entry_dirty = 0;
+            pthread_mutex_unlock(&mu);
+        }
+        return rc;
+    }
     if (!tracked(fd))
         return real(fd);
     pthread_mutex_lock(&mu);
@@ -506,9 +661,151 @@ SHIM_API int close(int fd)
     if (fd >= 0 && fd < MAX_FDS) {
         pthread_mutex_lock(&mu);
         fds[fd].tracked = 0;
+        fds[fd].dir = 0;
         pthread_mutex_unlock(&mu);
     }
     return real_close(fd);
+}
+
+/* ---- directory operations ------------------------------------------------- */
+
+/* Count a directory operation (`what`, on `path`); 0 or the errno to fail
+ * it with.  BINDLOG_SHIM_TRACE=1 lists them on stderr. */
+static int dir_op(const char *what, const char *path)
+{
+    pthread_mutex_lock(&mu);
+    int err = count_op(SHIM_DIR);
+    long n = ops[SHIM_DIR];
+    pthread_mutex_unlock(&mu);
+    if (getenv("BINDLOG_SHIM_TRACE") != NULL)
+        fprintf(stderr, "shim: directory operation %ld: %s %s%s\n", n, what,
+                path != NULL ? path : "", err != 0 ? " (failed)" : "");
+    return err;
+}
+
+/* `path` relative to dirfd, made whole into `whole`; 0, or -1 if it
+ * cannot be. */
+static int whole_path(int dirfd, const char *path, char *whole, size_t cap)
+{
+    if (path == NULL)
+        return -1;
+    if (path[0] == '/') {
+        snprintf(whole, cap, "%s", path);
+        return 0;
+    }
+    char base[4096];
+    ssize_t n = -1;
+    if (dirfd == AT_FDCWD) {
+        n = getcwd(base, sizeof base) != NULL ? (ssize_t)strlen(base) : -1;
+    } else {
+        char link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+        n = readlink(link, base, sizeof base - 1);
+    }
+    if (n < 0)
+        return -1;
+    base[n] = '\0';
+    snprintf(whole, cap, "%s/%s", base, path);
+    return 0;
+}
+
+/* Is `path`, relative to dirfd, under the tracked directory? */
+static int under(int dirfd, const char *path)
+{
+    char whole[8192];
+    if (track_dir[0] == '\0' || whole_path(dirfd, path, whole, sizeof whole) != 0)
+        return 0;
+    pthread_mutex_lock(&mu);
+    int hit = track_dir[0] != '\0' && strstr(whole, track_dir) != NULL;
+    pthread_mutex_unlock(&mu);
+    return hit;
+}
+
+/* The directory operation made the name `path` (relative to dirfd; how:
+ * as entry_made()). */
+static void made_name(int dirfd, const char *path, int how)
+{
+    char whole[8192];
+    if (path == NULL || whole_path(dirfd, path, whole, sizeof whole) != 0)
+        return;
+    pthread_mutex_lock(&mu);
+    entry_made(whole, how);
+    pthread_mutex_unlock(&mu);
+}
+
+/* The common path of every directory operation on paths a and b (b may be
+ * NULL): count it and maybe fail it when either is tracked, then do it;
+ * the name it makes (dfm, m: NULL for none; how: as entry_made()) is not
+ * durable until its directory is flushed. */
+#define DIR_OP(dfa, a, dfb, b, dfm, m, how, call)                                                  \
+    do {                                                                                           \
+        if (under(dfa, a) || under(dfb, b)) {                                                      \
+            int err_ = dir_op(__func__, a);                                                        \
+            if (err_ != 0) {                                                                       \
+                errno = err_;                                                                      \
+                return -1;                                                                         \
+            }                                                                                      \
+            int r_ = call;                                                                         \
+            int saved_ = errno;                                                                    \
+            if (r_ == 0)                                                                           \
+                made_name(dfm, m, how);                                                            \
+            errno = saved_;                                                                        \
+            return r_;                                                                             \
+        }                                                                                          \
+        return call;                                                                               \
+    } while (0)
+
+SHIM_API int rename(const char *a, const char *b)
+{
+    DIR_OP(AT_FDCWD, a, AT_FDCWD, b, AT_FDCWD, b, AS_RENAMED, real_rename(a, b));
+}
+
+SHIM_API int renameat(int da, const char *a, int db, const char *b)
+{
+    DIR_OP(da, a, db, b, db, b, AS_RENAMED, real_renameat(da, a, db, b));
+}
+
+SHIM_API int renameat2(int da, const char *a, int db, const char *b, unsigned flags)
+{
+    DIR_OP(da, a, db, b, db, b, AS_RENAMED, real_renameat2(da, a, db, b, flags));
+}
+
+SHIM_API int link(const char *a, const char *b)
+{
+    DIR_OP(AT_FDCWD, a, AT_FDCWD, b, AT_FDCWD, b, AS_RENAMED, real_link(a, b));
+}
+
+SHIM_API int linkat(int da, const char *a, int db, const char *b, int flags)
+{
+    DIR_OP(da, a, db, b, db, b, AS_RENAMED, real_linkat(da, a, db, b, flags));
+}
+
+SHIM_API int unlink(const char *a)
+{
+    DIR_OP(AT_FDCWD, a, AT_FDCWD, NULL, AT_FDCWD, NULL, AS_MADE, real_unlink(a));
+}
+
+SHIM_API int unlinkat(int da, const char *a, int flags)
+{
+    DIR_OP(da, a, AT_FDCWD, NULL, AT_FDCWD, NULL, AS_MADE, real_unlinkat(da, a, flags));
+}
+
+SHIM_API int mkdir(const char *a, mode_t mode)
+{
+    DIR_OP(AT_FDCWD, a, AT_FDCWD, NULL, AT_FDCWD, a, AS_MADE, real_mkdir(a, mode));
+}
+
+SHIM_API int mkdirat(int da, const char *a, mode_t mode)
+{
+    DIR_OP(da, a, AT_FDCWD, NULL, da, a, AS_MADE, real_mkdirat(da, a, mode));
+}
+
+/* 1 if an open with these flags may create path (relative to dirfd): it
+ * has O_CREAT and nothing is there yet. */
+static int absent(int dirfd, const char *path, int flags)
+{
+    return (flags & O_CREAT) && (flags & O_TMPFILE) != O_TMPFILE &&
+           faccessat(dirfd, path, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
 }
 
 /* open and friends: the mode argument exists only with O_CREAT/O_TMPFILE. */
@@ -526,8 +823,9 @@ SHIM_API int open(const char *path, int flags, ...)
 {
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
+    int made = absent(AT_FDCWD, path, flags);
     int fd = real_open(path, flags, mode);
-    opened(fd, path, flags);
+    opened(fd, path, flags, made);
     return fd;
 }
 
@@ -535,8 +833,9 @@ SHIM_API int open64(const char *path, int flags, ...)
 {
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
+    int made = absent(AT_FDCWD, path, flags);
     int fd = real_open64(path, flags, mode);
-    opened(fd, path, flags);
+    opened(fd, path, flags, made);
     return fd;
 }
 
@@ -544,8 +843,9 @@ SHIM_API int openat(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
+    int made = absent(dirfd, path, flags);
     int fd = real_openat(dirfd, path, flags, mode);
-    opened(fd, path, flags);
+    opened(fd, path, flags, made);
     return fd;
 }
 
@@ -553,7 +853,8 @@ SHIM_API int openat64(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
+    int made = absent(dirfd, path, flags);
     int fd = real_openat64(dirfd, path, flags, mode);
-    opened(fd, path, flags);
+    opened(fd, path, flags, made);
     return fd;
 }
