@@ -305,7 +305,10 @@ typedef struct bindlog bindlog;
  * Open (and, unless read-only, create) the store in directory `dir`.
  *
  * A missing directory is created (mode 0700, with missing parents) and an
- * empty store made in it; store files are created 0600.  Stale reader slots
+ * empty store made in it; store files are created 0600.  Unless durability
+ * is NONE, the directories that hold the names made (the store's files and
+ * the directories created) are flushed before the open returns, so that a
+ * new store's first acknowledged event survives a power loss.  Stale reader slots
  * left by dead processes are cleared.  Opening a store that is already open
  * in this process shares its LMDB environment (LMDB forbids two on the same
  * files), so any number of handles may be open at once.
@@ -950,7 +953,9 @@ BINDLOG_API int bindlog_check(bindlog *s, bindlog_check_report *out,
  * bindlog_check() (same memory, disk and map-growth notes), writing every
  * table of the new store in key order, and falls back to the record-by-
  * record replay when the bulk one cannot decide alone.  The new store is
- * synced once at the end.  Thread-safe.
+ * synced once at the end: its files, and their names with the directories
+ * that hold them (out_dir and those the call made), so that a replay that
+ * returned 0 survives a power loss.  Thread-safe.
  */
 BINDLOG_API int bindlog_replay(bindlog *s, const char *out_dir, uint64_t to_lsn,
                                int64_t to_time_ms, unsigned char digest[BINDLOG_DIGEST_SIZE],

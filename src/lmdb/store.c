@@ -258,6 +258,44 @@ static int make_dirs(const char *dir, size_t *made)
     return rc;
 }
 
+/* Flush the directories holding the names make_dirs() made (made: its
+ * *made, not 0): dir's parent, and its parents up to that of the shallowest
+ * directory made.  (dir's own names are flushed as the log is created.) */
+static int flush_made_dirs(const char *dir, size_t made)
+{
+    char *p = strdup(dir);
+    size_t n = strlen(dir);
+    int rc = 0;
+
+    if (p == NULL)
+        return BINDLOG_ENOMEM;
+    while (rc == 0) {
+        while (n > 0 && p[n - 1] == '/') /* "a/b/" */
+            n--;
+        while (n > 0 && p[n - 1] != '/') /* the last name */
+            n--;
+        while (n > 1 && p[n - 1] == '/') /* "a//b" */
+            n--;
+        const char *parent = n == 0 ? "." : p; /* "store": the working directory */
+        p[n] = '\0';
+        int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || bl_plat_flush_file(fd) != 0) {
+            char q[BL_ERR_QUOTE_MAX], what[BL_ERR_QUOTE_MAX + 64];
+            int err = errno;
+            snprintf(what, sizeof what, "flushing the directory %s after making one in it",
+                     bl_err_bytes(q, sizeof q, parent, strlen(parent)));
+            errno = err;
+            rc = bl_sys_error(what);
+        }
+        if (fd >= 0)
+            close(fd);
+        if (n < made) /* the parent of the shallowest one made */
+            break;
+    }
+    free(p);
+    return rc;
+}
+
 /* Remove the directories make_dirs() created (made: its *made), deepest
  * first.  rmdir() removes only empty ones, so nothing else is lost. */
 static void unmake_dirs(const char *dir, size_t made)
@@ -269,7 +307,8 @@ static void unmake_dirs(const char *dir, size_t made)
         return;
     while (n >= made) {
         p[n] = '\0';
-        if (rmdir(p) != 0)
+        /* the deepest ones may never have been made: make_dirs stopped */
+        if (rmdir(p) != 0 && errno != ENOENT)
             break;
         while (n > 0 && p[n - 1] == '/') /* "a//b" */
             n--;
@@ -1069,7 +1108,12 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
         if (o->read_only)
             return bl_err_set(BINDLOG_ENOTFOUND, "no such directory, and a read-only open "
                                                  "never creates one");
-        if ((rc = make_dirs(dir, &made_dirs)) != 0) {
+        /* the store's first acknowledged event lasts no longer than the
+         * names of the directories made for it: flushed now, before they
+         * hold anything (the store's own names, as its log is created) */
+        if ((rc = make_dirs(dir, &made_dirs)) != 0 ||
+            (made_dirs != 0 && o->durability != BINDLOG_DURABILITY_NONE &&
+             (rc = flush_made_dirs(dir, made_dirs)) != 0)) {
             unmake_dirs(dir, made_dirs);
             return rc;
         }
@@ -1090,6 +1134,8 @@ int bl_env_acquire(const char *dir, const bindlog_options *o, bl_env **out)
             break;
     if (e == NULL) {
         rc = env_create(dir, &st, o, &e);
+        if (rc == 0)
+            e->made_dirs = made_dirs;
         if (rc != 0)
             unmake_dirs(dir, made_dirs); /* a failed open leaves nothing it made */
         if (rc == 0) {
@@ -1159,6 +1205,23 @@ void bl_env_release(bl_env *e)
         bl_ckpt_want(e); /* another handle came: its checkpointer goes on */
     }
     pthread_mutex_unlock(&registry_mu);
+}
+
+int bl_env_flush_names(bl_env *e)
+{
+    int rc = bl_wal_sync(e->wal->fd);
+    if (rc != 0)
+        return rc;
+    int fd = open(e->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || bl_plat_flush_file(fd) != 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        errno = err;
+        return bl_sys_error("flushing the new store's directory");
+    }
+    close(fd);
+    return e->made_dirs != 0 ? flush_made_dirs(e->path, e->made_dirs) : 0;
 }
 
 void bl_env_release_writer(bl_env *e)

@@ -71,6 +71,8 @@ typedef struct bl_env {
     int refs;            /* handles */
     int writers;         /* writable handles */
     char *path;
+    size_t made_dirs; /* the open that created the store made directories:
+                       * the length of the shallowest one's path; else 0 */
 
     MDB_env *env;
     MDB_dbi dbi[BL_DB_COUNT];
@@ -104,6 +106,12 @@ int bl_env_init_tables(bl_env *e, int may_create, uint64_t salt, uint64_t cap);
  * for anything that writes events. */
 extern _Thread_local int bl_open_format2;
 void bl_env_release(bl_env *e);
+/* Make the names of a new store's files lasting: flush its log file, its
+ * directory, and the directories that hold the ones its open made (a store
+ * opened without flushes, then filled and flushed as a whole: replay's
+ * new store).  0 or BINDLOG_EIO (or another code of the failing flush)
+ * naming the file. */
+int bl_env_flush_names(bl_env *e);
 /* A writable handle closes: the last one drops the advisory writer lock so
  * that vacuum can run.  Call before bl_env_release(). */
 void bl_env_release_writer(bl_env *e);

@@ -158,20 +158,28 @@ int bl_wal_create(const char *dir, uint64_t cap, uint64_t salt, int nosync)
      * of space; the zeros that make later overwrites cheap (no extent to
      * convert, nothing to journal at fdatasync) are written by the
      * background thread ahead of the writers (bl_wal_fill). */
+    char step[64];
+    snprintf(step, sizeof step, "cannot reserve %llu bytes",
+             (unsigned long long)(BL_WAL_HDR + cap));
     err = bl_plat_reserve(fd, (off_t)(BL_WAL_HDR + cap), 0);
     if (err == EOPNOTSUPP || err == EINVAL) /* a filesystem without fallocate: write the zeros now */
         err = bl_plat_write_zeros(fd, BL_WAL_HDR, (off_t)cap);
-    if (err == 0)
+    if (err == 0) {
+        snprintf(step, sizeof step, "writing the new log's header");
         err = write_all(fd, blk, sizeof blk, 0);
-    if (err == 0 && !nosync)
+    }
+    if (err == 0 && !nosync) {
+        snprintf(step, sizeof step, "flushing the new log");
         err = bl_plat_flush_file(fd);
+    }
     close(fd);
-    if (err == 0 && !nosync)
+    if (err == 0 && !nosync) {
+        snprintf(step, sizeof step, "flushing the directory after creating the log");
         err = sync_dir(dir);
+    }
     if (err != 0) {
         bl_wal_remove(dir);
-        return bl_err_set(errno_code(err), "%s: cannot reserve %llu bytes: %s", BL_WAL_FILE,
-                          (unsigned long long)(BL_WAL_HDR + cap), strerror(err));
+        return bl_err_set(errno_code(err), "%s: %s: %s", BL_WAL_FILE, step, strerror(err));
     }
     return 0;
 }

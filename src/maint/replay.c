@@ -838,7 +838,7 @@ int bl_lmdb_replay(bindlog *s, const char *out_dir, uint64_t to_lsn, int64_t to_
     bl_replayer r;
     image_copy img;
     log_replay x;
-    unsigned char dg[BINDLOG_DIGEST_SIZE];
+    unsigned char dg[BINDLOG_DIGEST_SIZE] = {0};
     int rc, have_digest = 0, touched = 0;
 
     if (s == NULL || out_dir == NULL || out_dir[0] == '\0')
@@ -914,7 +914,8 @@ built:
     bl_snap_close(&ss);
     have_ss = 0;
 
-    /* one sync for the whole build */
+    /* one sync for the whole build; then the names of its files (opened
+     * without flushes, the new store flushed none) */
     if ((rc = mdb_env_sync(dst->e->env, 1)) != 0) {
         rc = bl_err_set(bl_mdb_error(rc),
                         "the new store's data.mdb: the flush of the build "
@@ -922,6 +923,8 @@ built:
                         mdb_strerror(rc));
         goto out;
     }
+    if ((rc = bl_env_flush_names(dst->e)) != 0)
+        goto out;
     if (digest != NULL && have_digest)
         memcpy(digest, dg, sizeof(dg));
     else if (digest != NULL)

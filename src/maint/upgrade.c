@@ -99,7 +99,7 @@ static int remove_staging(int dfd)
     if (fstatat(dfd, STAGING, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? 0 : bl_sys_error(STAGING);
     if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, STAGING, 0) == 0 ? 0 : bl_sys_error(STAGING);
+        return unlinkat(dfd, STAGING, 0) == 0 ? 0 : bl_sys_error("removing " STAGING);
     int sfd = openat(dfd, STAGING, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sfd < 0)
         return bl_sys_error(STAGING);
@@ -113,18 +113,21 @@ static int remove_staging(int dfd)
     while ((de = readdir(d)) != NULL)
         if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
             unlinkat(dirfd(d), de->d_name, 0) != 0 && errno != ENOENT && rc == 0)
-            rc = bl_sys_error(STAGING "/...");
+            rc = bl_sys_error("removing the files in " STAGING);
     closedir(d);
     if (rc == 0 && unlinkat(dfd, STAGING, AT_REMOVEDIR) != 0 && errno != ENOENT)
-        rc = bl_sys_error(STAGING);
+        rc = bl_sys_error("removing " STAGING);
     return rc;
 }
 
 /* Remove DIR/name if it is there (a link is removed, never followed). */
 static int remove_stray(int dfd, const char *name)
 {
-    if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT)
-        return bl_sys_error(name);
+    char what[64];
+    if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT) {
+        snprintf(what, sizeof what, "removing %s", name);
+        return bl_sys_error(what);
+    }
     return 0;
 }
 
@@ -195,9 +198,22 @@ static int backup_wal(int dfd)
     if (same_inode(dfd, BL_WAL_FILE, backup_of(BL_WAL_FILE)))
         return 0;
     unlinkat(dfd, backup_of(BL_WAL_FILE), 0); /* not this store's log: a stale one */
-    if (linkat(dfd, BL_WAL_FILE, dfd, backup_of(BL_WAL_FILE), 0) != 0)
-        return bl_sys_error(backup_of(BL_WAL_FILE));
-    return 0;
+    char what[80];
+    if (linkat(dfd, BL_WAL_FILE, dfd, backup_of(BL_WAL_FILE), 0) != 0) {
+        snprintf(what, sizeof what, "linking the old %s into %s", BL_WAL_FILE, BACKUP);
+        return bl_sys_error(what);
+    }
+    /* the link's name lasts with the backup's directory */
+    int bfd = openat(dfd, BACKUP, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = bfd >= 0 && bl_plat_flush_file(bfd) == 0 ? 0 : -1;
+    if (rc != 0) {
+        snprintf(what, sizeof what, "flushing %s after linking the old %s into it", BACKUP,
+                 BL_WAL_FILE);
+        rc = bl_sys_error(what);
+    }
+    if (bfd >= 0)
+        close(bfd);
+    return rc;
 }
 
 /* Before the switch (the backup's data.mdb is still DIR's), an attempt
@@ -214,7 +230,9 @@ static int restore_wal(int dfd)
     if (linkat(dfd, backup_of(BL_WAL_FILE), dfd, BL_WAL_FILE ".restore", 0) != 0 ||
         renameat(dfd, BL_WAL_FILE ".restore", dfd, BL_WAL_FILE) != 0)
         return bl_sys_error(BL_WAL_FILE " (putting the old log back)");
-    return bl_plat_flush_file(dfd) == 0 ? 0 : bl_sys_error("the directory");
+    return bl_plat_flush_file(dfd) == 0
+               ? 0
+               : bl_sys_error("flushing the directory after putting the old log back");
 }
 
 /* DIR/format1-backup/data.mdb: the old data.mdb, kept until the user
@@ -225,8 +243,11 @@ static int make_backup(int dfd)
     struct stat st, cur;
     int rc;
 
-    if (mkdirat(dfd, BACKUP, 0700) != 0 && errno != EEXIST)
-        return bl_sys_error(BACKUP);
+    if (mkdirat(dfd, BACKUP, 0700) != 0 && errno != EEXIST) {
+        char what[48];
+        snprintf(what, sizeof what, "making %s", BACKUP);
+        return bl_sys_error(what);
+    }
     if (fstatat(dfd, BACKUP, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return bl_sys_error(BACKUP);
     if (!S_ISDIR(st.st_mode))
@@ -260,14 +281,21 @@ static int make_backup(int dfd)
     /* failpoint upgrade.nolink (eio): a file system without hard links */
     /* cppcheck-suppress knownConditionTrueFalse ; BL_FAILPOINT() is 0 without failpoints */
     if ((BL_FAILPOINT("upgrade.nolink") != 0 && (errno = EPERM, 1)) ||
-        linkat(dfd, "data.mdb", bfd, "data.mdb", 0) != 0)
-        rc = errno == EPERM || errno == ENOTSUP || errno == EMLINK
-                 ? copy_backup(dfd, bfd)
-                 : bl_sys_error(backup_of("data.mdb"));
-    else
+        linkat(dfd, "data.mdb", bfd, "data.mdb", 0) != 0) {
+        char what[64];
+        snprintf(what, sizeof what, "linking the old data.mdb into %s", BACKUP);
+        rc = errno == EPERM || errno == ENOTSUP || errno == EMLINK ? copy_backup(dfd, bfd)
+                                                                   : bl_sys_error(what);
+    } else {
         rc = 0;
-    if (rc == 0 && (bl_plat_flush_file(bfd) != 0 || bl_plat_flush_file(dfd) != 0))
-        rc = bl_sys_error(BACKUP);
+    }
+    if (rc == 0 && bl_plat_flush_file(bfd) != 0) {
+        char what[48];
+        snprintf(what, sizeof what, "flushing %s", BACKUP);
+        rc = bl_sys_error(what);
+    }
+    if (rc == 0 && bl_plat_flush_file(dfd) != 0)
+        rc = bl_sys_error("flushing the directory after the backup");
 out:
     close(bfd);
     return rc;
@@ -375,7 +403,7 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
     if (snprintf(path, sizeof path, "%s/" STAGING, dir) >= (int)sizeof path)
         return bl_err_set(BINDLOG_EINVAL, "the directory's path is too long");
     if (mkdirat(dfd, STAGING, 0700) != 0)
-        return bl_sys_error(STAGING);
+        return bl_sys_error("making " STAGING);
     if ((sfd = openat(dfd, STAGING, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         return bl_sys_error(STAGING);
     if ((fd = stream_file(sfd)) < 0) {
@@ -456,7 +484,7 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
     if ((rc = fsync_at(sfd, "data.mdb")) != 0 || (rc = fsync_at(sfd, BL_WAL_FILE)) != 0)
         goto out;
     if (bl_plat_flush_file(sfd) != 0)
-        rc = bl_sys_error(STAGING);
+        rc = bl_sys_error("flushing " STAGING);
 out:
     bindlog_close(s);
     if (fd >= 0)
@@ -685,11 +713,11 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     if (info.format >= 2 && (rc = remove_stray(dfd, BL_SHM_FILE)) != 0)
         goto out;
     if (renameat(dfd, STAGING "/" BL_WAL_FILE, dfd, BL_WAL_FILE) != 0) {
-        rc = bl_sys_error(BL_WAL_FILE);
+        rc = bl_sys_error("moving the new " BL_WAL_FILE " into the directory");
         goto out;
     }
     if (bl_plat_flush_file(dfd) != 0) {
-        rc = bl_sys_error("the directory");
+        rc = bl_sys_error("flushing the directory after moving the new " BL_WAL_FILE " in");
         goto out;
     }
     if ((rc = fail_at("upgrade.wal")) != 0)
@@ -702,12 +730,13 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     memcpy(rep->digest, info.digest, BINDLOG_DIGEST_SIZE);
     /* the commit point */
     if (renameat(dfd, STAGING "/data.mdb", dfd, "data.mdb") != 0) {
-        rc = bl_sys_error("data.mdb");
+        rc = bl_sys_error("renaming the new data.mdb over the old one");
         goto out;
     }
     rep->upgraded = 1;
     if (bl_plat_flush_file(dfd) != 0) {
-        rc = bl_sys_error("the directory (after the new data.mdb went in)");
+        rc = bl_sys_error("flushing the directory after the new data.mdb went in (the store "
+                          "is upgraded)");
         goto out;
     }
     (void)BL_FAILPOINT("upgrade.switch"); /* kill only: the store is upgraded */

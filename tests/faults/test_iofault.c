@@ -35,10 +35,12 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bindlog.h"
 #include "faultutil.h"
@@ -49,6 +51,7 @@
 static shim_track_fn shim_track;
 static shim_fail_fn shim_fail;
 static shim_ops_fn shim_ops;
+static shim_unsynced_fn shim_unsynced;
 
 static int need_shim(void **state)
 {
@@ -56,7 +59,8 @@ static int need_shim(void **state)
     shim_track = (shim_track_fn)fu_shim_sym("bl_shim_track");
     shim_fail = (shim_fail_fn)fu_shim_sym("bl_shim_fail");
     shim_ops = (shim_ops_fn)fu_shim_sym("bl_shim_ops");
-    if (shim_track == NULL || shim_fail == NULL || shim_ops == NULL) {
+    shim_unsynced = (shim_unsynced_fn)fu_shim_sym("bl_shim_unsynced");
+    if (shim_track == NULL || shim_fail == NULL || shim_ops == NULL || shim_unsynced == NULL) {
         print_message("the shim is not preloaded: skipped\n");
         skip();
     }
@@ -377,8 +381,8 @@ static void same_store(const char *dir, const unsigned char d[BINDLOG_DIGEST_SIZ
 
 enum { OP_VACUUM, OP_COMPACT, OP_REPLAY, OP_RECOVER };
 
-/* One maintenance call on a copy of `base`, its n-th write (or sync)
- * failing with err.  Returns the call's code; *ran: the tracked operations
+/* One maintenance call on a copy of `base`, its n-th write (sync,
+ * directory operation) failing with err.  Returns the call's code; *ran: the tracked operations
  * it did. */
 static int maint_once(int op, const char *base, char *copy, size_t cap, int what, long n, int err,
                       long *ran, char why[640])
@@ -419,10 +423,11 @@ static int maint_once(int op, const char *base, char *copy, size_t cap, int what
     return rc;
 }
 
-/* Vacuum and compaction with each write (ENOSPC) and each sync (EIO) of
- * the store's files failing in turn: every failure is ENOSPC or EIO with a
- * message, and the store reopens with the digest it had and checks clean;
- * the operation then succeeds. */
+/* Vacuum, compaction, replay and recover with each write (ENOSPC), each
+ * sync (EIO) and each directory operation (EIO: a rename, link, unlink or
+ * mkdir, or a directory's flush) of the store's files failing in turn:
+ * every failure is ENOSPC or EIO with a message, and the store reopens
+ * with the digest it had and checks clean; the operation then succeeds. */
 static void iofault__maintenance_on_a_failing_disk(void **state)
 {
     (void)state;
@@ -430,7 +435,7 @@ static void iofault__maintenance_on_a_failing_disk(void **state)
     unsigned char d[BINDLOG_DIGEST_SIZE];
     char *base = maint_store(d);
     for (int op = OP_VACUUM; op <= OP_RECOVER; op++)
-        for (int what = SHIM_WRITE; what <= SHIM_SYNC; what++) {
+        for (int what = SHIM_WRITE; what <= SHIM_DIR; what++) {
             int err = what == SHIM_WRITE ? ENOSPC : EIO, failed = 0, through = 0;
             char copy[4200], first[640] = "", why[640];
             long n, ran;
@@ -455,13 +460,11 @@ static void iofault__maintenance_on_a_failing_disk(void **state)
                      * handle is done for (EPANIC), the store is not */
                     if (rc != BINDLOG_EIO && rc != BINDLOG_ENOSPC &&
                         !(op == OP_COMPACT && rc == BINDLOG_EPANIC))
-                        fail_msg("%s, %s %ld failing: %s (%s)", names[op],
-                                 what == SHIM_WRITE ? "write" : "sync", n, bindlog_code_name(rc),
-                                 why);
+                        fail_msg("%s, %s %ld failing: %s (%s)", names[op], fu_shim_op_name(what), n,
+                                 bindlog_code_name(rc), why);
                     assert_true(why[0] != '\0');
                     if (getenv("BINDLOG_TEST_VERBOSE") != NULL)
-                        print_message("    %s %ld: %s\n", what == SHIM_WRITE ? "write" : "sync", n,
-                                      why);
+                        print_message("    %s %ld: %s\n", fu_shim_op_name(what), n, why);
                     if (first[0] == '\0')
                         snprintf(first, sizeof first, "%s", why);
                     failed++;
@@ -471,8 +474,8 @@ static void iofault__maintenance_on_a_failing_disk(void **state)
                     /* nothing is left at out_dir: the call can run again */
                     struct stat st;
                     if (stat(out, &st) == 0)
-                        fail_msg("replay, %s %ld failing: %s is left",
-                                 what == SHIM_WRITE ? "write" : "sync", n, out);
+                        fail_msg("replay, %s %ld failing: %s is left", fu_shim_op_name(what), n,
+                                 out);
                 } else if (op == OP_REPLAY || (op == OP_RECOVER && rc == 0)) {
                     same_store(out, d);
                     tu_rmtree(out);
@@ -483,12 +486,143 @@ static void iofault__maintenance_on_a_failing_disk(void **state)
             }
             print_message("  %s, each of %ld %ss failing with %s: %d failed, %d went through; "
                           "the store kept its digest every time; the first said: %s\n",
-                          names[op], n - 1, what == SHIM_WRITE ? "write" : "sync", strerror(err),
-                          failed, through, first);
-            assert_true(n > 1);
+                          names[op], n - 1, fu_shim_op_name(what), strerror(err), failed, through,
+                          first);
+            /* compaction works inside data.mdb: it renames nothing */
+            assert_true(n > 1 || (what == SHIM_DIR && op == OP_COMPACT));
         }
     tu_rmtree(base);
     free(base);
+}
+
+/* ---- what a call says is done is on the disk ----------------------------------- */
+
+/* Nothing a power loss could take from the store `dir` made by `what`:
+ * every write to its data.mdb and bindlog.wal flushed, and every name the
+ * call made (those files; the directories; `made`, NULL-terminated, the
+ * directories it had to create) flushed with its directory.  The shared
+ * memory and the lock files are made again at every open: nothing of
+ * theirs has to last. */
+static void nothing_to_lose(const char *what, const char *const *made)
+{
+    static const char *const files[] = {"data.mdb", BL_WAL_FILE};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        long n = shim_unsynced(files[i]);
+        if (n < 0)
+            fail_msg("%s: the shim saw no %s", what, files[i]);
+        if (n != 0)
+            fail_msg("%s: %ld write(s) to %s, or its name, not yet on the disk", what, n, files[i]);
+    }
+    for (size_t i = 0; made != NULL && made[i] != NULL; i++) {
+        long n = shim_unsynced(made[i]);
+        if (n < 0)
+            fail_msg("%s: the shim saw no directory %s made", what, made[i]);
+        if (n != 0)
+            fail_msg("%s: the directory %s it made is not yet on the disk", what, made[i]);
+    }
+}
+
+/* A new store's open in directories it makes, each of its directory
+ * operations (the mkdirs, the flushes of the directories that hold what
+ * it made) failing in turn: an error naming the step, and nothing left;
+ * or, for those it may do without, a store. */
+static void iofault__a_new_store_on_a_failing_directory(void **state)
+{
+    (void)state;
+    char *root = tu_mkdtemp("iofault-newdir"), dir[4300], nest[4200];
+    struct stat st;
+    long n;
+    int failed = 0;
+    snprintf(nest, sizeof nest, "%s/nest", root);
+    snprintf(dir, sizeof dir, "%s/store", nest);
+    for (n = 1;; n++) {
+        bindlog *s = NULL;
+        shim_track(root);
+        long before = shim_ops(SHIM_DIR);
+        shim_fail(SHIM_DIR, n, EIO, 1);
+        int rc = bindlog_open(&s, dir, NULL);
+        long ran = shim_ops(SHIM_DIR) - before;
+        shim_fail(SHIM_DIR, 0, 0, 0);
+        shim_track(NULL);
+        if (rc != 0) {
+            assert_int_equal(rc, BINDLOG_EIO);
+            if (getenv("BINDLOG_TEST_VERBOSE") != NULL)
+                print_message("    directory operation %ld: %s\n", n, bindlog_last_error());
+            if (stat(nest, &st) == 0)
+                fail_msg("directory operation %ld failing: %s is left (%s)", n, nest,
+                         bindlog_last_error());
+            failed++;
+            continue;
+        }
+        bindlog_close(s);
+        tu_rmtree(nest);
+        if (ran < n)
+            break;
+    }
+    print_message("  a new store in new directories, each of %ld directory operations failing: "
+                  "%d failed and left nothing\n",
+                  n - 1, failed);
+    assert_true(failed >= 3); /* two mkdirs and a flush at least */
+    tu_rmtree(root);
+    free(root);
+}
+
+/* A new store (in directories its open makes), an event in FULL, replay
+ * and recover into new directories, vacuum, an import into a new store:
+ * once each call returns 0, a power loss takes nothing it did. */
+static void iofault__a_call_that_returned_left_nothing_to_lose(void **state)
+{
+    (void)state;
+    char *root = tu_mkdtemp("iofault-durable"), dir[4200], out[4200];
+    static const char *const made_store[] = {"nest", "store", NULL};
+    static const char *const made_out[] = {"out", NULL};
+    unsigned char d[BINDLOG_DIGEST_SIZE];
+    bindlog *s, *t;
+    bindlog_result r;
+
+    shim_track(root);
+    snprintf(dir, sizeof dir, "%s/nest/store", root);
+    assert_int_equal(bindlog_open(&s, dir, NULL), 0);
+    assert_int_equal(bindlog_bind(s, "k", "s1", NULL, NULL, "o", 1, &r), BINDLOG_APPLIED);
+    nothing_to_lose("a new store's first event", made_store);
+    assert_int_equal(bindlog_digest(s, d, NULL), 0);
+
+    snprintf(out, sizeof out, "%s/replayed/out", root);
+    assert_int_equal(bindlog_replay(s, out, UINT64_MAX, INT64_MAX, NULL, NULL, NULL, NULL), 0);
+    nothing_to_lose("replay", made_out);
+    bindlog_close(s);
+    same_store(out, d);
+    tu_rmtree(out);
+
+    bindlog_recover_report rep;
+    snprintf(out, sizeof out, "%s/recovered/out", root);
+    assert_int_equal(bindlog_recover(dir, out, &rep, NULL, NULL), 0);
+    bindlog_recover_report_free(&rep);
+    nothing_to_lose("recover", made_out);
+    same_store(out, d);
+    tu_rmtree(out);
+
+    assert_int_equal(bindlog_vacuum(dir, NULL, NULL), 0);
+    nothing_to_lose("vacuum", NULL);
+
+    char stream[4200];
+    snprintf(stream, sizeof stream, "%s/stream", root);
+    int fd = open(stream, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(bindlog_open(&s, dir, NULL), 0);
+    assert_int_equal(bindlog_export(s, 0, fd, NULL, NULL, NULL), 0);
+    bindlog_close(s);
+    snprintf(out, sizeof out, "%s/imported/out", root);
+    assert_int_equal(bindlog_open(&t, out, NULL), 0);
+    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+    assert_int_equal(bindlog_import(t, fd, NULL, NULL, NULL, NULL), 0);
+    nothing_to_lose("import into a new store", made_out);
+    bindlog_close(t);
+    close(fd);
+    same_store(out, d);
+    shim_track(NULL);
+    tu_rmtree(root);
+    free(root);
 }
 
 int main(int argc, char **argv)
@@ -504,6 +638,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(iofault__a_checkpoint_without_space_is_retried, need_shim),
         cmocka_unit_test_setup(iofault__a_full_log_on_a_full_disk_is_enospc, need_shim),
         cmocka_unit_test_setup(iofault__maintenance_on_a_failing_disk, need_shim),
+        cmocka_unit_test_setup(iofault__a_new_store_on_a_failing_directory, need_shim),
+        cmocka_unit_test_setup(iofault__a_call_that_returned_left_nothing_to_lose, need_shim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

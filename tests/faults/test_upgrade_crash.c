@@ -448,17 +448,19 @@ static void upgrade_crash__backup_by_copy(void **state)
 
 /* ---- a failing disk: every write, every sync ------------------------------------ */
 
-/* The upgrade with the n-th write (or sync) of the store's files failing
- * with err, for n = 1, 2, ... until the upgrade does fewer than n: each
+/* The upgrade with the n-th write (sync, directory operation) of the
+ * store's files failing with err, and count-1 after it (-1: all), for
+ * n = 1, 2, ... until the upgrade does fewer than n: each
  * failure is an error naming it, leaves the old store or the new one
  * (which_store), and a second run finishes.  An upgrade that returns 0
  * although an operation failed would be silent damage: never. */
-static void fail_each(int fmt, const char *which, int what, int err)
+static void fail_each(int fmt, const char *which, int what, int err, long count)
 {
     shim_track_fn track = (shim_track_fn)fu_shim_sym("bl_shim_track");
     shim_fail_fn arm = (shim_fail_fn)fu_shim_sym("bl_shim_fail");
     shim_ops_fn ops = (shim_ops_fn)fu_shim_sym("bl_shim_ops");
-    if (track == NULL || arm == NULL || ops == NULL) {
+    shim_unsynced_fn unsynced = (shim_unsynced_fn)fu_shim_sym("bl_shim_unsynced");
+    if (track == NULL || arm == NULL || ops == NULL || unsynced == NULL) {
         print_message("the shim is not preloaded: skipped\n");
         skip();
     }
@@ -471,36 +473,46 @@ static void fail_each(int fmt, const char *which, int what, int err)
         set_failpoint(NULL);
         track(f->dir);
         long before = ops(what);
-        arm(what, n, err, 1);
+        arm(what, n, err, count);
         int rc = bindlog_upgrade(f->dir, NULL, &r, NULL, NULL);
         long done = ops(what) - before;
+        if (done >= n)
+            track(NULL);
         arm(what, 0, 0, 0);
-        track(NULL);
         if (done < n) { /* ran out of operations: the sweep is over */
             assert_int_equal(rc, 0);
+            /* and what it did lasts: every write and every name it made
+             * (the new files, the backup's) flushed */
+            char backup[32];
+            snprintf(backup, sizeof backup, "format%d-backup", fmt);
+            const char *const names[] = {"data.mdb", "bindlog.wal", backup};
+            for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+                if (unsynced(names[i]) != 0)
+                    fail_msg("format %d %s: %s (%ld) is not all on the disk after the upgrade", fmt,
+                             which, names[i], unsynced(names[i]));
+            track(NULL);
             is_new_store(f);
             fx_free(f);
             break;
         }
         if (rc == 0) {
-            /* the failed operation was retried (a checkpoint is): the
-             * new store, whole */
+            /* the failed operation was retried (a checkpoint is), or was
+             * tidying after the switch (whatever it left, the next
+             * upgrade removes): the new store, whole */
             if (getenv("BINDLOG_TEST_VERBOSE") != NULL)
-                print_message("    %s %ld: went through\n", what == SHIM_WRITE ? "write" : "sync",
-                              n);
+                print_message("    %s %ld: went through\n", fu_shim_op_name(what), n);
             is_new_store(f);
+            finish(f, 2);
             left[0]++;
             fx_free(f);
             continue;
         }
         if (rc != BINDLOG_EIO && rc != BINDLOG_ENOSPC)
-            fail_msg("format %d %s, %s %ld failed: %s (%s)", fmt, which,
-                     what == SHIM_WRITE ? "write" : "sync", n, bindlog_code_name(rc),
-                     bindlog_last_error());
+            fail_msg("format %d %s, %s %ld failed: %s (%s)", fmt, which, fu_shim_op_name(what), n,
+                     bindlog_code_name(rc), bindlog_last_error());
         assert_true(bindlog_last_error()[0] != '\0');
         if (getenv("BINDLOG_TEST_VERBOSE") != NULL)
-            print_message("    %s %ld: %s\n", what == SHIM_WRITE ? "write" : "sync", n,
-                          bindlog_last_error());
+            print_message("    %s %ld: %s\n", fu_shim_op_name(what), n, bindlog_last_error());
         if (first[0] == '\0')
             snprintf(first, sizeof first, "%s", bindlog_last_error());
         int had = which_store(f);
@@ -508,20 +520,39 @@ static void fail_each(int fmt, const char *which, int what, int err)
         finish(f, had);
         fx_free(f);
     }
-    print_message("  format %d %s, each of %ld %ss failing with %s: %d left the old store, %d "
-                  "the new one, %d went through (retried); the first said: %s\n",
-                  fmt, which, n - 1, what == SHIM_WRITE ? "write" : "sync", strerror(err),
-                  left[1], left[2], left[0], first);
+    print_message("  format %d %s, each of %ld %ss failing with %s%s: %d left the old store, "
+                  "%d the new one, %d went through (retried, or tidying after the switch); the "
+                  "first said: %s\n",
+                  fmt, which, n - 1, fu_shim_op_name(what), strerror(err),
+                  count < 0 ? ", and every one after it" : "", left[1], left[2], left[0], first);
     assert_true(n > 2); /* the sweep failed something */
 }
 
 static void upgrade_crash__a_failing_disk_at_every_write_and_sync(void **state)
 {
     (void)state;
-    fail_each(1, "plain", SHIM_WRITE, ENOSPC);
-    fail_each(1, "plain", SHIM_SYNC, EIO);
-    fail_each(6, "crashed", SHIM_WRITE, ENOSPC);
-    fail_each(6, "crashed", SHIM_SYNC, EIO);
+    fail_each(1, "plain", SHIM_WRITE, ENOSPC, 1);
+    fail_each(1, "plain", SHIM_SYNC, EIO, 1);
+    fail_each(6, "crashed", SHIM_WRITE, ENOSPC, 1);
+    fail_each(6, "crashed", SHIM_SYNC, EIO, 1);
+    /* a disk that stays failing: the undo of each failure fails too, and
+     * the next upgrade (the disk well again) still finishes the job */
+    fail_each(1, "plain", SHIM_WRITE, EIO, -1);
+    fail_each(6, "crashed", SHIM_SYNC, EIO, -1);
+}
+
+/* Every rename, link, unlink and mkdir under the store, and every flush of
+ * its directories, failing in turn: the steps around the commit point (the
+ * new log's rename and its directory flush, the switch, the flush after
+ * it), the backup's link, the staging directory's making and removal, and
+ * the undo of each failure. */
+static void upgrade_crash__a_failing_directory_at_every_operation(void **state)
+{
+    (void)state;
+    fail_each(1, "plain", SHIM_DIR, EIO, 1);
+    fail_each(6, "crashed", SHIM_DIR, EIO, 1);
+    fail_each(1, "plain", SHIM_DIR, EIO, -1);
+    fail_each(6, "crashed", SHIM_DIR, EIO, -1);
 }
 
 int main(int argc, char **argv)
@@ -539,6 +570,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(upgrade_crash__kill_anywhere),
         cmocka_unit_test(upgrade_crash__backup_by_copy),
         cmocka_unit_test(upgrade_crash__a_failing_disk_at_every_write_and_sync),
+        cmocka_unit_test(upgrade_crash__a_failing_directory_at_every_operation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
