@@ -164,6 +164,7 @@ typedef struct meas {
      * every thread (the checkpointer's too) and context switches
      * (voluntary and not), per event; <0 not measured. */
     double proc_cpu_us, csw; /* 0: not measured */
+    double proc_sys_us;      /* of proc_cpu_us, the kernel's (system time) */
     double early_rate; /* writers: the rate over the window's first 0.5 s */
     char note[112];
 } meas;
@@ -284,14 +285,15 @@ static double thread_cpu(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The process's CPU seconds (every thread, user + system) and context
- * switches (voluntary and involuntary) so far. */
-static void proc_usage(double *cpu, double *csw)
+/* The process's CPU seconds (every thread, user + system), the system
+ * time's share of them, and context switches (voluntary and involuntary)
+ * so far. */
+static void proc_usage(double *cpu, double *sys, double *csw)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + *sys;
     *csw = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
 }
 
@@ -434,8 +436,8 @@ static void run_writers_from(meas *m, const contender *c, void *shared, const wo
     r.t0 = now_ns();
     r.deadline = r.t0 + (uint64_t)(budget * 1e9);
     bench_deadline_ns = r.deadline;
-    double cpu0, csw0, cpu1, csw1;
-    proc_usage(&cpu0, &csw0);
+    double cpu0, sys0, csw0, cpu1, sys1, csw1;
+    proc_usage(&cpu0, &sys0, &csw0);
     pthread_barrier_wait(&r.go);
 
     uint64_t t_end = r.t0, total = 0;
@@ -445,7 +447,7 @@ static void run_writers_from(meas *m, const contender *c, void *shared, const wo
             t_end = k[t].t_end;
         total += k[t].done;
     }
-    proc_usage(&cpu1, &csw1);
+    proc_usage(&cpu1, &sys1, &csw1);
     bench_deadline_ns = 0;
     /* events done in the window's first half second (a thread's latencies
      * add up to its time since the start): a fresh store's first lap */
@@ -474,6 +476,7 @@ static void run_writers_from(meas *m, const contender *c, void *shared, const wo
     m->events = total;
     if (total > 0) {
         m->proc_cpu_us = (cpu1 - cpu0) * 1e6 / (double)total;
+        m->proc_sys_us = (sys1 - sys0) * 1e6 / (double)total;
         m->csw = (csw1 - csw0) / (double)total;
     }
     m->secs = (double)(t_end - r.t0) / 1e9;
@@ -2157,9 +2160,10 @@ static void print_table(const cfg *c, const workload *w, double total_secs)
         fmt_rate(a, sizeof a, m->rate);
         fmt_lat(b, sizeof b, m->p50_us);
         fmt_lat(d, sizeof d, m->p99_us);
-        char u[64] = "";
+        char u[96] = "";
         if (m->proc_cpu_us > 0)
-            snprintf(u, sizeof u, "; %.1f us CPU, %.2f cs per event", m->proc_cpu_us, m->csw);
+            snprintf(u, sizeof u, "; %.1f us CPU (%.1f in the kernel), %.2f cs per event",
+                     m->proc_cpu_us, m->proc_sys_us, m->csw);
         printf("%-3d %-40s %10s %10s %10s  %s%s%" PRIu64 " %s in %.1f s%s\n", item[i], m->label,
                a, b, d, m->note, m->note[0] ? "; " : "", m->events, m->unit, m->secs, u);
     }
@@ -2281,6 +2285,7 @@ static void print_json(const cfg *c, const workload *w, double total_secs)
             json_num("cpu_seconds", m->cpu_secs, m->cpu_secs > 0, 0);
             json_num("per_cpu_second", per_cpu(m), m->cpu_secs > 0, 0);
             json_num("process_cpu_us_per_event", m->proc_cpu_us, m->proc_cpu_us > 0, 0);
+            json_num("process_sys_us_per_event", m->proc_sys_us, m->proc_cpu_us > 0, 0);
             json_num("context_switches_per_event", m->csw, m->proc_cpu_us > 0, 0);
             json_num("first_half_second_per_second", m->early_rate, m->early_rate > 0, 0);
             json_str("note", m->note, 1);
