@@ -278,17 +278,14 @@ static int flush_made_dirs(const char *dir, size_t made)
             n--;
         const char *parent = n == 0 ? "." : p; /* "store": the working directory */
         p[n] = '\0';
-        int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || bl_plat_flush_file(fd) != 0) {
+        int err = bl_sync_dir(parent);
+        if (err != 0) {
             char q[BL_ERR_QUOTE_MAX], what[BL_ERR_QUOTE_MAX + 64];
-            int err = errno;
             snprintf(what, sizeof what, "flushing the directory %s after making one in it",
                      bl_err_bytes(q, sizeof q, parent, strlen(parent)));
             errno = err;
             rc = bl_sys_error(what);
         }
-        if (fd >= 0)
-            close(fd);
         if (n < made) /* the parent of the shallowest one made */
             break;
     }
@@ -1212,15 +1209,11 @@ int bl_env_flush_names(bl_env *e)
     int rc = bl_wal_sync(e->wal->fd);
     if (rc != 0)
         return rc;
-    int fd = open(e->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || bl_plat_flush_file(fd) != 0) {
-        int err = errno;
-        if (fd >= 0)
-            close(fd);
+    int err = bl_sync_dir(e->path);
+    if (err != 0) {
         errno = err;
         return bl_sys_error("flushing the new store's directory");
     }
-    close(fd);
     return e->made_dirs != 0 ? flush_made_dirs(e->path, e->made_dirs) : 0;
 }
 

@@ -126,7 +126,7 @@ static int write_all(int fd, const void *p, size_t n, off_t off)
     return 0;
 }
 
-static int sync_dir(const char *dir)
+int bl_sync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -175,7 +175,7 @@ int bl_wal_create(const char *dir, uint64_t cap, uint64_t salt, int nosync)
     close(fd);
     if (err == 0 && !nosync) {
         snprintf(step, sizeof step, "flushing the directory after creating the log");
-        err = sync_dir(dir);
+        err = bl_sync_dir(dir);
     }
     if (err != 0) {
         bl_wal_remove(dir);

@@ -149,6 +149,10 @@ int bl_wal_pwrite(int fd, uint64_t cap, uint64_t pos, const void *buf, size_t le
 /* fdatasync.  0 or BINDLOG_EIO. */
 int bl_wal_sync(int fd);
 
+/* Flush the directory `dir` (fsync; F_FULLFSYNC on macOS), so that the
+ * names made in it last.  0 or the errno of the failure. */
+int bl_sync_dir(const char *dir);
+
 /* ---- frames ----------------------------------------------------------------- */
 
 /* Bytes a frame with a body of body_len takes in the ring. */

@@ -81,12 +81,14 @@ static const char *backup_of(const char *name)
 
 /* ---- files ----------------------------------------------------------------------- */
 
-static int fsync_at(int dfd, const char *name)
+/* Flush DIR/name (a file or a directory); what: the failure's words
+ * (NULL: name). */
+static int fsync_at(int dfd, const char *name, const char *what)
 {
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return bl_sys_error(name);
-    int rc = bl_plat_flush_file(fd) == 0 ? 0 : bl_sys_error(name);
+        return bl_sys_error(what != NULL ? what : name);
+    int rc = bl_plat_flush_file(fd) == 0 ? 0 : bl_sys_error(what != NULL ? what : name);
     close(fd);
     return rc;
 }
@@ -204,16 +206,9 @@ static int backup_wal(int dfd)
         return bl_sys_error(what);
     }
     /* the link's name lasts with the backup's directory */
-    int bfd = openat(dfd, BACKUP, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int rc = bfd >= 0 && bl_plat_flush_file(bfd) == 0 ? 0 : -1;
-    if (rc != 0) {
-        snprintf(what, sizeof what, "flushing %s after linking the old %s into it", BACKUP,
-                 BL_WAL_FILE);
-        rc = bl_sys_error(what);
-    }
-    if (bfd >= 0)
-        close(bfd);
-    return rc;
+    snprintf(what, sizeof what, "flushing %s after linking the old %s into it", BACKUP,
+             BL_WAL_FILE);
+    return fsync_at(dfd, BACKUP, what);
 }
 
 /* Before the switch (the backup's data.mdb is still DIR's), an attempt
@@ -481,7 +476,7 @@ static int build(const char *dir, int dfd, const bindlog_options *opts, bl_f1_in
     }
     bindlog_close(s); /* the last handle: checkpoints and closes the log */
     s = NULL;
-    if ((rc = fsync_at(sfd, "data.mdb")) != 0 || (rc = fsync_at(sfd, BL_WAL_FILE)) != 0)
+    if ((rc = fsync_at(sfd, "data.mdb", NULL)) != 0 || (rc = fsync_at(sfd, BL_WAL_FILE, NULL)) != 0)
         goto out;
     if (bl_plat_flush_file(sfd) != 0)
         rc = bl_sys_error("flushing " STAGING);
