@@ -1211,7 +1211,7 @@ BINDLOG_API void bindlog_recover_report_free(bindlog_recover_report *rep);
 /** What bindlog_upgrade() did.  Plain caller-owned value (fields may be
  * added at the end, never removed). */
 typedef struct bindlog_upgrade_report {
-    unsigned from_format;  /**< the format the store had (1 or 2), or
+    unsigned from_format;  /**< the format the store had (1 to 6), or
                                 BINDLOG_FORMAT_VERSION when it was current */
     int upgraded;          /**< 1: converted by this call; 0: nothing done */
     uint64_t head_lsn;     /**< the store's head LSN (unchanged by the upgrade) */
@@ -1222,6 +1222,12 @@ typedef struct bindlog_upgrade_report {
     /** The state digest, the old store's and the new one's (they are
      * verified equal): what bindlog_digest() gives for the store. */
     unsigned char digest[BINDLOG_DIGEST_SIZE];
+    /** 1: upgraded, but the staging directory `dir`/.bindlog-upgrade/
+     * (what the new store was built in, by then empty or holding the
+     * leftovers of the build) could not be removed after the switch.
+     * The new store is whole and in use either way; the next
+     * bindlog_upgrade() of `dir` removes it, or delete it by hand. */
+    int staging_left;
 } bindlog_upgrade_report;
 
 /**

@@ -5,7 +5,7 @@
  * A thin wrapper over bindlog_upgrade() (bindlog.h): the old store is read
  * with bindlog's page validator, a new one is built beside it inside DIR,
  * re-derived, checked and compared, then renamed into place; the old
- * data.mdb stays in DIR/format1-backup/ until the operator deletes it.
+ * data.mdb stays in DIR/format<N>-backup/ until the operator deletes it.
  *
  * Exit: 0 upgraded, or already current (nothing changed); 2 usage; 3 the
  * store could not be upgraded (nothing changed: the message says why).
@@ -68,6 +68,7 @@ static int run_upgrade(cli *c)
             char bk[48];
             snprintf(bk, sizeof bk, "format%u-backup/data.mdb", r.from_format);
             cli_json_str(&j, "backup", bk);
+            cli_json_bool(&j, "staging_left", r.staging_left);
         }
         cli_json_end(&j);
         return CLI_OK;
@@ -91,6 +92,10 @@ static int run_upgrade(cli *c)
     cli_kv_line(&kv, "check", "clean");
     cli_kv_line(&kv, "backup", "format%u-backup/data.mdb (the old data file: delete it once "
                                "you no longer need to go back)", r.from_format);
+    if (r.staging_left)
+        cli_kv_line(&kv, "staging",
+                    ".bindlog-upgrade/ could not be removed: the new store is "
+                    "whole; the next 'bindlog upgrade' removes it");
     cli_kv_line(&kv, "result", "UPGRADED");
     return CLI_OK;
 }
@@ -99,13 +104,14 @@ const cli_command cli_cmd_upgrade = {
     "upgrade", "convert a store of an older on-disk format to the current one",
     "upgrade [DIR] [--json]\n"
     "\n"
-    "Convert the store in DIR (or -d DIR), written by a bindlog before the\n"
-    "write-ahead log (format 1), to the current format, in place.  The new\n"
-    "store is built inside DIR from the old one's base image and log (every\n"
-    "record re-derived), checked, and compared with the old one (state\n"
-    "digest, head, counters); only then does it replace the old data.mdb,\n"
-    "which is kept as DIR/format1-backup/data.mdb.  A crash at any point\n"
-    "leaves the old store or the new one.  No other process may have the\n"
-    "store open.  A store that is already current is left as it is.\n"
+    "Convert the store in DIR (or -d DIR), written by an older bindlog\n"
+    "(formats 1 to 6), to the current format, in place.  The new store is\n"
+    "built inside DIR from the old one's base image and log (every record\n"
+    "re-derived), checked, and compared with the old one (state digest,\n"
+    "head, counters); only then does it replace the old data.mdb, which is\n"
+    "kept as DIR/format<N>-backup/data.mdb (N the old format; the old\n"
+    "bindlog.wal beside it).  A crash at any point leaves the old store or\n"
+    "the new one.  No other process may have the store open.  A store that\n"
+    "is already current is left as it is.\n"
     "Exit 0 upgraded or already current, 3 not upgraded (nothing changed).\n",
     run_upgrade};

@@ -1,8 +1,8 @@
 /*
- * upgrade.c -- bindlog_upgrade(): a store of format 1, 2, 3 or 4 moved to
- * the current format.  Formats 2 to 4 are first drained (opened as a writer
- * and closed, which checkpoints their log into data.mdb); from there the
- * four are read alike, by the reader of upgrade_f1.c, and the steps below
+ * upgrade.c -- bindlog_upgrade(): a store of format 1 to 6 moved to the
+ * current format.  Formats 2 to 6 are first drained (opened as a writer
+ * and closed, which checkpoints their log into data.mdb); from there all
+ * six are read alike, by the reader of upgrade_f1.c, and the steps below
  * are the same (named for format 1, the first one they were written for).
  *
  * The new store is built inside the store's own directory, in
@@ -29,21 +29,23 @@
  *             fsynced.                                   "upgrade.built"
  *   backup    DIR/format1-backup/data.mdb: a hard link to the old data.mdb
  *             (no copy; a copy when the file system has no hard links),
- *             fsynced.  Formats 2 and 3 also link their bindlog.wal there
+ *             fsynced.  Formats 2 to 6 also link their bindlog.wal there
  *             (DIR/format<N>-backup/bindlog.wal).        "upgrade.backup"
  *   wal       the new bindlog.wal renamed into DIR.  Beside the old
  *             data.mdb it is ignored: opening still says format 1.  Beside
- *             a format-2 or 3 data.mdb it is another log's: a failure
+ *             a data.mdb of format 2 to 6 it is another log's: a failure
  *             puts the old one back from the backup, and so does the next
  *             run after a crash (restore_wal()).
  *                                                        "upgrade.wal"
  *   switch    the new data.mdb renamed over the old one: the commit point.
  *             The directory is fsynced.                  "upgrade.switch"
- *   clean     the staging directory removed.            "upgrade.clean"
+ *   clean     the staging directory removed (a failure here leaves it
+ *             for the next upgrade's tidy; the call still returns 0).
+ *                                                        "upgrade.clean"
  *
- * A crash before the switch leaves the format-1 store as it was (opening
- * it says to run upgrade, and running it again starts over); after it, the
- * format-2 store, whole.  LMDB's lock.mdb stays: its first opener
+ * A crash before the switch leaves the old store as it was (opening it
+ * says to run upgrade, and running it again starts over); after it, the
+ * new store, whole.  LMDB's lock.mdb stays: its first opener
  * initialises it again.
  */
 #define _GNU_SOURCE
@@ -738,6 +740,8 @@ static int upgrade(const char *dir, const bindlog_options *opts, bindlog_upgrade
     /* what is left is tidying: a failure here leaves the new store */
     if (remove_staging(dfd) == 0)
         (void)bl_plat_flush_file(dfd);
+    else
+        rep->staging_left = 1;
     (void)BL_FAILPOINT("upgrade.clean");
     rc = 0;
 out:

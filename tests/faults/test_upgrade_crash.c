@@ -464,7 +464,7 @@ static void fail_each(int fmt, const char *which, int what, int err, long count)
         print_message("the shim is not preloaded: skipped\n");
         skip();
     }
-    int left[3] = {0, 0, 0};
+    int left[3] = {0, 0, 0}, staging_left = 0;
     char first[600] = "";
     long n;
     for (n = 1;; n++) {
@@ -491,6 +491,8 @@ static void fail_each(int fmt, const char *which, int what, int err, long count)
                     fail_msg("format %d %s: %s (%ld) is not all on the disk after the upgrade", fmt,
                              which, names[i], unsynced(names[i]));
             track(NULL);
+            assert_int_equal(r.staging_left, 0);
+            assert_false(exists(f->dir, ".bindlog-upgrade"));
             is_new_store(f);
             fx_free(f);
             break;
@@ -500,7 +502,11 @@ static void fail_each(int fmt, const char *which, int what, int err, long count)
              * tidying after the switch (whatever it left, the next
              * upgrade removes): the new store, whole */
             if (getenv("BINDLOG_TEST_VERBOSE") != NULL)
-                print_message("    %s %ld: went through\n", fu_shim_op_name(what), n);
+                print_message("    %s %ld: went through%s\n", fu_shim_op_name(what), n,
+                              r.staging_left ? ", the staging directory left" : "");
+            /* the report says whether it left the staging directory */
+            assert_int_equal(r.staging_left, exists(f->dir, ".bindlog-upgrade"));
+            staging_left += r.staging_left;
             is_new_store(f);
             finish(f, 2);
             left[0]++;
@@ -521,11 +527,14 @@ static void fail_each(int fmt, const char *which, int what, int err, long count)
         fx_free(f);
     }
     print_message("  format %d %s, each of %ld %ss failing with %s%s: %d left the old store, "
-                  "%d the new one, %d went through (retried, or tidying after the switch); the "
-                  "first said: %s\n",
+                  "%d the new one, %d went through (retried, or tidying after the switch: %d "
+                  "reported the staging directory left); the first said: %s\n",
                   fmt, which, n - 1, fu_shim_op_name(what), strerror(err),
-                  count < 0 ? ", and every one after it" : "", left[1], left[2], left[0], first);
+                  count < 0 ? ", and every one after it" : "", left[1], left[2], left[0],
+                  staging_left, first);
     assert_true(n > 2); /* the sweep failed something */
+    if (what == SHIM_DIR)
+        assert_true(staging_left > 0); /* the removals after the switch were failed too */
 }
 
 static void upgrade_crash__a_failing_disk_at_every_write_and_sync(void **state)

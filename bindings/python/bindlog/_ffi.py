@@ -300,6 +300,7 @@ class bindlog_upgrade_report(Structure):
         ("bindings", c_uint64),
         ("sessions", c_uint64),
         ("digest", c_ubyte * DIGEST_SIZE),
+        ("staging_left", c_int),
     ]
 
 

@@ -120,6 +120,7 @@ int main(void)
     F(bindlog_upgrade_report, bindings);
     F(bindlog_upgrade_report, sessions);
     F(bindlog_upgrade_report, digest);
+    F(bindlog_upgrade_report, staging_left);
 
     S(bindlog_event);
     F(bindlog_event, type);
