@@ -33,6 +33,15 @@ t usage_from_after_to -d "$STORE" dump --from 9 --to 3
 t usage_split_missing_child -d "$STORE" split k a
 t usage_bad_generation -d "$STORE" split k a b --generation 1x
 t usage_two_origins -d "$STORE" bind k a --origin x --origin-file /dev/null
+t usage_origin_twice -d "$STORE" bind k a --origin x --origin y
+t usage_write_extra_arg -d "$STORE" bind k a b
+t usage_generation_max -d "$STORE" split k a b --generation 18446744073709551615
+# An origin the library would refuse is refused whole, never cut; an origin
+# file that cannot be read says why (exit 3), and nothing is written.
+tsh usage_origin_too_long '"$BL" -d "$STORE" bind k a --origin "$(head -c 65537 /dev/zero | tr "\\0" x)"'
+tsh usage_origin_file_too_large 'head -c 65537 /dev/zero > big.origin && "$BL" -d "$STORE" bind k a --origin-file big.origin'
+t origin_file_missing -d "$STORE" bind k a --origin-file no-such.origin
+t origin_file_directory -d "$STORE" bind k a --origin-file .
 tsh usage_bad_clock 'BINDLOG_CLOCK_MS=soon "$BL" -d "$STORE" stat'
 for c in stat get history lineage dump bind new split invalidate unbind; do
     t "help_$c" "$c" --help
