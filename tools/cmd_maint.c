@@ -931,8 +931,10 @@ static int run_import(cli *c)
         cli_lib_error(c, rc, "nothing applied");
         rc = rc == BINDLOG_EEXIST ? CLI_PROBLEM : CLI_STORE;
         if (staging && stage.tmp == NULL) {
-            /* made in place in what was an empty directory: unmake it */
-            static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.lock"};
+            /* made in place in what was an empty directory: unmake it
+             * (every file a new store has) */
+            static const char *const files[] = {"data.mdb", "lock.mdb", "bindlog.wal",
+                                                "bindlog.shm", "bindlog.lock"};
             bindlog_close(s);
             s = NULL;
             for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {

@@ -60,6 +60,22 @@ tsh import_refused_new_dir 'echo "not a stream" > junk.txt
 test -e newt || echo "no newt"; ls -A | grep -c "import-" || true
 "$BL" -d newt bind k s; echo "exit $?"; test -e newt || echo "still no newt"'
 tsh import_refused_empty_dir 'mkdir emptyd && "$BL" -d emptyd import -i junk.txt; echo "exit $?"; ls -A emptyd | wc -l'
+# An empty directory whose parent the importer may not write in has no room
+# for a store beside it: the store is made in place, and a refused stream
+# unmakes every file of it (the log and shared memory included).  Denying
+# the parent takes a user other than root: run where root may become nobody
+# and nobody may run the tool.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$BL" --version >/dev/null 2>&1; then
+    tsh import_refused_in_place 'd=$(mktemp -d) && chmod 755 "$d" && mkdir "$d/empty" && chown 65534:65534 "$d/empty" &&
+head -c -1 full.bls > "$d/torn.bls" && cp full.bls "$d/full.bls" && chmod 644 "$d/torn.bls" "$d/full.bls" || exit 9
+nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+nobody "$BL" -d "$d/empty" import -i "$d/torn.bls" 2>&1 | sed "s|$d|D|g"; echo "exit ${PIPESTATUS[0]}"
+echo "left in the directory: $(ls -A "$d/empty" | wc -l) files"
+nobody "$BL" -d "$d/empty" import -i "$d/full.bls" >/dev/null; echo "exit $?"
+ls -A "$d/empty"; nobody "$BL" -d "$d/empty" check | tail -1
+rm -rf "$d"'
+fi
 tsh import_refused_into_store 'cp -r restored ahead && BINDLOG_CLOCK_MS=1767225609000 "$BL" -d ahead bind extra:1 extra-1 >/dev/null &&
 BINDLOG_CLOCK_MS=1767225609000 "$BL" -d ahead bind extra:2 extra-2 >/dev/null &&
 "$BL" -d ahead export --from-lsn 11 -o ahead.bls >/dev/null && head -c -1 ahead.bls > ahead-torn.bls
