@@ -85,6 +85,18 @@ b=$("$BL" -d restored stat --json | grep -o "\"digest\":\"[0-9a-f]*\",\"digest_l
 [ "$a" = "$b" ] && echo "digest and head unchanged: $b"'
 tsh import_new_nested '"$BL" -d nest/a/b import -i full.bls >/dev/null; echo "exit $?"; ls -A nest/a/b; "$BL" -d nest/a/b check | tail -1
 "$BL" -d nest2/a/b import -i junk.txt 2>/dev/null; echo "exit $?"; test -e nest2 || echo "no nest2"'
+# On a terminal, work that lasts over a second shows a progress line on
+# stderr and wipes it before the report: an import fed through a FIFO that
+# stays empty for 2 s after the new store's data.mdb appears (so however
+# slowly the tool starts, under memcheck too), run on a pseudo-terminal
+# (script(1); ^M is a carriage return).  Without a terminal, as in every
+# other case here, none.
+if command -v script >/dev/null && script -qec true /dev/null >/dev/null 2>&1; then
+    tsh import_progress_on_a_terminal 'rm -f slow.fifo && mkfifo slow.fifo || exit 9
+{ (for i in $(seq 600); do ls .slow.import-*/data.mdb >/dev/null 2>&1 && break; sleep 0.05; done
+   sleep 2; cat full.bls) > slow.fifo & }
+script -qec "\"$BL\" -d slow import -i slow.fifo" /dev/null | cat -v; echo "exit ${PIPESTATUS[0]}"'
+fi
 t help_export export --help
 t help_import import --help
 
