@@ -524,7 +524,13 @@ BINDLOG_API int bindlog_invalidate(bindlog *s, const char *key, const char *reas
 BINDLOG_API int bindlog_unbind(bindlog *s, const char *key, const char *reason,
                                bindlog_result *out);
 
-/** One event of a batch.  Field use by type is documented per field. */
+/**
+ * One event of a batch.  Field use by type is documented per field.  A
+ * pointer its type does not take must be NULL: a SPLIT's reason, a
+ * NEW_SESSION's expect, an INVALIDATE's or UNBIND's session_id and expect;
+ * given, the event is BINDLOG_EINVAL ("this event type takes no reason
+ * (leave it NULL)", and so on).
+ */
 typedef struct bindlog_event {
     int type;               /**< BINDLOG_EVENT_* */
     const char *key;

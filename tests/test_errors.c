@@ -220,6 +220,46 @@ static void errors__batch_names_the_failing_event(void **state)
     expect_msg("apply_batch event 2 (split c): key is not bound");
 }
 
+/* An event given a field its type does not take (an expected session for
+ * new_session, a reason for a split, a session or an expected one for
+ * invalidate and unbind) is refused whole and says so; nothing is written. */
+static void errors__fields_a_type_does_not_take(void **state)
+{
+    fx *f = *state;
+    bindlog_result r;
+    assert_int_equal(bindlog_bind(f->s, "k", "A", NULL, NULL, NULL, 0, &r), BINDLOG_APPLIED);
+    const bindlog_event bad[] = {
+        {BINDLOG_EVENT_NEW_SESSION, "k", "B", "A", 0, NULL, NULL, 0},
+        {BINDLOG_EVENT_SPLIT, "k", "C", "A", 1, "compression", NULL, 0},
+        {BINDLOG_EVENT_INVALIDATE, "k", "A", NULL, 0, NULL, NULL, 0},
+        {BINDLOG_EVENT_INVALIDATE, "k", NULL, "A", 0, NULL, NULL, 0},
+        {BINDLOG_EVENT_UNBIND, "k", "A", NULL, 0, NULL, NULL, 0},
+        {BINDLOG_EVENT_UNBIND, "k", NULL, "A", 0, NULL, NULL, 0},
+    };
+    static const char *const names[] = {"new_session", "split",  "invalidate",
+                                        "invalidate",  "unbind", "unbind"};
+    static const char *const fields[] = {
+        "expected session (expect)", "reason",     "session id",
+        "expected session (expect)", "session id", "expected session (expect)"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const bindlog_event ev[2] = {{BINDLOG_EVENT_BIND, "other", "O", NULL, 0, NULL, NULL, 0},
+                                     bad[i]};
+        char want[160];
+        size_t at = 99;
+        assert_int_equal(bindlog_apply_batch(f->s, ev, 2, NULL, &at), BINDLOG_EINVAL);
+        assert_int_equal(at, 1);
+        snprintf(want, sizeof want,
+                 "apply_batch event 1 (%s k): this event type takes no %s (leave it NULL)",
+                 names[i], fields[i]);
+        expect_msg(want);
+    }
+    /* the first event of each batch was not written either */
+    bindlog_stats st;
+    assert_int_equal(bindlog_stats_get(f->s, &st), 0);
+    assert_int_equal(st.head_lsn, 1);
+    assert_int_equal(st.bindings, 1);
+}
+
 /* Open names what it found: the missing directory, the stranger in it,
  * the file that is not LMDB, the format that is too new. */
 static void errors__open_names_what_it_found(void **state)
@@ -384,6 +424,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(errors__arguments_are_named, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(errors__reads_and_maintenance_name_their_arguments,
                                         fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(errors__fields_a_type_does_not_take, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(errors__batch_names_the_failing_event, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(errors__per_thread_through_group_commit, fx_setup,

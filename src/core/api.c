@@ -304,8 +304,9 @@ const char *bindlog_path(const bindlog *s) { return s ? s->path : NULL; }
 /* strlen, but gives up past `max` (returns max + 1): too long anyway. */
 static size_t bounded_len(const char *s, size_t max) { return strnlen(s, max + 1); }
 
-/* Turn a public event into a bl_event; BINDLOG_EINVAL on bad arguments. */
-static int to_event(const bindlog_event *in, bl_event *ev)
+/* Turn a public event into a bl_event; BINDLOG_EINVAL on bad arguments,
+ * with *field naming a field its type does not take, if that was why. */
+static int to_event(const bindlog_event *in, bl_event *ev, const char **field)
 {
     memset(ev, 0, sizeof(*ev));
     if (in->type <= 0 || in->type >= BINDLOG_EVENT_COUNT || in->type == BINDLOG_EVENT_ROUTE)
@@ -333,37 +334,36 @@ static int to_event(const bindlog_event *in, bl_event *ev)
     /* fields a type does not take must not be given */
     switch (in->type) {
     case BINDLOG_EVENT_NEW_SESSION:
-        if (in->expect != NULL)
-            return BINDLOG_EINVAL;
+        *field = in->expect != NULL ? "expected session (expect)" : NULL;
         break;
     case BINDLOG_EVENT_SPLIT:
-        if (in->reason != NULL)
-            return BINDLOG_EINVAL;
+        *field = in->reason != NULL ? "reason" : NULL;
         break;
     case BINDLOG_EVENT_INVALIDATE:
     case BINDLOG_EVENT_UNBIND:
-        if (in->session_id != NULL || in->expect != NULL)
-            return BINDLOG_EINVAL;
+        *field = in->session_id != NULL ? "session id"
+                 : in->expect != NULL   ? "expected session (expect)"
+                                        : NULL;
         break;
     default:
         break;
     }
-    return bl_event_check(ev);
+    return *field != NULL ? BINDLOG_EINVAL : bl_event_check(ev);
 }
 
 /* to_event(), with the refusal's words as the last-error detail. */
 static int event_arg(const bindlog_event *in, bl_event *ev)
 {
-    int rc = to_event(in, ev);
-    if (rc != 0) {
-        const char *why = bl_event_problem(ev);
-        if (in->type == BINDLOG_EVENT_ROUTE)
-            why = "a route event is written by bindlog_route() only";
-        else if (why == NULL && in->type > 0 && in->type < BINDLOG_EVENT_COUNT)
-            why = "an argument this event type does not take was given";
-        bl_err_set(rc, "%s", why ? why : "unknown event type");
-    }
-    return rc;
+    const char *field = NULL;
+    int rc = to_event(in, ev, &field);
+    if (rc == 0)
+        return 0;
+    if (field != NULL)
+        return bl_err_set(rc, "this event type takes no %s (leave it NULL)", field);
+    const char *why = bl_event_problem(ev);
+    if (in->type == BINDLOG_EVENT_ROUTE)
+        why = "a route event is written by bindlog_route() only";
+    return bl_err_set(rc, "%s", why ? why : "unknown event type");
 }
 
 void bl_count_call(bindlog *s, int type, int rc)
