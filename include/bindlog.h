@@ -527,9 +527,9 @@ BINDLOG_API int bindlog_unbind(bindlog *s, const char *key, const char *reason,
 /**
  * One event of a batch.  Field use by type is documented per field.  A
  * pointer its type does not take must be NULL: a SPLIT's reason, a
- * NEW_SESSION's expect, an INVALIDATE's or UNBIND's session_id and expect;
- * given, the event is BINDLOG_EINVAL ("this event type takes no reason
- * (leave it NULL)", and so on).
+ * NEW_SESSION's expect, an INVALIDATE's or UNBIND's session_id, expect and
+ * origin; given, the event is BINDLOG_EINVAL ("this event type takes no
+ * reason (leave it NULL)", "invalidate and unbind take no origin").
  */
 typedef struct bindlog_event {
     int type;               /**< BINDLOG_EVENT_* */

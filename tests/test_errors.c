@@ -253,6 +253,20 @@ static void errors__fields_a_type_does_not_take(void **state)
                  names[i], fields[i]);
         expect_msg(want);
     }
+    /* an origin, the one field the state machine itself refuses */
+    static const unsigned char org[] = "o";
+    const bindlog_event with_origin[2] = {
+        {BINDLOG_EVENT_INVALIDATE, "k", NULL, NULL, 0, NULL, org, 1},
+        {BINDLOG_EVENT_UNBIND, "k", NULL, NULL, 0, NULL, org, 1},
+    };
+    assert_int_equal(bindlog_apply_batch(f->s, &with_origin[0], 1, NULL, NULL), BINDLOG_EINVAL);
+    expect_msg("apply_batch event 0 (invalidate k): invalidate and unbind take no origin");
+    assert_int_equal(bindlog_apply_batch(f->s, &with_origin[1], 1, NULL, NULL), BINDLOG_EINVAL);
+    expect_msg("apply_batch event 0 (unbind k): invalidate and unbind take no origin");
+    /* a bind's expected session is an id, held to an id's rules */
+    assert_int_equal(bindlog_bind(f->s, "k", "B", "A\x7f", NULL, NULL, 0, &r), BINDLOG_EINVAL);
+    expect_msg("bind k: expected session id is too long or holds a control byte");
+
     /* the first event of each batch was not written either */
     bindlog_stats st;
     assert_int_equal(bindlog_stats_get(f->s, &st), 0);
