@@ -692,6 +692,17 @@ static void route__expire_prefix_and_dry_run(void **state)
                               "again", &r),
                      BINDLOG_CREATED);
     assert_int_equal(bindlog_expire(f->s, 0, NULL, 1, &n), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "cut-off must be > 0"));
+    /* the other refusals, each named; count may be NULL */
+    assert_int_equal(bindlog_expire(NULL, cutoff, NULL, 1, &n), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "handle is NULL"));
+    char prefix[BINDLOG_KEY_MAX + 2];
+    memset(prefix, 'p', sizeof prefix - 1);
+    prefix[sizeof prefix - 1] = '\0';
+    assert_int_equal(bindlog_expire(f->s, cutoff, prefix, 1, &n), BINDLOG_EINVAL);
+    assert_non_null(strstr(bindlog_last_error(), "prefix is longer than BINDLOG_KEY_MAX (400)"));
+    prefix[BINDLOG_KEY_MAX] = '\0'; /* 400 bytes: a prefix no key of this store has */
+    assert_int_equal(bindlog_expire(f->s, T0 + 30 * HOUR, prefix, 0, NULL), 0);
     check_clean(f->s);
 }
 
