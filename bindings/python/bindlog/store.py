@@ -1234,6 +1234,16 @@ def _event_name(ev: Event) -> str:
         return "unknown"
 
 
+#: Event's optional fields, their words, and the event types that take them.
+_EVENT_FIELDS = (
+    ("session_id", "session id", (EventType.BIND, EventType.NEW_SESSION, EventType.SPLIT)),
+    ("expect", "expected session (expect)", (EventType.BIND, EventType.SPLIT)),
+    ("reason", "reason",
+     (EventType.BIND, EventType.NEW_SESSION, EventType.INVALIDATE, EventType.UNBIND)),
+    ("origin", "origin", (EventType.BIND, EventType.NEW_SESSION, EventType.SPLIT)),
+)
+
+
 def _fill_event(c: "_ffi.bindlog_event", ev: Event, keep: List[Any]) -> None:
     """Convert one batch event into its C struct; buffers go to `keep`."""
     try:
@@ -1242,6 +1252,10 @@ def _fill_event(c: "_ffi.bindlog_event", ev: Event, keep: List[Any]) -> None:
         raise InvalidArgument(_ffi.EINVAL, f"unknown event type {ev.type!r}") from None
     c.type = int(t)
     c.key = _args.key(ev.key)
+    # a field the type does not take is refused, as the C library refuses it
+    for name, what, takers in _EVENT_FIELDS:
+        if getattr(ev, name) is not None and t not in takers:
+            raise InvalidArgument(_ffi.EINVAL, f"this event type takes no {what} (leave it None)")
     if t in (EventType.BIND, EventType.NEW_SESSION):
         c.session_id = _args.sid(ev.session_id)
     elif t is EventType.SPLIT:

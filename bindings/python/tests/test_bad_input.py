@@ -96,6 +96,25 @@ class BadInput(StoreTestCase):
         e = self.expect_error(ValueError, s.apply_batch,
                               [Event.bind("k2", "s5"), Event.split(KEY, "s1", "bad\x00")])
         self.assertEqual(e.index, 1)
+        # a field an event type does not take is refused, naming it (the C
+        # library's rule), not dropped
+        T = bindlog.EventType
+        wrong = [
+            (Event(T.NEW_SESSION, KEY, "s5", expect="s1"), "new_session", "expected session (expect)"),
+            (Event(T.SPLIT, KEY, "s5", "s1", 1, reason="r"), "split", "reason"),
+            (Event(T.INVALIDATE, KEY, session_id="s1"), "invalidate", "session id"),
+            (Event(T.INVALIDATE, KEY, expect="s1"), "invalidate", "expected session (expect)"),
+            (Event(T.INVALIDATE, KEY, origin=b"o"), "invalidate", "origin"),
+            (Event(T.UNBIND, KEY, session_id="s1"), "unbind", "session id"),
+            (Event(T.UNBIND, KEY, expect="s1"), "unbind", "expected session (expect)"),
+            (Event(T.UNBIND, KEY, origin="o"), "unbind", "origin"),
+        ]
+        for ev, name, what in wrong:
+            with self.subTest(event=ev):
+                e = self.expect_error(bindlog.InvalidArgument, s.apply_batch, [Event.bind("k2", "s5"), ev])
+                self.assertEqual(e.index, 1)
+                self.assertEqual(e.message, f"apply_batch event 1 ({name} {KEY}): "
+                                         f"this event type takes no {what} (leave it None)")
         # limits are exact: the longest valid values are accepted (then undone)
         self.assertIsNone(s.get("k" * 400))
         self.assertIsNone(s.session("x" * 128))
